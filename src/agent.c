@@ -1,0 +1,918 @@
+/*
+ * agent.c - one candidate: a session, an election, and the host's callbacks.
+ *
+ * Flow: the session's callbacks (which run inside the ZooKeeper library) feed
+ * the election; the election's requests and events go into one FIFO. The FIFO
+ * is drained from an ev_prepare watcher, at the top of the loop, outside any
+ * library call stack: events become host callbacks, requests become session
+ * calls. A request queued behind an event is only sent after that event's
+ * callback returned, which is what makes "on_stepdown runs before our node is
+ * deleted" hold. When the FIFO is empty a request is sent at once.
+ *
+ * Re-entrancy: host callbacks may call any zke_agent_* function, including
+ * zke_agent_free(), which is then deferred until the callback returns
+ * (hiredis IN_CALLBACK/FREEING).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "zkelect.h"
+#include "election.h"
+#include "session.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#define MAX_ROUNDS 16
+
+struct item {
+    struct item *next;
+    int is_event;
+    struct el_req req;          /* req.node points into buf */
+    struct zke_event ev;        /* strings point into buf */
+    char buf[];
+};
+
+struct rctx {
+    zke_agent *a;
+    enum el_req_type type;
+    uint32_t token;
+    size_t ensure_pos;          /* ENSURE: end of the prefix being created */
+};
+
+struct zke_agent {
+    struct ev_loop *loop;
+    struct zke_settings set;    /* strings owned */
+    struct zke_callbacks cb;
+    void *ud;
+    session *sess;
+    election *el;
+    ev_prepare prepare;
+    ev_timer backoff, connect_to, disc_to, reopen, stop_to, kick;
+    struct item *head, *tail;
+    int started, stopping, done, stopped_called, ever_connected, in_cb, freeing;
+    uint64_t last_session;
+    const char *stop_reason;
+    double reopen_delay;
+    char err[256];
+};
+
+/* --- helpers --------------------------------------------------------- */
+
+static char *xstrdup(const char *s)
+{
+    if (s == NULL)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p != NULL)
+        memcpy(p, s, n);
+    return p;
+}
+
+static void alog(zke_agent *a, enum zke_log_level lvl, const char *fmt, ...)
+{
+    char buf[600];
+    va_list ap;
+    if (a->cb.log == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    a->cb.log(a->ud, lvl, buf);
+}
+
+const char *zke_version(void) { return ZKELECT_VERSION; }
+
+const char *zke_role_name(enum zke_role r)
+{
+    return r == ZKE_ROLE_LEADER ? "leader" : r == ZKE_ROLE_FOLLOWER ? "follower" : "idle";
+}
+
+const char *zke_event_name(enum zke_event_type t)
+{
+    static const char *n[] = { "leader", "follower", "predecessor_change", "stepdown",
+                               "session", "joined", "stopped" };
+    return (unsigned)t < ZKE_EV_COUNT ? n[t] : "?";
+}
+
+const char *zke_log_level_name(enum zke_log_level l)
+{
+    static const char *n[] = { "debug", "info", "warn", "error" };
+    return (unsigned)l <= ZKE_LOG_ERROR ? n[l] : "?";
+}
+
+int zke_check_path(const char *p, char *err, size_t errlen)
+{
+    if (p == NULL || *p == '\0') {
+        snprintf(err, errlen, "election path is empty");
+        return -1;
+    }
+    if (p[0] != '/') {
+        snprintf(err, errlen, "election path '%s' is not absolute (must start with '/')", p);
+        return -1;
+    }
+    if (strlen(p) == 1 || p[strlen(p) - 1] == '/') {
+        snprintf(err, errlen, "election path '%s' must not be '/' or end with '/'", p);
+        return -1;
+    }
+    if (strlen(p) > 1024) {
+        snprintf(err, errlen, "election path is longer than 1024 characters");
+        return -1;
+    }
+    for (const char *c = p; *c; c++) {
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+            snprintf(err, errlen, "election path '%s' contains a control character", p);
+            return -1;
+        }
+        if (c[0] == '/' && (c[1] == '/')) {
+            snprintf(err, errlen, "election path '%s' has an empty component", p);
+            return -1;
+        }
+        if (c[0] == '/' && c[1] == '.' && (c[2] == '/' || c[2] == '\0' ||
+                                          (c[2] == '.' && (c[3] == '/' || c[3] == '\0')))) {
+            snprintf(err, errlen, "election path '%s' has a '.' or '..' component", p);
+            return -1;
+        }
+    }
+    if (strcmp(p, "/zookeeper") == 0 || strncmp(p, "/zookeeper/", 11) == 0) {
+        snprintf(err, errlen, "election path '%s' is under /zookeeper, which ZooKeeper reserves", p);
+        return -1;
+    }
+    return 0;
+}
+
+int zke_check_id(const char *id, char *err, size_t errlen)
+{
+    if (id == NULL || *id == '\0') {
+        snprintf(err, errlen, "candidate id is empty");
+        return -1;
+    }
+    if (strlen(id) > 128) {
+        snprintf(err, errlen, "candidate id '%.32s...' is longer than 128 characters", id);
+        return -1;
+    }
+    for (const char *c = id; *c; c++) {
+        if ((unsigned char)*c < 0x20 || *c == 0x7f || *c == '/') {
+            snprintf(err, errlen, "candidate id '%s' contains '/' or a control character", id);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int zke_check_hosts(const char *zk, char *err, size_t errlen)
+{
+    if (zk == NULL || *zk == '\0') {
+        snprintf(err, errlen, "ZooKeeper connect string is empty");
+        return -1;
+    }
+    const char *end = strchr(zk, '/');
+    size_t len = end ? (size_t)(end - zk) : strlen(zk);
+    if (end != NULL) {
+        char e2[256];
+        if (zke_check_path(end, e2, sizeof e2) != 0) {
+            snprintf(err, errlen, "chroot '%s' in connect string '%s' is not a valid path", end, zk);
+            return -1;
+        }
+    }
+    const char *p = zk;
+    while (p < zk + len) {
+        const char *comma = memchr(p, ',', (size_t)(zk + len - p));
+        const char *stop = comma ? comma : zk + len;
+        const char *colon = NULL;
+        for (const char *q = p; q < stop; q++)
+            if (*q == ':')
+                colon = q;
+        if (stop == p || colon == NULL || colon == p || colon + 1 == stop) {
+            snprintf(err, errlen, "ZooKeeper connect string '%s': element '%.*s' is not HOST:PORT",
+                     zk, (int)(stop - p), p);
+            return -1;
+        }
+        long port = 0;
+        for (const char *q = colon + 1; q < stop; q++) {
+            if (!isdigit((unsigned char)*q) || port > 65535) {
+                port = -1;
+                break;
+            }
+            port = port * 10 + (*q - '0');
+        }
+        if (port < 1 || port > 65535) {
+            snprintf(err, errlen, "ZooKeeper connect string '%s': bad port in '%.*s'",
+                     zk, (int)(stop - p), p);
+            return -1;
+        }
+        p = comma ? comma + 1 : stop;
+        if (comma != NULL && p == zk + len) {
+            snprintf(err, errlen, "ZooKeeper connect string '%s' ends with ','", zk);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* --- the FIFO -------------------------------------------------------- */
+
+static size_t slen(const char *s) { return s ? strlen(s) + 1 : 0; }
+
+static const char *put(char **p, const char *s)
+{
+    if (s == NULL)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    memcpy(*p, s, n);
+    const char *r = *p;
+    *p += n;
+    return r;
+}
+
+static void enqueue(zke_agent *a, struct item *it)
+{
+    it->next = NULL;
+    if (a->tail)
+        a->tail->next = it;
+    else
+        a->head = it;
+    a->tail = it;
+}
+
+static void submit(zke_agent *a, const struct el_req *r);
+
+static void queue_event(zke_agent *a, const struct zke_event *ev)
+{
+    const struct zke_event *e = ev;
+    size_t n = slen(e->id) + slen(e->path) + slen(e->node) + slen(e->reason) + slen(e->previous) +
+               slen(e->leader) + slen(e->leader_node) + slen(e->predecessor) + slen(e->old_pred) +
+               slen(e->new_pred);
+    struct item *it = malloc(sizeof *it + n);
+    if (it == NULL) {
+        alog(a, ZKE_LOG_ERROR, "out of memory: %s event lost", zke_event_name(ev->type));
+        return;
+    }
+    char *p = it->buf;
+    it->is_event = 1;
+    it->ev = *ev;
+    it->ev.id = put(&p, e->id);
+    it->ev.path = put(&p, e->path);
+    it->ev.node = put(&p, e->node);
+    it->ev.reason = put(&p, e->reason);
+    it->ev.previous = put(&p, e->previous);
+    it->ev.leader = put(&p, e->leader);
+    it->ev.leader_node = put(&p, e->leader_node);
+    it->ev.predecessor = put(&p, e->predecessor);
+    it->ev.old_pred = put(&p, e->old_pred);
+    it->ev.new_pred = put(&p, e->new_pred);
+    enqueue(a, it);
+    ev_feed_event(a->loop, &a->kick, EV_TIMER);    /* make sure the loop turns */
+}
+
+static void queue_session_event(zke_agent *a, const char *reason, uint64_t sid)
+{
+    struct zke_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = ZKE_EV_SESSION;
+    ev.id = a->set.id;
+    ev.path = a->set.path;
+    ev.session = sid;
+    ev.reason = reason;
+    ev.seq = -1;
+    ev.position = -1;
+    queue_event(a, &ev);
+}
+
+/* election -> agent */
+static void el_request_cb(void *ud, const struct el_req *r)
+{
+    zke_agent *a = ud;
+    if (a->head == NULL) {
+        submit(a, r);
+        return;
+    }
+    struct item *it = malloc(sizeof *it + slen(r->node) + r->datalen + 1);
+    if (it == NULL) {
+        alog(a, ZKE_LOG_ERROR, "out of memory queueing a request; retrying later");
+        ev_timer_stop(a->loop, &a->backoff);
+        ev_timer_set(&a->backoff, 0.5, 0.);
+        ev_timer_start(a->loop, &a->backoff);
+        return;
+    }
+    char *p = it->buf;
+    it->is_event = 0;
+    it->req = *r;
+    it->req.node = put(&p, r->node);
+    if (r->data != NULL) {
+        memcpy(p, r->data, r->datalen);
+        it->req.data = p;
+    }
+    enqueue(a, it);
+}
+
+static void el_event_cb(void *ud, const struct zke_event *ev)
+{
+    queue_event(ud, ev);
+}
+
+static void el_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    zke_agent *a = ud;
+    if (a->cb.log)
+        a->cb.log(a->ud, lvl, msg);
+}
+
+/* --- requests -------------------------------------------------------- */
+
+static enum el_rc to_el_rc(enum sess_rc rc)
+{
+    switch (rc) {
+    case SESS_OK: return EL_OK;
+    case SESS_NONODE: return EL_NONODE;
+    case SESS_NODEEXISTS: return EL_NODEEXISTS;
+    case SESS_CONNLOSS: return EL_CONNLOSS;
+    case SESS_EXPIRED: return EL_EXPIRED;
+    case SESS_CLOSING: return EL_CLOSING;
+    default: return EL_FAILED;
+    }
+}
+
+static int full_path(zke_agent *a, const char *node, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s/%s", a->set.path, node ? node : "");
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+static void ensure_step(struct rctx *c);
+
+static void req_done(void *arg, const struct sess_result *r)
+{
+    struct rctx *c = arg;
+    zke_agent *a = c->a;
+    struct el_result res;
+
+    if (a->freeing || a->el == NULL) {
+        free(c);
+        return;
+    }
+    if (c->type == EL_REQ_ENSURE && (r->rc == SESS_OK || r->rc == SESS_NODEEXISTS) &&
+        c->ensure_pos < strlen(a->set.path)) {
+        ensure_step(c);
+        return;
+    }
+    if (r->rc != SESS_OK && r->rc != SESS_NONODE && r->rc != SESS_CLOSING)
+        alog(a, r->rc == SESS_CONNLOSS ? ZKE_LOG_DEBUG : ZKE_LOG_WARN,
+             "request %d on %s: %s", (int)c->type, a->set.path, sess_rc_name(r->rc));
+    memset(&res, 0, sizeof res);
+    res.token = c->token;
+    res.rc = to_el_rc(r->rc);
+    res.czxid = r->czxid;
+    res.owner = r->owner;
+    res.data = r->data;
+    res.datalen = r->datalen;
+    res.children = r->children;
+    res.nchildren = r->nchildren;
+    res.cversion = r->cversion;
+    if (r->path != NULL) {
+        const char *slash = strrchr(r->path, '/');
+        res.name = slash ? slash + 1 : r->path;
+    }
+    if (c->type == EL_REQ_DELETE_STALE) {
+        free(c);
+        return;
+    }
+    el_on_result(a->el, c->type, &res);
+    free(c);
+}
+
+static void ensure_step(struct rctx *c)
+{
+    zke_agent *a = c->a;
+    const char *path = a->set.path;
+    size_t len = strlen(path);
+    size_t end = c->ensure_pos + 1;
+    char buf[1100];
+    while (end < len && path[end] != '/')
+        end++;
+    c->ensure_pos = end;
+    memcpy(buf, path, end);
+    buf[end] = '\0';
+    if (session_create(a->sess, buf, NULL, 0, SESS_CONTAINER, req_done, c) != 0) {
+        struct sess_result r;
+        memset(&r, 0, sizeof r);
+        r.rc = SESS_FAILED;
+        c->ensure_pos = len;
+        alog(a, ZKE_LOG_WARN, "%s", session_error(a->sess));
+        /* report through the election (deferred to keep el_* non-reentrant) */
+        free(c);
+        ev_timer_stop(a->loop, &a->backoff);
+        ev_timer_set(&a->backoff, 0.2, 0.);
+        ev_timer_start(a->loop, &a->backoff);
+    }
+}
+
+static void submit(zke_agent *a, const struct el_req *r)
+{
+    char path[1100];
+    int rc = 0;
+    struct rctx *c;
+
+    if (r->type == EL_REQ_BACKOFF) {
+        ev_timer_stop(a->loop, &a->backoff);
+        ev_timer_set(&a->backoff, r->delay_ms / 1000.0, 0.);
+        ev_timer_start(a->loop, &a->backoff);
+        return;
+    }
+    if (r->type == EL_REQ_DONE) {
+        a->done = 1;
+        if (session_is_open(a->sess))
+            session_request_close(a->sess);
+        ev_feed_event(a->loop, &a->kick, EV_TIMER);
+        return;
+    }
+    c = malloc(sizeof *c);
+    if (c == NULL || (r->type != EL_REQ_LIST && r->type != EL_REQ_ENSURE &&
+                      full_path(a, r->node, path, sizeof path) != 0)) {
+        free(c);
+        alog(a, ZKE_LOG_ERROR, "cannot build request %d", (int)r->type);
+        goto retry;
+    }
+    c->a = a;
+    c->type = r->type;
+    c->token = r->token;
+    c->ensure_pos = 0;
+    switch (r->type) {
+    case EL_REQ_CREATE:
+        rc = session_create(a->sess, path, r->data, r->datalen, SESS_EPHEMERAL_SEQ, req_done, c);
+        break;
+    case EL_REQ_ENSURE:
+        ensure_step(c);
+        return;
+    case EL_REQ_LIST:
+        rc = session_list(a->sess, a->set.path, req_done, c);
+        break;
+    case EL_REQ_CONFIRM:
+    case EL_REQ_ADOPT_STAT:
+        rc = session_exists(a->sess, path, 0, req_done, c);
+        break;
+    case EL_REQ_WATCH_SELF:
+        rc = session_exists(a->sess, path, 1, req_done, c);
+        break;
+    case EL_REQ_WATCH:
+        rc = session_get(a->sess, path, 1, req_done, c);
+        break;
+    case EL_REQ_GET_LEADER:
+        rc = session_get(a->sess, path, 0, req_done, c);
+        break;
+    case EL_REQ_DELETE:
+    case EL_REQ_DELETE_STALE:
+        rc = session_delete(a->sess, path, req_done, c);
+        break;
+    default:
+        free(c);
+        return;
+    }
+    if (rc == 0)
+        return;
+    alog(a, ZKE_LOG_DEBUG, "request not sent: %s", session_error(a->sess));
+retry:
+    /* The handle refused the request (closed, expired, out of memory): the
+     * session event or this timer (el_kick) drives the retry. */
+    if (!ev_is_active(&a->backoff)) {
+        ev_timer_set(&a->backoff, 0.2, 0.);
+        ev_timer_start(a->loop, &a->backoff);
+    }
+}
+
+/* --- session -> agent ------------------------------------------------ */
+
+static void reopen_later(zke_agent *a)
+{
+    a->reopen_delay = a->reopen_delay < 0.1 ? 0.1 : a->reopen_delay * 2;
+    if (a->reopen_delay > 2.0)
+        a->reopen_delay = 2.0;
+    double jitter = a->reopen_delay * (double)(rand() % 100) / 400.0;
+    ev_timer_stop(a->loop, &a->reopen);
+    ev_timer_set(&a->reopen, a->reopen_delay + jitter, 0.);
+    ev_timer_start(a->loop, &a->reopen);
+}
+
+static void lose_session(zke_agent *a, const char *why)
+{
+    ev_timer_stop(a->loop, &a->disc_to);
+    queue_session_event(a, "expired", a->last_session);
+    alog(a, ZKE_LOG_WARN, "session 0x%" PRIx64 " %s", a->last_session, why);
+    el_on_session(a->el, EL_SESS_EXPIRED, 0);
+    session_request_close(a->sess);
+    if (!a->stopping)
+        reopen_later(a);
+}
+
+static void sess_state_cb(void *ud, enum sess_state st)
+{
+    zke_agent *a = ud;
+    if (st == SESS_S_CONNECTED) {
+        uint64_t sid = session_id(a->sess);
+        int first = !a->ever_connected;
+        a->ever_connected = 1;
+        a->reopen_delay = 0;
+        ev_timer_stop(a->loop, &a->connect_to);
+        ev_timer_stop(a->loop, &a->disc_to);
+        queue_session_event(a, sid == a->last_session ? "reconnected" : "connected", sid);
+        if (sid != a->last_session && a->set.session_file != NULL &&
+            session_write_file(a->sess, a->set.session_file) != 0)
+            alog(a, ZKE_LOG_WARN, "cannot write session file %s", a->set.session_file);
+        if (first && session_timeout_ms(a->sess) != a->set.session_timeout_ms)
+            alog(a, ZKE_LOG_WARN, "session timeout: asked %d ms, server granted %d ms",
+                 a->set.session_timeout_ms, session_timeout_ms(a->sess));
+        a->last_session = sid;
+        el_on_session(a->el, EL_SESS_CONNECTED, sid);
+    } else if (st == SESS_S_DISCONNECTED) {
+        queue_session_event(a, "disconnected", a->last_session);
+        el_on_session(a->el, EL_SESS_DISCONNECTED, a->last_session);
+        /* The server expires us one session timeout after it last heard
+         * from us; without news by then our session is as good as gone. */
+        ev_timer_stop(a->loop, &a->disc_to);
+        ev_timer_set(&a->disc_to, session_timeout_ms(a->sess) / 1000.0, 0.);
+        ev_timer_start(a->loop, &a->disc_to);
+    } else if (st == SESS_S_EXPIRED) {
+        lose_session(a, "expired");
+    } else {
+        snprintf(a->err, sizeof a->err, "ZooKeeper authentication failed");
+        a->stop_reason = "auth";
+        lose_session(a, "authentication failed");
+        zke_agent_stop(a);
+    }
+}
+
+static void sess_watch_cb(void *ud, enum sess_watch type, const char *path)
+{
+    zke_agent *a = ud;
+    size_t pl = strlen(a->set.path);
+    if (strncmp(path, a->set.path, pl) != 0 || path[pl] != '/')
+        return;
+    el_on_watch(a->el, type == SESS_W_DELETED ? EL_W_DELETED :
+                       type == SESS_W_CHANGED ? EL_W_CHANGED : EL_W_OTHER, path + pl + 1);
+}
+
+static void sess_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    zke_agent *a = ud;
+    if (a->cb.log)
+        a->cb.log(a->ud, lvl, msg);
+}
+
+/* --- loop glue ------------------------------------------------------- */
+
+static void real_free(zke_agent *a);
+
+static zke_event_fn *callback_for(zke_agent *a, enum zke_event_type t)
+{
+    switch (t) {
+    case ZKE_EV_LEADER: return a->cb.on_leader;
+    case ZKE_EV_FOLLOWER: return a->cb.on_follower;
+    case ZKE_EV_PREDECESSOR_CHANGE: return a->cb.on_predecessor_change;
+    case ZKE_EV_STEPDOWN: return a->cb.on_stepdown;
+    case ZKE_EV_SESSION: return a->cb.on_session;
+    case ZKE_EV_JOINED: return a->cb.on_joined;
+    case ZKE_EV_STOPPED: return a->cb.on_stopped;
+    default: return NULL;
+    }
+}
+
+/* Returns -1 when the agent was freed by a callback. */
+static int call_host(zke_agent *a, const struct zke_event *ev)
+{
+    zke_event_fn *fn = callback_for(a, ev->type);
+    if (fn == NULL)
+        return 0;
+    a->in_cb++;
+    fn(a, ev, a->ud);
+    a->in_cb--;
+    if (a->freeing && a->in_cb == 0) {
+        real_free(a);
+        return -1;
+    }
+    return 0;
+}
+
+static int emit_stopped(zke_agent *a, const char *reason)
+{
+    struct zke_event ev;
+    if (a->stopped_called)
+        return 0;
+    a->stopped_called = 1;
+    memset(&ev, 0, sizeof ev);
+    ev.type = ZKE_EV_STOPPED;
+    ev.id = a->set.id;
+    ev.path = a->set.path;
+    ev.reason = reason;
+    ev.seq = -1;
+    ev.position = -1;
+    return call_host(a, &ev);
+}
+
+/* Drains the FIFO and pumps the session. Returns -1 if the agent is gone. */
+static int run_pending(zke_agent *a)
+{
+    for (int round = 0; round < MAX_ROUNDS; round++) {
+        while (a->head != NULL) {
+            struct item *it = a->head;
+            a->head = it->next;
+            if (a->head == NULL)
+                a->tail = NULL;
+            if (it->is_event) {
+                int gone = call_host(a, &it->ev);
+                free(it);
+                if (gone)
+                    return -1;
+            } else {
+                submit(a, &it->req);
+                free(it);
+            }
+        }
+        session_flush(a->sess);
+        if (a->done && !session_is_open(a->sess) && !a->stopped_called) {
+            ev_timer_stop(a->loop, &a->stop_to);
+            ev_timer_stop(a->loop, &a->backoff);
+            ev_timer_stop(a->loop, &a->reopen);
+            ev_timer_stop(a->loop, &a->connect_to);
+            ev_timer_stop(a->loop, &a->disc_to);
+            if (ev_is_active(&a->prepare)) {
+                ev_ref(a->loop);
+                ev_prepare_stop(a->loop, &a->prepare);
+            }
+            if (emit_stopped(a, a->stop_reason ? a->stop_reason : "stop") < 0)
+                return -1;
+        }
+        if (a->head == NULL)
+            return 0;
+    }
+    ev_feed_event(a->loop, &a->kick, EV_TIMER);
+    return 0;
+}
+
+static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    (void)run_pending(w->data);
+}
+
+static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)w;
+    (void)revents;     /* only wakes the loop: prepare_cb does the work */
+}
+
+static void backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    (void)loop;
+    (void)revents;
+    el_kick(a->el);
+}
+
+static void open_session(zke_agent *a)
+{
+    if (session_open(a->sess) != 0) {
+        alog(a, ZKE_LOG_WARN, "%s; retrying", session_error(a->sess));
+        reopen_later(a);
+    }
+}
+
+static void reopen_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    (void)loop;
+    (void)revents;
+    if (a->stopping || session_is_open(a->sess))
+        return;
+    open_session(a);
+}
+
+static void connect_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    (void)loop;
+    (void)revents;
+    if (a->ever_connected)
+        return;
+    snprintf(a->err, sizeof a->err, "cannot connect to ZooKeeper at '%s' within %d ms",
+             a->set.zk, a->set.connect_timeout_ms);
+    a->stop_reason = "unreachable";
+    zke_agent_stop(a);
+}
+
+static void disc_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    (void)loop;
+    (void)revents;
+    if (session_connected(a->sess) || !session_is_open(a->sess))
+        return;
+    lose_session(a, "lost: no contact with ZooKeeper for a whole session timeout");
+}
+
+static void stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    (void)loop;
+    (void)revents;
+    if (a->done)
+        return;
+    alog(a, ZKE_LOG_WARN, "stop: could not release our node in time; closing the session "
+                          "(the server removes the node)");
+    a->done = 1;
+    session_request_close(a->sess);
+}
+
+/* --- public API ------------------------------------------------------ */
+
+zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
+                         const struct zke_callbacks *cb, void *ud)
+{
+    zke_agent *a = calloc(1, sizeof *a);
+    if (a == NULL)
+        return NULL;
+    a->loop = loop;
+    if (cb != NULL)
+        a->cb = *cb;
+    a->ud = ud;
+    a->set.session_timeout_ms = s->session_timeout_ms > 0 ? s->session_timeout_ms : 10000;
+    a->set.connect_timeout_ms = s->connect_timeout_ms != 0 ? s->connect_timeout_ms : 15000;
+    a->set.zk = xstrdup(s->zk ? s->zk : "");
+    a->set.path = xstrdup(s->path ? s->path : "");
+    a->set.id = xstrdup(s->id ? s->id : "");
+    a->set.data = xstrdup(s->data ? s->data : s->id ? s->id : "");
+    a->set.session_file = xstrdup(s->session_file);
+    if (a->set.zk == NULL || a->set.path == NULL || a->set.id == NULL || a->set.data == NULL ||
+        (s->session_file != NULL && a->set.session_file == NULL)) {
+        snprintf(a->err, sizeof a->err, "out of memory");
+        return a;
+    }
+    if (zke_check_hosts(a->set.zk, a->err, sizeof a->err) != 0 ||
+        zke_check_path(a->set.path, a->err, sizeof a->err) != 0 ||
+        zke_check_id(a->set.id, a->err, sizeof a->err) != 0)
+        return a;
+    if (strlen(a->set.data) > 512 * 1024) {
+        snprintf(a->err, sizeof a->err, "candidate data is longer than 512 KiB");
+        return a;
+    }
+    if (s->session_timeout_ms < 0 || s->session_timeout_ms > 600000) {
+        snprintf(a->err, sizeof a->err, "session timeout %d ms is out of range (1..600000)",
+                 s->session_timeout_ms);
+        return a;
+    }
+    struct sess_cbs scb = { sess_state_cb, sess_watch_cb, sess_log_cb };
+    struct el_ops eops = { el_request_cb, el_event_cb, el_log_cb };
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t seed = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 17) ^
+                    (uint64_t)(uintptr_t)a;
+    a->sess = session_new(loop, a->set.zk, a->set.session_timeout_ms, &scb, a);
+    a->el = el_new(a->set.path, a->set.id, a->set.data, &eops, a, seed);
+    if (a->sess == NULL || a->el == NULL) {
+        snprintf(a->err, sizeof a->err, "out of memory");
+        return a;
+    }
+    ev_prepare_init(&a->prepare, prepare_cb);
+    a->prepare.data = a;
+    ev_timer_init(&a->kick, kick_cb, 0., 0.);
+    ev_timer_init(&a->backoff, backoff_cb, 0., 0.);
+    ev_timer_init(&a->connect_to, connect_to_cb, 0., 0.);
+    ev_timer_init(&a->disc_to, disc_to_cb, 0., 0.);
+    ev_timer_init(&a->reopen, reopen_cb, 0., 0.);
+    ev_timer_init(&a->stop_to, stop_to_cb, 0., 0.);
+    a->kick.data = a->backoff.data = a->connect_to.data = a->disc_to.data = a;
+    a->reopen.data = a->stop_to.data = a;
+    return a;
+}
+
+int zke_agent_start(zke_agent *a)
+{
+    if (a->err[0] != '\0')
+        return -1;
+    if (a->started) {
+        snprintf(a->err, sizeof a->err, "agent already started");
+        return -1;
+    }
+    a->started = 1;
+    ev_prepare_start(a->loop, &a->prepare);
+    ev_unref(a->loop);     /* the prepare watcher alone keeps no loop alive */
+    if (a->set.connect_timeout_ms > 0) {
+        ev_timer_set(&a->connect_to, a->set.connect_timeout_ms / 1000.0, 0.);
+        ev_timer_start(a->loop, &a->connect_to);
+    }
+    open_session(a);
+    return 0;
+}
+
+int zke_agent_resign(zke_agent *a)
+{
+    if (a->stopping || el_resign(a->el) != 0) {
+        snprintf(a->err, sizeof a->err, "not the leader");
+        return -1;
+    }
+    ev_feed_event(a->loop, &a->kick, EV_TIMER);
+    return 0;
+}
+
+void zke_agent_stop(zke_agent *a)
+{
+    if (!a->started || a->stopping)
+        return;
+    a->stopping = 1;
+    ev_timer_stop(a->loop, &a->reopen);
+    ev_timer_stop(a->loop, &a->connect_to);
+    if (!session_is_open(a->sess)) {
+        a->done = 1;
+    } else {
+        el_stop(a->el);
+        int ms = session_timeout_ms(a->sess);
+        ev_timer_set(&a->stop_to, (ms < 1000 ? 1000 : ms > 5000 ? 5000 : ms) / 1000.0, 0.);
+        ev_timer_start(a->loop, &a->stop_to);
+    }
+    ev_feed_event(a->loop, &a->kick, EV_TIMER);
+}
+
+static void real_free(zke_agent *a)
+{
+    if (ev_is_active(&a->prepare)) {
+        ev_ref(a->loop);
+        ev_prepare_stop(a->loop, &a->prepare);
+    }
+    ev_timer_stop(a->loop, &a->kick);
+    ev_timer_stop(a->loop, &a->backoff);
+    ev_timer_stop(a->loop, &a->connect_to);
+    ev_timer_stop(a->loop, &a->disc_to);
+    ev_timer_stop(a->loop, &a->reopen);
+    ev_timer_stop(a->loop, &a->stop_to);
+    a->freeing = 1;
+    if (a->sess != NULL)
+        session_free(a->sess);      /* completions see a->freeing */
+    el_free(a->el);
+    while (a->head != NULL) {
+        struct item *it = a->head;
+        a->head = it->next;
+        free(it);
+    }
+    free((char *)a->set.zk);
+    free((char *)a->set.path);
+    free((char *)a->set.id);
+    free((char *)a->set.data);
+    free((char *)a->set.session_file);
+    free(a);
+}
+
+void zke_agent_free(zke_agent *a)
+{
+    if (a == NULL || a->freeing)
+        return;
+    if (a->in_cb > 0) {
+        a->freeing = 1;
+        return;
+    }
+    if (a->started && !a->stopped_called) {
+        a->stopped_called = 1;
+        struct zke_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.type = ZKE_EV_STOPPED;
+        ev.id = a->set.id;
+        ev.path = a->set.path;
+        ev.reason = "free";
+        ev.seq = -1;
+        ev.position = -1;
+        if (a->cb.on_stopped != NULL) {
+            a->in_cb++;
+            a->cb.on_stopped(a, &ev, a->ud);
+            a->in_cb--;
+        }
+    }
+    real_free(a);
+}
+
+int zke_agent_status(zke_agent *a, struct zke_status *out)
+{
+    if (a->el == NULL) {
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    el_status(a->el, out);
+    out->connected = session_connected(a->sess);
+    return 0;
+}
+
+const char *zke_agent_errstr(const zke_agent *a)
+{
+    return a->err;
+}
+
+void *zke_agent_userdata(const zke_agent *a)
+{
+    return a->ud;
+}

@@ -1,0 +1,783 @@
+/*
+ * election.c - the leader-election recipe as a pure state machine.
+ *
+ * Phases: IDLE -> CREATE -> LIST -> (CONFIRM -> leader | WATCH -> follower).
+ * One "main" request is outstanding at a time (want_main); the follower's
+ * predecessor watch (want_watch), the leader-data read (want_data) and the
+ * leader's watch on its own node (want_self) have their own slots. Tokens are
+ * unique for the life of the machine, so a result that does not match its
+ * slot is stale and dropped: this is the (session, generation) tag of
+ * DESIGN.md 2.6, since every session change and every new step takes a new
+ * token.
+ */
+#include "election.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 5000
+#define REJOIN_MS      200      /* after a resign: let the others take over */
+#define WRAP_MARGIN    1000000  /* warn this many creates before the 2^31 wrap */
+
+enum phase {
+    P_IDLE, P_ENSURE, P_CREATE, P_ADOPT_LIST, P_ADOPT_STAT, P_LIST, P_CONFIRM,
+    P_WATCH, P_SETTLED, P_DELETE, P_STOPPED
+};
+
+struct election {
+    char *path, *id, *data;
+    size_t datalen;
+    struct el_ops ops;
+    void *ud;
+    uint64_t rng;
+    uint32_t next_token;
+    uint32_t want_main, want_watch, want_data, want_self;
+
+    int connected;
+    uint64_t session;
+    enum phase phase;
+    enum zke_role role;
+    int stopping, resigning, backoff_pending, backoff_ms;
+    int near_wrap, wrap_warned;
+
+    char prefix[32];            /* "n_<16 hex>-" */
+    char *node;                 /* our node name, or NULL */
+    int32_t seq;
+    int64_t czxid;
+    int verified;               /* owner == session, no disconnect since */
+    int64_t epoch;              /* current term (leader only) */
+
+    /* view from the last listing */
+    char *pred, *settled_pred, *leader_node, *leader_data, *adopt_node;
+    int position, candidates, smaller;
+    int watch_done, data_done;
+};
+
+struct child { const char *name; int32_t seq; };
+
+static char *xstrdup(const char *s)
+{
+    if (s == NULL)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p != NULL)
+        memcpy(p, s, n);
+    return p;
+}
+
+static void set_str(char **dst, const char *src)
+{
+    if (*dst == src)
+        return;
+    char *n = xstrdup(src);
+    free(*dst);
+    *dst = n;
+}
+
+static int same(const char *a, const char *b)
+{
+    return a != NULL && b != NULL && strcmp(a, b) == 0;
+}
+
+static void elog(election *e, enum zke_log_level lvl, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    if (e->ops.log == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    e->ops.log(e->ud, lvl, buf);
+}
+
+static uint64_t rnd(election *e)
+{
+    /* xorshift64*: only for guids, which must differ per incarnation */
+    uint64_t x = e->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    e->rng = x;
+    return x * UINT64_C(2685821657736338717);
+}
+
+static void new_guid(election *e)
+{
+    snprintf(e->prefix, sizeof e->prefix, "n_%016" PRIx64 "-", rnd(e));
+}
+
+static uint32_t request(election *e, enum el_req_type t, const char *node, int delay_ms)
+{
+    struct el_req r;
+    memset(&r, 0, sizeof r);
+    r.type = t;
+    r.token = ++e->next_token;
+    if (r.token == 0)
+        r.token = ++e->next_token;
+    r.node = node;
+    r.delay_ms = delay_ms;
+    if (t == EL_REQ_CREATE) {
+        r.data = e->data;
+        r.datalen = e->datalen;
+    }
+    e->ops.request(e->ud, &r);
+    return r.token;
+}
+
+static void emit(election *e, enum zke_event_type t, const char *reason)
+{
+    struct zke_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = t;
+    ev.id = e->id;
+    ev.path = e->path;
+    ev.node = e->node;
+    ev.seq = e->node ? e->seq : -1;
+    ev.session = e->session;
+    ev.reason = reason;
+    ev.epoch = e->epoch;
+    ev.candidates = e->candidates;
+    ev.position = -1;
+    if (t == ZKE_EV_LEADER) {
+        ev.previous = e->leader_data;
+        ev.position = 0;
+    } else if (t == ZKE_EV_FOLLOWER || t == ZKE_EV_PREDECESSOR_CHANGE) {
+        ev.leader = e->leader_data;
+        ev.leader_node = e->leader_node;
+        ev.predecessor = e->pred;
+        ev.position = e->position;
+        ev.old_pred = e->settled_pred;
+        ev.new_pred = e->pred;
+    }
+    e->ops.event(e->ud, &ev);
+}
+
+static void backoff(election *e)
+{
+    if (e->backoff_ms < BACKOFF_MIN_MS)
+        e->backoff_ms = BACKOFF_MIN_MS;
+    else if (e->backoff_ms < BACKOFF_MAX_MS)
+        e->backoff_ms *= 2;
+    if (e->backoff_ms > BACKOFF_MAX_MS)
+        e->backoff_ms = BACKOFF_MAX_MS;
+    int delay = e->backoff_ms / 2 + (int)(rnd(e) % (uint64_t)(e->backoff_ms / 2 + 1));
+    e->backoff_pending = 1;
+    e->want_main = request(e, EL_REQ_BACKOFF, NULL, delay);
+}
+
+static void clear_view(election *e)
+{
+    set_str(&e->pred, NULL);
+    set_str(&e->settled_pred, NULL);
+    set_str(&e->leader_node, NULL);
+    e->want_watch = e->want_data = e->want_self = 0;
+    e->position = -1;
+    e->smaller = -1;
+}
+
+/* Our node is gone (or no longer ours): end the term if we led. */
+static void lose_node(election *e, const char *reason)
+{
+    if (e->role == ZKE_ROLE_LEADER)
+        emit(e, ZKE_EV_STEPDOWN, reason);
+    else if (e->node != NULL)
+        elog(e, ZKE_LOG_WARN, "our node %s is gone (%s)", e->node, reason);
+    e->role = ZKE_ROLE_IDLE;
+    e->epoch = 0;
+    set_str(&e->node, NULL);
+    e->verified = 0;
+    e->seq = -1;
+    e->czxid = 0;
+    clear_view(e);
+    new_guid(e);
+}
+
+static void finish_stop(election *e)
+{
+    e->phase = P_STOPPED;
+    e->want_main = e->want_watch = e->want_data = e->want_self = 0;
+    request(e, EL_REQ_DONE, NULL, 0);
+}
+
+static void start_create(election *e)
+{
+    e->phase = P_CREATE;
+    e->want_main = request(e, EL_REQ_CREATE, e->prefix, 0);
+}
+
+static void start_ensure(election *e)
+{
+    e->phase = P_ENSURE;
+    e->want_main = request(e, EL_REQ_ENSURE, NULL, 0);
+}
+
+static void start_list(election *e)
+{
+    e->phase = P_LIST;
+    e->want_main = request(e, EL_REQ_LIST, NULL, 0);
+}
+
+static void start_adopt(election *e)
+{
+    e->phase = P_ADOPT_LIST;
+    if (e->connected)
+        e->want_main = request(e, EL_REQ_LIST, NULL, 0);
+}
+
+static void start_delete(election *e)
+{
+    e->phase = P_DELETE;
+    e->want_watch = e->want_data = e->want_self = 0;
+    if (e->connected)
+        e->want_main = request(e, EL_REQ_DELETE, e->node, 0);
+}
+
+static void become_leader(election *e, const char *reason)
+{
+    e->phase = P_SETTLED;
+    e->backoff_ms = 0;
+    e->position = 0;
+    set_str(&e->pred, NULL);
+    if (e->role != ZKE_ROLE_LEADER) {
+        e->role = ZKE_ROLE_LEADER;
+        e->epoch = e->czxid;
+        emit(e, ZKE_EV_LEADER, reason);
+        set_str(&e->leader_data, e->data);
+    }
+    set_str(&e->leader_node, e->node);
+    set_str(&e->settled_pred, NULL);
+    e->want_self = request(e, EL_REQ_WATCH_SELF, e->node, 0);
+}
+
+static void maybe_settle(election *e)
+{
+    if (e->phase != P_WATCH || !e->watch_done || !e->data_done)
+        return;
+    e->phase = P_SETTLED;
+    e->backoff_ms = 0;
+    if (e->role != ZKE_ROLE_FOLLOWER) {
+        e->role = ZKE_ROLE_FOLLOWER;
+        emit(e, ZKE_EV_FOLLOWER, "joined");
+    } else if (!same(e->settled_pred, e->pred)) {
+        emit(e, ZKE_EV_PREDECESSOR_CHANGE, "predecessor_gone");
+    }
+    set_str(&e->settled_pred, e->pred);
+}
+
+int el_parse_seq(const char *name, int32_t *seq)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n < 10)
+        return -1;
+    const char *t = name + n - 10;
+    int neg = t[0] == '-';
+    int64_t v = 0;
+    for (int i = neg; i < 10; i++) {
+        if (t[i] < '0' || t[i] > '9')
+            return -1;
+        v = v * 10 + (t[i] - '0');
+    }
+    if (neg) {
+        v = -v;
+    } else if (v > INT32_MAX) {
+        /* only "%010d" of INT32_MIN is longer than 10: "-2147483648" */
+        if (v != INT64_C(2147483648) || n < 11 || name[n - 11] != '-')
+            return -1;
+        v = -v;
+    }
+    *seq = (int32_t)v;
+    return 0;
+}
+
+static int child_cmp(const void *a, const void *b)
+{
+    const struct child *x = a, *y = b;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static void evaluate(election *e, const char *const *names, int n, int32_t cversion)
+{
+    struct child *c = calloc((size_t)(n > 0 ? n : 1), sizeof *c);
+    int m = 0, me = -1;
+    if (c == NULL) {
+        backoff(e);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        int32_t s;
+        if (el_parse_seq(names[i], &s) == 0) {
+            c[m].name = names[i];
+            c[m].seq = s;
+            if (s < 0)
+                e->near_wrap = 1;
+            m++;
+        }
+    }
+    if (cversion > INT32_MAX - WRAP_MARGIN)
+        e->near_wrap = 1;
+    if (e->near_wrap && !e->wrap_warned) {
+        e->wrap_warned = 1;
+        elog(e, ZKE_LOG_WARN, "election %s is near the 2^31 sequence wrap (cversion %" PRId32
+             "): rotate the election path", e->path, cversion);
+    }
+    qsort(c, (size_t)m, sizeof *c, child_cmp);
+    for (int i = 0; i < m; i++)
+        if (strcmp(c[i].name, e->node) == 0)
+            me = i;
+    if (me < 0) {
+        free(c);
+        lose_node(e, "lost");
+        start_create(e);
+        return;
+    }
+    e->candidates = m;
+    e->smaller = me;
+    if (me == 0) {
+        free(c);
+        if (e->verified) {
+            become_leader(e, "elected");
+        } else {
+            e->phase = P_CONFIRM;
+            e->want_main = request(e, EL_REQ_CONFIRM, e->node, 0);
+        }
+        return;
+    }
+    if (e->role == ZKE_ROLE_LEADER) {
+        /* Only a wrapped sequence or a foreign writer puts a node before a
+         * sitting leader; end the term rather than lead beside it. */
+        emit(e, ZKE_EV_STEPDOWN, "lost");
+        e->role = ZKE_ROLE_IDLE;
+        e->epoch = 0;
+    }
+    if (!same(e->leader_node, c[0].name))
+        set_str(&e->leader_data, NULL);
+    set_str(&e->pred, c[me - 1].name);
+    set_str(&e->leader_node, c[0].name);
+    e->position = me;
+    free(c);
+    e->phase = P_WATCH;
+    e->watch_done = 0;
+    e->data_done = same(e->pred, e->leader_node);
+    e->want_self = 0;
+    e->want_watch = request(e, EL_REQ_WATCH, e->pred, 0);
+    if (!e->data_done)
+        e->want_data = request(e, EL_REQ_GET_LEADER, e->leader_node, 0);
+}
+
+static void copy_data(election *e, const struct el_result *r)
+{
+    free(e->leader_data);
+    e->leader_data = NULL;
+    if (r->data != NULL && r->datalen >= 0) {
+        e->leader_data = malloc((size_t)r->datalen + 1);
+        if (e->leader_data != NULL) {
+            memcpy(e->leader_data, r->data, (size_t)r->datalen);
+            e->leader_data[r->datalen] = '\0';
+        }
+    }
+}
+
+/* A result that failed: wait for the reconnect, or back off and retry. */
+static void failed(election *e, const struct el_result *r, const char *what)
+{
+    if (r->rc == EL_CONNLOSS || r->rc == EL_EXPIRED || r->rc == EL_CLOSING)
+        return;             /* the session event drives what happens next */
+    elog(e, ZKE_LOG_WARN, "%s failed (rc %d); retrying", what, (int)r->rc);
+    backoff(e);
+}
+
+static void on_create(election *e, const struct el_result *r)
+{
+    if (r->rc == EL_OK) {
+        set_str(&e->node, r->name);
+        if (el_parse_seq(e->node, &e->seq) != 0)
+            e->seq = -1;
+        e->czxid = r->czxid;
+        e->verified = r->owner == e->session;
+        emit(e, ZKE_EV_JOINED, "created");
+        if (e->stopping)
+            start_delete(e);
+        else
+            start_list(e);
+    } else if (r->rc == EL_NONODE) {
+        start_ensure(e);
+    } else if (r->rc == EL_CONNLOSS) {
+        /* the create may have happened: find it by guid after the reconnect */
+        start_adopt(e);
+    } else {
+        failed(e, r, "create");
+    }
+}
+
+static void on_list(election *e, const struct el_result *r)
+{
+    if (r->rc == EL_NONODE) {
+        if (e->phase != P_ADOPT_LIST)
+            lose_node(e, "lost");
+        start_ensure(e);
+        return;
+    }
+    if (r->rc != EL_OK) {
+        failed(e, r, "list");
+        return;
+    }
+    if (e->phase == P_ADOPT_LIST) {
+        size_t pl = strlen(e->prefix);
+        for (int i = 0; i < r->nchildren; i++) {
+            int32_t s;
+            if (strncmp(r->children[i], e->prefix, pl) == 0 && el_parse_seq(r->children[i], &s) == 0) {
+                set_str(&e->adopt_node, r->children[i]);
+                e->phase = P_ADOPT_STAT;
+                e->want_main = request(e, EL_REQ_ADOPT_STAT, e->adopt_node, 0);
+                return;
+            }
+        }
+        if (e->stopping)
+            finish_stop(e);
+        else
+            start_create(e);
+        return;
+    }
+    evaluate(e, r->children, r->nchildren, r->cversion);
+}
+
+static void on_adopt_stat(election *e, const struct el_result *r)
+{
+    if (r->rc == EL_OK && r->owner == e->session) {
+        set_str(&e->node, e->adopt_node);
+        if (el_parse_seq(e->node, &e->seq) != 0)
+            e->seq = -1;
+        e->czxid = r->czxid;
+        e->verified = 1;
+        emit(e, ZKE_EV_JOINED, "adopted");
+        if (e->stopping)
+            start_delete(e);
+        else
+            start_list(e);
+    } else if (r->rc == EL_OK || r->rc == EL_NONODE) {
+        if (r->rc == EL_OK) {
+            /* carries our guid but belongs to an older session */
+            elog(e, ZKE_LOG_WARN, "deleting %s: our guid, but owned by session 0x%" PRIx64,
+                 e->adopt_node, r->owner);
+            request(e, EL_REQ_DELETE_STALE, e->adopt_node, 0);
+        }
+        new_guid(e);
+        if (e->stopping)
+            finish_stop(e);
+        else
+            start_create(e);
+    } else {
+        failed(e, r, "adopt");
+    }
+}
+
+static void on_confirm(election *e, const struct el_result *r)
+{
+    if (r->rc == EL_OK && r->owner == e->session) {
+        e->verified = 1;
+        e->czxid = r->czxid;
+        become_leader(e, "elected");
+    } else if (r->rc == EL_OK || r->rc == EL_NONODE) {
+        lose_node(e, "lost");
+        start_create(e);
+    } else {
+        failed(e, r, "confirm");
+    }
+}
+
+static void on_delete(election *e, const struct el_result *r)
+{
+    if (r->rc == EL_OK || r->rc == EL_NONODE) {
+        set_str(&e->node, NULL);
+        e->seq = -1;
+        e->verified = 0;
+        clear_view(e);
+        new_guid(e);
+        if (e->stopping) {
+            finish_stop(e);
+        } else {
+            e->resigning = 0;
+            e->phase = P_IDLE;
+            e->backoff_pending = 1;
+            e->want_main = request(e, EL_REQ_BACKOFF, NULL, REJOIN_MS + (int)(rnd(e) % 100));
+        }
+    } else {
+        failed(e, r, "delete");
+    }
+}
+
+void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
+{
+    if (r->token == 0)
+        return;
+    switch (type) {
+    case EL_REQ_WATCH:
+        if (r->token != e->want_watch || e->phase != P_WATCH)
+            return;
+        e->want_watch = 0;
+        if (r->rc == EL_OK) {
+            e->watch_done = 1;
+            if (same(e->pred, e->leader_node))
+                copy_data(e, r);
+            maybe_settle(e);
+        } else if (r->rc == EL_NONODE) {
+            start_list(e);      /* gone before the watch was set: re-read */
+        } else {
+            failed(e, r, "watch");
+        }
+        return;
+    case EL_REQ_GET_LEADER:
+        if (r->token != e->want_data || e->phase != P_WATCH)
+            return;
+        e->want_data = 0;
+        if (r->rc == EL_OK)
+            copy_data(e, r);
+        else
+            set_str(&e->leader_data, NULL);
+        if (r->rc == EL_CONNLOSS || r->rc == EL_EXPIRED || r->rc == EL_CLOSING)
+            return;
+        e->data_done = 1;
+        maybe_settle(e);
+        return;
+    case EL_REQ_WATCH_SELF:
+        if (r->token != e->want_self)
+            return;
+        e->want_self = 0;
+        if (r->rc == EL_NONODE && e->role == ZKE_ROLE_LEADER && e->phase == P_SETTLED) {
+            lose_node(e, "lost");
+            start_create(e);
+        } else if (r->rc == EL_OK && r->owner != e->session && e->role == ZKE_ROLE_LEADER) {
+            lose_node(e, "lost");
+            start_create(e);
+        }
+        return;
+    default:
+        break;
+    }
+    if (r->token != e->want_main)
+        return;
+    e->want_main = 0;
+    switch (type) {
+    case EL_REQ_CREATE:     on_create(e, r); break;
+    case EL_REQ_ENSURE:
+        if (r->rc == EL_OK || r->rc == EL_NODEEXISTS)
+            start_create(e);
+        else
+            failed(e, r, "create election path");
+        break;
+    case EL_REQ_LIST:       on_list(e, r); break;
+    case EL_REQ_ADOPT_STAT: on_adopt_stat(e, r); break;
+    case EL_REQ_CONFIRM:    on_confirm(e, r); break;
+    case EL_REQ_DELETE:     on_delete(e, r); break;
+    default: break;
+    }
+}
+
+void el_on_watch(election *e, enum el_watch_type type, const char *node)
+{
+    if (node == NULL)
+        return;
+    if (same(node, e->node)) {
+        if (e->phase == P_DELETE || e->phase == P_STOPPED)
+            return;
+        if (type == EL_W_DELETED) {
+            lose_node(e, "lost");
+            if (e->connected)
+                start_create(e);
+            else
+                e->phase = P_IDLE;
+        } else if (e->role == ZKE_ROLE_LEADER) {
+            e->want_self = request(e, EL_REQ_WATCH_SELF, e->node, 0);
+        }
+        return;
+    }
+    if (!same(node, e->pred) || (e->phase != P_WATCH && e->phase != P_SETTLED))
+        return;
+    if (type == EL_W_DELETED) {
+        /* A deletion only means "re-read" (DESIGN 2.4), except when the
+         * predecessor was the only smaller node of our last listing, our
+         * create was confirmed and the session never dropped since: then no
+         * smaller node can exist and we lead without another round trip. */
+        if (e->phase == P_SETTLED && e->smaller == 1 && e->verified && e->connected &&
+            !e->near_wrap && !e->stopping) {
+            e->candidates--;
+            become_leader(e, "elected");
+        } else {
+            start_list(e);
+        }
+    } else if (type == EL_W_CHANGED) {
+        e->phase = P_WATCH;
+        e->watch_done = 0;
+        e->data_done = 1;
+        e->want_watch = request(e, EL_REQ_WATCH, e->pred, 0);
+    }
+}
+
+void el_on_session(election *e, enum el_session_state st, uint64_t sid)
+{
+    if (st == EL_SESS_DISCONNECTED) {
+        e->connected = 0;
+        e->verified = 0;
+        return;
+    }
+    if (st == EL_SESS_EXPIRED) {
+        e->connected = 0;
+        if (e->node != NULL || e->role == ZKE_ROLE_LEADER)
+            lose_node(e, "expired");
+        e->want_main = e->want_watch = e->want_data = e->want_self = 0;
+        e->backoff_pending = 0;
+        if (e->stopping)
+            finish_stop(e);
+        else if (e->phase != P_STOPPED)
+            e->phase = P_IDLE;
+        return;
+    }
+    /* connected */
+    e->connected = 1;
+    if (sid != e->session) {
+        if (e->node != NULL)
+            lose_node(e, "expired");
+        e->session = sid;
+        e->verified = 0;
+        e->backoff_pending = 0;
+        if (e->phase == P_STOPPED)
+            return;
+        if (e->stopping) {
+            finish_stop(e);
+            return;
+        }
+        new_guid(e);
+        start_create(e);
+        return;
+    }
+    e->verified = 0;
+    el_kick(e);
+}
+
+void el_kick(election *e)
+{
+    e->backoff_pending = 0;
+    if (!e->connected)
+        return;
+    switch (e->phase) {
+    case P_IDLE:
+        if (e->stopping)
+            finish_stop(e);
+        else
+            start_create(e);
+        break;
+    case P_ENSURE:     start_ensure(e); break;
+    case P_CREATE:
+    case P_ADOPT_LIST:
+    case P_ADOPT_STAT: start_adopt(e); break;
+    case P_LIST:
+    case P_CONFIRM:
+    case P_WATCH:
+    case P_SETTLED:    start_list(e); break;
+    case P_DELETE:     start_delete(e); break;
+    case P_STOPPED:    break;
+    }
+}
+
+int el_resign(election *e)
+{
+    if (e->role != ZKE_ROLE_LEADER || e->stopping)
+        return -1;
+    e->resigning = 1;
+    emit(e, ZKE_EV_STEPDOWN, "resign");
+    e->role = ZKE_ROLE_IDLE;
+    e->epoch = 0;
+    start_delete(e);
+    return 0;
+}
+
+void el_stop(election *e)
+{
+    if (e->stopping)
+        return;
+    e->stopping = 1;
+    if (e->role == ZKE_ROLE_LEADER)
+        emit(e, ZKE_EV_STEPDOWN, "shutdown");
+    e->role = ZKE_ROLE_IDLE;
+    e->epoch = 0;
+    if (e->phase == P_STOPPED)
+        return;
+    if (e->node != NULL) {
+        start_delete(e);
+    } else if (e->phase == P_CREATE || e->phase == P_ADOPT_LIST || e->phase == P_ADOPT_STAT) {
+        if (e->connected && e->phase != P_CREATE)
+            start_adopt(e);        /* finish the adoption, then delete */
+        /* else the create's result decides */
+    } else {
+        finish_stop(e);
+    }
+}
+
+enum zke_role el_role(const election *e)
+{
+    return e->role;
+}
+
+void el_status(const election *e, struct zke_status *st)
+{
+    memset(st, 0, sizeof *st);
+    st->role = e->role;
+    st->node = e->node;
+    st->seq = e->node ? e->seq : -1;
+    st->session = e->session;
+    st->connected = e->connected;
+    st->epoch = e->role == ZKE_ROLE_LEADER ? e->epoch : 0;
+    st->leader = e->role == ZKE_ROLE_LEADER ? e->data : e->leader_data;
+    st->leader_node = e->leader_node;
+    st->predecessor = e->role == ZKE_ROLE_FOLLOWER ? e->pred : NULL;
+    st->position = e->role == ZKE_ROLE_LEADER ? 0 : e->role == ZKE_ROLE_FOLLOWER ? e->position : -1;
+    st->candidates = e->candidates;
+}
+
+election *el_new(const char *path, const char *id, const char *data,
+                 const struct el_ops *ops, void *ud, uint64_t seed)
+{
+    election *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return NULL;
+    e->path = xstrdup(path);
+    e->id = xstrdup(id);
+    e->data = xstrdup(data ? data : id);
+    if (e->path == NULL || e->id == NULL || e->data == NULL) {
+        el_free(e);
+        return NULL;
+    }
+    e->datalen = strlen(e->data);
+    e->ops = *ops;
+    e->ud = ud;
+    e->rng = seed ? seed : UINT64_C(0x9e3779b97f4a7c15);
+    e->seq = -1;
+    e->position = -1;
+    e->smaller = -1;
+    new_guid(e);
+    return e;
+}
+
+void el_free(election *e)
+{
+    if (e == NULL)
+        return;
+    free(e->path);
+    free(e->id);
+    free(e->data);
+    free(e->node);
+    free(e->pred);
+    free(e->settled_pred);
+    free(e->leader_node);
+    free(e->leader_data);
+    free(e->adopt_node);
+    free(e);
+}

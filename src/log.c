@@ -1,0 +1,223 @@
+/* log.c - see log.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "log.h"
+
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+
+static FILE *out;
+static enum log_format format = LOG_TEXT;
+static enum zke_log_level min_level = ZKE_LOG_INFO;
+static const char *self_id = "";
+
+void log_setup(FILE *f, enum log_format fmt, enum zke_log_level min, const char *id)
+{
+    out = f;
+    format = fmt;
+    min_level = min;
+    self_id = id ? id : "";
+}
+
+int log_parse_level(const char *s, enum zke_log_level *lvl)
+{
+    static const char *n[] = { "debug", "info", "warn", "error" };
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, n[i]) == 0) {
+            *lvl = (enum zke_log_level)i;
+            return 0;
+        }
+    if (strcmp(s, "warning") == 0) {
+        *lvl = ZKE_LOG_WARN;
+        return 0;
+    }
+    return -1;
+}
+
+int log_enabled(enum zke_log_level lvl)
+{
+    return lvl >= min_level;
+}
+
+struct buf {
+    char b[16384];
+    size_t n;
+};
+
+static void put(struct buf *b, const char *s, size_t len)
+{
+    if (b->n + len >= sizeof b->b - 2)
+        len = sizeof b->b - 2 - b->n;
+    memcpy(b->b + b->n, s, len);
+    b->n += len;
+}
+
+static void puts_(struct buf *b, const char *s) { put(b, s, strlen(s)); }
+
+static void put_json_str(struct buf *b, const char *s)
+{
+    put(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        if (*p == '"' || *p == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*p;
+            put(b, esc, 2);
+        } else if (*p == '\n') {
+            put(b, "\\n", 2);
+        } else if (*p == '\t') {
+            put(b, "\\t", 2);
+        } else if (*p < 0x20 || *p == 0x7f) {
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+            put(b, esc, 6);
+        } else {
+            put(b, (const char *)p, 1);
+        }
+    }
+    put(b, "\"", 1);
+}
+
+static void put_text_str(struct buf *b, const char *s)
+{
+    int quote = *s == '\0' || strpbrk(s, " \t\n\"=") != NULL;
+    if (!quote) {
+        puts_(b, s);
+        return;
+    }
+    put_json_str(b, s);      /* same escaping, readable */
+}
+
+void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, int n)
+{
+    struct buf b;
+    char ts[64], num[32];
+    struct timespec now;
+    struct tm tm;
+    if (out == NULL || lvl < min_level)
+        return;
+    b.n = 0;
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    size_t tl = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(ts + tl, sizeof ts - tl, ".%06ldZ", now.tv_nsec / 1000);
+    if (format == LOG_JSON) {
+        puts_(&b, "{\"ts\":\"");
+        puts_(&b, ts);
+        puts_(&b, "\",\"level\":\"");
+        puts_(&b, zke_log_level_name(lvl));
+        puts_(&b, "\",\"id\":");
+        put_json_str(&b, self_id);
+        puts_(&b, ",\"event\":");
+        put_json_str(&b, event);
+    } else {
+        puts_(&b, ts);
+        puts_(&b, " ");
+        puts_(&b, zke_log_level_name(lvl));
+        puts_(&b, " [");
+        puts_(&b, self_id);
+        puts_(&b, "] ");
+        puts_(&b, event);
+    }
+    for (int i = 0; i < n; i++) {
+        if (f[i].type == LF_STR && f[i].s == NULL)
+            continue;
+        if (format == LOG_JSON) {
+            puts_(&b, ",");
+            put_json_str(&b, f[i].key);
+            puts_(&b, ":");
+        } else {
+            puts_(&b, " ");
+            puts_(&b, f[i].key);
+            puts_(&b, "=");
+        }
+        if (f[i].type == LF_STR) {
+            if (format == LOG_JSON)
+                put_json_str(&b, f[i].s);
+            else
+                put_text_str(&b, f[i].s);
+        } else if (f[i].type == LF_HEX) {
+            snprintf(num, sizeof num, format == LOG_JSON ? "\"0x%" PRIx64 "\"" : "0x%" PRIx64,
+                     (uint64_t)f[i].i);
+            puts_(&b, num);
+        } else {
+            snprintf(num, sizeof num, "%" PRId64, f[i].i);
+            puts_(&b, num);
+        }
+    }
+    if (format == LOG_JSON)
+        puts_(&b, "}");
+    b.b[b.n++] = '\n';
+    fwrite(b.b, 1, b.n, out);
+    fflush(out);
+}
+
+void log_msg(enum zke_log_level lvl, const char *event, const char *msg)
+{
+    struct logf f = { "msg", LF_STR, msg, 0 };
+    log_line(lvl, event, &f, 1);
+}
+
+void log_event(const struct zke_event *ev)
+{
+    struct logf f[12];
+    int n = 0;
+    enum zke_log_level lvl = ZKE_LOG_INFO;
+#define S(k, v) f[n++] = (struct logf){ k, LF_STR, v, 0 }
+#define I(k, v) f[n++] = (struct logf){ k, LF_INT, NULL, (int64_t)(v) }
+#define H(k, v) f[n++] = (struct logf){ k, LF_HEX, NULL, (int64_t)(v) }
+    switch (ev->type) {
+    case ZKE_EV_SESSION:
+        S("reason", ev->reason);
+        H("session", ev->session);
+        if (strcmp(ev->reason, "connected") != 0 && strcmp(ev->reason, "reconnected") != 0)
+            lvl = ZKE_LOG_WARN;
+        break;
+    case ZKE_EV_JOINED:
+        S("node", ev->node);
+        I("seq", ev->seq);
+        H("session", ev->session);
+        S("reason", ev->reason);
+        break;
+    case ZKE_EV_LEADER:
+        S("node", ev->node);
+        I("seq", ev->seq);
+        H("session", ev->session);
+        I("epoch", ev->epoch);
+        S("reason", ev->reason);
+        S("previous", ev->previous);
+        I("candidates", ev->candidates);
+        break;
+    case ZKE_EV_FOLLOWER:
+        S("node", ev->node);
+        I("seq", ev->seq);
+        S("leader", ev->leader);
+        S("leader_node", ev->leader_node);
+        S("predecessor", ev->predecessor);
+        I("position", ev->position);
+        I("candidates", ev->candidates);
+        break;
+    case ZKE_EV_PREDECESSOR_CHANGE:
+        S("node", ev->node);
+        S("old", ev->old_pred);
+        S("new", ev->new_pred);
+        I("position", ev->position);
+        S("leader", ev->leader);
+        break;
+    case ZKE_EV_STEPDOWN:
+        S("node", ev->node);
+        I("epoch", ev->epoch);
+        S("reason", ev->reason);
+        if (strcmp(ev->reason, "resign") != 0 && strcmp(ev->reason, "shutdown") != 0)
+            lvl = ZKE_LOG_WARN;
+        break;
+    case ZKE_EV_STOPPED:
+        S("reason", ev->reason);
+        break;
+    default:
+        break;
+    }
+#undef S
+#undef I
+#undef H
+    log_line(lvl, zke_event_name(ev->type), f, n);
+}

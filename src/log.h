@@ -1,0 +1,30 @@
+/*
+ * log.h - the binary's log sink: one line per record, text or JSON lines.
+ * Library code never writes here directly; main.c connects the library's
+ * log callback and events to it. Not thread-safe (one loop thread).
+ */
+#ifndef ZKELECT_LOG_H
+#define ZKELECT_LOG_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "zkelect.h"
+
+enum log_format { LOG_TEXT, LOG_JSON };
+enum logf_type { LF_STR, LF_INT, LF_HEX };
+
+struct logf {
+    const char *key;
+    enum logf_type type;
+    const char *s;     /* LF_STR; NULL: field omitted */
+    int64_t i;         /* LF_INT, LF_HEX */
+};
+
+void log_setup(FILE *out, enum log_format fmt, enum zke_log_level min, const char *id);
+int log_parse_level(const char *s, enum zke_log_level *out);
+int log_enabled(enum zke_log_level lvl);
+void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, int n);
+void log_msg(enum zke_log_level lvl, const char *event, const char *msg);
+void log_event(const struct zke_event *ev);
+
+#endif

@@ -1,0 +1,398 @@
+/*
+ * main.c - the zkelect command line: parse and validate flags, wire the
+ * agent, the Lua policy and the log together, handle signals, map the end
+ * of the run to a sysexits code. Everything else lives in the library.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ev.h>
+
+#include "log.h"
+#include "script.h"
+#include "zkelect.h"
+
+#define EX_OK 0
+#define EX_USAGE 64
+#define EX_NOINPUT 66
+#define EX_UNAVAILABLE 69
+#define EX_SOFTWARE 70
+#define EX_NOPERM 77
+#define EX_CONFIG 78
+
+static const char usage_text[] =
+    "Usage:\n"
+    "  zkelect run --zk HOST:PORT[,...][/chroot] --path /election/path --id NAME\n"
+    "              [--script policy.lua] [options]\n"
+    "  zkelect check --script policy.lua\n"
+    "  zkelect --help | --version\n"
+    "\n"
+    "run: join the election at --path and run the policy's hooks until SIGTERM/SIGINT.\n"
+    "  --zk HOSTS               ZooKeeper connect string                 [ZKELECT_ZK]\n"
+    "  --path PATH              absolute election path (created if missing) [ZKELECT_PATH]\n"
+    "  --id NAME                this candidate's id (no '/')             [ZKELECT_ID]\n"
+    "  --script FILE            Lua policy with on_leader, on_follower,\n"
+    "                           on_predecessor_change, on_stepdown       [ZKELECT_SCRIPT]\n"
+    "  --data STRING            data published in our node (default: the id) [ZKELECT_DATA]\n"
+    "  --session-timeout MS     requested session timeout, default 10000 [ZKELECT_SESSION_TIMEOUT]\n"
+    "  --connect-timeout MS     give up (exit 69) if the first connection takes longer,\n"
+    "                           default 15000, 0 = wait forever          [ZKELECT_CONNECT_TIMEOUT]\n"
+    "  --hook-timeout MS        budget of one hook run, default 5000     [ZKELECT_HOOK_TIMEOUT]\n"
+    "  --log text|json          log format on stderr, default text       [ZKELECT_LOG]\n"
+    "  --log-level LEVEL        debug|info|warn|error, default info      [ZKELECT_LOG_LEVEL]\n"
+    "  --session-file FILE      write the session id and password to FILE (0600); anyone\n"
+    "                           who reads it can take over the session   [ZKELECT_SESSION_FILE]\n"
+    "\n"
+    "check: load the policy script and report its hooks, without connecting.\n"
+    "\n"
+    "Signals: SIGTERM/SIGINT step down (on_stepdown, reason shutdown), delete our node,\n"
+    "close the session and exit 0; a second one exits at once. SIGHUP reloads the script.\n"
+    "Exit codes: 0 clean stop, 64 usage, 66 missing script, 69 ZooKeeper unreachable at\n"
+    "start, 70 internal error, 77 permission or authentication, 78 bad configuration or script.\n";
+
+struct opts {
+    const char *zk, *path, *id, *script, *data, *session_file;
+    int session_timeout, connect_timeout, hook_timeout;
+    enum log_format log;
+    enum zke_log_level level;
+};
+
+struct app {
+    struct ev_loop *loop;
+    zke_agent *agent;
+    script *sc;
+    const char *script_path;
+    struct script_opts sopts;
+    ev_signal sigterm, sigint, sighup;
+    int signals;
+    int exit_code;
+};
+
+static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void die(int code, const char *fmt, ...)
+{
+    va_list ap;
+    fputs("zkelect: error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    if (code == EX_USAGE)
+        fputs("; see zkelect --help", stderr);
+    fputc('\n', stderr);
+    exit(code);
+}
+
+static int parse_ms(const char *flag, const char *v, int min, int max)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || errno != 0)
+        die(EX_USAGE, "%s '%s': not a whole number of milliseconds", flag, v);
+    if (n < min || n > max)
+        die(EX_USAGE, "%s %ld: out of range (%d..%d ms)", flag, n, min, max);
+    return (int)n;
+}
+
+static void set_log(struct opts *o, const char *flag, const char *v)
+{
+    if (strcmp(v, "text") == 0)
+        o->log = LOG_TEXT;
+    else if (strcmp(v, "json") == 0)
+        o->log = LOG_JSON;
+    else
+        die(EX_USAGE, "%s '%s': expected text or json", flag, v);
+}
+
+static void set_level(struct opts *o, const char *flag, const char *v)
+{
+    if (log_parse_level(v, &o->level) != 0)
+        die(EX_USAGE, "%s '%s': expected debug, info, warn or error", flag, v);
+}
+
+static void from_env(struct opts *o)
+{
+    const char *v;
+    o->zk = getenv("ZKELECT_ZK");
+    o->path = getenv("ZKELECT_PATH");
+    o->id = getenv("ZKELECT_ID");
+    o->script = getenv("ZKELECT_SCRIPT");
+    o->data = getenv("ZKELECT_DATA");
+    o->session_file = getenv("ZKELECT_SESSION_FILE");
+    if ((v = getenv("ZKELECT_SESSION_TIMEOUT")) != NULL)
+        o->session_timeout = parse_ms("ZKELECT_SESSION_TIMEOUT", v, 1, 600000);
+    if ((v = getenv("ZKELECT_CONNECT_TIMEOUT")) != NULL)
+        o->connect_timeout = parse_ms("ZKELECT_CONNECT_TIMEOUT", v, 0, INT_MAX);
+    if ((v = getenv("ZKELECT_HOOK_TIMEOUT")) != NULL)
+        o->hook_timeout = parse_ms("ZKELECT_HOOK_TIMEOUT", v, 1, 3600000);
+    if ((v = getenv("ZKELECT_LOG")) != NULL)
+        set_log(o, "ZKELECT_LOG", v);
+    if ((v = getenv("ZKELECT_LOG_LEVEL")) != NULL)
+        set_level(o, "ZKELECT_LOG_LEVEL", v);
+}
+
+static void parse(struct opts *o, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "zk", required_argument, NULL, 'z' },
+        { "path", required_argument, NULL, 'p' },
+        { "id", required_argument, NULL, 'i' },
+        { "script", required_argument, NULL, 's' },
+        { "data", required_argument, NULL, 'd' },
+        { "session-timeout", required_argument, NULL, 't' },
+        { "connect-timeout", required_argument, NULL, 'c' },
+        { "hook-timeout", required_argument, NULL, 'k' },
+        { "log", required_argument, NULL, 'l' },
+        { "log-level", required_argument, NULL, 'L' },
+        { "session-file", required_argument, NULL, 'f' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'z': o->zk = optarg; break;
+        case 'p': o->path = optarg; break;
+        case 'i': o->id = optarg; break;
+        case 's': o->script = optarg; break;
+        case 'd': o->data = optarg; break;
+        case 'f': o->session_file = optarg; break;
+        case 't': o->session_timeout = parse_ms("--session-timeout", optarg, 1, 600000); break;
+        case 'c': o->connect_timeout = parse_ms("--connect-timeout", optarg, 0, INT_MAX); break;
+        case 'k': o->hook_timeout = parse_ms("--hook-timeout", optarg, 1, 3600000); break;
+        case 'l': set_log(o, "--log", optarg); break;
+        case 'L': set_level(o, "--log-level", optarg); break;
+        case 'h': fputs(usage_text, stdout); exit(EX_OK);
+        case ':': die(EX_USAGE, "option '%s' needs a value", argv[optind - 1]);
+        default: die(EX_USAGE, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        die(EX_USAGE, "unexpected argument '%s'", argv[optind]);
+}
+
+/* --- callbacks --------------------------------------------------------- */
+
+static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
+{
+    struct app *app = ud;
+    (void)a;
+    log_event(ev);
+    if (app->sc != NULL)
+        (void)script_dispatch(app->sc, ev);
+}
+
+static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
+{
+    struct app *app = ud;
+    log_event(ev);
+    if (strcmp(ev->reason, "unreachable") == 0) {
+        log_msg(ZKE_LOG_ERROR, "log", zke_agent_errstr(a));
+        fprintf(stderr, "zkelect: error: %s\n", zke_agent_errstr(a));
+        app->exit_code = EX_UNAVAILABLE;
+    } else if (strcmp(ev->reason, "auth") == 0) {
+        fprintf(stderr, "zkelect: error: %s\n", zke_agent_errstr(a));
+        app->exit_code = EX_NOPERM;
+    }
+    ev_break(app->loop, EVBREAK_ALL);
+}
+
+static void on_lib_log(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    (void)ud;
+    log_msg(lvl, "log", msg);
+}
+
+static void on_script_log(void *ud, enum zke_log_level lvl, const char *event, const char *hook,
+                          const char *msg)
+{
+    struct logf f[2] = { { "hook", LF_STR, hook, 0 }, { "msg", LF_STR, msg, 0 } };
+    (void)ud;
+    log_line(lvl, event, f, 2);
+}
+
+static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    struct app *app = w->data;
+    (void)revents;
+    if (w->signum == SIGHUP) {
+        char err[512];
+        int code;
+        if (app->script_path == NULL) {
+            log_msg(ZKE_LOG_INFO, "reload", "no script to reload");
+            return;
+        }
+        script *n = script_load(app->script_path, &app->sopts, on_script_log, app, err,
+                                sizeof err, &code);
+        if (n == NULL) {
+            log_msg(ZKE_LOG_ERROR, "reload", err);
+            return;
+        }
+        script_attach(n, app->agent);
+        script_free(app->sc);
+        app->sc = n;
+        log_msg(ZKE_LOG_INFO, "reload", app->script_path);
+        return;
+    }
+    if (++app->signals > 1) {
+        log_msg(ZKE_LOG_WARN, "log", "second signal: closing the session and exiting now");
+        zke_agent_free(app->agent);    /* calls on_stopped, which breaks the loop */
+        app->agent = NULL;
+        ev_break(loop, EVBREAK_ALL);
+        return;
+    }
+    log_msg(ZKE_LOG_INFO, "log", w->signum == SIGTERM ? "SIGTERM: stepping down and leaving"
+                                                      : "SIGINT: stepping down and leaving");
+    zke_agent_stop(app->agent);
+}
+
+/* --- subcommands ------------------------------------------------------- */
+
+static int cmd_check(struct opts *o)
+{
+    char err[512];
+    int code;
+    if (o->script == NULL)
+        die(EX_USAGE, "check needs --script FILE");
+    script *sc = script_load(o->script, NULL, on_script_log, NULL, err, sizeof err, &code);
+    if (sc == NULL)
+        die(code, "%s", err);
+    printf("%s: ok; hooks:", o->script);
+    static const struct { enum zke_event_type t; const char *n; } h[] = {
+        { ZKE_EV_LEADER, "on_leader" }, { ZKE_EV_FOLLOWER, "on_follower" },
+        { ZKE_EV_PREDECESSOR_CHANGE, "on_predecessor_change" }, { ZKE_EV_STEPDOWN, "on_stepdown" },
+    };
+    int any = 0;
+    for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
+        if (script_has_hook(sc, h[i].t)) {
+            printf(" %s", h[i].n);
+            any = 1;
+        }
+    printf("%s\n", any ? "" : " none");
+    script_free(sc);
+    return EX_OK;
+}
+
+static int cmd_run(struct opts *o)
+{
+    struct app app;
+    char err[512];
+    int code;
+
+    memset(&app, 0, sizeof app);
+    if (o->zk == NULL)
+        die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
+    if (o->path == NULL)
+        die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
+    if (o->id == NULL)
+        die(EX_USAGE, "missing --id NAME (or ZKELECT_ID)");
+    if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0 ||
+        zke_check_id(o->id, err, sizeof err) != 0)
+        die(EX_USAGE, "%s", err);
+
+    log_setup(stderr, o->log, o->level, o->id);
+    app.sopts.hook_timeout_ms = o->hook_timeout;
+    app.script_path = o->script;
+    if (o->script != NULL) {
+        app.sc = script_load(o->script, &app.sopts, on_script_log, &app, err, sizeof err, &code);
+        if (app.sc == NULL)
+            die(code, "%s", err);
+    }
+    app.loop = ev_default_loop(EVFLAG_AUTO);
+    if (app.loop == NULL)
+        die(EX_SOFTWARE, "cannot initialise the event loop (bad LIBEV_FLAGS?)");
+    signal(SIGPIPE, SIG_IGN);
+
+    struct zke_settings s = {
+        .zk = o->zk, .path = o->path, .id = o->id, .data = o->data,
+        .session_timeout_ms = o->session_timeout, .connect_timeout_ms = o->connect_timeout,
+        .session_file = o->session_file,
+    };
+    s.connect_timeout_ms = o->connect_timeout < 0 ? 15000 : o->connect_timeout == 0 ? -1
+                                                                                 : o->connect_timeout;
+    struct zke_callbacks cb = {
+        .on_leader = on_event, .on_follower = on_event, .on_predecessor_change = on_event,
+        .on_stepdown = on_event, .on_session = on_event, .on_joined = on_event,
+        .on_stopped = on_stopped, .log = on_lib_log,
+    };
+    app.agent = zke_agent_new(app.loop, &s, &cb, &app);
+    if (app.agent == NULL)
+        die(EX_SOFTWARE, "out of memory");
+    if (app.sc != NULL)
+        script_attach(app.sc, app.agent);
+    if (zke_agent_start(app.agent) != 0)
+        die(EX_CONFIG, "%s", zke_agent_errstr(app.agent));
+
+    ev_signal_init(&app.sigterm, on_signal, SIGTERM);
+    ev_signal_init(&app.sigint, on_signal, SIGINT);
+    ev_signal_init(&app.sighup, on_signal, SIGHUP);
+    app.sigterm.data = app.sigint.data = app.sighup.data = &app;
+    ev_signal_start(app.loop, &app.sigterm);
+    ev_signal_start(app.loop, &app.sigint);
+    ev_signal_start(app.loop, &app.sighup);
+    ev_unref(app.loop);
+    ev_unref(app.loop);
+    ev_unref(app.loop);
+
+    {
+        struct logf f[4] = {
+            { "version", LF_STR, ZKELECT_VERSION, 0 }, { "zk", LF_STR, o->zk, 0 },
+            { "path", LF_STR, o->path, 0 }, { "script", LF_STR, o->script, 0 },
+        };
+        log_line(ZKE_LOG_INFO, "start", f, 4);
+    }
+    ev_run(app.loop, 0);
+
+    if (app.agent != NULL)
+        zke_agent_free(app.agent);
+    script_free(app.sc);
+    ev_ref(app.loop);
+    ev_ref(app.loop);
+    ev_ref(app.loop);
+    ev_signal_stop(app.loop, &app.sigterm);
+    ev_signal_stop(app.loop, &app.sigint);
+    ev_signal_stop(app.loop, &app.sighup);
+    ev_loop_destroy(app.loop);
+    return app.exit_code;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+    memset(&o, 0, sizeof o);
+    o.log = LOG_TEXT;
+    o.level = ZKE_LOG_INFO;
+    o.connect_timeout = -1;     /* unset: 15000 */
+
+    if (argc < 2)
+        die(EX_USAGE, "missing command (run or check)");
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        fputs(usage_text, stdout);
+        return EX_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("zkelect %s\n", zke_version());
+        return EX_OK;
+    }
+    from_env(&o);
+    if (strcmp(argv[1], "run") == 0) {
+        parse(&o, argc - 1, argv + 1);
+        return cmd_run(&o);
+    }
+    if (strcmp(argv[1], "check") == 0) {
+        parse(&o, argc - 1, argv + 1);
+        return cmd_check(&o);
+    }
+    if (argv[1][0] == '-')
+        die(EX_USAGE, "unknown option '%s' (a command comes first: run or check)", argv[1]);
+    die(EX_USAGE, "unknown command '%s'", argv[1]);
+}

@@ -1,0 +1,500 @@
+/*
+ * script.c - see script.h.
+ *
+ * Sandbox: base (without dofile/loadfile, load forced to text), coroutine,
+ * table, string, math, utf8, and an os subset (time, clock, date, difftime,
+ * getenv). No io, no package, no debug, no os.execute/exit: a blocking call
+ * would stall the loop and with it the ZooKeeper heartbeats. Memory is capped
+ * by the allocator; a hook that runs past its budget is stopped by a count
+ * hook that keeps raising until the hook unwinds, so pcall cannot swallow it.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "script.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#define HOOK_COUNT 1000
+
+static const char *const hook_names[ZKE_EV_COUNT] = {
+    [ZKE_EV_LEADER] = "on_leader",
+    [ZKE_EV_FOLLOWER] = "on_follower",
+    [ZKE_EV_PREDECESSOR_CHANGE] = "on_predecessor_change",
+    [ZKE_EV_STEPDOWN] = "on_stepdown",
+};
+
+struct script {
+    lua_State *L;
+    char *file;
+    script_log_fn *log;
+    void *ud;
+    zke_agent *agent;
+    size_t used, limit;
+    int hook_timeout_ms;
+    int refs[ZKE_EV_COUNT];
+    struct timespec deadline;
+    int armed, expired;
+    const char *running;     /* hook name while one runs */
+};
+
+static script *get_script(lua_State *L)
+{
+    return *(script **)lua_getextraspace(L);
+}
+
+static void *l_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    script *sc = ud;
+    if (ptr == NULL)
+        osize = 0;
+    if (nsize == 0) {
+        free(ptr);
+        sc->used -= osize;
+        return NULL;
+    }
+    if (nsize > osize && sc->used + (nsize - osize) > sc->limit)
+        return NULL;
+    void *p = realloc(ptr, nsize);
+    if (p != NULL)
+        sc->used = sc->used - osize + nsize;
+    return p;
+}
+
+static int past(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+}
+
+static void budget_hook(lua_State *L, lua_Debug *ar)
+{
+    script *sc = get_script(L);
+    (void)ar;
+    if (!sc->armed)
+        return;
+    if (sc->expired || past(&sc->deadline)) {
+        if (!sc->expired) {
+            sc->expired = 1;
+            lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);   /* sticky: every instruction */
+        }
+        luaL_error(L, "%s exceeded its budget of %d ms", sc->running ? sc->running : "script",
+                   sc->hook_timeout_ms);
+    }
+}
+
+static void arm(script *sc, const char *what)
+{
+    clock_gettime(CLOCK_MONOTONIC, &sc->deadline);
+    sc->deadline.tv_sec += sc->hook_timeout_ms / 1000;
+    sc->deadline.tv_nsec += (long)(sc->hook_timeout_ms % 1000) * 1000000L;
+    if (sc->deadline.tv_nsec >= 1000000000L) {
+        sc->deadline.tv_sec++;
+        sc->deadline.tv_nsec -= 1000000000L;
+    }
+    sc->armed = 1;
+    sc->expired = 0;
+    sc->running = what;
+}
+
+static void disarm(script *sc)
+{
+    sc->armed = 0;
+    sc->running = NULL;
+    if (sc->expired)
+        lua_sethook(sc->L, budget_hook, LUA_MASKCOUNT, HOOK_COUNT);
+    sc->expired = 0;
+}
+
+static int msgh(lua_State *L)
+{
+    const char *msg = lua_tostring(L, 1);
+    if (msg == NULL) {
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+            msg = lua_tostring(L, -1);
+        else
+            msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+/* [-(nargs+1), +0, -] Never raises. Returns the lua_pcall status. */
+static int trampoline(script *sc, int nargs, const char *what)
+{
+    lua_State *L = sc->L;
+    int base = lua_gettop(L) - nargs;
+    lua_pushcfunction(L, msgh);
+    lua_insert(L, base);
+    arm(sc, what);
+    int st = lua_pcall(L, nargs, 0, base);
+    disarm(sc);
+    if (st != LUA_OK) {
+        const char *m = lua_tostring(L, -1);
+        char buf[64];
+        if (st == LUA_ERRMEM) {
+            snprintf(buf, sizeof buf, "out of memory (limit %zu bytes)", sc->limit);
+            m = buf;
+        }
+        if (sc->log)
+            sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", what, m ? m : "(no message)");
+        lua_pop(L, 1);
+    }
+    lua_remove(L, base);
+    return st;
+}
+
+/* --- the zkelect table ------------------------------------------------ */
+
+/* zkelect.log(level, msg)  [-2, +0, v] */
+static int l_log(lua_State *L)
+{
+    static const char *const levels[] = { "debug", "info", "warn", "error", NULL };
+    script *sc = get_script(L);
+    int lvl = luaL_checkoption(L, 1, NULL, levels);
+    const char *msg = luaL_checkstring(L, 2);
+    if (sc->log)
+        sc->log(sc->ud, (enum zke_log_level)lvl, "script", sc->running, msg);
+    return 0;
+}
+
+/* print(...) -> info log line */
+static int l_print(lua_State *L)
+{
+    script *sc = get_script(L);
+    luaL_Buffer b;
+    int n = lua_gettop(L);
+    luaL_buffinit(L, &b);
+    for (int i = 1; i <= n; i++) {
+        if (i > 1)
+            luaL_addchar(&b, '\t');
+        (void)luaL_tolstring(L, i, NULL);
+        luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    if (sc->log)
+        sc->log(sc->ud, ZKE_LOG_INFO, "script", sc->running, lua_tostring(L, -1));
+    return 0;
+}
+
+/* zkelect.resign() -> true | nil, msg, code */
+static int l_resign(lua_State *L)
+{
+    script *sc = get_script(L);
+    if (sc->agent == NULL) {
+        luaL_pushfail(L);
+        lua_pushliteral(L, "no agent attached");
+        lua_pushliteral(L, "ENOAGENT");
+        return 3;
+    }
+    if (zke_agent_resign(sc->agent) != 0) {
+        luaL_pushfail(L);
+        lua_pushstring(L, zke_agent_errstr(sc->agent));
+        lua_pushliteral(L, "ENOTLEADER");
+        return 3;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static void setstr(lua_State *L, const char *k, const char *v)
+{
+    if (v == NULL)
+        return;
+    lua_pushstring(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void setint(lua_State *L, const char *k, lua_Integer v)
+{
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void sethex(lua_State *L, const char *k, uint64_t v)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+    setstr(L, k, buf);
+}
+
+/* zkelect.status() -> table */
+static int l_status(lua_State *L)
+{
+    script *sc = get_script(L);
+    struct zke_status st;
+    lua_createtable(L, 0, 12);
+    if (sc->agent == NULL || zke_agent_status(sc->agent, &st) != 0) {
+        setstr(L, "role", "idle");
+        return 1;
+    }
+    setstr(L, "role", zke_role_name(st.role));
+    setstr(L, "node", st.node);
+    if (st.node)
+        setint(L, "seq", st.seq);
+    sethex(L, "session", st.session);
+    lua_pushboolean(L, st.connected);
+    lua_setfield(L, -2, "connected");
+    setint(L, "epoch", st.epoch);
+    setstr(L, "leader", st.leader);
+    setstr(L, "leader_node", st.leader_node);
+    setstr(L, "predecessor", st.predecessor);
+    setint(L, "position", st.position);
+    setint(L, "candidates", st.candidates);
+    return 1;
+}
+
+static const luaL_Reg zkelect_funcs[] = {
+    { "log", l_log },
+    { "resign", l_resign },
+    { "status", l_status },
+    { NULL, NULL },
+};
+
+static int l_blocked(lua_State *L)
+{
+    return luaL_error(L, "%s is not available in zkelect scripts: it would block the event "
+                         "loop (and the ZooKeeper heartbeats)", lua_tostring(L, lua_upvalueindex(1)));
+}
+
+/* load(chunk [, name [, mode [, env]]]) with mode forced to text: running
+ * crafted bytecode can crash the interpreter. */
+static int l_load(lua_State *L)
+{
+    int has_env = !lua_isnone(L, 4);
+    lua_settop(L, 4);
+    lua_pushvalue(L, lua_upvalueindex(1));    /* the original load */
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_pushliteral(L, "t");
+    if (has_env)
+        lua_pushvalue(L, 4);
+    lua_call(L, has_env ? 4 : 3, LUA_MULTRET);
+    return lua_gettop(L) - 4;
+}
+
+/* Sets up libraries. Runs under lua_pcall. */
+static int open_sandbox(lua_State *L)
+{
+    static const luaL_Reg libs[] = {
+        { LUA_GNAME, luaopen_base },       { LUA_COLIBNAME, luaopen_coroutine },
+        { LUA_TABLIBNAME, luaopen_table }, { LUA_STRLIBNAME, luaopen_string },
+        { LUA_MATHLIBNAME, luaopen_math }, { LUA_UTF8LIBNAME, luaopen_utf8 },
+        { LUA_OSLIBNAME, luaopen_os },     { NULL, NULL },
+    };
+    for (const luaL_Reg *l = libs; l->func; l++) {
+        luaL_requiref(L, l->name, l->func, 1);
+        lua_pop(L, 1);
+    }
+    /* os: keep the clock and environment readers only */
+    lua_getglobal(L, LUA_OSLIBNAME);
+    static const char *const os_drop[] = { "execute", "exit", "remove", "rename", "tmpname",
+                                           "setlocale", NULL };
+    for (const char *const *k = os_drop; *k; k++) {
+        lua_pushfstring(L, "os.%s", *k);
+        lua_pushcclosure(L, l_blocked, 1);
+        lua_setfield(L, -2, *k);
+    }
+    lua_pop(L, 1);
+    static const char *const g_drop[] = { "dofile", "loadfile", NULL };
+    for (const char *const *k = g_drop; *k; k++) {
+        lua_pushstring(L, *k);
+        lua_pushcclosure(L, l_blocked, 1);
+        lua_setglobal(L, *k);
+    }
+    lua_getglobal(L, "load");
+    lua_pushcclosure(L, l_load, 1);
+    lua_setglobal(L, "load");
+    lua_pushcfunction(L, l_print);
+    lua_setglobal(L, "print");
+    luaL_newlib(L, zkelect_funcs);
+    lua_pushliteral(L, ZKELECT_VERSION);
+    lua_setfield(L, -2, "version");
+    lua_setglobal(L, "zkelect");
+    return 0;
+}
+
+/* Builds ev and calls the hook. Runs under the trampoline. */
+static int call_hook(lua_State *L)
+{
+    script *sc = get_script(L);
+    const struct zke_event *ev = lua_touserdata(L, 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, sc->refs[ev->type]);
+    lua_createtable(L, 0, 16);
+    setstr(L, "id", ev->id);
+    setstr(L, "path", ev->path);
+    setstr(L, "node", ev->node);
+    if (ev->node)
+        setint(L, "seq", ev->seq);
+    sethex(L, "session", ev->session);
+    setstr(L, "reason", ev->reason);
+    switch (ev->type) {
+    case ZKE_EV_LEADER:
+        setint(L, "epoch", ev->epoch);
+        setstr(L, "previous", ev->previous);
+        setint(L, "candidates", ev->candidates);
+        break;
+    case ZKE_EV_STEPDOWN:
+        setint(L, "epoch", ev->epoch);
+        break;
+    case ZKE_EV_FOLLOWER:
+        setstr(L, "leader", ev->leader);
+        setstr(L, "leader_node", ev->leader_node);
+        setstr(L, "predecessor", ev->predecessor);
+        setint(L, "position", ev->position);
+        setint(L, "candidates", ev->candidates);
+        break;
+    case ZKE_EV_PREDECESSOR_CHANGE:
+        setstr(L, "old", ev->old_pred);
+        setstr(L, "new", ev->new_pred);
+        setint(L, "position", ev->position);
+        setstr(L, "leader", ev->leader);
+        setstr(L, "leader_node", ev->leader_node);
+        break;
+    default:
+        break;
+    }
+    lua_call(L, 1, 0);
+    return 0;
+}
+
+int script_dispatch(script *sc, const struct zke_event *ev)
+{
+    if (sc == NULL || (unsigned)ev->type >= ZKE_EV_COUNT || sc->refs[ev->type] == LUA_NOREF)
+        return 0;
+    lua_State *L = sc->L;
+    lua_pushcfunction(L, call_hook);
+    lua_pushlightuserdata(L, (void *)ev);
+    return trampoline(sc, 1, hook_names[ev->type]) == LUA_OK ? 0 : -1;
+}
+
+int script_has_hook(const script *sc, enum zke_event_type t)
+{
+    return sc != NULL && (unsigned)t < ZKE_EV_COUNT && sc->refs[t] != LUA_NOREF;
+}
+
+void script_attach(script *sc, zke_agent *a)
+{
+    sc->agent = a;
+}
+
+static int fail(char *err, size_t errlen, int *code, int c, const char *fmt, const char *a,
+                const char *b)
+{
+    snprintf(err, errlen, fmt, a, b);
+    *code = c;
+    return -1;
+}
+
+script *script_load(const char *file, const struct script_opts *opts,
+                    script_log_fn *log, void *ud, char *err, size_t errlen, int *code)
+{
+    struct stat st;
+    script *sc;
+    lua_State *L;
+
+    if (stat(file, &st) != 0) {
+        fail(err, errlen, code, errno == EACCES ? 77 : 66, "script '%s': %s", file, strerror(errno));
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fail(err, errlen, code, 66, "script '%s': %s", file,
+             S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+        return NULL;
+    }
+    FILE *probe = fopen(file, "r");
+    if (probe == NULL) {
+        fail(err, errlen, code, errno == EACCES ? 77 : 66, "script '%s': %s", file, strerror(errno));
+        return NULL;
+    }
+    fclose(probe);
+    sc = calloc(1, sizeof *sc);
+    if (sc == NULL || (sc->file = strdup(file)) == NULL) {
+        free(sc);
+        fail(err, errlen, code, 70, "script '%s': %s", file, "out of memory");
+        return NULL;
+    }
+    sc->log = log;
+    sc->ud = ud;
+    sc->limit = opts && opts->mem_limit ? opts->mem_limit : (size_t)64 << 20;
+    sc->hook_timeout_ms = opts && opts->hook_timeout_ms > 0 ? opts->hook_timeout_ms : 5000;
+    for (int i = 0; i < ZKE_EV_COUNT; i++)
+        sc->refs[i] = LUA_NOREF;
+    L = sc->L = lua_newstate(l_alloc, sc);
+    if (L == NULL) {
+        script_free(sc);
+        fail(err, errlen, code, 70, "script '%s': %s", file, "cannot create a Lua state");
+        return NULL;
+    }
+    *(script **)lua_getextraspace(L) = sc;
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT, HOOK_COUNT);
+    lua_pushcfunction(L, open_sandbox);
+    if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+        fail(err, errlen, code, 70, "script '%s': cannot open libraries: %s", file,
+             lua_tostring(L, -1));
+        script_free(sc);
+        return NULL;
+    }
+    int st2 = luaL_loadfilex(L, file, "t");
+    if (st2 != LUA_OK) {
+        fail(err, errlen, code, st2 == LUA_ERRMEM ? 70 : 78, "%s%s", lua_tostring(L, -1), "");
+        script_free(sc);
+        return NULL;
+    }
+    /* run the top level with a traceback, but report it as a load error */
+    lua_pushcfunction(L, msgh);
+    lua_insert(L, -2);
+    arm(sc, "script top level");
+    st2 = lua_pcall(L, 0, 0, -2);
+    disarm(sc);
+    if (st2 != LUA_OK) {
+        const char *m = lua_tostring(L, -1);
+        char first[512];
+        snprintf(first, sizeof first, "%s", m ? m : "error");
+        char *nl = strchr(first, '\n');
+        if (nl)
+            *nl = '\0';
+        fail(err, errlen, code, 78, "script '%s' failed to load: %s", file, first);
+        script_free(sc);
+        return NULL;
+    }
+    lua_pop(L, 1);
+    for (int t = 0; t < ZKE_EV_COUNT; t++) {
+        if (hook_names[t] == NULL)
+            continue;
+        int ty = lua_getglobal(L, hook_names[t]);
+        if (ty == LUA_TNIL) {
+            lua_pop(L, 1);
+            continue;
+        }
+        if (ty != LUA_TFUNCTION) {
+            char what[128];
+            snprintf(what, sizeof what, "%s must be a function, got %s", hook_names[t],
+                     lua_typename(L, ty));
+            fail(err, errlen, code, 78, "script '%s': %s", file, what);
+            script_free(sc);
+            return NULL;
+        }
+        sc->refs[t] = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    return sc;
+}
+
+void script_free(script *sc)
+{
+    if (sc == NULL)
+        return;
+    if (sc->L != NULL)
+        lua_close(sc->L);
+    free(sc->file);
+    free(sc);
+}

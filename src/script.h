@@ -1,0 +1,44 @@
+/*
+ * script.h - the Lua 5.4 policy: state, sandbox, hook dispatch.
+ *
+ * Knows nothing of ZooKeeper: it receives struct zke_event values from its
+ * owner and calls the matching global hook (on_leader, on_follower,
+ * on_predecessor_change, on_stepdown) through one protected trampoline with
+ * a traceback handler. A hook error is reported through the log callback and
+ * never propagates. Hooks run to completion, one at a time, on the loop.
+ *
+ * script_dispatch() must be called from the top of the loop (an agent
+ * callback), never from inside a ZooKeeper library callback.
+ */
+#ifndef ZKELECT_SCRIPT_H
+#define ZKELECT_SCRIPT_H
+
+#include <stddef.h>
+#include "zkelect.h"
+
+typedef struct script script;
+
+/* event is "script" (zkelect.log), "hook_error" or "log"; hook may be NULL. */
+typedef void script_log_fn(void *ud, enum zke_log_level lvl, const char *event,
+                           const char *hook, const char *msg);
+
+struct script_opts {
+    size_t mem_limit;        /* bytes; 0: 64 MiB */
+    int hook_timeout_ms;     /* wall-clock budget of one hook; 0: 5000 */
+};
+
+/* Loads and runs the file's top level. On failure returns NULL, writes a
+ * one-line reason into err and a sysexits code into *code: 66 missing or not
+ * a regular file, 77 permission denied, 78 syntax or runtime error, 70 out of
+ * memory. */
+script *script_load(const char *file, const struct script_opts *opts,
+                     script_log_fn *log, void *ud, char *err, size_t errlen, int *code);
+/* The agent that zkelect.resign() and zkelect.status() act on (may be NULL). */
+void script_attach(script *sc, zke_agent *a);
+/* Runs the hook for ev, if the script defines it. Returns 0, or -1 if the
+ * hook failed (already logged). */
+int script_dispatch(script *sc, const struct zke_event *ev);
+int script_has_hook(const script *sc, enum zke_event_type t);
+void script_free(script *sc);
+
+#endif

@@ -1,0 +1,533 @@
+/*
+ * session.c - libzookeeper_st driven by libev (DESIGN.md 6; reference
+ * anchors-style-and-integration.md 3.3).
+ *
+ * Ownership: the session owns its zhandle_t, its watchers and one small
+ * context per request (freed in the completion, which the library calls
+ * exactly once, with ZCLOSING at close). Path watchers get the session
+ * itself as context, so nothing is lost when zookeeper_close() drops them.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ev.h>
+#include <zookeeper/zookeeper.h>
+
+#define RETRY_FLOOR 0.02     /* never re-arm at 0 after an error */
+#define BACKOFF_MAX 1.0
+
+struct session {
+    struct ev_loop *loop;
+    zhandle_t *zh;
+    char *hosts;
+    int timeout_ms;
+    struct sess_cbs cb;
+    void *ud;
+    ev_io io;
+    ev_timer timer;
+    unsigned need_rearm : 1, close_requested : 1, connected : 1, dead : 1;
+    int last_fd;
+    double backoff;
+    char err[160];
+};
+
+struct req {
+    session *s;
+    sess_done_fn *cb;
+    void *arg;
+};
+
+/* The C client's log callback carries no context: route its lines to the
+ * session whose library call is running (one loop thread). */
+static session *log_target;
+
+static void slog(session *s, enum zke_log_level lvl, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    if (s == NULL || s->cb.log == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    s->cb.log(s->ud, lvl, buf);
+}
+
+static void zk_log(const char *message)
+{
+    if (log_target != NULL)
+        slog(log_target, ZKE_LOG_DEBUG, "zookeeper: %s", message);
+}
+
+static enum sess_rc map_rc(int rc)
+{
+    if (rc == ZOK) return SESS_OK;
+    if (rc == ZNONODE) return SESS_NONODE;
+    if (rc == ZNODEEXISTS) return SESS_NODEEXISTS;
+    if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) return SESS_CONNLOSS;
+    if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) return SESS_EXPIRED;
+    if (rc == ZCLOSING) return SESS_CLOSING;
+    if (rc == ZNOAUTH || rc == ZAUTHFAILED) return SESS_NOAUTH;
+    if (rc == ZNOTEMPTY) return SESS_NOTEMPTY;
+    if (rc == ZBADARGUMENTS) return SESS_BADARGS;
+    return SESS_FAILED;
+}
+
+const char *sess_rc_name(enum sess_rc rc)
+{
+    static const char *names[] = { "ok", "nonode", "nodeexists", "connloss", "expired",
+                                   "closing", "noauth", "notempty", "badargs", "failed" };
+    return (unsigned)rc < sizeof names / sizeof names[0] ? names[rc] : "?";
+}
+
+static void io_cb(struct ev_loop *loop, ev_io *w, int revents);
+static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
+
+session *session_new(struct ev_loop *loop, const char *hosts, int timeout_ms,
+                     const struct sess_cbs *cb, void *ud)
+{
+    session *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->hosts = strdup(hosts);
+    if (s->hosts == NULL) {
+        free(s);
+        return NULL;
+    }
+    s->loop = loop;
+    s->timeout_ms = timeout_ms;
+    s->cb = *cb;
+    s->ud = ud;
+    s->last_fd = -1;
+    ev_io_init(&s->io, io_cb, -1, EV_READ);
+    s->io.data = s;
+    ev_timer_init(&s->timer, timer_cb, 0., 0.);
+    s->timer.data = s;
+    return s;
+}
+
+static void global_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    session *s = ctx;
+    (void)path;
+    if (type != ZOO_SESSION_EVENT || s == NULL || s->zh != zh)
+        return;
+    if (state == ZOO_CONNECTED_STATE) {
+        s->connected = 1;
+        s->backoff = 0;
+        s->timeout_ms = zoo_recv_timeout(zh);
+        s->cb.state(s->ud, SESS_S_CONNECTED);
+    } else if (state == ZOO_CONNECTING_STATE) {
+        s->connected = 0;
+        s->cb.state(s->ud, SESS_S_DISCONNECTED);
+    } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
+        s->connected = 0;
+        if (!s->dead) {
+            s->dead = 1;
+            s->cb.state(s->ud, state == ZOO_EXPIRED_SESSION_STATE ? SESS_S_EXPIRED
+                                                                  : SESS_S_AUTH_FAILED);
+        }
+    }
+}
+
+/* Per-path watcher. The C client also hands every session event to every
+ * path watcher (zk_hashtable.c): those are handled by global_watcher. */
+static void path_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    session *s = ctx;
+    enum sess_watch w;
+    (void)state;
+    if (type == ZOO_SESSION_EVENT || s == NULL || s->zh != zh || path == NULL)
+        return;
+    if (type == ZOO_DELETED_EVENT) w = SESS_W_DELETED;
+    else if (type == ZOO_CHANGED_EVENT) w = SESS_W_CHANGED;
+    else if (type == ZOO_CREATED_EVENT) w = SESS_W_CREATED;
+    else if (type == ZOO_CHILD_EVENT) w = SESS_W_CHILD;
+    else w = SESS_W_OTHER;
+    s->cb.watch(s->ud, w, path);
+}
+
+int session_open(session *s)
+{
+    if (s->zh != NULL) {
+        snprintf(s->err, sizeof s->err, "session already open");
+        return -1;
+    }
+    errno = 0;
+    log_target = s;
+    s->zh = zookeeper_init2(s->hosts, global_watcher, s->timeout_ms, NULL, s,
+                            ZOO_NO_LOG_CLIENTENV, zk_log);
+    log_target = NULL;
+    if (s->zh == NULL) {
+        snprintf(s->err, sizeof s->err, "cannot use ZooKeeper hosts '%s': %s", s->hosts,
+                 errno ? strerror(errno) : "invalid");
+        return -1;
+    }
+    /* Resolve once; never re-resolve (blocking DNS) on every interest call. */
+    zoo_set_servers_resolution_delay(s->zh, -1);
+    s->connected = 0;
+    s->dead = 0;
+    s->close_requested = 0;
+    s->need_rearm = 1;
+    s->last_fd = -1;
+    return 0;
+}
+
+int session_is_open(const session *s)
+{
+    return s->zh != NULL;
+}
+
+void session_request_close(session *s)
+{
+    if (s->zh != NULL)
+        s->close_requested = 1;
+}
+
+static void do_close(session *s)
+{
+    /* stop the watchers first: the library closes the fd, which can be reused */
+    ev_io_stop(s->loop, &s->io);
+    ev_timer_stop(s->loop, &s->timer);
+    if (s->zh != NULL) {
+        zhandle_t *zh = s->zh;
+        log_target = s;
+        s->zh = NULL;           /* completions with ZCLOSING see no handle */
+        zookeeper_close(zh);
+        log_target = NULL;
+    }
+    s->connected = 0;
+    s->close_requested = 0;
+    s->need_rearm = 0;
+    s->last_fd = -1;
+}
+
+static int ev_from_zk(int zi)
+{
+    return ((zi & ZOOKEEPER_READ) ? EV_READ : 0) | ((zi & ZOOKEEPER_WRITE) ? EV_WRITE : 0);
+}
+
+static void rearm(session *s)
+{
+    int fd = -1, zi = 0, rc;
+    struct timeval tv = { 0, 0 };
+    double after;
+
+    s->need_rearm = 0;
+    log_target = s;
+    rc = zookeeper_interest(s->zh, &fd, &zi, &tv);   /* may run watchers/completions */
+    log_target = NULL;
+    if (s->zh == NULL)
+        return;
+    ev_io_stop(s->loop, &s->io);
+    if (rc != ZOK) {
+        if (is_unrecoverable(s->zh) == ZINVALIDSTATE) {
+            if (!s->dead) {
+                s->dead = 1;
+                s->cb.state(s->ud, SESS_S_EXPIRED);
+            }
+            ev_timer_stop(s->loop, &s->timer);
+            return;     /* the owner closes it */
+        }
+        int st = zoo_state(s->zh);
+        zi = (fd >= 0 && (st == ZOO_CONNECTED_STATE || st == ZOO_READONLY_STATE)) ? ZOOKEEPER_READ : 0;
+        if (zi == 0)
+            fd = -1;
+        if (rc == ZOPERATIONTIMEOUT || rc == ZCONNECTIONLOSS) {
+            after = RETRY_FLOOR;
+        } else {
+            s->backoff = s->backoff < RETRY_FLOOR ? 0.05 : s->backoff * 2;
+            if (s->backoff > BACKOFF_MAX)
+                s->backoff = BACKOFF_MAX;
+            after = s->backoff;
+            slog(s, ZKE_LOG_DEBUG, "zookeeper_interest: %s", zerror(rc));
+        }
+    } else {
+        after = (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
+        if (fd == -1 && after < 0.05)
+            after = 0.05;     /* reconnect delay: no spinning */
+    }
+    if (fd >= 0 && zi != 0) {
+        /* The library's socket is not close-on-exec and hook children must
+         * not inherit it; a new socket can reuse the old number, so check
+         * every time rather than on a change of number. */
+        int fl = fcntl(fd, F_GETFD);
+        if (fl >= 0 && !(fl & FD_CLOEXEC))
+            (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+        s->last_fd = fd;
+        ev_io_set(&s->io, fd, ev_from_zk(zi));   /* even if fd is unchanged */
+        ev_io_start(s->loop, &s->io);
+    }
+    ev_timer_stop(s->loop, &s->timer);
+    ev_timer_set(&s->timer, after, 0.);
+    ev_timer_start(s->loop, &s->timer);
+}
+
+static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    session *s = w->data;
+    int events = ((revents & EV_READ) ? ZOOKEEPER_READ : 0) | ((revents & EV_WRITE) ? ZOOKEEPER_WRITE : 0);
+    (void)loop;
+    s->need_rearm = 1;
+    if ((revents & EV_ERROR) || s->zh == NULL) {
+        ev_io_stop(s->loop, &s->io);
+        return;
+    }
+    log_target = s;
+    int rc = zookeeper_process(s->zh, events);
+    log_target = NULL;
+    if (rc != ZOK && rc != ZNOTHING)
+        slog(s, ZKE_LOG_DEBUG, "zookeeper_process: %s", zerror(rc));
+}
+
+static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    ((session *)w->data)->need_rearm = 1;
+}
+
+void session_flush(session *s)
+{
+    for (int i = 0; i < 4; i++) {
+        if (s->close_requested) {
+            do_close(s);
+            return;
+        }
+        if (!s->need_rearm || s->zh == NULL || s->dead)
+            return;
+        rearm(s);
+    }
+}
+
+void session_free(session *s)
+{
+    if (s == NULL)
+        return;
+    do_close(s);
+    free(s->hosts);
+    free(s);
+}
+
+int session_connected(const session *s)
+{
+    return s->zh != NULL && s->connected;
+}
+
+uint64_t session_id(const session *s)
+{
+    if (s->zh == NULL)
+        return 0;
+    const clientid_t *c = zoo_client_id(s->zh);
+    return c ? (uint64_t)c->client_id : 0;
+}
+
+int session_timeout_ms(const session *s)
+{
+    return s->timeout_ms;
+}
+
+const char *session_error(const session *s)
+{
+    return s->err;
+}
+
+int session_write_file(const session *s, const char *file)
+{
+    const clientid_t *c = s->zh ? zoo_client_id(s->zh) : NULL;
+    char tmp[4096];
+    if (c == NULL)
+        return -1;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", file) >= (int)sizeof tmp)
+        return -1;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    char line[128];
+    int n = snprintf(line, sizeof line, "0x%" PRIx64 " ", (uint64_t)c->client_id);
+    for (int i = 0; i < 16; i++)
+        n += snprintf(line + n, sizeof line - (size_t)n, "%02x", (unsigned char)c->passwd[i]);
+    line[n++] = '\n';
+    int ok = write(fd, line, (size_t)n) == n;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, file) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* --- requests --------------------------------------------------------- */
+
+static struct req *new_req(session *s, sess_done_fn *cb, void *arg)
+{
+    struct req *r = malloc(sizeof *r);
+    if (r == NULL) {
+        snprintf(s->err, sizeof s->err, "out of memory");
+        return NULL;
+    }
+    r->s = s;
+    r->cb = cb;
+    r->arg = arg;
+    return r;
+}
+
+static int submitted(session *s, struct req *r, int rc, const char *what, const char *path)
+{
+    if (rc == ZOK) {
+        s->need_rearm = 1;
+        return 0;
+    }
+    snprintf(s->err, sizeof s->err, "%s %s: %s", what, path, zerror(rc));
+    free(r);
+    return -1;
+}
+
+static void fill_stat(struct sess_result *res, const struct Stat *st)
+{
+    if (st == NULL)
+        return;
+    res->has_stat = 1;
+    res->czxid = st->czxid;
+    res->owner = (uint64_t)st->ephemeralOwner;
+    res->cversion = st->cversion;
+    res->version = st->version;
+}
+
+static void done(struct req *r, struct sess_result *res, int rc)
+{
+    res->zrc = rc;
+    res->rc = map_rc(rc);
+    if (r->s->zh == NULL && res->rc != SESS_OK)
+        res->rc = SESS_CLOSING;
+    r->cb(r->arg, res);
+    free(r);
+}
+
+static void create_done(int rc, const char *string, const struct Stat *stat, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    if (rc == ZOK) {
+        res.path = string;
+        fill_stat(&res, stat);
+    }
+    done((struct req *)data, &res, rc);
+}
+
+int session_create(session *s, const char *path, const char *data, size_t len,
+                   enum sess_create mode, sess_done_fn *cb, void *arg)
+{
+    if (s->zh == NULL) {
+        snprintf(s->err, sizeof s->err, "no session");
+        return -1;
+    }
+    struct req *r = new_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    int flags = mode == SESS_EPHEMERAL_SEQ ? ZOO_EPHEMERAL_SEQUENTIAL
+              : mode == SESS_CONTAINER ? ZOO_CONTAINER : ZOO_PERSISTENT;
+    int rc = zoo_acreate2(s->zh, path, data, data ? (int)len : -1, &ZOO_OPEN_ACL_UNSAFE,
+                          flags, create_done, r);
+    return submitted(s, r, rc, "create", path);
+}
+
+static void list_done(int rc, const struct String_vector *sv, const struct Stat *stat, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    if (rc == ZOK && sv != NULL) {
+        res.children = (const char *const *)sv->data;
+        res.nchildren = sv->count;
+        fill_stat(&res, stat);
+    }
+    done((struct req *)data, &res, rc);
+}
+
+int session_list(session *s, const char *path, sess_done_fn *cb, void *arg)
+{
+    if (s->zh == NULL) {
+        snprintf(s->err, sizeof s->err, "no session");
+        return -1;
+    }
+    struct req *r = new_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    return submitted(s, r, zoo_aget_children2(s->zh, path, 0, list_done, r), "list", path);
+}
+
+static void get_done(int rc, const char *value, int len, const struct Stat *stat, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    if (rc == ZOK) {
+        res.data = value;
+        res.datalen = value ? len : 0;
+        fill_stat(&res, stat);
+    }
+    done((struct req *)data, &res, rc);
+}
+
+int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
+{
+    if (s->zh == NULL) {
+        snprintf(s->err, sizeof s->err, "no session");
+        return -1;
+    }
+    struct req *r = new_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    int rc = zoo_awget(s->zh, path, watch ? path_watcher : NULL, watch ? s : NULL, get_done, r);
+    return submitted(s, r, rc, "get", path);
+}
+
+static void stat_done(int rc, const struct Stat *stat, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    if (rc == ZOK)
+        fill_stat(&res, stat);
+    done((struct req *)data, &res, rc);
+}
+
+int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
+{
+    if (s->zh == NULL) {
+        snprintf(s->err, sizeof s->err, "no session");
+        return -1;
+    }
+    struct req *r = new_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    int rc = zoo_awexists(s->zh, path, watch ? path_watcher : NULL, watch ? s : NULL, stat_done, r);
+    return submitted(s, r, rc, "exists", path);
+}
+
+static void void_done(int rc, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    done((struct req *)data, &res, rc);
+}
+
+int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg)
+{
+    if (s->zh == NULL) {
+        snprintf(s->err, sizeof s->err, "no session");
+        return -1;
+    }
+    struct req *r = new_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    return submitted(s, r, zoo_adelete(s->zh, path, -1, void_done, r), "delete", path);
+}

@@ -1,0 +1,101 @@
+/*
+ * session.h - one ZooKeeper session on a libev loop (libzookeeper_st pump).
+ *
+ * The only module that includes <zookeeper/zookeeper.h>. It owns the handle,
+ * the io and timer watchers, and maps the library's codes to enum sess_rc.
+ *
+ * Calling rules:
+ *  - All calls from the loop thread.
+ *  - The owner must call session_flush() once per loop iteration before the
+ *    loop blocks (from an ev_prepare); it re-arms the io watcher with the fd
+ *    of the latest zookeeper_interest() and performs a requested close. The
+ *    ZooKeeper library's callbacks (state, watch, completions) run only from
+ *    inside the io/timer callbacks and session_flush().
+ *  - Inside a session callback the owner may issue requests (session_create
+ *    ...) and session_request_close(), but not session_flush() or
+ *    session_free().
+ *  - Every completion is called exactly once: with the result, or with
+ *    SESS_CLOSING when the handle is closed first.
+ */
+#ifndef ZKELECT_SESSION_H
+#define ZKELECT_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "zkelect.h"
+
+struct ev_loop;
+typedef struct session session;
+
+enum sess_rc {
+    SESS_OK = 0, SESS_NONODE, SESS_NODEEXISTS, SESS_CONNLOSS, SESS_EXPIRED,
+    SESS_CLOSING, SESS_NOAUTH, SESS_NOTEMPTY, SESS_BADARGS, SESS_FAILED
+};
+
+enum sess_state {
+    SESS_S_CONNECTED,      /* handshake done (first time or again) */
+    SESS_S_DISCONNECTED,   /* a connected session lost its connection */
+    SESS_S_EXPIRED,        /* the server expired the session: handle is dead */
+    SESS_S_AUTH_FAILED     /* handle is dead */
+};
+
+enum sess_watch { SESS_W_CREATED, SESS_W_DELETED, SESS_W_CHANGED, SESS_W_CHILD, SESS_W_OTHER };
+
+/* Borrowed for the duration of the completion. */
+struct sess_result {
+    enum sess_rc rc;
+    int zrc;                       /* the library's own code, for logs */
+    const char *path;              /* create: the created path */
+    int has_stat;
+    int64_t czxid;
+    uint64_t owner;                /* ephemeralOwner */
+    int32_t cversion, version;
+    const char *data;
+    int datalen;
+    const char *const *children;
+    int nchildren;
+};
+
+typedef void sess_done_fn(void *arg, const struct sess_result *r);
+
+struct sess_cbs {
+    void (*state)(void *ud, enum sess_state st);
+    void (*watch)(void *ud, enum sess_watch type, const char *path);
+    void (*log)(void *ud, enum zke_log_level lvl, const char *msg);
+};
+
+session *session_new(struct ev_loop *loop, const char *hosts, int timeout_ms,
+                     const struct sess_cbs *cb, void *ud);
+/* Closes the handle (blocking up to a few seconds if connected) and frees.
+ * Not from inside a session callback. */
+void session_free(session *s);
+
+/* Opens a new handle (a new session). -1 if the library refused (hosts do not
+ * resolve): retry later. */
+int session_open(session *s);
+/* Asks for the handle to be closed at the next session_flush(). */
+void session_request_close(session *s);
+int session_is_open(const session *s);
+void session_flush(session *s);
+
+int session_connected(const session *s);
+uint64_t session_id(const session *s);
+int session_timeout_ms(const session *s);     /* negotiated, or requested before */
+const char *session_error(const session *s);  /* reason of the last -1 */
+/* Writes "0x<id> <password hex>\n" (mode 0600) for tooling that must resume
+ * or expire this session. */
+int session_write_file(const session *s, const char *file);
+
+/* Requests. 0: the completion will be called; -1: it will not (error in
+ * session_error()). Paths are copied. */
+enum sess_create { SESS_PERSISTENT, SESS_EPHEMERAL_SEQ, SESS_CONTAINER };
+int session_create(session *s, const char *path, const char *data, size_t len,
+                   enum sess_create mode, sess_done_fn *cb, void *arg);
+int session_list(session *s, const char *path, sess_done_fn *cb, void *arg);
+int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
+int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
+int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg);
+
+const char *sess_rc_name(enum sess_rc rc);
+
+#endif

@@ -1,0 +1,162 @@
+/*
+ * zkelect.h - the public C API of libzkelect: one ZooKeeper leader-election
+ * candidate ("agent") driven by the host's libev loop.
+ *
+ * Threading: none. Every function must be called from the thread that runs
+ * the loop given to zke_agent_new(), and every callback is called from that
+ * loop, never from inside the ZooKeeper client library.
+ *
+ * Lifecycle:  zke_agent_new -> zke_agent_start -> (events) ->
+ *             zke_agent_stop -> on_stopped -> zke_agent_free
+ * zke_agent_free() may be called at any time, also from inside a callback
+ * (the memory is then released when the callback returns).
+ *
+ * Callback contract: each callback of struct zke_callbacks is called once per
+ * event, in event order, one at a time, from the loop. on_stopped is called
+ * exactly once per started agent, teardown included (a zke_agent_free()
+ * without zke_agent_stop() still calls it). Pointers inside a struct
+ * zke_event are borrowed: valid only during the callback.
+ *
+ * Errors: functions return 0 on success and -1 on failure; the reason is kept
+ * in the agent (zke_agent_errstr). The library never prints, never exits,
+ * never installs signal handlers: it logs through callbacks.log.
+ */
+#ifndef ZKELECT_H
+#define ZKELECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZKELECT_VERSION "0.1.0"
+
+struct ev_loop;
+typedef struct zke_agent zke_agent;
+
+enum zke_log_level { ZKE_LOG_DEBUG = 0, ZKE_LOG_INFO, ZKE_LOG_WARN, ZKE_LOG_ERROR };
+
+enum zke_role {
+    ZKE_ROLE_IDLE = 0,   /* not (yet, or no longer) a candidate with a node */
+    ZKE_ROLE_FOLLOWER,   /* our node exists, a smaller one leads */
+    ZKE_ROLE_LEADER,     /* our node is the smallest and was confirmed ours */
+};
+
+enum zke_event_type {
+    ZKE_EV_LEADER = 0,
+    ZKE_EV_FOLLOWER,
+    ZKE_EV_PREDECESSOR_CHANGE,
+    ZKE_EV_STEPDOWN,
+    ZKE_EV_SESSION,      /* reason: connected, disconnected, expired, reconnected */
+    ZKE_EV_JOINED,       /* our node was created (or adopted); node, seq set */
+    ZKE_EV_STOPPED,      /* final event; reason: stop, free, fatal */
+    ZKE_EV_COUNT
+};
+
+/* One event. Fields that do not apply to a type are NULL / 0 / -1. */
+struct zke_event {
+    enum zke_event_type type;
+    const char *id;           /* our candidate id */
+    const char *path;         /* election path */
+    const char *node;         /* our znode name (no path), or NULL */
+    int32_t seq;              /* its sequence number, or -1 */
+    uint64_t session;         /* session id, 0 if none */
+    const char *reason;       /* why this event happened (see README) */
+    /* ZKE_EV_LEADER, ZKE_EV_STEPDOWN */
+    int64_t epoch;            /* fencing epoch of the term: czxid of our node */
+    const char *previous;     /* LEADER: id of the last leader we saw, or NULL */
+    int candidates;           /* LEADER/FOLLOWER: candidates in our last listing */
+    /* ZKE_EV_FOLLOWER, ZKE_EV_PREDECESSOR_CHANGE */
+    const char *leader;       /* leader's published data (its id by default), NULL if unknown */
+    const char *leader_node;
+    const char *predecessor;  /* node we watch */
+    int position;             /* 1 = next in line */
+    /* ZKE_EV_PREDECESSOR_CHANGE */
+    const char *old_pred;
+    const char *new_pred;
+};
+
+typedef void zke_event_fn(zke_agent *a, const struct zke_event *ev, void *ud);
+typedef void zke_log_fn(void *ud, enum zke_log_level level, const char *msg);
+
+/* Any member may be NULL. */
+struct zke_callbacks {
+    zke_event_fn *on_leader;
+    zke_event_fn *on_follower;
+    zke_event_fn *on_predecessor_change;
+    zke_event_fn *on_stepdown;
+    zke_event_fn *on_session;
+    zke_event_fn *on_joined;
+    zke_event_fn *on_stopped;
+    zke_log_fn *log;
+};
+
+/* Copied by zke_agent_new(); the caller keeps ownership of its strings. */
+struct zke_settings {
+    const char *zk;              /* "host:port[,host:port...][/chroot]" */
+    const char *path;            /* absolute election path, e.g. "/app/election" */
+    const char *id;              /* candidate id: 1..128 printable chars, no '/' */
+    const char *data;            /* published in our node; NULL: the id */
+    int session_timeout_ms;      /* requested; 0: 10000 */
+    int connect_timeout_ms;      /* first connect must succeed within; 0: 15000, -1: forever */
+    const char *session_file;    /* if set, write "sessionid passwdhex" there (tests, tooling) */
+};
+
+struct zke_status {
+    enum zke_role role;
+    const char *node;            /* borrowed until the next call into the agent */
+    int32_t seq;
+    uint64_t session;
+    int connected;
+    int64_t epoch;               /* current term's epoch, 0 when not leader */
+    const char *leader;          /* leader's published data, if known */
+    const char *leader_node;
+    const char *predecessor;
+    int position;                /* 0 leader, 1 next in line, ... ; -1 unknown */
+    int candidates;
+};
+
+const char *zke_version(void);
+
+/* Validates and copies the settings. Returns NULL only when out of memory;
+ * with invalid settings it returns an agent whose zke_agent_errstr() is set
+ * and whose zke_agent_start() fails. */
+zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
+                         const struct zke_callbacks *cb, void *ud);
+
+/* Starts connecting and joins once connected. May be called once. */
+int zke_agent_start(zke_agent *a);
+
+/* Gives up leadership (on_stepdown, reason "resign"), releases our node and
+ * rejoins at the back after a short backoff. Fails when not the leader. */
+int zke_agent_resign(zke_agent *a);
+
+/* Graceful stop: a leader steps down (reason "shutdown"), the node is deleted,
+ * the session closed, then on_stopped is called. Idempotent. */
+void zke_agent_stop(zke_agent *a);
+
+/* Releases everything. Calls on_stopped if it was not called yet. Safe from
+ * inside any callback of this agent. */
+void zke_agent_free(zke_agent *a);
+
+int zke_agent_status(zke_agent *a, struct zke_status *out);
+const char *zke_agent_errstr(const zke_agent *a);
+void *zke_agent_userdata(const zke_agent *a);
+
+/* Helpers shared with the CLI and bindings. */
+const char *zke_role_name(enum zke_role r);
+const char *zke_event_name(enum zke_event_type t);
+const char *zke_log_level_name(enum zke_log_level l);
+
+/* Validation of settings values; on failure writes a one-line reason naming
+ * the value into err and returns -1. */
+int zke_check_path(const char *path, char *err, size_t errlen);
+int zke_check_id(const char *id, char *err, size_t errlen);
+int zke_check_hosts(const char *zk, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
