@@ -1,0 +1,1 @@
+on_leader = 42

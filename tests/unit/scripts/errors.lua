@@ -1,0 +1,13 @@
+local function deep() error("boom") end
+function on_leader(ev) deep() end
+function on_follower(ev)
+  -- a runaway hook that tries to swallow the budget error
+  while true do pcall(function() while true do end end) end
+end
+function on_stepdown(ev)
+  local t = {}
+  for i = 1, 1e9 do t[i] = string.rep("x", 1024) .. i end
+end
+function on_predecessor_change(ev)
+  os.execute("true")
+end

@@ -1,0 +1,2 @@
+function on_leader(ev)
+  zkelect.log("info", "missing end"

@@ -1,0 +1,2 @@
+local x = nil
+x.field = 1

@@ -1,0 +1,552 @@
+/* Unit tests of the election state machine, fed synthetic events. */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "election.h"
+
+#define MAXLOG 64
+
+struct rec {
+    struct el_req req[MAXLOG];
+    char req_node[MAXLOG][128];
+    int nreq;
+    struct zke_event ev[MAXLOG];
+    char ev_reason[MAXLOG][32], ev_old[MAXLOG][128], ev_new[MAXLOG][128], ev_leader[MAXLOG][64];
+    int nev;
+};
+
+static void on_req(void *ud, const struct el_req *r)
+{
+    struct rec *x = ud;
+    if (x->nreq >= MAXLOG)
+        return;
+    x->req[x->nreq] = *r;
+    snprintf(x->req_node[x->nreq], 128, "%s", r->node ? r->node : "");
+    x->req[x->nreq].node = x->req_node[x->nreq];
+    x->nreq++;
+}
+
+static void on_ev(void *ud, const struct zke_event *ev)
+{
+    struct rec *x = ud;
+    if (x->nev >= MAXLOG)
+        return;
+    x->ev[x->nev] = *ev;
+    snprintf(x->ev_reason[x->nev], 32, "%s", ev->reason ? ev->reason : "");
+    snprintf(x->ev_old[x->nev], 128, "%s", ev->old_pred ? ev->old_pred : "");
+    snprintf(x->ev_new[x->nev], 128, "%s", ev->new_pred ? ev->new_pred : "");
+    snprintf(x->ev_leader[x->nev], 64, "%s", ev->leader ? ev->leader : "");
+    x->nev++;
+}
+
+static const struct el_ops ops = { on_req, on_ev, NULL };
+
+static const struct el_req *last_req(struct rec *x) { return x->nreq ? &x->req[x->nreq - 1] : NULL; }
+static const struct zke_event *last_ev(struct rec *x) { return x->nev ? &x->ev[x->nev - 1] : NULL; }
+
+static const struct el_req *find_req(struct rec *x, enum el_req_type t)
+{
+    for (int i = x->nreq - 1; i >= 0; i--)
+        if (x->req[i].type == t)
+            return &x->req[i];
+    return NULL;
+}
+
+static void reply(election *e, const struct el_req *r, enum el_rc rc)
+{
+    struct el_result res;
+    memset(&res, 0, sizeof res);
+    res.token = r->token;
+    res.rc = rc;
+    el_on_result(e, r->type, &res);
+}
+
+static void reply_create(election *e, struct rec *x, int32_t seq, int64_t czxid, uint64_t owner,
+                         char *name_out)
+{
+    const struct el_req *r = find_req(x, EL_REQ_CREATE);
+    struct el_result res;
+    char name[128];
+    snprintf(name, sizeof name, "%s%010" PRId32, r->node, seq);
+    if (name_out)
+        strcpy(name_out, name);
+    memset(&res, 0, sizeof res);
+    res.token = r->token;
+    res.rc = EL_OK;
+    res.name = name;
+    res.czxid = czxid;
+    res.owner = owner;
+    el_on_result(e, EL_REQ_CREATE, &res);
+}
+
+static void reply_list(election *e, const struct el_req *r, const char *const *names, int n)
+{
+    struct el_result res;
+    memset(&res, 0, sizeof res);
+    res.token = r->token;
+    res.rc = EL_OK;
+    res.children = names;
+    res.nchildren = n;
+    res.cversion = 10;
+    el_on_result(e, EL_REQ_LIST, &res);
+}
+
+static void reply_data(election *e, const struct el_req *r, const char *data)
+{
+    struct el_result res;
+    memset(&res, 0, sizeof res);
+    res.token = r->token;
+    res.rc = EL_OK;
+    res.data = data;
+    res.datalen = (int)strlen(data);
+    el_on_result(e, r->type, &res);
+}
+
+static void reply_stat(election *e, const struct el_req *r, int64_t czxid, uint64_t owner)
+{
+    struct el_result res;
+    memset(&res, 0, sizeof res);
+    res.token = r->token;
+    res.rc = EL_OK;
+    res.czxid = czxid;
+    res.owner = owner;
+    el_on_result(e, r->type, &res);
+}
+
+/* A machine joined as the only candidate: leader with node *name. */
+static election *lead_alone(struct rec *x, char *name)
+{
+    election *e = el_new("/app/election", "me", NULL, &ops, x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    reply_create(e, x, 7, 100, 1, name);
+    const char *names[] = { name };
+    reply_list(e, last_req(x), names, 1);
+    return e;
+}
+
+static void test_parse_seq(void)
+{
+    int32_t s = 0;
+    CHECK(el_parse_seq("n_0123456789abcdef-0000000007", &s) == 0 && s == 7);
+    CHECK(el_parse_seq("_c_2f1e4a5b-7d1a-4a2b-9c3d-0e5f6a7b8c9d-latch-0000000012", &s) == 0 && s == 12);
+    CHECK(el_parse_seq("0f9e8d7c6b5a__lock__0000000003", &s) == 0 && s == 3);
+    CHECK(el_parse_seq("n_-000000001", &s) == 0 && s == -1);
+    CHECK(el_parse_seq("x-latch--000000005", &s) == 0 && s == -5);
+    CHECK(el_parse_seq("n_-2147483648", &s) == 0 && s == INT32_MIN);
+    CHECK(el_parse_seq("n_2147483647", &s) == 0 && s == INT32_MAX);
+    CHECK(el_parse_seq("n_2147483648", &s) == -1);          /* not a signed 32-bit value */
+    CHECK(el_parse_seq("config", &s) == -1);
+    CHECK(el_parse_seq("lock-00000000x1", &s) == -1);
+    CHECK(el_parse_seq("", &s) == -1);
+    CHECK(el_parse_seq("12345678-9", &s) == -1);
+}
+
+static void test_join_and_lead(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = el_new("/app/election", "me", NULL, &ops, &x, 42);
+    CHECK(x.nreq == 0);                                  /* nothing before connect */
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);
+    CHECK(strncmp(last_req(&x)->node, "n_", 2) == 0 && strlen(last_req(&x)->node) == 19);
+    reply_create(e, &x, 7, 100, 1, name);
+    CHECK(last_ev(&x)->type == ZKE_EV_JOINED && last_ev(&x)->seq == 7);
+    CHECK(last_req(&x)->type == EL_REQ_LIST);
+    const char *names[] = { "config", name };
+    reply_list(e, last_req(&x), names, 2);
+    /* create confirmed in this session, no disconnect: no extra round trip */
+    CHECK(last_ev(&x)->type == ZKE_EV_LEADER);
+    CHECK(last_ev(&x)->epoch == 100);
+    CHECK(last_req(&x)->type == EL_REQ_WATCH_SELF);
+    CHECK(el_role(e) == ZKE_ROLE_LEADER);
+    el_free(e);
+}
+
+static void test_missing_parent(void)
+{
+    struct rec x = { 0 };
+    election *e = el_new("/app/election", "me", NULL, &ops, &x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    reply(e, last_req(&x), EL_NONODE);
+    CHECK(last_req(&x)->type == EL_REQ_ENSURE);
+    reply(e, last_req(&x), EL_OK);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);
+    el_free(e);
+}
+
+static void test_mixed_order(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = el_new("/app/election", "me", NULL, &ops, &x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    reply_create(e, &x, 5, 100, 1, name);
+    const char *names[] = {
+        name,
+        "_c_1b2c3d4e-0000-4000-8000-000000000000-latch-0000000004", /* Curator */
+        "9a8b7c6d5e4f__lock__0000000003",                            /* kazoo */
+        "zz-0000000001",                                             /* smallest */
+        "readme",                                                    /* foreign */
+        "n_ffffffffffffffff-0000000010",                             /* after us */
+    };
+    reply_list(e, last_req(&x), names, 6);
+    const struct el_req *w = find_req(&x, EL_REQ_WATCH);
+    const struct el_req *g = find_req(&x, EL_REQ_GET_LEADER);
+    CHECK(w != NULL && strcmp(w->node, names[1]) == 0);   /* predecessor: seq 4 */
+    CHECK(g != NULL && strcmp(g->node, "zz-0000000001") == 0);
+    CHECK(el_role(e) == ZKE_ROLE_IDLE);                   /* not before both answers */
+    reply_data(e, g, "boss");
+    CHECK(x.nev == 1);
+    reply_data(e, w, "curator-id");
+    CHECK(last_ev(&x)->type == ZKE_EV_FOLLOWER);
+    CHECK(last_ev(&x)->position == 3);
+    CHECK(strcmp(x.ev_leader[x.nev - 1], "boss") == 0);
+    CHECK(last_ev(&x)->candidates == 5);
+    el_free(e);
+}
+
+static void test_negative_sequences(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = el_new("/app/election", "me", NULL, &ops, &x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    reply_create(e, &x, 2147483647, 100, 1, name);
+    const char *names[] = { name, "n_aaaaaaaaaaaaaaaa--000000002" };
+    reply_list(e, last_req(&x), names, 2);
+    /* the wrapped node is numerically smaller: it is ahead of us */
+    const struct el_req *w = find_req(&x, EL_REQ_WATCH);
+    CHECK(w != NULL && strcmp(w->node, names[1]) == 0);
+    reply_data(e, w, "other");
+    CHECK(last_ev(&x)->type == ZKE_EV_FOLLOWER);
+    /* near the wrap the fast path is off: a deletion means a re-read */
+    int n = x.nreq;
+    el_on_watch(e, EL_W_DELETED, names[1]);
+    CHECK(x.nreq == n + 1 && last_req(&x)->type == EL_REQ_LIST);
+    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER);
+    el_free(e);
+}
+
+static election *follow_at(struct rec *x, int position, char *name, char names_out[][64])
+{
+    election *e = el_new("/app/election", "me", NULL, &ops, x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    reply_create(e, x, position, 100 + position, 1, name);
+    const char *names[8];
+    int n = 0;
+    for (int i = 0; i < position; i++) {
+        snprintf(names_out[i], 64, "n_%016x-%010d", i + 1, i);
+        names[n++] = names_out[i];
+    }
+    names[n++] = name;
+    reply_list(e, last_req(x), names, n);
+    const struct el_req *w = find_req(x, EL_REQ_WATCH);
+    if (position > 1)
+        reply_data(e, find_req(x, EL_REQ_GET_LEADER), "leader-id");
+    reply_data(e, w, position > 1 ? "pred-id" : "leader-id");
+    return e;
+}
+
+static void test_fast_path(void)
+{
+    struct rec x = { 0 };
+    char name[128], others[8][64];
+    election *e = follow_at(&x, 1, name, others);
+    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER);
+    int n = x.nreq;
+    el_on_watch(e, EL_W_DELETED, others[0]);
+    /* the only smaller node is gone and nothing can be created before us */
+    CHECK(el_role(e) == ZKE_ROLE_LEADER);
+    CHECK(last_ev(&x)->type == ZKE_EV_LEADER && last_ev(&x)->epoch == 101);
+    CHECK(strcmp(x.ev_reason[x.nev - 1], "elected") == 0);
+    CHECK(x.nreq == n + 1 && last_req(&x)->type == EL_REQ_WATCH_SELF);
+    el_free(e);
+}
+
+static void test_no_fast_path_after_reconnect(void)
+{
+    struct rec x = { 0 };
+    char name[128], others[8][64];
+    election *e = follow_at(&x, 1, name, others);
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    const struct el_req *l = last_req(&x);
+    CHECK(l->type == EL_REQ_LIST);
+    const char *names[] = { name };
+    reply_list(e, l, names, 1);
+    /* smallest, but the session dropped since the create: check ownership */
+    CHECK(last_req(&x)->type == EL_REQ_CONFIRM);
+    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER);
+    reply_stat(e, last_req(&x), 101, 2);            /* owned by another session */
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);
+    CHECK(el_role(e) != ZKE_ROLE_LEADER);
+    el_free(e);
+}
+
+static void test_confirm_then_lead(void)
+{
+    struct rec x = { 0 };
+    char name[128], others[8][64];
+    election *e = follow_at(&x, 1, name, others);
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    const char *names[] = { name };
+    reply_list(e, last_req(&x), names, 1);
+    reply_stat(e, last_req(&x), 101, 1);
+    CHECK(el_role(e) == ZKE_ROLE_LEADER && last_ev(&x)->epoch == 101);
+    el_free(e);
+}
+
+static void test_position_two_relists(void)
+{
+    struct rec x = { 0 };
+    char name[128], others[8][64];
+    election *e = follow_at(&x, 2, name, others);
+    CHECK(last_ev(&x)->type == ZKE_EV_FOLLOWER && last_ev(&x)->position == 2);
+    el_on_watch(e, EL_W_DELETED, others[1]);
+    CHECK(last_req(&x)->type == EL_REQ_LIST);       /* never "I lead" from a watch */
+    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER);
+    const char *names[] = { others[0], name };
+    reply_list(e, last_req(&x), names, 2);
+    const struct el_req *w = last_req(&x);
+    CHECK(w->type == EL_REQ_WATCH && strcmp(w->node, others[0]) == 0);
+    reply_data(e, w, "leader-id");
+    CHECK(last_ev(&x)->type == ZKE_EV_PREDECESSOR_CHANGE);
+    CHECK(strcmp(x.ev_old[x.nev - 1], others[1]) == 0 && strcmp(x.ev_new[x.nev - 1], others[0]) == 0);
+    CHECK(last_ev(&x)->position == 1);
+    el_free(e);
+}
+
+static void test_unrelated_watch_ignored(void)
+{
+    struct rec x = { 0 };
+    char name[128], others[8][64];
+    election *e = follow_at(&x, 2, name, others);
+    int n = x.nreq, m = x.nev;
+    el_on_watch(e, EL_W_DELETED, others[0]);        /* not our predecessor */
+    el_on_watch(e, EL_W_DELETED, "n_zzzz-0000000099");
+    CHECK(x.nreq == n && x.nev == m);
+    el_free(e);
+}
+
+static void test_watch_before_gone(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = el_new("/app/election", "me", NULL, &ops, &x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    reply_create(e, &x, 3, 100, 1, name);
+    const char *names[] = { "n_0000000000000001-0000000002", name };
+    reply_list(e, last_req(&x), names, 2);
+    reply(e, find_req(&x, EL_REQ_WATCH), EL_NONODE);  /* gone before the watch landed */
+    CHECK(last_req(&x)->type == EL_REQ_LIST);
+    CHECK(el_role(e) == ZKE_ROLE_IDLE);
+    el_free(e);
+}
+
+static void test_stale_results_dropped(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = el_new("/app/election", "me", NULL, &ops, &x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    reply_create(e, &x, 3, 100, 1, name);
+    struct el_req old = *last_req(&x);               /* LIST of generation 1 */
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    el_on_session(e, EL_SESS_CONNECTED, 1);          /* a new LIST is issued */
+    CHECK(last_req(&x)->token != old.token);
+    int n = x.nreq, m = x.nev;
+    const char *names[] = { name };
+    reply_list(e, &old, names, 1);                   /* late answer to the old one */
+    CHECK(x.nreq == n && x.nev == m && el_role(e) == ZKE_ROLE_IDLE);
+    /* and a late create from an expired session cannot resurrect a node */
+    el_on_session(e, EL_SESS_EXPIRED, 0);
+    el_on_session(e, EL_SESS_CONNECTED, 2);
+    struct el_result res = { 0 };
+    res.token = old.token - 1;
+    res.rc = EL_OK;
+    res.name = "n_0000000000000000-0000000001";
+    n = x.nreq;
+    el_on_result(e, EL_REQ_CREATE, &res);
+    CHECK(x.nreq == n);
+    el_free(e);
+}
+
+static void test_adopt_after_connloss(void)
+{
+    struct rec x = { 0 };
+    election *e = el_new("/app/election", "me", NULL, &ops, &x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    const struct el_req *c = last_req(&x);
+    char ours[128];
+    snprintf(ours, sizeof ours, "%s0000000004", c->node);
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    reply(e, c, EL_CONNLOSS);
+    CHECK(x.nreq == 1);                              /* waits for the reconnect */
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    CHECK(last_req(&x)->type == EL_REQ_LIST);
+    const char *names[] = { "n_1111111111111111-0000000003", ours };
+    reply_list(e, last_req(&x), names, 2);
+    CHECK(last_req(&x)->type == EL_REQ_ADOPT_STAT && strcmp(last_req(&x)->node, ours) == 0);
+    reply_stat(e, last_req(&x), 555, 1);
+    CHECK(last_ev(&x)->type == ZKE_EV_JOINED && strcmp(x.ev_reason[x.nev - 1], "adopted") == 0);
+    CHECK(find_req(&x, EL_REQ_CREATE) == &x.req[0]); /* no second create */
+    CHECK(last_req(&x)->type == EL_REQ_LIST);
+    el_free(e);
+}
+
+static void test_adopt_foreign_owner(void)
+{
+    struct rec x = { 0 };
+    election *e = el_new("/app/election", "me", NULL, &ops, &x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    const struct el_req *c = last_req(&x);
+    char ours[128], prefix[64];
+    snprintf(prefix, sizeof prefix, "%s", c->node);
+    snprintf(ours, sizeof ours, "%s0000000004", c->node);
+    reply(e, c, EL_CONNLOSS);
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    const char *names[] = { ours };
+    reply_list(e, last_req(&x), names, 1);
+    reply_stat(e, last_req(&x), 555, 9);             /* our guid, another session */
+    CHECK(find_req(&x, EL_REQ_DELETE_STALE) != NULL);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE && strcmp(last_req(&x)->node, prefix) != 0);
+    el_free(e);
+}
+
+static void test_adopt_none_found(void)
+{
+    struct rec x = { 0 };
+    election *e = el_new("/app/election", "me", NULL, &ops, &x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    reply(e, last_req(&x), EL_CONNLOSS);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    const char *names[] = { "n_1111111111111111-0000000003" };
+    reply_list(e, last_req(&x), names, 1);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);
+    el_free(e);
+}
+
+static void test_expiry_rejoins(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = lead_alone(&x, name);
+    const char *old_prefix_end = strchr(name, '-');
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    CHECK(el_role(e) == ZKE_ROLE_LEADER);            /* a blip is not a loss */
+    el_on_session(e, EL_SESS_EXPIRED, 0);
+    CHECK(last_ev(&x)->type == ZKE_EV_STEPDOWN && strcmp(x.ev_reason[x.nev - 1], "expired") == 0);
+    CHECK(last_ev(&x)->epoch == 100);
+    CHECK(el_role(e) == ZKE_ROLE_IDLE);
+    el_on_session(e, EL_SESS_CONNECTED, 2);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);
+    CHECK(strncmp(last_req(&x)->node, name, (size_t)(old_prefix_end - name)) != 0);
+    el_free(e);
+}
+
+static void test_resign(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = lead_alone(&x, name);
+    CHECK(el_resign(e) == 0);
+    CHECK(last_ev(&x)->type == ZKE_EV_STEPDOWN && strcmp(x.ev_reason[x.nev - 1], "resign") == 0);
+    CHECK(last_req(&x)->type == EL_REQ_DELETE && strcmp(last_req(&x)->node, name) == 0);
+    CHECK(el_resign(e) == -1);
+    reply(e, last_req(&x), EL_OK);
+    CHECK(last_req(&x)->type == EL_REQ_BACKOFF && last_req(&x)->delay_ms >= 200);
+    el_kick(e);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);
+    el_free(e);
+}
+
+static void test_resign_delete_retried(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = lead_alone(&x, name);
+    el_resign(e);
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    reply(e, last_req(&x), EL_CONNLOSS);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    CHECK(last_req(&x)->type == EL_REQ_DELETE);      /* guaranteed delete */
+    el_free(e);
+}
+
+static void test_stop(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = lead_alone(&x, name);
+    el_stop(e);
+    CHECK(last_ev(&x)->type == ZKE_EV_STEPDOWN && strcmp(x.ev_reason[x.nev - 1], "shutdown") == 0);
+    CHECK(last_req(&x)->type == EL_REQ_DELETE);
+    reply(e, last_req(&x), EL_NONODE);
+    CHECK(last_req(&x)->type == EL_REQ_DONE);
+    el_free(e);
+
+    struct rec y = { 0 };
+    e = el_new("/app/election", "me", NULL, &ops, &y, 42);
+    el_stop(e);                                      /* never joined */
+    CHECK(last_req(&y)->type == EL_REQ_DONE && y.nev == 0);
+    el_free(e);
+}
+
+static void test_own_node_deleted(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = lead_alone(&x, name);
+    el_on_watch(e, EL_W_DELETED, name);
+    CHECK(last_ev(&x)->type == ZKE_EV_STEPDOWN && strcmp(x.ev_reason[x.nev - 1], "lost") == 0);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);
+    el_free(e);
+}
+
+static void test_reconnected_leader_stays(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = lead_alone(&x, name);
+    int m = x.nev;
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    const char *names[] = { name };
+    reply_list(e, last_req(&x), names, 1);
+    CHECK(last_req(&x)->type == EL_REQ_CONFIRM);
+    reply_stat(e, last_req(&x), 100, 1);
+    CHECK(el_role(e) == ZKE_ROLE_LEADER && x.nev == m);  /* no new leader event */
+    el_free(e);
+}
+
+int main(void)
+{
+    RUN(test_parse_seq);
+    RUN(test_join_and_lead);
+    RUN(test_missing_parent);
+    RUN(test_mixed_order);
+    RUN(test_negative_sequences);
+    RUN(test_fast_path);
+    RUN(test_no_fast_path_after_reconnect);
+    RUN(test_confirm_then_lead);
+    RUN(test_position_two_relists);
+    RUN(test_unrelated_watch_ignored);
+    RUN(test_watch_before_gone);
+    RUN(test_stale_results_dropped);
+    RUN(test_adopt_after_connloss);
+    RUN(test_adopt_foreign_owner);
+    RUN(test_adopt_none_found);
+    RUN(test_expiry_rejoins);
+    RUN(test_resign);
+    RUN(test_resign_delete_retried);
+    RUN(test_stop);
+    RUN(test_own_node_deleted);
+    RUN(test_reconnected_leader_stays);
+    return check_done();
+}

@@ -1,0 +1,146 @@
+/* Unit tests of the Lua layer: loading, sandbox, hooks, errors, budgets. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "script.h"
+
+static const char *dir;
+static char lastlog[8192], lastevent[32];
+static int nlog;
+
+static void logfn(void *ud, enum zke_log_level lvl, const char *event, const char *hook, const char *msg)
+{
+    (void)ud;
+    (void)lvl;
+    (void)hook;
+    snprintf(lastlog, sizeof lastlog, "%s", msg);
+    snprintf(lastevent, sizeof lastevent, "%s", event);
+    nlog++;
+}
+
+static script *load(const char *name, int *code, char *err, size_t errlen)
+{
+    char path[1024];
+    struct script_opts o = { 8u << 20, 300 };
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return script_load(path, &o, logfn, NULL, err, errlen, code);
+}
+
+static struct zke_event event(enum zke_event_type t)
+{
+    struct zke_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = t;
+    ev.id = "c1";
+    ev.path = "/app/election";
+    ev.node = "n_0123456789abcdef-0000000003";
+    ev.seq = 3;
+    ev.session = 0x1234;
+    ev.reason = t == ZKE_EV_STEPDOWN ? "shutdown" : "elected";
+    ev.epoch = 77;
+    ev.leader = "c0";
+    ev.leader_node = "n_1-0000000001";
+    ev.predecessor = "n_2-0000000002";
+    ev.position = 2;
+    ev.old_pred = "n_2-0000000002";
+    ev.new_pred = "n_1-0000000001";
+    ev.candidates = 4;
+    return ev;
+}
+
+static void test_load_errors(void)
+{
+    char err[512];
+    int code = 0;
+    CHECK(load("nope.lua", &code, err, sizeof err) == NULL && code == 66);
+    CHECK(strstr(err, "nope.lua") != NULL && strchr(err, '\n') == NULL);
+    CHECK(load(".", &code, err, sizeof err) == NULL && code == 66 && strstr(err, "directory"));
+    CHECK(load("syntax.lua", &code, err, sizeof err) == NULL && code == 78);
+    CHECK(strstr(err, "syntax.lua:") != NULL);
+    CHECK(load("badhook.lua", &code, err, sizeof err) == NULL && code == 78);
+    CHECK(strstr(err, "on_leader must be a function, got number") != NULL);
+    CHECK(load("toperror.lua", &code, err, sizeof err) == NULL && code == 78);
+    CHECK(strstr(err, "toperror.lua:2") != NULL && strchr(err, '\n') == NULL);
+}
+
+static void test_sandbox(void)
+{
+    char err[512];
+    int code = 0;
+    script *sc = load("sandbox.lua", &code, err, sizeof err);
+    CHECK(sc != NULL);
+    if (sc == NULL)
+        fprintf(stderr, "  %s\n", err);
+    script_free(sc);
+}
+
+static void test_hook_fields(void)
+{
+    char err[512];
+    int code = 0;
+    script *sc = load("hooks.lua", &code, err, sizeof err);
+    CHECK(sc != NULL);
+    if (sc == NULL)
+        return;
+    struct zke_event ev = event(ZKE_EV_LEADER);
+    CHECK(script_dispatch(sc, &ev) == 0);
+    CHECK(strstr(lastlog, "on_leader:") == lastlog);
+    CHECK(strstr(lastlog, "epoch=77") && strstr(lastlog, "id=c1") && strstr(lastlog, "seq=3"));
+    CHECK(strstr(lastlog, "session=0x1234") && strstr(lastlog, "path=/app/election"));
+    CHECK(strstr(lastlog, "reason=elected") && strstr(lastlog, "node=n_0123456789abcdef-0000000003"));
+    ev = event(ZKE_EV_FOLLOWER);
+    CHECK(script_dispatch(sc, &ev) == 0);
+    CHECK(strstr(lastlog, "leader=c0") && strstr(lastlog, "leader_node=n_1-0000000001"));
+    CHECK(strstr(lastlog, "predecessor=n_2-0000000002") && strstr(lastlog, "position=2"));
+    CHECK(strstr(lastlog, "epoch=") == NULL);
+    ev = event(ZKE_EV_PREDECESSOR_CHANGE);
+    CHECK(script_dispatch(sc, &ev) == 0);
+    CHECK(strstr(lastlog, "old=n_2-0000000002") && strstr(lastlog, "new=n_1-0000000001"));
+    ev = event(ZKE_EV_STEPDOWN);
+    CHECK(script_dispatch(sc, &ev) == 0);
+    CHECK(strstr(lastlog, "on_stepdown:") && strstr(lastlog, "reason=shutdown") && strstr(lastlog, "epoch=77"));
+    ev = event(ZKE_EV_SESSION);                      /* no hook for it: nothing runs */
+    int n = nlog;
+    CHECK(script_dispatch(sc, &ev) == 0 && nlog == n);
+    script_free(sc);
+}
+
+static void test_hook_failures(void)
+{
+    char err[512];
+    int code = 0;
+    script *sc = load("errors.lua", &code, err, sizeof err);
+    CHECK(sc != NULL);
+    if (sc == NULL)
+        return;
+    struct zke_event ev = event(ZKE_EV_LEADER);
+    CHECK(script_dispatch(sc, &ev) == -1);
+    CHECK(strcmp(lastevent, "hook_error") == 0);
+    CHECK(strstr(lastlog, "errors.lua:1: boom") && strstr(lastlog, "stack traceback"));
+    CHECK(strstr(lastlog, "errors.lua:2"));          /* the caller's frame */
+    ev = event(ZKE_EV_FOLLOWER);
+    CHECK(script_dispatch(sc, &ev) == -1);           /* budget beats pcall */
+    CHECK(strstr(lastlog, "on_follower exceeded its budget of 300 ms") != NULL);
+    ev = event(ZKE_EV_STEPDOWN);
+    CHECK(script_dispatch(sc, &ev) == -1);           /* memory cap */
+    CHECK(strstr(lastlog, "out of memory") != NULL);
+    ev = event(ZKE_EV_PREDECESSOR_CHANGE);
+    CHECK(script_dispatch(sc, &ev) == -1);
+    CHECK(strstr(lastlog, "os.execute is not available") != NULL);
+    /* the state is still usable after all of that */
+    ev = event(ZKE_EV_LEADER);
+    CHECK(script_dispatch(sc, &ev) == -1 && strstr(lastlog, "boom"));
+    script_free(sc);
+}
+
+int main(int argc, char **argv)
+{
+    dir = argc > 1 ? argv[1] : "tests/unit/scripts";
+    RUN(test_load_errors);
+    RUN(test_sandbox);
+    RUN(test_hook_fields);
+    RUN(test_hook_failures);
+    return check_done();
+}
