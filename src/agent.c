@@ -56,7 +56,7 @@ struct zke_agent {
     ev_prepare prepare;
     ev_timer backoff, connect_to, disc_to, reopen, stop_to, kick;
     struct item *head, *tail;
-    int started, stopping, done, stopped_called, ever_connected, in_cb, freeing;
+    int started, stopping, done, stopped_called, ever_connected, in_cb, freeing, free_requested;
     uint64_t last_session;
     const char *stop_reason;
     double reopen_delay;
@@ -568,6 +568,7 @@ static void sess_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
 /* --- loop glue ------------------------------------------------------- */
 
 static void real_free(zke_agent *a);
+static void teardown(zke_agent *a);
 
 static zke_event_fn *callback_for(zke_agent *a, enum zke_event_type t)
 {
@@ -592,8 +593,8 @@ static int call_host(zke_agent *a, const struct zke_event *ev)
     a->in_cb++;
     fn(a, ev, a->ud);
     a->in_cb--;
-    if (a->freeing && a->in_cb == 0) {
-        real_free(a);
+    if (a->free_requested && a->in_cb == 0) {
+        teardown(a);
         return -1;
     }
     return 0;
@@ -869,17 +870,31 @@ static void real_free(zke_agent *a)
     free(a);
 }
 
-void zke_agent_free(zke_agent *a)
+/* Ends the term and the agent for the host: an on_stepdown for a sitting
+ * leader and the one on_stopped, then releases everything. */
+static void teardown(zke_agent *a)
 {
-    if (a == NULL || a->freeing)
-        return;
-    if (a->in_cb > 0) {
-        a->freeing = 1;
-        return;
+    struct zke_event ev;
+    if (a->started && !a->stopped_called && a->el != NULL && el_role(a->el) == ZKE_ROLE_LEADER &&
+        a->cb.on_stepdown != NULL) {
+        struct zke_status st;
+        el_status(a->el, &st);
+        memset(&ev, 0, sizeof ev);
+        ev.type = ZKE_EV_STEPDOWN;
+        ev.id = a->set.id;
+        ev.path = a->set.path;
+        ev.node = st.node;
+        ev.seq = st.seq;
+        ev.session = st.session;
+        ev.epoch = st.epoch;
+        ev.reason = "shutdown";
+        ev.position = -1;
+        a->in_cb++;
+        a->cb.on_stepdown(a, &ev, a->ud);
+        a->in_cb--;
     }
     if (a->started && !a->stopped_called) {
         a->stopped_called = 1;
-        struct zke_event ev;
         memset(&ev, 0, sizeof ev);
         ev.type = ZKE_EV_STOPPED;
         ev.id = a->set.id;
@@ -894,6 +909,16 @@ void zke_agent_free(zke_agent *a)
         }
     }
     real_free(a);
+}
+
+void zke_agent_free(zke_agent *a)
+{
+    if (a == NULL || a->free_requested)
+        return;
+    a->free_requested = 1;
+    if (a->in_cb > 0)
+        return;         /* call_host() finishes it when the callback returns */
+    teardown(a);
 }
 
 int zke_agent_status(zke_agent *a, struct zke_status *out)

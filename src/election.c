@@ -52,7 +52,7 @@ struct election {
     int64_t epoch;              /* current term (leader only) */
 
     /* view from the last listing */
-    char *pred, *settled_pred, *leader_node, *leader_data, *adopt_node;
+    char *pred, *settled_pred, *leader_node, *leader_data, *pred_data, *adopt_node;
     int position, candidates, smaller;
     int watch_done, data_done;
 };
@@ -145,7 +145,9 @@ static void emit(election *e, enum zke_event_type t, const char *reason)
     ev.candidates = e->candidates;
     ev.position = -1;
     if (t == ZKE_EV_LEADER) {
-        ev.previous = e->leader_data;
+        /* every node ahead of us is gone; the one directly ahead of us
+         * (our last predecessor) is, in a normal hand-over, the last leader */
+        ev.previous = e->pred_data ? e->pred_data : e->leader_data;
         ev.position = 0;
     } else if (t == ZKE_EV_FOLLOWER || t == ZKE_EV_PREDECESSOR_CHANGE) {
         ev.leader = e->leader_data;
@@ -174,6 +176,7 @@ static void backoff(election *e)
 static void clear_view(election *e)
 {
     set_str(&e->pred, NULL);
+    set_str(&e->pred_data, NULL);
     set_str(&e->settled_pred, NULL);
     set_str(&e->leader_node, NULL);
     e->want_watch = e->want_data = e->want_self = 0;
@@ -243,13 +246,14 @@ static void become_leader(election *e, const char *reason)
     e->phase = P_SETTLED;
     e->backoff_ms = 0;
     e->position = 0;
-    set_str(&e->pred, NULL);
     if (e->role != ZKE_ROLE_LEADER) {
         e->role = ZKE_ROLE_LEADER;
         e->epoch = e->czxid;
         emit(e, ZKE_EV_LEADER, reason);
         set_str(&e->leader_data, e->data);
     }
+    set_str(&e->pred, NULL);
+    set_str(&e->pred_data, NULL);
     set_str(&e->leader_node, e->node);
     set_str(&e->settled_pred, NULL);
     e->want_self = request(e, EL_REQ_WATCH_SELF, e->node, 0);
@@ -359,6 +363,8 @@ static void evaluate(election *e, const char *const *names, int n, int32_t cvers
     }
     if (!same(e->leader_node, c[0].name))
         set_str(&e->leader_data, NULL);
+    if (!same(e->pred, c[me - 1].name))
+        set_str(&e->pred_data, NULL);
     set_str(&e->pred, c[me - 1].name);
     set_str(&e->leader_node, c[0].name);
     e->position = me;
@@ -372,15 +378,15 @@ static void evaluate(election *e, const char *const *names, int n, int32_t cvers
         e->want_data = request(e, EL_REQ_GET_LEADER, e->leader_node, 0);
 }
 
-static void copy_data(election *e, const struct el_result *r)
+static void copy_data(char **dst, const struct el_result *r)
 {
-    free(e->leader_data);
-    e->leader_data = NULL;
+    free(*dst);
+    *dst = NULL;
     if (r->data != NULL && r->datalen >= 0) {
-        e->leader_data = malloc((size_t)r->datalen + 1);
-        if (e->leader_data != NULL) {
-            memcpy(e->leader_data, r->data, (size_t)r->datalen);
-            e->leader_data[r->datalen] = '\0';
+        *dst = malloc((size_t)r->datalen + 1);
+        if (*dst != NULL) {
+            memcpy(*dst, r->data, (size_t)r->datalen);
+            (*dst)[r->datalen] = '\0';
         }
     }
 }
@@ -525,8 +531,9 @@ void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
         e->want_watch = 0;
         if (r->rc == EL_OK) {
             e->watch_done = 1;
+            copy_data(&e->pred_data, r);
             if (same(e->pred, e->leader_node))
-                copy_data(e, r);
+                copy_data(&e->leader_data, r);
             maybe_settle(e);
         } else if (r->rc == EL_NONODE) {
             start_list(e);      /* gone before the watch was set: re-read */
@@ -539,7 +546,7 @@ void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
             return;
         e->want_data = 0;
         if (r->rc == EL_OK)
-            copy_data(e, r);
+            copy_data(&e->leader_data, r);
         else
             set_str(&e->leader_data, NULL);
         if (r->rc == EL_CONNLOSS || r->rc == EL_EXPIRED || r->rc == EL_CLOSING)
@@ -778,6 +785,7 @@ void el_free(election *e)
     free(e->settled_pred);
     free(e->leader_node);
     free(e->leader_data);
+    free(e->pred_data);
     free(e->adopt_node);
     free(e);
 }

@@ -15,6 +15,7 @@ struct rec {
     int nreq;
     struct zke_event ev[MAXLOG];
     char ev_reason[MAXLOG][32], ev_old[MAXLOG][128], ev_new[MAXLOG][128], ev_leader[MAXLOG][64];
+    char ev_prev[MAXLOG][64];
     int nev;
 };
 
@@ -39,6 +40,7 @@ static void on_ev(void *ud, const struct zke_event *ev)
     snprintf(x->ev_old[x->nev], 128, "%s", ev->old_pred ? ev->old_pred : "");
     snprintf(x->ev_new[x->nev], 128, "%s", ev->new_pred ? ev->new_pred : "");
     snprintf(x->ev_leader[x->nev], 64, "%s", ev->leader ? ev->leader : "");
+    snprintf(x->ev_prev[x->nev], 64, "%s", ev->previous ? ev->previous : "");
     x->nev++;
 }
 
@@ -263,6 +265,7 @@ static void test_fast_path(void)
     CHECK(el_role(e) == ZKE_ROLE_LEADER);
     CHECK(last_ev(&x)->type == ZKE_EV_LEADER && last_ev(&x)->epoch == 101);
     CHECK(strcmp(x.ev_reason[x.nev - 1], "elected") == 0);
+    CHECK(strcmp(x.ev_prev[x.nev - 1], "leader-id") == 0);
     CHECK(x.nreq == n + 1 && last_req(&x)->type == EL_REQ_WATCH_SELF);
     el_free(e);
 }
@@ -318,6 +321,8 @@ static void test_position_two_relists(void)
     CHECK(last_ev(&x)->type == ZKE_EV_PREDECESSOR_CHANGE);
     CHECK(strcmp(x.ev_old[x.nev - 1], others[1]) == 0 && strcmp(x.ev_new[x.nev - 1], others[0]) == 0);
     CHECK(last_ev(&x)->position == 1);
+    el_on_watch(e, EL_W_DELETED, others[0]);
+    CHECK(last_ev(&x)->type == ZKE_EV_LEADER && strcmp(x.ev_prev[x.nev - 1], "leader-id") == 0);
     el_free(e);
 }
 
