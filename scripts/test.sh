@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs the whole suite twice: a normal
+# build and an ASan+UBSan build. Every integration test starts its own
+# ZooKeeper server on a free loopback port.
+#   scripts/test.sh [ctest args, e.g. -R integration.chain]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh || exit 1
+BUILD_DIR=build-asan bash scripts/setup.sh -DZKELECT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug || exit 1
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+passed=0 failed=0 rc=0
+for b in build build-asan; do
+  echo "=== ctest in $b"
+  out=$( cd "$b" && ctest --output-on-failure --timeout 300 "$@" 2>&1 ); r=$?
+  printf '%s\n' "$out"
+  line=$(printf '%s\n' "$out" | grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' | tail -n1)
+  if [ -n "$line" ]; then
+    total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+    f=$(sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+    passed=$((passed + total - f)); failed=$((failed + f))
+  else
+    failed=$((failed + 1))
+  fi
+  [ $r -eq 0 ] || rc=1
+done
+echo "$passed passed, $failed failed"
+exit $rc
