@@ -196,7 +196,6 @@ static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
     struct app *app = ud;
     log_event(ev);
     if (strcmp(ev->reason, "unreachable") == 0) {
-        log_msg(ZKE_LOG_ERROR, "log", zke_agent_errstr(a));
         fprintf(stderr, "zkelect: error: %s\n", zke_agent_errstr(a));
         app->exit_code = EX_UNAVAILABLE;
     } else if (strcmp(ev->reason, "auth") == 0) {
