@@ -642,10 +642,7 @@ static int run_pending(zke_agent *a)
             ev_timer_stop(a->loop, &a->reopen);
             ev_timer_stop(a->loop, &a->connect_to);
             ev_timer_stop(a->loop, &a->disc_to);
-            if (ev_is_active(&a->prepare)) {
-                ev_ref(a->loop);
-                ev_prepare_stop(a->loop, &a->prepare);
-            }
+            ev_prepare_stop(a->loop, &a->prepare);
             if (emit_stopped(a, a->stop_reason ? a->stop_reason : "stop") < 0)
                 return -1;
         }
@@ -803,8 +800,10 @@ int zke_agent_start(zke_agent *a)
         return -1;
     }
     a->started = 1;
+    /* Referenced on purpose: a started agent keeps the loop alive until
+     * on_stopped, like an open connection, also while its session has no
+     * socket and no timer (between a close and the next open). */
     ev_prepare_start(a->loop, &a->prepare);
-    ev_unref(a->loop);     /* the prepare watcher alone keeps no loop alive */
     if (a->set.connect_timeout_ms > 0) {
         ev_timer_set(&a->connect_to, a->set.connect_timeout_ms / 1000.0, 0.);
         ev_timer_start(a->loop, &a->connect_to);
@@ -843,10 +842,7 @@ void zke_agent_stop(zke_agent *a)
 
 static void real_free(zke_agent *a)
 {
-    if (ev_is_active(&a->prepare)) {
-        ev_ref(a->loop);
-        ev_prepare_stop(a->loop, &a->prepare);
-    }
+    ev_prepare_stop(a->loop, &a->prepare);
     ev_timer_stop(a->loop, &a->kick);
     ev_timer_stop(a->loop, &a->backoff);
     ev_timer_stop(a->loop, &a->connect_to);

@@ -72,6 +72,7 @@ struct app {
     struct script_opts sopts;
     ev_signal sigterm, sigint, sighup;
     int signals;
+    int stopped;
     int exit_code;
 };
 
@@ -195,6 +196,7 @@ static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
 {
     struct app *app = ud;
     log_event(ev);
+    app->stopped = 1;
     if (strcmp(ev->reason, "unreachable") == 0) {
         fprintf(stderr, "zkelect: error: %s\n", zke_agent_errstr(a));
         app->exit_code = EX_UNAVAILABLE;
@@ -350,6 +352,10 @@ static int cmd_run(struct opts *o)
         log_line(ZKE_LOG_INFO, "start", f, 4);
     }
     ev_run(app.loop, 0);
+    if (!app.stopped) {
+        fprintf(stderr, "zkelect: error: the event loop ended while the agent was running\n");
+        app.exit_code = EX_SOFTWARE;
+    }
 
     if (app.agent != NULL)
         zke_agent_free(app.agent);

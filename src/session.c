@@ -36,7 +36,6 @@ struct session {
     ev_io io;
     ev_timer timer;
     unsigned need_rearm : 1, close_requested : 1, connected : 1, dead : 1;
-    int last_fd;
     double backoff;
     char err[160];
 };
@@ -108,7 +107,6 @@ session *session_new(struct ev_loop *loop, const char *hosts, int timeout_ms,
     s->timeout_ms = timeout_ms;
     s->cb = *cb;
     s->ud = ud;
-    s->last_fd = -1;
     ev_io_init(&s->io, io_cb, -1, EV_READ);
     s->io.data = s;
     ev_timer_init(&s->timer, timer_cb, 0., 0.);
@@ -179,7 +177,10 @@ int session_open(session *s)
     s->dead = 0;
     s->close_requested = 0;
     s->need_rearm = 1;
-    s->last_fd = -1;
+    /* first zookeeper_interest() at once: it opens the socket */
+    ev_timer_stop(s->loop, &s->timer);
+    ev_timer_set(&s->timer, 0., 0.);
+    ev_timer_start(s->loop, &s->timer);
     return 0;
 }
 
@@ -209,7 +210,6 @@ static void do_close(session *s)
     s->connected = 0;
     s->close_requested = 0;
     s->need_rearm = 0;
-    s->last_fd = -1;
 }
 
 static int ev_from_zk(int zi)
@@ -264,7 +264,6 @@ static void rearm(session *s)
         int fl = fcntl(fd, F_GETFD);
         if (fl >= 0 && !(fl & FD_CLOEXEC))
             (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
-        s->last_fd = fd;
         ev_io_set(&s->io, fd, ev_from_zk(zi));   /* even if fd is unchanged */
         ev_io_start(s->loop, &s->io);
     }

@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""Graceful hand-over: SIGTERM/SIGINT to the leader makes it step down
+(reason shutdown), release its node and exit 0; the next candidate leads at
+once, far sooner than the (8 s) session timeout would allow."""
+import os
+import signal
+import sys
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zkharness as h  # noqa: E402
+
+PATH = "/app/election"
+TIMEOUT_MS = 8000
+
+
+def _handover(sig):
+    with h.ZooKeeper() as zk:
+        agents = []
+        for name in ("g1", "g2", "g3"):       # started one by one: sequence order = start order
+            a = h.Agent(zk, name, path=PATH, session_timeout=TIMEOUT_MS)
+            a.wait_for(lambda e: e.get("event") in ("leader", "follower"), timeout=15)
+            agents.append(a)
+        old, nxt, third = agents
+        lead = old.wait_for("leader", timeout=1)
+        assert nxt.wait_for("follower", timeout=1)["position"] == 1
+        assert third.wait_for("follower", timeout=1)["position"] == 2
+        marks = {a: a.mark() for a in agents}
+
+        t_sig = time.time()
+        old.signal(sig)
+        code = old.wait_exit(10)
+        t_exit = time.time()
+        assert code == 0, "exit code %s after %s" % (code, signal.Signals(sig).name)
+
+        # the old leader: stepdown(shutdown) then stopped, both before exit
+        sd = old.wait_for("stepdown", timeout=1, since=marks[old])
+        assert sd["reason"] == "shutdown", sd
+        assert sd["node"] == lead["node"] and sd["epoch"] == lead["epoch"], (sd, lead)
+        st = old.wait_for("stopped", timeout=1, since=marks[old])
+        assert sd["_i"] < st["_i"], old.describe()
+        assert not old.find("leader", since=marks[old]) and not old.find("joined", since=marks[old])
+
+        # the next candidate leads within 1 s of the old leader's exit, and not
+        # before the old leader's step-down (duties never overlap)
+        nl = nxt.wait_for("leader", timeout=5, since=marks[nxt])
+        print("  info: %s: new leader %.3fs after the signal, %.3fs after the old leader's exit"
+              % (signal.Signals(sig).name, nl["_t"] - t_sig, nl["_t"] - t_exit))
+        assert nl["_t"] - t_exit < 1.0, "new leader %.3fs after the old one exited" % (nl["_t"] - t_exit)
+        assert nl["_t"] - t_sig < 1.5, "new leader %.3fs after the signal" % (nl["_t"] - t_sig)
+        assert nl["_t"] >= sd["_t"], "new leader (%s) before the old one stepped down (%s)" % (nl["ts"], sd["ts"])
+        assert nl["epoch"] > lead["epoch"], (nl, lead)
+        if "previous" in nl and nl["previous"] is not None:
+            assert nl["previous"] == old.id, nl
+
+        # the third one's predecessor did not change: it must not react (no herd)
+        h.assert_quiet([third], marks, 0.5, allow=lambda a, e: e.get("event") == "log")
+        assert third.alive() and nxt.alive()
+
+        # the node is gone on the server, the old session closed
+        old_session = h.sid(lead["session"])
+        h.wait_until(lambda: old_session not in zk.ephemerals(), timeout=5, desc="old node released")
+
+        for a in (nxt, third):
+            a.term()
+        for a in (nxt, third):
+            assert a.wait_exit(10) == 0
+
+
+def test_sigterm_handover():
+    _handover(signal.SIGTERM)
+
+
+def test_sigint_handover():
+    _handover(signal.SIGINT)
+
+
+if __name__ == "__main__":
+    h.run_tests(globals())

@@ -1,0 +1,860 @@
+"""zkharness: integration-test harness for zkelect (Python 3 standard library only).
+
+Each test script is standalone:
+
+    import zkharness as h
+
+    def test_something():
+        with h.ZooKeeper() as zk:
+            a = h.Agent(zk, "a")
+            a.wait_for("leader")
+
+    if __name__ == "__main__":
+        h.run_tests(globals())
+
+Rules kept by everything here:
+  * only 127.0.0.1, one ZooKeeper server per test on its own free port;
+  * every process is started by us, remembered by pid, and killed by pid at
+    the end of its test (and at exit, and via PR_SET_PDEATHSIG if the runner
+    itself dies);
+  * every wait is bounded in time and in iterations; sleeps are only poll
+    intervals between checks of a real condition.
+
+Environment:
+  ZKELECT_BIN      the zkelect binary (default <repo>/build/zkelect)
+  ZKE_EXPIRE_BIN   the zke_expire tool (default <repo>/build/tests/tools/zke_expire)
+  ZK_JAR           ZooKeeper server class path (default /usr/share/java/zookeeper.jar)
+  ZKH_KEEP         if set, keep temp dirs (logs, dataDir) after the run
+  ZKH_TEST_TIMEOUT per-test time bound in seconds (default 60)
+"""
+
+import atexit
+import ctypes
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+POLICIES = os.path.join(HERE, "policies")
+
+ZKELECT_BIN = os.environ.get("ZKELECT_BIN") or os.path.join(REPO, "build", "zkelect")
+ZKE_EXPIRE_BIN = os.environ.get("ZKE_EXPIRE_BIN") or os.path.join(
+    REPO, "build", "tests", "tools", "zke_expire")
+ZK_JAR = os.environ.get("ZK_JAR") or "/usr/share/java/zookeeper.jar"
+SLF4J_SIMPLE = "/usr/share/java/slf4j-simple.jar"
+KEEP = bool(os.environ.get("ZKH_KEEP"))
+TEST_TIMEOUT = float(os.environ.get("ZKH_TEST_TIMEOUT") or 60)
+
+POLL = 0.02          # poll interval (seconds) between checks of a condition
+NODE_RE = re.compile(r"^n_[0-9a-f]{16}-[0-9]{10}$")
+
+# Everything started during the current test (for diagnostics and teardown).
+_servers = []
+_agents = []
+_tmpdirs = []
+
+
+# --------------------------------------------------------------------------
+# small helpers
+
+class Timeout(AssertionError):
+    pass
+
+
+def _pdeathsig():
+    """preexec_fn: the child gets SIGKILL if the test runner dies."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _child_env(extra=None):
+    """Environment for children: no ZKELECT_* / ZKE_* leaking into flags."""
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith("ZKELECT_") or k.startswith("ZKE_"))}
+    env.update(extra or {})
+    return env
+
+
+def mkdtemp(prefix):
+    d = tempfile.mkdtemp(prefix="zkelect-it-" + prefix + "-")
+    _tmpdirs.append(d)
+    return d
+
+
+def wait_until(cond, timeout=10.0, desc="condition", interval=POLL):
+    """Polls cond() (bounded in time and count) until it returns a truthy
+    value, which is returned. Raises Timeout with the last value otherwise."""
+    deadline = time.monotonic() + timeout
+    max_iter = int(timeout / interval) + 10
+    last = None
+    for _ in range(max_iter):
+        last = cond()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(interval)
+    raise Timeout("timed out after %.1fs waiting for %s (last: %r)" % (timeout, desc, last))
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def parse_ts(ts):
+    """ISO-8601 UTC timestamp of a log line -> seconds since the epoch."""
+    s = ts.strip()
+    if s.endswith("Z"):
+        s = s[:-1] + "+00:00"
+    d = datetime.datetime.fromisoformat(s)
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=datetime.timezone.utc)
+    return d.timestamp()
+
+
+def sid(x):
+    """Session id in any form ("0x1a", "1a", int) -> int."""
+    if isinstance(x, int):
+        return x
+    return int(str(x), 16)
+
+
+def tail(path, max_lines=60, max_bytes=16000):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read().decode("utf-8", "replace")
+    except OSError as e:
+        return "<cannot read %s: %s>" % (path, e)
+    return "\n".join(data.splitlines()[-max_lines:])
+
+
+def _kill_pid(proc, sig):
+    if proc is not None and proc.poll() is None:
+        try:
+            os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _wait_proc(proc, timeout):
+    """Waits (bounded) for proc to exit; returns its code or None."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def crash_markers(text):
+    """Signs of a crash or sanitizer report in some output."""
+    marks = ["Segmentation", "AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
+             "runtime error:", "stack traceback", "core dumped", "Aborted", "double free",
+             "free(): ", "malloc(): "]
+    return [m for m in marks if m in text]
+
+
+# --------------------------------------------------------------------------
+# ZooKeeper server
+
+class ZooKeeper:
+    """A standalone ZooKeeper 3.8 server on a free loopback port."""
+
+    def __init__(self, start=True, tick=200, startup_timeout=30.0):
+        self.port = free_port()
+        self.tick = tick
+        self.dir = mkdtemp("zk")
+        self.datadir = os.path.join(self.dir, "data")
+        os.makedirs(self.datadir)
+        self.cfg = os.path.join(self.dir, "zoo.cfg")
+        self.log = os.path.join(self.dir, "zookeeper.log")
+        self.startup_timeout = startup_timeout
+        self.proc = None
+        self.pid = None
+        self.starts = 0
+        with open(self.cfg, "w") as f:
+            f.write("\n".join([
+                "tickTime=%d" % tick,
+                "initLimit=10",
+                "syncLimit=5",
+                "dataDir=%s" % self.datadir,
+                "clientPort=%d" % self.port,
+                "clientPortAddress=127.0.0.1",
+                "maxClientCnxns=0",
+                "admin.enableServer=false",
+                "4lw.commands.whitelist=*",
+                "minSessionTimeout=400",
+                "maxSessionTimeout=20000",
+                "autopurge.purgeInterval=0",
+                "",
+            ]))
+        _servers.append(self)
+        if start:
+            self.start()
+
+    @property
+    def hostport(self):
+        return "127.0.0.1:%d" % self.port
+
+    def __repr__(self):
+        return "ZooKeeper(%s pid=%s)" % (self.hostport, self.pid)
+
+    def start(self):
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self.starts += 1
+        logf = open(self.log, "ab")
+        logf.write(("\n==== start #%d at %s ====\n" % (self.starts, time.strftime("%H:%M:%S"))).encode())
+        logf.flush()
+        cp = ZK_JAR
+        if os.path.exists(SLF4J_SIMPLE):      # server log (else slf4j logs nothing)
+            cp += ":" + SLF4J_SIMPLE
+        cmd = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+               "-Dzookeeper.log.dir=" + self.dir,
+               "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+               "-Dorg.slf4j.simpleLogger.showDateTime=true",
+               "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+               "-cp", cp, "org.apache.zookeeper.server.ZooKeeperServerMain", self.cfg]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                     cwd=self.dir, env=_child_env(), preexec_fn=_pdeathsig)
+        logf.close()
+        self.pid = self.proc.pid
+        try:
+            wait_until(self._serving, timeout=self.startup_timeout,
+                       desc="ZooKeeper to serve on %s" % self.hostport, interval=0.05)
+        except Timeout:
+            code = self.proc.poll()
+            raise Timeout("ZooKeeper on %s did not start (exit code %s); log tail:\n%s"
+                          % (self.hostport, code, tail(self.log, 30)))
+        return self
+
+    def _serving(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("ZooKeeper exited with %s during start-up; log tail:\n%s"
+                                 % (self.proc.returncode, tail(self.log, 30)))
+        try:
+            if self.four("ruok", timeout=1.0).strip() != "imok":
+                return False
+            return "Mode:" in self.four("srvr", timeout=1.0)
+        except OSError:
+            return False
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def four(self, cmd, timeout=5.0):
+        """Sends a four-letter word, returns the whole answer as text."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+            s.sendall(cmd.encode())
+            chunks = []
+            deadline = time.monotonic() + timeout
+            for _ in range(100000):
+                if time.monotonic() > deadline:
+                    raise socket.timeout("four-letter word %s: no EOF within %.1fs" % (cmd, timeout))
+                b = s.recv(65536)
+                if not b:
+                    break
+                chunks.append(b)
+        return b"".join(chunks).decode("utf-8", "replace")
+
+    # -- parsed four-letter words ---------------------------------------------
+
+    @staticmethod
+    def _parse_grouped(text):
+        out = {}
+        key = None
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            if line[0] in " \t":
+                if key is not None:
+                    out[key].add(line.strip())
+            else:
+                key = line.strip()
+                out.setdefault(key, set())
+        return out
+
+    def wchc(self):
+        """Data watches by session: {"0x..": {path, ...}} (sessions as the server prints them).
+        Note: the server lists only data/exists watches here, not child watches."""
+        return self._parse_grouped(self.four("wchc"))
+
+    def wchp(self):
+        """Data watches by path: {path: {"0x..", ...}}."""
+        return self._parse_grouped(self.four("wchp"))
+
+    def mntr(self):
+        out = {}
+        for line in self.four("mntr").splitlines():
+            parts = line.split("\t", 1)
+            if len(parts) == 2:
+                out[parts[0].strip()] = parts[1].strip()
+        return out
+
+    def watch_count(self):
+        """All watches (data + child) on the server, from mntr."""
+        return int(self.mntr()["zk_watch_count"])
+
+    def ephemerals(self):
+        """From `dump`: {session int: {ephemeral path, ...}}."""
+        text = self.four("dump")
+        out = {}
+        in_eph = False
+        key = None
+        for line in text.splitlines():
+            if line.startswith("Sessions with Ephemerals"):
+                in_eph = True
+                continue
+            if not in_eph:
+                continue
+            if not line.strip():
+                continue
+            if line[0] in " \t":
+                if key is not None:
+                    out[key].add(line.strip())
+            elif re.match(r"^0x[0-9a-fA-F]+:?$", line.strip()):
+                key = sid(line.strip().rstrip(":"))
+                out.setdefault(key, set())
+            else:
+                break
+        return out
+
+    def cons(self):
+        """From `cons`: {session int: {"recved": n, "sent": n, "lcxid": n, "lop": s}} per connection."""
+        out = {}
+        for line in self.four("cons").splitlines():
+            m = re.search(r"\((.*)\)\s*$", line.strip())
+            if not m or "sid=" not in m.group(1):
+                continue
+            fields = {}
+            for kv in m.group(1).split(","):
+                if "=" in kv:
+                    k, v = kv.split("=", 1)
+                    fields[k.strip()] = v.strip()
+            s = sid(fields["sid"])
+            info = {"lop": fields.get("lop")}
+            for k in ("recved", "sent"):
+                if k in fields:
+                    info[k] = int(fields[k])
+            if "lcxid" in fields:
+                info["lcxid"] = int(fields["lcxid"], 16) if fields["lcxid"].startswith("0x") \
+                    else int(fields["lcxid"])
+            out[s] = info
+        return out
+
+    # -- process control --------------------------------------------------------
+
+    def stop(self, timeout=10.0):
+        """SIGTERM by pid, then SIGKILL after a bounded wait."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        _kill_pid(self.proc, signal.SIGTERM)
+        if _wait_proc(self.proc, timeout) is None:
+            _kill_pid(self.proc, signal.SIGKILL)
+            _wait_proc(self.proc, 10.0)
+
+    def kill(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        _kill_pid(self.proc, signal.SIGKILL)
+        _wait_proc(self.proc, 10.0)
+
+    def restart(self):
+        """Stop, then start again on the same port and dataDir."""
+        self.stop()
+        self._wait_port_free()
+        return self.start()
+
+    def _wait_port_free(self):
+        def free():
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", self.port))
+                return True
+            except OSError:
+                return False
+            finally:
+                s.close()
+        wait_until(free, timeout=10.0, desc="port %d to be free" % self.port)
+
+    def sigstop(self):
+        _kill_pid(self.proc, signal.SIGSTOP)
+
+    def sigcont(self):
+        _kill_pid(self.proc, signal.SIGCONT)
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.sigcont()
+            self.stop(timeout=5.0)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        stop_all_agents()
+        self.close()
+        return False
+
+
+# --------------------------------------------------------------------------
+# zkelect agent
+
+class Agent:
+    """One `zkelect run` process, logging JSON lines to a file."""
+
+    def __init__(self, zk, id, path="/app/election", script=None, session_timeout=2000, data=None,
+                 session_file=None, extra=(), start=True, log="json", zkhosts=None):
+        self.zk = zk
+        self.id = id
+        self.path = path
+        self.script = script
+        self.session_timeout = session_timeout
+        self.data = data
+        self.session_file = session_file
+        self.extra = list(extra)
+        self.logfmt = log
+        self.zkhosts = zkhosts
+        self.dir = mkdtemp("agent-" + re.sub(r"[^A-Za-z0-9_.-]", "_", id))
+        self.logfile = os.path.join(self.dir, "agent.log")
+        self.proc = None
+        self.pid = None
+        self._events = []
+        self._other = []
+        self._pos = 0
+        self._partial = b""
+        self.t_start = None
+        _agents.append(self)
+        if start:
+            self.start()
+
+    def __repr__(self):
+        return "Agent(%s pid=%s)" % (self.id, self.pid)
+
+    def argv(self):
+        cmd = [ZKELECT_BIN, "run", "--zk", self.zkhosts or self.zk.hostport, "--path", self.path,
+               "--id", self.id]
+        if self.script:
+            cmd += ["--script", self.script]
+        if self.session_timeout is not None:
+            cmd += ["--session-timeout", str(self.session_timeout)]
+        if self.data is not None:
+            cmd += ["--data", self.data]
+        if self.session_file:
+            cmd += ["--session-file", self.session_file]
+        if self.logfmt:
+            cmd += ["--log", self.logfmt]
+        return cmd + self.extra
+
+    def start(self):
+        assert self.proc is None, "agent %s started twice" % self.id
+        if not os.access(ZKELECT_BIN, os.X_OK):
+            raise AssertionError("zkelect binary not found or not executable: %s (set ZKELECT_BIN)"
+                                 % ZKELECT_BIN)
+        out = open(self.logfile, "wb")
+        self.t_start = time.time()
+        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.STDOUT, cwd=self.dir, env=_child_env(),
+                                     preexec_fn=_pdeathsig)
+        out.close()
+        self.pid = self.proc.pid
+        return self
+
+    # -- log ----------------------------------------------------------------------
+
+    def _read(self):
+        try:
+            with open(self.logfile, "rb") as f:
+                f.seek(self._pos)
+                data = f.read()
+        except OSError:
+            return
+        if not data:
+            return
+        self._pos += len(data)
+        data = self._partial + data
+        lines = data.split(b"\n")
+        self._partial = lines.pop()       # incomplete last line (if any)
+        now = time.time()
+        for raw in lines:
+            line = raw.decode("utf-8", "replace").rstrip("\r")
+            if not line.strip():
+                continue
+            ev = None
+            if line.lstrip().startswith("{"):
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    ev = None
+            if isinstance(ev, dict):
+                ev["_i"] = len(self._events)
+                ev["_seen"] = now
+                try:
+                    ev["_t"] = parse_ts(ev["ts"])
+                except Exception:
+                    ev["_t"] = now
+                self._events.append(ev)
+            else:
+                self._other.append(line)
+
+    def events(self, name=None):
+        """All JSON events so far (optionally only those named `name`)."""
+        self._read()
+        if name is None:
+            return list(self._events)
+        return [e for e in self._events if e.get("event") == name]
+
+    def other_lines(self):
+        self._read()
+        return list(self._other)
+
+    def mark(self):
+        """Index to pass as `since` to only look at later events."""
+        self._read()
+        return len(self._events)
+
+    @staticmethod
+    def _matcher(pred, fields):
+        def m(ev):
+            if isinstance(pred, str) and ev.get("event") != pred:
+                return False
+            if callable(pred) and not pred(ev):
+                return False
+            for k, v in fields.items():
+                if ev.get(k) != v:
+                    return False
+            return True
+        return m
+
+    def find(self, pred=None, since=0, **fields):
+        m = self._matcher(pred, fields)
+        return [e for e in self.events()[since:] if m(e)]
+
+    def wait_event(self, pred, timeout=10.0, since=0, **fields):
+        """Waits for the first event at index >= since that matches pred (an
+        event name or a callable) and the given field values; returns it."""
+        m = self._matcher(pred, fields)
+        deadline = time.monotonic() + timeout
+        for _ in range(int(timeout / POLL) + 10):
+            for ev in self.events()[since:]:
+                if m(ev):
+                    return ev
+            if self.proc.poll() is not None:
+                self._read()
+                for ev in self._events[since:]:
+                    if m(ev):
+                        return ev
+                raise AssertionError("%s exited (code %s) before logging %s %s; last events:\n%s"
+                                     % (self.id, self.proc.returncode, pred, fields, self.describe(12)))
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(POLL)
+        raise Timeout("%s: no event %s %s within %.1fs (since #%d); last events:\n%s"
+                      % (self.id, pred, fields, timeout, since, self.describe(12)))
+
+    wait_for = wait_event
+
+    def describe(self, n=20):
+        evs = self.events()[-n:]
+        return "\n".join("  #%d %s" % (e["_i"], json.dumps({k: v for k, v in e.items()
+                                                            if not k.startswith("_")}))
+                         for e in evs) or "  <no events>"
+
+    # -- facts derived from the log ----------------------------------------------------
+
+    def session(self):
+        """Current session id (int) as last reported by the agent, or None."""
+        s = None
+        for e in self.events():
+            if e.get("event") in ("session", "joined", "leader") and e.get("session"):
+                s = sid(e["session"])
+        return s
+
+    def last(self, name):
+        evs = self.events(name)
+        return evs[-1] if evs else None
+
+    # -- process control ------------------------------------------------------------
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig):
+        _kill_pid(self.proc, sig)
+
+    def term(self):
+        self.signal(signal.SIGTERM)
+
+    def sigstop(self):
+        self.signal(signal.SIGSTOP)
+
+    def sigcont(self):
+        self.signal(signal.SIGCONT)
+
+    def int_(self):
+        self.signal(signal.SIGINT)
+
+    def kill9(self):
+        self.signal(signal.SIGKILL)
+        _wait_proc(self.proc, 10.0)
+
+    def wait_exit(self, timeout=10.0):
+        """Exit code (negative: killed by that signal); raises Timeout if still running."""
+        code = _wait_proc(self.proc, timeout)
+        if code is None:
+            raise Timeout("%s still running %.1fs after being asked to stop; last events:\n%s"
+                          % (self.id, timeout, self.describe(12)))
+        self.t_exit = time.time()
+        self._read()
+        return code
+
+    def stop(self):
+        if self.alive():
+            _kill_pid(self.proc, signal.SIGKILL)
+            _wait_proc(self.proc, 10.0)
+
+
+def stop_all_agents():
+    for a in list(_agents):
+        a.stop()
+
+
+def run(args, timeout=20.0, env=None, cwd=None):
+    """Runs a command to completion (bounded); returns (code, stdout, stderr, seconds)."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=_child_env(env), cwd=cwd, preexec_fn=_pdeathsig)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate(timeout=10)
+        raise Timeout("%s did not finish within %.1fs; stderr:\n%s"
+                      % (" ".join(args), timeout, err.decode("utf-8", "replace")[-3000:]))
+    return p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), \
+        time.monotonic() - t0
+
+
+def expire_session(zk, session_file, timeout=30.0):
+    """Runs zke_expire on a session file written by `--session-file`."""
+    if not os.access(ZKE_EXPIRE_BIN, os.X_OK):
+        raise AssertionError("zke_expire not found or not executable: %s (set ZKE_EXPIRE_BIN)"
+                             % ZKE_EXPIRE_BIN)
+    code, out, err, _ = run([ZKE_EXPIRE_BIN, zk.hostport, session_file], timeout=timeout)
+    assert code == 0, "zke_expire failed (%d): %s %s" % (code, out, err)
+    print("  info: zke_expire: %s" % out.strip(), flush=True)
+    return out
+
+
+def read_session_file(path):
+    """(session int, password hex) from a --session-file, or None if not (yet) there."""
+    try:
+        with open(path) as f:
+            parts = f.read().split()
+    except OSError:
+        return None
+    if len(parts) < 2:
+        return None
+    try:
+        return sid(parts[0]), parts[1]
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------
+# election-level assertions shared by tests
+
+def node_seq(node):
+    return int(node.rsplit("-", 1)[1])
+
+
+def assert_node(node):
+    assert isinstance(node, str) and NODE_RE.match(node), "bad node name %r" % (node,)
+
+
+def leaders_now(agents):
+    """Agents whose last role event is `leader` (and that did not step down since)."""
+    out = []
+    for a in agents:
+        role = None
+        for e in a.events():
+            if e.get("event") in ("leader", "follower"):
+                role = e["event"]
+            elif e.get("event") in ("stepdown", "stopped"):
+                role = None
+        if role == "leader":
+            out.append(a)
+    return out
+
+
+def wait_roles(agents, timeout=15.0):
+    """Waits until every agent has logged leader or follower; returns {agent: first role event}."""
+    def all_have():
+        res = {}
+        for a in agents:
+            evs = [e for e in a.events() if e.get("event") in ("leader", "follower")]
+            if not evs:
+                if not a.alive():
+                    raise AssertionError("%s exited (code %s) before taking a role:\n%s"
+                                         % (a.id, a.proc.returncode, a.describe()))
+                return None
+            res[a] = evs[0]
+        return res
+    return wait_until(all_have, timeout=timeout, desc="every candidate to take a role")
+
+
+def watches_by_session(zk):
+    """wchc with int session keys: {session int: {path, ...}}."""
+    return {sid(k): v for k, v in zk.wchc().items()}
+
+
+def wait_watches(zk, expected, timeout=10.0):
+    """Waits until the server's data watches are exactly `expected`
+    ({session int: {path, ...}}) and no other watch (child watches included,
+    counted by mntr) exists. Returns the last observation."""
+    want_total = sum(len(v) for v in expected.values())
+
+    def check():
+        got = {k: v for k, v in watches_by_session(zk).items() if v}
+        total = zk.watch_count()
+        state = (got, total)
+        check.last = state
+        return got == expected and total == want_total
+    check.last = None
+    try:
+        wait_until(check, timeout=timeout, desc="watches")
+    except Timeout:
+        got, total = check.last
+        lines = ["server watches differ from expected (total watches %s, expected %d)" % (total, want_total)]
+        for s in sorted(set(got) | set(expected)):
+            if got.get(s) != expected.get(s):
+                lines.append("  session 0x%x: got %s, expected %s"
+                             % (s, sorted(got.get(s, ())), sorted(expected.get(s, ()))))
+        raise AssertionError("\n".join(lines))
+    return check.last
+
+
+def assert_quiet(agents, marks, seconds, allow=lambda a, e: e.get("event") == "log"):
+    """Observation window for a negative check: during `seconds`, none of
+    `agents` logs an event after its mark (unless allow(agent, event); by
+    default only library chatter, event "log", is allowed).
+    Polls and fails at the first offending event."""
+    deadline = time.monotonic() + seconds
+    for _ in range(int(seconds / POLL) + 10):
+        for a in agents:
+            bad = [e for e in a.events()[marks[a]:] if not allow(a, e)]
+            assert not bad, "%s logged unexpected events:\n%s" % (a.id, a.describe(len(bad) + 3))
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(POLL)
+
+
+# --------------------------------------------------------------------------
+# runner
+
+def _diagnostics():
+    out = []
+    for zk in _servers:
+        out.append("---- %r log tail (%s) ----" % (zk, zk.log))
+        out.append(tail(zk.log, 40, 8000))
+    for a in _agents:
+        code = a.proc.poll() if a.proc else None
+        out.append("---- agent %s pid=%s exit=%s log tail (%s) ----" % (a.id, a.pid, code, a.logfile))
+        out.append("  argv: %s" % " ".join(a.argv()))
+        out.append(tail(a.logfile, 40, 12000))
+    return "\n".join(out)
+
+
+def _teardown():
+    stop_all_agents()
+    for zk in list(_servers):
+        try:
+            zk.close()
+        except Exception:
+            pass
+    del _agents[:]
+    del _servers[:]
+    if not KEEP:
+        for d in _tmpdirs:
+            shutil.rmtree(d, ignore_errors=True)
+    del _tmpdirs[:]
+
+
+atexit.register(_teardown)
+
+
+class _TestTimeout(BaseException):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _TestTimeout("test exceeded its time bound of %.0fs" % TEST_TIMEOUT)
+
+
+def _on_term(signum, frame):
+    _teardown()
+    sys.exit(128 + signum)
+
+
+def run_tests(g, timeout=None):
+    """Runs every test_* function of module globals g; prints ok/FAIL per test;
+    exits non-zero if any failed. `argv[1:]` may name tests to run."""
+    bound = timeout or TEST_TIMEOUT
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.signal(signal.SIGTERM, _on_term)
+    names = sorted(n for n, f in g.items() if n.startswith("test_") and callable(f))
+    # keep definition order when possible
+    order = [n for n in g if n in names]
+    if len(sys.argv) > 1:
+        order = [n for n in order if n in sys.argv[1:]]
+        missing = set(sys.argv[1:]) - set(order)
+        if missing:
+            print("unknown tests: %s" % ", ".join(sorted(missing)))
+            sys.exit(2)
+    script = os.path.basename(g.get("__file__", "?"))
+    failed = []
+    t_all = time.monotonic()
+    for name in order:
+        t0 = time.monotonic()
+        err = None
+        signal.setitimer(signal.ITIMER_REAL, bound)
+        try:
+            g[name]()
+        except BaseException as e:  # includes the time bound
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            if isinstance(e, KeyboardInterrupt):
+                _teardown()
+                raise
+            err = traceback.format_exc()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        dt = time.monotonic() - t0
+        if err is None:
+            print("ok   %s %s (%.1fs)" % (script, name, dt), flush=True)
+        else:
+            failed.append(name)
+            print("FAIL %s %s (%.1fs)\n%s" % (script, name, dt, err), flush=True)
+            print(_diagnostics(), flush=True)
+        _teardown()
+    print("%s: %d passed, %d failed (%.1fs)" % (script, len(order) - len(failed), len(failed),
+                                                 time.monotonic() - t_all), flush=True)
+    sys.exit(1 if failed else 0)
