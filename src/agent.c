@@ -242,6 +242,19 @@ static void enqueue(zke_agent *a, struct item *it)
     a->tail = it;
 }
 
+/* An event of this agent with no election fields (session, stopped). */
+static void base_event(const zke_agent *a, enum zke_event_type t, const char *reason,
+                       struct zke_event *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->type = t;
+    ev->id = a->set.id;
+    ev->path = a->set.path;
+    ev->reason = reason;
+    ev->seq = -1;
+    ev->position = -1;
+}
+
 static void submit(zke_agent *a, const struct el_req *r);
 
 static void queue_event(zke_agent *a, const struct zke_event *ev)
@@ -275,14 +288,8 @@ static void queue_event(zke_agent *a, const struct zke_event *ev)
 static void queue_session_event(zke_agent *a, const char *reason, uint64_t sid)
 {
     struct zke_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.type = ZKE_EV_SESSION;
-    ev.id = a->set.id;
-    ev.path = a->set.path;
+    base_event(a, ZKE_EV_SESSION, reason, &ev);
     ev.session = sid;
-    ev.reason = reason;
-    ev.seq = -1;
-    ev.position = -1;
     queue_event(a, &ev);
 }
 
@@ -606,13 +613,7 @@ static int emit_stopped(zke_agent *a, const char *reason)
     if (a->stopped_called)
         return 0;
     a->stopped_called = 1;
-    memset(&ev, 0, sizeof ev);
-    ev.type = ZKE_EV_STOPPED;
-    ev.id = a->set.id;
-    ev.path = a->set.path;
-    ev.reason = reason;
-    ev.seq = -1;
-    ev.position = -1;
+    base_event(a, ZKE_EV_STOPPED, reason, &ev);
     return call_host(a, &ev);
 }
 
@@ -875,29 +876,18 @@ static void teardown(zke_agent *a)
         a->cb.on_stepdown != NULL) {
         struct zke_status st;
         el_status(a->el, &st);
-        memset(&ev, 0, sizeof ev);
-        ev.type = ZKE_EV_STEPDOWN;
-        ev.id = a->set.id;
-        ev.path = a->set.path;
+        base_event(a, ZKE_EV_STEPDOWN, "shutdown", &ev);
         ev.node = st.node;
         ev.seq = st.seq;
         ev.session = st.session;
         ev.epoch = st.epoch;
-        ev.reason = "shutdown";
-        ev.position = -1;
         a->in_cb++;
         a->cb.on_stepdown(a, &ev, a->ud);
         a->in_cb--;
     }
     if (a->started && !a->stopped_called) {
         a->stopped_called = 1;
-        memset(&ev, 0, sizeof ev);
-        ev.type = ZKE_EV_STOPPED;
-        ev.id = a->set.id;
-        ev.path = a->set.path;
-        ev.reason = "free";
-        ev.seq = -1;
-        ev.position = -1;
+        base_event(a, ZKE_EV_STOPPED, "free", &ev);
         if (a->cb.on_stopped != NULL) {
             a->in_cb++;
             a->cb.on_stopped(a, &ev, a->ud);
