@@ -44,7 +44,8 @@ static const char usage_text[] =
     "  --session-timeout MS     requested session timeout, default 10000 [ZKELECT_SESSION_TIMEOUT]\n"
     "  --connect-timeout MS     give up (exit 69) if the first connection takes longer,\n"
     "                           default 15000, 0 = wait forever          [ZKELECT_CONNECT_TIMEOUT]\n"
-    "  --hook-timeout MS        budget of one hook run, default 5000     [ZKELECT_HOOK_TIMEOUT]\n"
+    "  --hook-timeout MS        budget of one hook run, default a third of the session\n"
+    "                           timeout, at most 5000                    [ZKELECT_HOOK_TIMEOUT]\n"
     "  --log text|json          log format on stderr, default text       [ZKELECT_LOG]\n"
     "  --log-level LEVEL        debug|info|warn|error, default info      [ZKELECT_LOG_LEVEL]\n"
     "  --session-file FILE      write the session id and password to FILE (0600); anyone\n"
@@ -301,6 +302,12 @@ static int cmd_run(struct opts *o)
         die(EX_USAGE, "%s", err);
 
     log_setup(stderr, o->log, o->level, o->id);
+    /* A hook runs on the loop that also sends the session's pings (every
+     * third of the timeout): by default a hook may not outlast that. */
+    if (o->hook_timeout == 0) {
+        int st = o->session_timeout > 0 ? o->session_timeout : 10000;
+        o->hook_timeout = st / 3 < 5000 ? (st / 3 > 0 ? st / 3 : 1) : 5000;
+    }
     app.sopts.hook_timeout_ms = o->hook_timeout;
     app.script_path = o->script;
     if (o->script != NULL) {
