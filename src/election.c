@@ -4,7 +4,8 @@
  * Phases: IDLE -> CREATE -> LIST -> (CONFIRM -> leader | WATCH -> follower).
  * One "main" request is outstanding at a time (want_main); the follower's
  * predecessor watch (want_watch), the leader-data read (want_data) and the
- * leader's watch on its own node (want_self) have their own slots. Tokens are
+ * watch every candidate keeps on its own node (want_self) have their own
+ * slots. Tokens are
  * unique for the life of the machine, so a result that does not match its
  * slot is stale and dropped: this is the (session, generation) tag of
  * DESIGN.md 2.6, since every session change and every new step takes a new
@@ -41,7 +42,7 @@ struct election {
     uint64_t session;
     enum phase phase;
     enum zke_role role;
-    int stopping, resigning, backoff_pending, backoff_ms;
+    int stopping, resigning, backoff_ms;
     int near_wrap, wrap_warned;
 
     char prefix[32];            /* "n_<16 hex>-" */
@@ -49,6 +50,8 @@ struct election {
     int32_t seq;
     int64_t czxid;
     int verified;               /* owner == session, no disconnect since */
+    int watched;                /* ...and our exists-watch on it is in place */
+    char *stale_node;           /* our node of a session we gave up: delete it */
     int64_t epoch;              /* current term (leader only) */
 
     /* view from the last listing */
@@ -169,7 +172,6 @@ static void backoff(election *e)
     if (e->backoff_ms > BACKOFF_MAX_MS)
         e->backoff_ms = BACKOFF_MAX_MS;
     int delay = e->backoff_ms / 2 + (int)(rnd(e) % (uint64_t)(e->backoff_ms / 2 + 1));
-    e->backoff_pending = 1;
     e->want_main = request(e, EL_REQ_BACKOFF, NULL, delay);
 }
 
@@ -194,11 +196,20 @@ static void lose_node(election *e, const char *reason)
     e->role = ZKE_ROLE_IDLE;
     e->epoch = 0;
     set_str(&e->node, NULL);
-    e->verified = 0;
+    e->verified = e->watched = 0;
     e->seq = -1;
     e->czxid = 0;
     clear_view(e);
     new_guid(e);
+}
+
+/* Every candidate watches its own node: ZooKeeper notifies in zxid order, so
+ * once this watch is in place a deletion of our node is seen before any
+ * later change, which is what makes the fast path below safe. */
+static void ensure_self_watch(election *e)
+{
+    if (e->node != NULL && !e->watched && e->want_self == 0)
+        e->want_self = request(e, EL_REQ_WATCH_SELF, e->node, 0);
 }
 
 static void finish_stop(election *e)
@@ -256,7 +267,7 @@ static void become_leader(election *e, const char *reason)
     set_str(&e->pred_data, NULL);
     set_str(&e->leader_node, e->node);
     set_str(&e->settled_pred, NULL);
-    e->want_self = request(e, EL_REQ_WATCH_SELF, e->node, 0);
+    ensure_self_watch(e);
 }
 
 static void maybe_settle(election *e)
@@ -344,6 +355,7 @@ static void evaluate(election *e, const char *const *names, int n, int32_t cvers
     }
     e->candidates = m;
     e->smaller = me;
+    ensure_self_watch(e);
     if (me == 0) {
         free(c);
         if (e->verified) {
@@ -372,7 +384,6 @@ static void evaluate(election *e, const char *const *names, int n, int32_t cvers
     e->phase = P_WATCH;
     e->watch_done = 0;
     e->data_done = same(e->pred, e->leader_node);
-    e->want_self = 0;
     e->want_watch = request(e, EL_REQ_WATCH, e->pred, 0);
     if (!e->data_done)
         e->want_data = request(e, EL_REQ_GET_LEADER, e->leader_node, 0);
@@ -409,10 +420,12 @@ static void on_create(election *e, const struct el_result *r)
         e->czxid = r->czxid;
         e->verified = r->owner == e->session;
         emit(e, ZKE_EV_JOINED, "created");
-        if (e->stopping)
+        if (e->stopping) {
             start_delete(e);
-        else
+        } else {
+            ensure_self_watch(e);
             start_list(e);
+        }
     } else if (r->rc == EL_NONODE) {
         start_ensure(e);
     } else if (r->rc == EL_CONNLOSS) {
@@ -464,10 +477,12 @@ static void on_adopt_stat(election *e, const struct el_result *r)
         e->czxid = r->czxid;
         e->verified = 1;
         emit(e, ZKE_EV_JOINED, "adopted");
-        if (e->stopping)
+        if (e->stopping) {
             start_delete(e);
-        else
+        } else {
+            ensure_self_watch(e);
             start_list(e);
+        }
     } else if (r->rc == EL_OK || r->rc == EL_NONODE) {
         if (r->rc == EL_OK) {
             /* carries our guid but belongs to an older session */
@@ -504,7 +519,7 @@ static void on_delete(election *e, const struct el_result *r)
     if (r->rc == EL_OK || r->rc == EL_NONODE) {
         set_str(&e->node, NULL);
         e->seq = -1;
-        e->verified = 0;
+        e->verified = e->watched = 0;
         clear_view(e);
         new_guid(e);
         if (e->stopping) {
@@ -512,7 +527,6 @@ static void on_delete(election *e, const struct el_result *r)
         } else {
             e->resigning = 0;
             e->phase = P_IDLE;
-            e->backoff_pending = 1;
             e->want_main = request(e, EL_REQ_BACKOFF, NULL, REJOIN_MS + (int)(rnd(e) % 100));
         }
     } else {
@@ -558,12 +572,15 @@ void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
         if (r->token != e->want_self)
             return;
         e->want_self = 0;
-        if (r->rc == EL_NONODE && e->role == ZKE_ROLE_LEADER && e->phase == P_SETTLED) {
-            lose_node(e, "lost");
+        if (e->phase == P_DELETE || e->phase == P_STOPPED)
+            return;
+        if (r->rc == EL_OK && r->owner == e->session) {
+            e->verified = e->watched = 1;
+        } else if (r->rc == EL_OK || r->rc == EL_NONODE) {
+            lose_node(e, "lost");       /* gone, or not ours */
             start_create(e);
-        } else if (r->rc == EL_OK && r->owner != e->session && e->role == ZKE_ROLE_LEADER) {
-            lose_node(e, "lost");
-            start_create(e);
+        } else {
+            failed(e, r, "watch own node");
         }
         return;
     default:
@@ -601,8 +618,9 @@ void el_on_watch(election *e, enum el_watch_type type, const char *node)
                 start_create(e);
             else
                 e->phase = P_IDLE;
-        } else if (e->role == ZKE_ROLE_LEADER) {
-            e->want_self = request(e, EL_REQ_WATCH_SELF, e->node, 0);
+        } else {
+            e->watched = 0;             /* a fired watch is gone: set it again */
+            ensure_self_watch(e);
         }
         return;
     }
@@ -610,10 +628,12 @@ void el_on_watch(election *e, enum el_watch_type type, const char *node)
         return;
     if (type == EL_W_DELETED) {
         /* A deletion only means "re-read" (DESIGN 2.4), except when the
-         * predecessor was the only smaller node of our last listing, our
-         * create was confirmed and the session never dropped since: then no
-         * smaller node can exist and we lead without another round trip. */
-        if (e->phase == P_SETTLED && e->smaller == 1 && e->verified && e->connected &&
+         * predecessor was the only smaller node of our last listing and our
+         * watch on our own node has been in place, in this session, without
+         * a disconnect since: then no smaller node can exist (sequences only
+         * grow) and our node still exists (its deletion would have been
+         * notified first), so we lead without another round trip. */
+        if (e->phase == P_SETTLED && e->smaller == 1 && e->watched && e->connected &&
             !e->near_wrap && !e->stopping) {
             e->candidates--;
             become_leader(e, "elected");
@@ -632,15 +652,18 @@ void el_on_session(election *e, enum el_session_state st, uint64_t sid)
 {
     if (st == EL_SESS_DISCONNECTED) {
         e->connected = 0;
-        e->verified = 0;
+        e->verified = e->watched = 0;
         return;
     }
     if (st == EL_SESS_EXPIRED) {
         e->connected = 0;
+        /* if the server has not expired it yet (we gave up locally), the
+         * node would block the election for a session timeout */
+        if (e->node != NULL)
+            set_str(&e->stale_node, e->node);
         if (e->node != NULL || e->role == ZKE_ROLE_LEADER)
             lose_node(e, "expired");
         e->want_main = e->want_watch = e->want_data = e->want_self = 0;
-        e->backoff_pending = 0;
         if (e->stopping)
             finish_stop(e);
         else if (e->phase != P_STOPPED)
@@ -650,11 +673,16 @@ void el_on_session(election *e, enum el_session_state st, uint64_t sid)
     /* connected */
     e->connected = 1;
     if (sid != e->session) {
-        if (e->node != NULL)
+        if (e->node != NULL) {
+            set_str(&e->stale_node, e->node);
             lose_node(e, "expired");
+        }
         e->session = sid;
-        e->verified = 0;
-        e->backoff_pending = 0;
+        e->verified = e->watched = 0;
+        if (e->stale_node != NULL) {
+            request(e, EL_REQ_DELETE_STALE, e->stale_node, 0);
+            set_str(&e->stale_node, NULL);
+        }
         if (e->phase == P_STOPPED)
             return;
         if (e->stopping) {
@@ -665,13 +693,12 @@ void el_on_session(election *e, enum el_session_state st, uint64_t sid)
         start_create(e);
         return;
     }
-    e->verified = 0;
+    e->verified = e->watched = 0;
     el_kick(e);
 }
 
 void el_kick(election *e)
 {
-    e->backoff_pending = 0;
     if (!e->connected)
         return;
     switch (e->phase) {
@@ -787,5 +814,6 @@ void el_free(election *e)
     free(e->leader_data);
     free(e->pred_data);
     free(e->adopt_node);
+    free(e->stale_node);
     free(e);
 }

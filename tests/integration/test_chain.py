@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Ten candidates started at once form a chain: one leader, followers at
-positions 1..9, each watching exactly its predecessor's node (no herd). When
-the leader leaves, only its successor reacts."""
+positions 1..9, each watching exactly its predecessor's node and its own
+(no herd: nobody watches the folder or any other node). When the leader
+leaves, only its successor reacts."""
 import os
 import sys
 
@@ -47,11 +48,13 @@ def test_chain_of_ten_and_no_herd():
             positions.append(f["position"])
         assert sorted(positions) == list(range(1, N)), positions
 
-        # server side: each follower watches only its predecessor, the leader only
-        # its own node; nobody holds a child watch (the total from mntr matches).
+        # server side: each follower watches only its predecessor and its own
+        # node (a deletion of its own node must reach it before its
+        # predecessor's), the leader only its own node; nobody holds a child
+        # watch (the total from mntr matches).
         expected = {sess[leader]: {PATH + "/" + node[leader]}}
         for pos, a in enumerate(order[1:], start=1):
-            expected[sess[a]] = {PATH + "/" + node[order[pos - 1]]}
+            expected[sess[a]] = {PATH + "/" + node[order[pos - 1]], PATH + "/" + node[a]}
         h.wait_watches(zk, expected)
         by_path = zk.wchp()
         assert PATH not in by_path, by_path
@@ -74,7 +77,7 @@ def test_chain_of_ten_and_no_herd():
         # keep their watches; still no child watch anywhere.
         expected = {sess[succ]: {PATH + "/" + node[succ]}}
         for pos, a in enumerate(order[2:], start=2):
-            expected[sess[a]] = {PATH + "/" + node[order[pos - 1]]}
+            expected[sess[a]] = {PATH + "/" + node[order[pos - 1]], PATH + "/" + node[a]}
         h.wait_watches(zk, expected)
 
         # no herd: an observation window after the handover, then nobody but the

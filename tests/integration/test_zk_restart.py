@@ -24,7 +24,7 @@ def test_server_restart_keeps_leadership():
         assert fol["leader_node"] == lead["node"], (fol, lead)
         sa, sb = h.sid(lead["session"]), h.sid(b.wait_for("joined", timeout=1)["session"])
         na, nb = PATH + "/" + lead["node"], PATH + "/" + fol["node"]
-        h.wait_watches(zk, {sa: {na}, sb: {na}})
+        h.wait_watches(zk, {sa: {na}, sb: {na, nb}})
         marks = {a: a.mark(), b: b.mark()}
 
         t0 = time.monotonic()
@@ -58,7 +58,7 @@ def test_server_restart_keeps_leadership():
         # server side: same sessions own the same nodes; watches are restored
         eph = zk.ephemerals()
         assert eph.get(sa) == {na} and eph.get(sb) == {nb}, eph
-        h.wait_watches(zk, {sa: {na}, sb: {na}})
+        h.wait_watches(zk, {sa: {na}, sb: {na, nb}})
 
         # and the election still works: the follower takes over at once on SIGTERM
         mb = b.mark()

@@ -126,6 +126,7 @@ static election *lead_alone(struct rec *x, char *name)
     reply_create(e, x, 7, 100, 1, name);
     const char *names[] = { name };
     reply_list(e, last_req(x), names, 1);
+    reply_stat(e, find_req(x, EL_REQ_WATCH_SELF), 100, 1);
     return e;
 }
 
@@ -163,7 +164,7 @@ static void test_join_and_lead(void)
     /* create confirmed in this session, no disconnect: no extra round trip */
     CHECK(last_ev(&x)->type == ZKE_EV_LEADER);
     CHECK(last_ev(&x)->epoch == 100);
-    CHECK(last_req(&x)->type == EL_REQ_WATCH_SELF);
+    CHECK(find_req(&x, EL_REQ_WATCH_SELF) != NULL);  /* sent with the LIST */
     CHECK(el_role(e) == ZKE_ROLE_LEADER);
     el_free(e);
 }
@@ -250,6 +251,7 @@ static election *follow_at(struct rec *x, int position, char *name, char names_o
     if (position > 1)
         reply_data(e, find_req(x, EL_REQ_GET_LEADER), "leader-id");
     reply_data(e, w, position > 1 ? "pred-id" : "leader-id");
+    reply_stat(e, find_req(x, EL_REQ_WATCH_SELF), 100 + position, 1);
     return e;
 }
 
@@ -266,7 +268,66 @@ static void test_fast_path(void)
     CHECK(last_ev(&x)->type == ZKE_EV_LEADER && last_ev(&x)->epoch == 101);
     CHECK(strcmp(x.ev_reason[x.nev - 1], "elected") == 0);
     CHECK(strcmp(x.ev_prev[x.nev - 1], "leader-id") == 0);
-    CHECK(x.nreq == n + 1 && last_req(&x)->type == EL_REQ_WATCH_SELF);
+    CHECK(x.nreq == n);                              /* not a single round trip */
+    el_free(e);
+}
+
+/* Our own node deleted from outside while we follow: we must not lead on it
+ * when the predecessor goes (two leaders), and we rejoin with a new node. */
+static void test_own_node_deleted_while_following(void)
+{
+    struct rec x = { 0 };
+    char name[128], others[8][64];
+    election *e = follow_at(&x, 1, name, others);
+    el_on_watch(e, EL_W_DELETED, name);             /* notified before the pred's */
+    CHECK(el_role(e) == ZKE_ROLE_IDLE);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);
+    int m = x.nev;
+    el_on_watch(e, EL_W_DELETED, others[0]);
+    CHECK(x.nev == m && el_role(e) != ZKE_ROLE_LEADER);
+    el_free(e);
+}
+
+/* No fast path before our own-node watch is confirmed: a deletion then only
+ * means "re-read", and the answer to the watch decides. */
+static void test_no_fast_path_before_self_watch(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = el_new("/app/election", "me", NULL, &ops, &x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    reply_create(e, &x, 2, 100, 1, name);
+    const struct el_req *self = find_req(&x, EL_REQ_WATCH_SELF);
+    CHECK(self != NULL && strcmp(self->node, name) == 0);
+    const char *names[] = { "n_0000000000000001-0000000001", name };
+    reply_list(e, find_req(&x, EL_REQ_LIST), names, 2);
+    reply_data(e, find_req(&x, EL_REQ_WATCH), "leader-id");
+    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER);
+    el_on_watch(e, EL_W_DELETED, names[0]);
+    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER && last_req(&x)->type == EL_REQ_LIST);
+    struct el_req list = *last_req(&x);
+    reply(e, self, EL_NONODE);                       /* our node was gone all along */
+    CHECK(el_role(e) == ZKE_ROLE_IDLE && last_req(&x)->type == EL_REQ_CREATE);
+    const char *after[] = { name };
+    int m = x.nev;
+    reply_list(e, &list, after, 1);                  /* stale: dropped */
+    CHECK(x.nev == m && el_role(e) != ZKE_ROLE_LEADER);
+    el_free(e);
+}
+
+/* A session we gave up on locally may still hold our node on the server:
+ * the next session deletes it so it does not block the election. */
+static void test_stale_node_deleted_after_give_up(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = lead_alone(&x, name);
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    el_on_session(e, EL_SESS_EXPIRED, 0);
+    el_on_session(e, EL_SESS_CONNECTED, 2);
+    const struct el_req *d = find_req(&x, EL_REQ_DELETE_STALE);
+    CHECK(d != NULL && strcmp(d->node, name) == 0);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);
     el_free(e);
 }
 
@@ -321,7 +382,7 @@ static void test_position_two_relists(void)
     CHECK(last_ev(&x)->type == ZKE_EV_PREDECESSOR_CHANGE);
     CHECK(strcmp(x.ev_old[x.nev - 1], others[1]) == 0 && strcmp(x.ev_new[x.nev - 1], others[0]) == 0);
     CHECK(last_ev(&x)->position == 1);
-    el_on_watch(e, EL_W_DELETED, others[0]);
+    el_on_watch(e, EL_W_DELETED, others[0]);         /* position 1 now, watch confirmed */
     CHECK(last_ev(&x)->type == ZKE_EV_LEADER && strcmp(x.ev_prev[x.nev - 1], "leader-id") == 0);
     el_free(e);
 }
@@ -538,6 +599,9 @@ int main(void)
     RUN(test_mixed_order);
     RUN(test_negative_sequences);
     RUN(test_fast_path);
+    RUN(test_own_node_deleted_while_following);
+    RUN(test_no_fast_path_before_self_watch);
+    RUN(test_stale_node_deleted_after_give_up);
     RUN(test_no_fast_path_after_reconnect);
     RUN(test_confirm_then_lead);
     RUN(test_position_two_relists);
