@@ -31,9 +31,15 @@
 
 #define MAX_ROUNDS 16
 
+enum item_kind { IT_REQUEST, IT_EVENT, IT_LOG };
+
+/* One FIFO entry. Log lines go through the FIFO too, so the host's log
+ * callback, like every other callback, runs at the top of the loop and never
+ * inside the ZooKeeper library. */
 struct item {
     struct item *next;
-    int is_event;
+    enum item_kind kind;
+    enum zke_log_level lvl;     /* IT_LOG: the text is in buf */
     struct el_req req;          /* req.node points into buf */
     struct zke_event ev;        /* strings point into buf */
     char buf[];
@@ -57,6 +63,10 @@ struct zke_agent {
     ev_timer backoff, connect_to, disc_to, reopen, stop_to, kick;
     struct item *head, *tail;
     int started, stopping, done, stopped_called, ever_connected, in_cb, freeing, free_requested;
+    int host_leader;            /* the host got on_leader and no on_stepdown since */
+    int64_t host_epoch;
+    char *host_node;            /* node of that term */
+    uint64_t rng;
     uint64_t last_session;
     const char *stop_reason;
     double reopen_delay;
@@ -76,6 +86,8 @@ static char *xstrdup(const char *s)
     return p;
 }
 
+static void queue_log(zke_agent *a, enum zke_log_level lvl, const char *msg);
+
 static void alog(zke_agent *a, enum zke_log_level lvl, const char *fmt, ...)
 {
     char buf[600];
@@ -85,7 +97,26 @@ static void alog(zke_agent *a, enum zke_log_level lvl, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    a->cb.log(a->ud, lvl, buf);
+    queue_log(a, lvl, buf);
+}
+
+static double jitter01(zke_agent *a)
+{
+    uint64_t x = a->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    a->rng = x;
+    return (double)((x * UINT64_C(2685821657736338717)) >> 11) / 9007199254740992.0;
+}
+
+/* Makes the loop turn (and run_pending) soon, without blocking first. */
+static void kick_now(zke_agent *a)
+{
+    if (!a->freeing && !ev_is_active(&a->kick)) {
+        ev_timer_set(&a->kick, 0., 0.);
+        ev_timer_start(a->loop, &a->kick);
+    }
 }
 
 const char *zke_version(void) { return ZKELECT_VERSION; }
@@ -257,19 +288,37 @@ static void base_event(const zke_agent *a, enum zke_event_type t, const char *re
 
 static void submit(zke_agent *a, const struct el_req *r);
 
+static void queue_log(zke_agent *a, enum zke_log_level lvl, const char *msg)
+{
+    if (a->freeing || a->cb.log == NULL)
+        return;
+    size_t n = strlen(msg) + 1;
+    struct item *it = malloc(sizeof *it + n);
+    if (it == NULL)
+        return;
+    memset(it, 0, sizeof *it);
+    it->kind = IT_LOG;
+    it->lvl = lvl;
+    memcpy(it->buf, msg, n);
+    enqueue(a, it);
+    kick_now(a);
+}
+
 static void queue_event(zke_agent *a, const struct zke_event *ev)
 {
     const struct zke_event *e = ev;
     size_t n = slen(e->id) + slen(e->path) + slen(e->node) + slen(e->reason) + slen(e->previous) +
                slen(e->leader) + slen(e->leader_node) + slen(e->predecessor) + slen(e->old_pred) +
                slen(e->new_pred);
+    if (a->freeing)
+        return;
     struct item *it = malloc(sizeof *it + n);
     if (it == NULL) {
         alog(a, ZKE_LOG_ERROR, "out of memory: %s event lost", zke_event_name(ev->type));
         return;
     }
     char *p = it->buf;
-    it->is_event = 1;
+    it->kind = IT_EVENT;
     it->ev = *ev;
     it->ev.id = put(&p, e->id);
     it->ev.path = put(&p, e->path);
@@ -282,7 +331,7 @@ static void queue_event(zke_agent *a, const struct zke_event *ev)
     it->ev.old_pred = put(&p, e->old_pred);
     it->ev.new_pred = put(&p, e->new_pred);
     enqueue(a, it);
-    ev_feed_event(a->loop, &a->kick, EV_TIMER);    /* make sure the loop turns */
+    kick_now(a);
 }
 
 static void queue_session_event(zke_agent *a, const char *reason, uint64_t sid)
@@ -310,7 +359,7 @@ static void el_request_cb(void *ud, const struct el_req *r)
         return;
     }
     char *p = it->buf;
-    it->is_event = 0;
+    it->kind = IT_REQUEST;
     it->req = *r;
     it->req.node = put(&p, r->node);
     if (r->data != NULL) {
@@ -327,9 +376,7 @@ static void el_event_cb(void *ud, const struct zke_event *ev)
 
 static void el_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
 {
-    zke_agent *a = ud;
-    if (a->cb.log)
-        a->cb.log(a->ud, lvl, msg);
+    queue_log(ud, lvl, msg);
 }
 
 /* --- requests -------------------------------------------------------- */
@@ -355,6 +402,20 @@ static int full_path(zke_agent *a, const char *node, char *buf, size_t len)
 
 static void ensure_step(struct rctx *c);
 
+/* A join error that retrying cannot fix (a->err says which): stop without
+ * going through the election (we hold no node), close, report `reason`. */
+static void fail_now(zke_agent *a, const char *reason)
+{
+    a->stopping = 1;
+    a->done = 1;
+    a->stop_reason = reason;
+    ev_timer_stop(a->loop, &a->backoff);
+    ev_timer_stop(a->loop, &a->reopen);
+    ev_timer_stop(a->loop, &a->connect_to);
+    session_request_close(a->sess);
+    kick_now(a);
+}
+
 static void req_done(void *arg, const struct sess_result *r)
 {
     struct rctx *c = arg;
@@ -365,10 +426,31 @@ static void req_done(void *arg, const struct sess_result *r)
         free(c);
         return;
     }
-    if (c->type == EL_REQ_ENSURE && (r->rc == SESS_OK || r->rc == SESS_NODEEXISTS) &&
-        c->ensure_pos < strlen(a->set.path)) {
+    size_t plen = strlen(a->set.path);
+    /* ZooKeeper checks the parent's ACL before existence: NOAUTH on an
+     * intermediate component may just mean "exists, not ours to create". */
+    if (c->type == EL_REQ_ENSURE && c->ensure_pos < plen &&
+        (r->rc == SESS_OK || r->rc == SESS_NODEEXISTS || r->rc == SESS_NOAUTH)) {
         ensure_step(c);
         return;
+    }
+    if ((c->type == EL_REQ_ENSURE || c->type == EL_REQ_CREATE) && r->rc == SESS_NOAUTH) {
+        snprintf(a->err, sizeof a->err, "permission denied creating nodes under '%s' (check its ACL)",
+                 a->set.path);
+        free(c);
+        fail_now(a, "auth");
+        return;
+    }
+    if (c->type == EL_REQ_ENSURE && r->rc == SESS_NONODE && c->ensure_pos <= plen) {
+        /* creating top-down, only a missing chroot gives NONODE */
+        const char *chroot = strchr(a->set.zk, '/');
+        snprintf(a->err, sizeof a->err, "cannot create '%s': %s", a->set.path,
+                 chroot ? "the chroot in the connect string does not exist" : "parent vanished");
+        if (chroot != NULL) {
+            free(c);
+            fail_now(a, "config");
+            return;
+        }
     }
     if (r->rc != SESS_OK && r->rc != SESS_NONODE && r->rc != SESS_CLOSING)
         alog(a, r->rc == SESS_CONNLOSS ? ZKE_LOG_DEBUG : ZKE_LOG_WARN,
@@ -437,7 +519,7 @@ static void submit(zke_agent *a, const struct el_req *r)
         a->done = 1;
         if (session_is_open(a->sess))
             session_request_close(a->sess);
-        ev_feed_event(a->loop, &a->kick, EV_TIMER);
+        kick_now(a);
         return;
     }
     c = malloc(sizeof *c);
@@ -501,7 +583,7 @@ static void reopen_later(zke_agent *a)
     a->reopen_delay = a->reopen_delay < 0.1 ? 0.1 : a->reopen_delay * 2;
     if (a->reopen_delay > 2.0)
         a->reopen_delay = 2.0;
-    double jitter = a->reopen_delay * (double)(rand() % 100) / 400.0;
+    double jitter = a->reopen_delay * jitter01(a) / 4.0;
     ev_timer_stop(a->loop, &a->reopen);
     ev_timer_set(&a->reopen, a->reopen_delay + jitter, 0.);
     ev_timer_start(a->loop, &a->reopen);
@@ -510,6 +592,7 @@ static void reopen_later(zke_agent *a)
 static void lose_session(zke_agent *a, const char *why)
 {
     ev_timer_stop(a->loop, &a->disc_to);
+    ev_timer_stop(a->loop, &a->backoff);       /* its retry belongs to the old session */
     queue_session_event(a, "expired", a->last_session);
     alog(a, ZKE_LOG_WARN, "session 0x%" PRIx64 " %s", a->last_session, why);
     el_on_session(a->el, EL_SESS_EXPIRED, 0);
@@ -528,6 +611,7 @@ static void sess_state_cb(void *ud, enum sess_state st)
         a->reopen_delay = 0;
         ev_timer_stop(a->loop, &a->connect_to);
         ev_timer_stop(a->loop, &a->disc_to);
+        ev_timer_stop(a->loop, &a->backoff);   /* el_on_session() below re-drives */
         queue_session_event(a, sid == a->last_session ? "reconnected" : "connected", sid);
         if (sid != a->last_session && a->set.session_file != NULL &&
             session_write_file(a->sess, a->set.session_file) != 0)
@@ -540,8 +624,11 @@ static void sess_state_cb(void *ud, enum sess_state st)
     } else if (st == SESS_S_DISCONNECTED) {
         queue_session_event(a, "disconnected", a->last_session);
         el_on_session(a->el, EL_SESS_DISCONNECTED, a->last_session);
-        /* The server expires us one session timeout after it last heard
-         * from us; without news by then our session is as good as gone. */
+        /* The client notices a dead connection up to 2/3 of the timeout
+         * after the server last heard from us, and the server may expire us
+         * one timeout after that last contact: one more timeout from here
+         * is past that, so the session is as good as gone by then. (The
+         * lease that bounds what a cut-off leader does is issue 3.) */
         ev_timer_stop(a->loop, &a->disc_to);
         ev_timer_set(&a->disc_to, session_timeout_ms(a->sess) / 1000.0, 0.);
         ev_timer_start(a->loop, &a->disc_to);
@@ -567,9 +654,7 @@ static void sess_watch_cb(void *ud, enum sess_watch type, const char *path)
 
 static void sess_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
 {
-    zke_agent *a = ud;
-    if (a->cb.log)
-        a->cb.log(a->ud, lvl, msg);
+    queue_log(ud, lvl, msg);
 }
 
 /* --- loop glue ------------------------------------------------------- */
@@ -595,10 +680,33 @@ static zke_event_fn *callback_for(zke_agent *a, enum zke_event_type t)
 static int call_host(zke_agent *a, const struct zke_event *ev)
 {
     zke_event_fn *fn = callback_for(a, ev->type);
+    if (ev->type == ZKE_EV_LEADER) {
+        char *n = ev->node ? strdup(ev->node) : NULL;
+        free(a->host_node);
+        a->host_node = n;
+        a->host_epoch = ev->epoch;
+        a->host_leader = 1;
+    } else if (ev->type == ZKE_EV_STEPDOWN) {
+        a->host_leader = 0;
+    }
     if (fn == NULL)
         return 0;
     a->in_cb++;
     fn(a, ev, a->ud);
+    a->in_cb--;
+    if (a->free_requested && a->in_cb == 0) {
+        teardown(a);
+        return -1;
+    }
+    return 0;
+}
+
+static int call_log(zke_agent *a, enum zke_log_level lvl, const char *msg)
+{
+    if (a->cb.log == NULL)
+        return 0;
+    a->in_cb++;
+    a->cb.log(a->ud, lvl, msg);
     a->in_cb--;
     if (a->free_requested && a->in_cb == 0) {
         teardown(a);
@@ -626,8 +734,13 @@ static int run_pending(zke_agent *a)
             a->head = it->next;
             if (a->head == NULL)
                 a->tail = NULL;
-            if (it->is_event) {
+            if (it->kind == IT_EVENT) {
                 int gone = call_host(a, &it->ev);
+                free(it);
+                if (gone)
+                    return -1;
+            } else if (it->kind == IT_LOG) {
+                int gone = call_log(a, it->lvl, it->buf);
                 free(it);
                 if (gone)
                     return -1;
@@ -650,7 +763,7 @@ static int run_pending(zke_agent *a)
         if (a->head == NULL)
             return 0;
     }
-    ev_feed_event(a->loop, &a->kick, EV_TIMER);
+    kick_now(a);       /* work left: turn again without blocking */
     return 0;
 }
 
@@ -773,6 +886,7 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t seed = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 17) ^
                     (uint64_t)(uintptr_t)a;
+    a->rng = seed | 1;
     a->sess = session_new(loop, a->set.zk, a->set.session_timeout_ms, &scb, a);
     a->el = el_new(a->set.path, a->set.id, a->set.data, &eops, a, seed);
     if (a->sess == NULL || a->el == NULL) {
@@ -794,7 +908,7 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
 
 int zke_agent_start(zke_agent *a)
 {
-    if (a->err[0] != '\0')
+    if (a->err[0] != '\0' || a->el == NULL || a->sess == NULL)
         return -1;
     if (a->started) {
         snprintf(a->err, sizeof a->err, "agent already started");
@@ -815,11 +929,11 @@ int zke_agent_start(zke_agent *a)
 
 int zke_agent_resign(zke_agent *a)
 {
-    if (a->stopping || el_resign(a->el) != 0) {
+    if (!a->started || a->stopping || el_resign(a->el) != 0) {
         snprintf(a->err, sizeof a->err, "not the leader");
         return -1;
     }
-    ev_feed_event(a->loop, &a->kick, EV_TIMER);
+    kick_now(a);
     return 0;
 }
 
@@ -838,7 +952,7 @@ void zke_agent_stop(zke_agent *a)
         ev_timer_set(&a->stop_to, (ms < 1000 ? 1000 : ms > 5000 ? 5000 : ms) / 1000.0, 0.);
         ev_timer_start(a->loop, &a->stop_to);
     }
-    ev_feed_event(a->loop, &a->kick, EV_TIMER);
+    kick_now(a);
 }
 
 static void real_free(zke_agent *a)
@@ -864,6 +978,7 @@ static void real_free(zke_agent *a)
     free((char *)a->set.id);
     free((char *)a->set.data);
     free((char *)a->set.session_file);
+    free(a->host_node);
     free(a);
 }
 
@@ -872,15 +987,14 @@ static void real_free(zke_agent *a)
 static void teardown(zke_agent *a)
 {
     struct zke_event ev;
-    if (a->started && !a->stopped_called && a->el != NULL && el_role(a->el) == ZKE_ROLE_LEADER &&
-        a->cb.on_stepdown != NULL) {
-        struct zke_status st;
-        el_status(a->el, &st);
+    if (a->host_leader && a->cb.on_stepdown != NULL) {
+        int32_t seq;
+        a->host_leader = 0;
         base_event(a, ZKE_EV_STEPDOWN, "shutdown", &ev);
-        ev.node = st.node;
-        ev.seq = st.seq;
-        ev.session = st.session;
-        ev.epoch = st.epoch;
+        ev.node = a->host_node;
+        ev.seq = a->host_node && el_parse_seq(a->host_node, &seq) == 0 ? seq : -1;
+        ev.session = a->last_session;
+        ev.epoch = a->host_epoch;
         a->in_cb++;
         a->cb.on_stepdown(a, &ev, a->ud);
         a->in_cb--;

@@ -44,42 +44,63 @@ struct buf {
     size_t n;
 };
 
+/* A long value (a traceback) is cut so that its closing quote, the `}` and
+ * the newline still fit: a truncated line stays a valid JSON object. Fields
+ * after it are dropped once less than FIELD_ROOM is left. */
+#define RESERVE 64
+#define FIELD_ROOM 1024
+
 static void put(struct buf *b, const char *s, size_t len)
 {
-    if (b->n + len >= sizeof b->b - 2)
-        len = sizeof b->b - 2 - b->n;
+    size_t limit = sizeof b->b - RESERVE;
+    if (b->n >= limit)
+        return;
+    if (len > limit - b->n)
+        len = limit - b->n;
     memcpy(b->b + b->n, s, len);
     b->n += len;
 }
 
 static void puts_(struct buf *b, const char *s) { put(b, s, strlen(s)); }
 
+/* A JSON string; cut short (whole escapes only) when the line is full. */
 static void put_json_str(struct buf *b, const char *s)
 {
-    put(b, "\"", 1);
+    const size_t room = sizeof b->b - RESERVE;
+    b->b[b->n++] = '"';
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char esc[8];
+        size_t n;
         if (*p == '"' || *p == '\\') {
             esc[0] = '\\';
             esc[1] = (char)*p;
-            put(b, esc, 2);
+            n = 2;
         } else if (*p == '\n') {
-            put(b, "\\n", 2);
+            memcpy(esc, "\\n", 2);
+            n = 2;
         } else if (*p == '\t') {
-            put(b, "\\t", 2);
+            memcpy(esc, "\\t", 2);
+            n = 2;
         } else if (*p < 0x20 || *p == 0x7f) {
             snprintf(esc, sizeof esc, "\\u%04x", *p);
-            put(b, esc, 6);
+            n = 6;
         } else {
-            put(b, (const char *)p, 1);
+            esc[0] = (char)*p;
+            n = 1;
         }
+        if (b->n + n > room)
+            break;
+        memcpy(b->b + b->n, esc, n);
+        b->n += n;
     }
-    put(b, "\"", 1);
+    b->b[b->n++] = '"';
 }
 
 static void put_text_str(struct buf *b, const char *s)
 {
-    int quote = *s == '\0' || strpbrk(s, " \t\n\"=") != NULL;
+    int quote = *s == '\0';
+    for (const unsigned char *p = (const unsigned char *)s; *p && !quote; p++)
+        quote = *p <= ' ' || *p == '"' || *p == '=' || *p == 0x7f;
     if (!quote) {
         puts_(b, s);
         return;
@@ -121,6 +142,8 @@ void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, i
     for (int i = 0; i < n; i++) {
         if (f[i].type == LF_STR && f[i].s == NULL)
             continue;
+        if (b.n > sizeof b.b - FIELD_ROOM)
+            break;
         if (format == LOG_JSON) {
             puts_(&b, ",");
             put_json_str(&b, f[i].key);
@@ -145,7 +168,7 @@ void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, i
         }
     }
     if (format == LOG_JSON)
-        puts_(&b, "}");
+        b.b[b.n++] = '}';
     b.b[b.n++] = '\n';
     fwrite(b.b, 1, b.n, out);
     fflush(out);

@@ -73,6 +73,7 @@ struct app {
     struct script_opts sopts;
     ev_signal sigterm, sigint, sighup;
     int signals;
+    double first_signal;
     int stopped;
     int exit_code;
 };
@@ -204,6 +205,9 @@ static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
     } else if (strcmp(ev->reason, "auth") == 0) {
         fprintf(stderr, "zkelect: error: %s\n", zke_agent_errstr(a));
         app->exit_code = EX_NOPERM;
+    } else if (strcmp(ev->reason, "config") == 0) {
+        fprintf(stderr, "zkelect: error: %s\n", zke_agent_errstr(a));
+        app->exit_code = EX_CONFIG;
     }
     ev_break(app->loop, EVBREAK_ALL);
 }
@@ -245,7 +249,14 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
         log_msg(ZKE_LOG_INFO, "reload", app->script_path);
         return;
     }
-    if (++app->signals > 1) {
+    if (app->signals > 0 && ev_now(loop) - app->first_signal < 1.0) {
+        /* supervisors often signal the pid and its group at once */
+        log_msg(ZKE_LOG_DEBUG, "log", "repeated signal within 1 s ignored");
+        return;
+    }
+    if (app->signals++ == 0)
+        app->first_signal = ev_now(loop);
+    if (app->signals > 1) {
         log_msg(ZKE_LOG_WARN, "log", "second signal: closing the session and exiting now");
         zke_agent_free(app->agent);    /* calls on_stopped, which breaks the loop */
         app->agent = NULL;
@@ -304,10 +315,12 @@ static int cmd_run(struct opts *o)
     log_setup(stderr, o->log, o->level, o->id);
     /* A hook runs on the loop that also sends the session's pings (every
      * third of the timeout): by default a hook may not outlast that. */
-    if (o->hook_timeout == 0) {
-        int st = o->session_timeout > 0 ? o->session_timeout : 10000;
+    int st = o->session_timeout > 0 ? o->session_timeout : 10000;
+    if (o->hook_timeout == 0)
         o->hook_timeout = st / 3 < 5000 ? (st / 3 > 0 ? st / 3 : 1) : 5000;
-    }
+    else if (o->hook_timeout > st / 3)
+        die(EX_CONFIG, "--hook-timeout %d ms is more than a third of the session timeout (%d ms): "
+                       "a hook that long would starve the session's pings", o->hook_timeout, st);
     app.sopts.hook_timeout_ms = o->hook_timeout;
     app.script_path = o->script;
     if (o->script != NULL) {

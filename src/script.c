@@ -4,7 +4,8 @@
  * Sandbox: base (without dofile/loadfile, load forced to text), coroutine,
  * table, string, math, utf8, and an os subset (time, clock, date, difftime,
  * getenv). No io, no package, no debug, no os.execute/exit: a blocking call
- * would stall the loop and with it the ZooKeeper heartbeats. Memory is capped
+ * would stall the loop and with it the ZooKeeper heartbeats. No __gc
+ * metamethods: finalizers run with hooks off, out of the budget's reach. Memory is capped
  * by the allocator; a hook that runs past its budget is stopped by a count
  * hook that keeps raising until the hook unwinds, so pcall cannot swallow it.
  */
@@ -85,7 +86,10 @@ static void budget_hook(lua_State *L, lua_Debug *ar)
     if (sc->expired || past(&sc->deadline)) {
         if (!sc->expired) {
             sc->expired = 1;
-            lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);   /* sticky: every instruction */
+            /* sticky: every instruction, here and on the main thread */
+            lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
+            if (L != sc->L)
+                lua_sethook(sc->L, budget_hook, LUA_MASKCOUNT, 1);
         }
         luaL_error(L, "%s exceeded its budget of %d ms", sc->running ? sc->running : "script",
                    sc->hook_timeout_ms);
@@ -282,6 +286,25 @@ static int l_load(lua_State *L)
     return lua_gettop(L) - 4;
 }
 
+/* setmetatable(t, mt) refusing __gc: Lua runs finalizers with debug hooks
+ * off, so the budget could not stop one that loops (in a collection during
+ * a hook, or in lua_close). */
+static int l_setmetatable(lua_State *L)
+{
+    if (lua_type(L, 2) == LUA_TTABLE) {
+        lua_pushliteral(L, "__gc");
+        if (lua_rawget(L, 2) != LUA_TNIL)
+            return luaL_error(L, "__gc metamethods are not allowed in zkelect scripts "
+                                 "(finalizers cannot be stopped); use __close");
+        lua_pop(L, 1);
+    }
+    lua_settop(L, 2);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, 2, 1);
+    return 1;
+}
+
 /* Sets up libraries. Runs under lua_pcall. */
 static int open_sandbox(lua_State *L)
 {
@@ -314,6 +337,9 @@ static int open_sandbox(lua_State *L)
     lua_getglobal(L, "load");
     lua_pushcclosure(L, l_load, 1);
     lua_setglobal(L, "load");
+    lua_getglobal(L, "setmetatable");
+    lua_pushcclosure(L, l_setmetatable, 1);
+    lua_setglobal(L, "setmetatable");
     lua_pushcfunction(L, l_print);
     lua_setglobal(L, "print");
     luaL_newlib(L, zkelect_funcs);
@@ -387,6 +413,38 @@ void script_attach(script *sc, zke_agent *a)
     sc->agent = a;
 }
 
+/* Reads the hooks as raw globals (a strict-globals __index must not run)
+ * and keeps them as registry refs. Runs under lua_pcall. */
+static int collect_hooks(lua_State *L)
+{
+    script *sc = get_script(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+    for (int t = 0; t < ZKE_EV_COUNT; t++) {
+        if (hook_names[t] == NULL)
+            continue;
+        lua_pushstring(L, hook_names[t]);
+        int ty = lua_rawget(L, -2);
+        if (ty == LUA_TNIL) {
+            lua_pop(L, 1);
+        } else if (ty != LUA_TFUNCTION) {
+            return luaL_error(L, "%s must be a function, got %s", hook_names[t], lua_typename(L, ty));
+        } else {
+            sc->refs[t] = luaL_ref(L, LUA_REGISTRYINDEX);
+        }
+    }
+    return 0;
+}
+
+static const char *first_line(const char *m)
+{
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s", m ? m : "error");
+    char *nl = strchr(buf, '\n');
+    if (nl)
+        *nl = '\0';
+    return buf;
+}
+
 static int fail(char *err, size_t errlen, int *code, int c, const char *fmt, const char *a,
                 const char *b)
 {
@@ -457,35 +515,24 @@ script *script_load(const char *file, const struct script_opts *opts,
     st2 = lua_pcall(L, 0, 0, -2);
     disarm(sc);
     if (st2 != LUA_OK) {
-        const char *m = lua_tostring(L, -1);
-        char first[512];
-        snprintf(first, sizeof first, "%s", m ? m : "error");
-        char *nl = strchr(first, '\n');
-        if (nl)
-            *nl = '\0';
-        fail(err, errlen, code, 78, "script '%s' failed to load: %s", file, first);
+        fail(err, errlen, code, 78, "script '%s' failed to load: %s", file,
+             first_line(lua_tostring(L, -1)));
         script_free(sc);
         return NULL;
     }
     lua_pop(L, 1);
-    for (int t = 0; t < ZKE_EV_COUNT; t++) {
-        if (hook_names[t] == NULL)
-            continue;
-        int ty = lua_getglobal(L, hook_names[t]);
-        if (ty == LUA_TNIL) {
-            lua_pop(L, 1);
-            continue;
-        }
-        if (ty != LUA_TFUNCTION) {
-            char what[128];
-            snprintf(what, sizeof what, "%s must be a function, got %s", hook_names[t],
-                     lua_typename(L, ty));
-            fail(err, errlen, code, 78, "script '%s': %s", file, what);
-            script_free(sc);
-            return NULL;
-        }
-        sc->refs[t] = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pushcfunction(L, collect_hooks);
+    lua_pushcfunction(L, msgh);
+    lua_insert(L, -2);
+    arm(sc, "hook lookup");
+    st2 = lua_pcall(L, 0, 0, -2);
+    disarm(sc);
+    if (st2 != LUA_OK) {
+        fail(err, errlen, code, 78, "script '%s': %s", file, first_line(lua_tostring(L, -1)));
+        script_free(sc);
+        return NULL;
     }
+    lua_pop(L, 1);
     return sc;
 }
 

@@ -36,6 +36,7 @@ struct session {
     ev_io io;
     ev_timer timer;
     unsigned need_rearm : 1, close_requested : 1, connected : 1, dead : 1;
+    double last_loud;           /* time of the last client line passed on above debug */
     double backoff;
     char err[160];
 };
@@ -62,10 +63,23 @@ static void slog(session *s, enum zke_log_level lvl, const char *fmt, ...)
     s->cb.log(s->ud, lvl, buf);
 }
 
+/* The client's own ERROR and WARN lines (a failed connect, "Exceeded
+ * deadline") are passed on as warnings, at most one a second: during an
+ * outage the client retries many times a second. The rest is debug. */
 static void zk_log(const char *message)
 {
-    if (log_target != NULL)
-        slog(log_target, ZKE_LOG_DEBUG, "zookeeper: %s", message);
+    session *s = log_target;
+    enum zke_log_level lvl = ZKE_LOG_DEBUG;
+    if (s == NULL)
+        return;
+    if (strstr(message, ":ZOO_ERROR@") != NULL || strstr(message, ":ZOO_WARN@") != NULL) {
+        double now = ev_now(s->loop);
+        if (now - s->last_loud >= 1.0) {
+            s->last_loud = now;
+            lvl = ZKE_LOG_WARN;
+        }
+    }
+    slog(s, lvl, "zookeeper: %s", message);
 }
 
 static enum sess_rc map_rc(int rc)
@@ -383,12 +397,17 @@ static struct req *new_req(session *s, sess_done_fn *cb, void *arg)
 
 static int submitted(session *s, struct req *r, int rc, const char *what, const char *path)
 {
+    log_target = NULL;
     if (rc == ZOK) {
         s->need_rearm = 1;
         return 0;
     }
     snprintf(s->err, sizeof s->err, "%s %s: %s", what, path, zerror(rc));
-    free(r);
+    /* On ZMARSHALLINGERROR (out of memory) the completion may already be
+     * registered and still be called: leak the context rather than free
+     * it twice. */
+    if (rc != ZMARSHALLINGERROR)
+        free(r);
     return -1;
 }
 
@@ -434,6 +453,7 @@ int session_create(session *s, const char *path, const char *data, size_t len,
     struct req *r = new_req(s, cb, arg);
     if (r == NULL)
         return -1;
+    log_target = s;
     int flags = mode == SESS_EPHEMERAL_SEQ ? ZOO_EPHEMERAL_SEQUENTIAL
               : mode == SESS_CONTAINER ? ZOO_CONTAINER : ZOO_PERSISTENT;
     int rc = zoo_acreate2(s->zh, path, data, data ? (int)len : -1, &ZOO_OPEN_ACL_UNSAFE,
@@ -462,6 +482,7 @@ int session_list(session *s, const char *path, sess_done_fn *cb, void *arg)
     struct req *r = new_req(s, cb, arg);
     if (r == NULL)
         return -1;
+    log_target = s;
     return submitted(s, r, zoo_aget_children2(s->zh, path, 0, list_done, r), "list", path);
 }
 
@@ -486,6 +507,7 @@ int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void 
     struct req *r = new_req(s, cb, arg);
     if (r == NULL)
         return -1;
+    log_target = s;
     int rc = zoo_awget(s->zh, path, watch ? path_watcher : NULL, watch ? s : NULL, get_done, r);
     return submitted(s, r, rc, "get", path);
 }
@@ -508,6 +530,7 @@ int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, vo
     struct req *r = new_req(s, cb, arg);
     if (r == NULL)
         return -1;
+    log_target = s;
     int rc = zoo_awexists(s->zh, path, watch ? path_watcher : NULL, watch ? s : NULL, stat_done, r);
     return submitted(s, r, rc, "exists", path);
 }
@@ -528,5 +551,6 @@ int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg)
     struct req *r = new_req(s, cb, arg);
     if (r == NULL)
         return -1;
+    log_target = s;
     return submitted(s, r, zoo_adelete(s->zh, path, -1, void_done, r), "delete", path);
 }

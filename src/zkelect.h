@@ -19,7 +19,14 @@
  *
  * Errors: functions return 0 on success and -1 on failure; the reason is kept
  * in the agent (zke_agent_errstr). The library never prints, never exits,
- * never installs signal handlers: it logs through callbacks.log.
+ * never installs signal handlers: it logs through callbacks.log, whose lines
+ * are queued and delivered from the loop like events.
+ *
+ * A started agent keeps the loop alive (like an open connection) until
+ * on_stopped. on_stopped's reason: "stop" (zke_agent_stop finished), "free"
+ * (zke_agent_free without a finished stop), "unreachable" (no connection
+ * within connect_timeout_ms), "auth" (authentication failed or permission
+ * denied on the election path), "config" (the chroot does not exist).
  */
 #ifndef ZKELECT_H
 #define ZKELECT_H

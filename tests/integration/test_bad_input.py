@@ -102,5 +102,14 @@ def test_help_and_version():
     assert not h.crash_markers(out + err)
 
 
+
+def test_missing_chroot_and_hook_budget():
+    with h.ZooKeeper() as zk:
+        # the chroot in the connect string does not exist: a configuration error
+        expect(argv(zk=zk.hostport + "/nochroot", connect_timeout="10000"), 78, "chroot",
+               timeout=20, one_line=False)
+    # a hook budget that would starve the session's pings is refused up front
+    expect(argv(session_timeout="3000", hook_timeout="2000"), 78, "--hook-timeout", "2000", "3000")
+
 if __name__ == "__main__":
     h.run_tests(globals())

@@ -135,6 +135,33 @@ static void test_hook_failures(void)
     script_free(sc);
 }
 
+static void test_strict_globals(void)
+{
+    char err[512];
+    int code = 0;
+    script *sc = load("strict.lua", &code, err, sizeof err);
+    CHECK(sc != NULL);
+    if (sc == NULL) {
+        fprintf(stderr, "  %s\n", err);
+        return;
+    }
+    CHECK(script_has_hook(sc, ZKE_EV_LEADER) && !script_has_hook(sc, ZKE_EV_FOLLOWER));
+    struct zke_event ev = event(ZKE_EV_LEADER);
+    CHECK(script_dispatch(sc, &ev) == 0 && strstr(lastlog, "strict leader c1"));
+    script_free(sc);
+}
+
+static void test_finalizer_budget(void)
+{
+    char err[512];
+    int code = 0;
+    /* finalizers run with hooks off: the sandbox refuses them */
+    script *sc = load("gcloop.lua", &code, err, sizeof err);
+    CHECK(sc == NULL && code == 78 && strstr(err, "__gc metamethods are not allowed"));
+    CHECK(strstr(err, "gcloop.lua:2") != NULL);
+    script_free(sc);
+}
+
 int main(int argc, char **argv)
 {
     dir = argc > 1 ? argv[1] : "tests/unit/scripts";
@@ -142,5 +169,7 @@ int main(int argc, char **argv)
     RUN(test_sandbox);
     RUN(test_hook_fields);
     RUN(test_hook_failures);
+    RUN(test_strict_globals);
+    RUN(test_finalizer_budget);
     return check_done();
 }
