@@ -16,6 +16,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "zkelect.h"
 #include "election.h"
+#include "rng.h"
 #include "session.h"
 
 #include <ctype.h>
@@ -98,16 +99,6 @@ static void alog(zke_agent *a, enum zke_log_level lvl, const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     queue_log(a, lvl, buf);
-}
-
-static double jitter01(zke_agent *a)
-{
-    uint64_t x = a->rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    a->rng = x;
-    return (double)((x * UINT64_C(2685821657736338717)) >> 11) / 9007199254740992.0;
 }
 
 /* Makes the loop turn (and run_pending) soon, without blocking first. */
@@ -583,7 +574,7 @@ static void reopen_later(zke_agent *a)
     a->reopen_delay = a->reopen_delay < 0.1 ? 0.1 : a->reopen_delay * 2;
     if (a->reopen_delay > 2.0)
         a->reopen_delay = 2.0;
-    double jitter = a->reopen_delay * jitter01(a) / 4.0;
+    double jitter = a->reopen_delay * rng_unit(&a->rng) / 4.0;
     ev_timer_stop(a->loop, &a->reopen);
     ev_timer_set(&a->reopen, a->reopen_delay + jitter, 0.);
     ev_timer_start(a->loop, &a->reopen);

@@ -12,6 +12,7 @@
  * token.
  */
 #include "election.h"
+#include "rng.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -101,13 +102,7 @@ static void elog(election *e, enum zke_log_level lvl, const char *fmt, ...)
 
 static uint64_t rnd(election *e)
 {
-    /* xorshift64*: only for guids, which must differ per incarnation */
-    uint64_t x = e->rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    e->rng = x;
-    return x * UINT64_C(2685821657736338717);
+    return rng_next(&e->rng);
 }
 
 static void new_guid(election *e)
