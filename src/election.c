@@ -43,7 +43,7 @@ struct election {
     uint64_t session;
     enum phase phase;
     enum zke_role role;
-    int stopping, resigning, backoff_ms;
+    int stopping, backoff_ms;
     int near_wrap, wrap_warned;
 
     char prefix[32];            /* "n_<16 hex>-" */
@@ -520,7 +520,6 @@ static void on_delete(election *e, const struct el_result *r)
         if (e->stopping) {
             finish_stop(e);
         } else {
-            e->resigning = 0;
             e->phase = P_IDLE;
             e->want_main = request(e, EL_REQ_BACKOFF, NULL, REJOIN_MS + (int)(rnd(e) % 100));
         }
@@ -720,7 +719,6 @@ int el_resign(election *e)
 {
     if (e->role != ZKE_ROLE_LEADER || e->stopping)
         return -1;
-    e->resigning = 1;
     emit(e, ZKE_EV_STEPDOWN, "resign");
     e->role = ZKE_ROLE_IDLE;
     e->epoch = 0;

@@ -132,8 +132,10 @@ static int msgh(lua_State *L)
     return 1;
 }
 
-/* [-(nargs+1), +0, -] Never raises. Returns the lua_pcall status. */
-static int trampoline(script *sc, int nargs, const char *what)
+/* [-(nargs+1), +(0|1), -] Calls the function below the nargs arguments
+ * under the budget with a traceback handler. Never raises. On failure the
+ * error message (with the traceback) is left on the stack. */
+static int pcall_budget(script *sc, int nargs, const char *what)
 {
     lua_State *L = sc->L;
     int base = lua_gettop(L) - nargs;
@@ -142,6 +144,16 @@ static int trampoline(script *sc, int nargs, const char *what)
     arm(sc, what);
     int st = lua_pcall(L, nargs, 0, base);
     disarm(sc);
+    lua_remove(L, base);
+    return st;
+}
+
+/* [-(nargs+1), +0, -] Runs a hook: like pcall_budget, but a failure is
+ * logged (hook_error) and popped. Returns the lua_pcall status. */
+static int trampoline(script *sc, int nargs, const char *what)
+{
+    lua_State *L = sc->L;
+    int st = pcall_budget(sc, nargs, what);
     if (st != LUA_OK) {
         const char *m = lua_tostring(L, -1);
         char buf[64];
@@ -153,7 +165,6 @@ static int trampoline(script *sc, int nargs, const char *what)
             sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", what, m ? m : "(no message)");
         lua_pop(L, 1);
     }
-    lua_remove(L, base);
     return st;
 }
 
@@ -508,31 +519,19 @@ script *script_load(const char *file, const struct script_opts *opts,
         script_free(sc);
         return NULL;
     }
-    /* run the top level with a traceback, but report it as a load error */
-    lua_pushcfunction(L, msgh);
-    lua_insert(L, -2);
-    arm(sc, "script top level");
-    st2 = lua_pcall(L, 0, 0, -2);
-    disarm(sc);
-    if (st2 != LUA_OK) {
+    /* the top level, then the hook lookup: failures are load errors */
+    if (pcall_budget(sc, 0, "script top level") != LUA_OK) {
         fail(err, errlen, code, 78, "script '%s' failed to load: %s", file,
              first_line(lua_tostring(L, -1)));
         script_free(sc);
         return NULL;
     }
-    lua_pop(L, 1);
     lua_pushcfunction(L, collect_hooks);
-    lua_pushcfunction(L, msgh);
-    lua_insert(L, -2);
-    arm(sc, "hook lookup");
-    st2 = lua_pcall(L, 0, 0, -2);
-    disarm(sc);
-    if (st2 != LUA_OK) {
+    if (pcall_budget(sc, 0, "hook lookup") != LUA_OK) {
         fail(err, errlen, code, 78, "script '%s': %s", file, first_line(lua_tostring(L, -1)));
         script_free(sc);
         return NULL;
     }
-    lua_pop(L, 1);
     return sc;
 }
 

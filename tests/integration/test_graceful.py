@@ -17,11 +17,8 @@ TIMEOUT_MS = 8000
 
 def _handover(sig):
     with h.ZooKeeper() as zk:
-        agents = []
-        for name in ("g1", "g2", "g3"):       # started one by one: sequence order = start order
-            a = h.Agent(zk, name, path=PATH, session_timeout=TIMEOUT_MS)
-            a.wait_for(lambda e: e.get("event") in ("leader", "follower"), timeout=15)
-            agents.append(a)
+        # started one by one: sequence order = start order
+        agents = h.start_in_order(zk, ("g1", "g2", "g3"), path=PATH, session_timeout=TIMEOUT_MS)
         old, nxt, third = agents
         lead = old.wait_for("leader", timeout=1)
         assert nxt.wait_for("follower", timeout=1)["position"] == 1

@@ -16,11 +16,8 @@ TIMEOUT_MS = 2000
 
 def test_kill9_leader_handover_after_session_timeout():
     with h.ZooKeeper() as zk:
-        agents = []
-        for name in ("k1", "k2", "k3"):
-            a = h.Agent(zk, name, path=PATH, session_timeout=TIMEOUT_MS)
-            a.wait_for(lambda e: e.get("event") in ("leader", "follower"), timeout=15)
-            agents.append(a)
+        # started one by one: sequence order = start order
+        agents = h.start_in_order(zk, ("k1", "k2", "k3"), path=PATH, session_timeout=TIMEOUT_MS)
         old, nxt, third = agents
         lead = old.wait_for("leader", timeout=1)
         assert nxt.wait_for("follower", timeout=1)["position"] == 1

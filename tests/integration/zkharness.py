@@ -706,6 +706,17 @@ def leaders_now(agents):
     return out
 
 
+def start_in_order(zk, names, **kw):
+    """Starts candidates one at a time, each after the previous one took a
+    role, so sequence order is start order. Returns the agents."""
+    agents = []
+    for name in names:
+        a = Agent(zk, name, **kw)
+        a.wait_for(lambda e: e.get("event") in ("leader", "follower"), timeout=15)
+        agents.append(a)
+    return agents
+
+
 def wait_roles(agents, timeout=15.0):
     """Waits until every agent has logged leader or follower; returns {agent: first role event}."""
     def all_have():
