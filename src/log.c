@@ -130,6 +130,13 @@ void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, i
         put_json_str(&b, self_id);
         puts_(&b, ",\"event\":");
         put_json_str(&b, event);
+        /* CLOCK_MONOTONIC is shared by every process of the host: tools
+         * (the chaos checker) order lines of different agents by it */
+        struct timespec mono;
+        clock_gettime(CLOCK_MONOTONIC, &mono);
+        snprintf(num, sizeof num, ",\"mono_ns\":%" PRId64,
+                 (int64_t)mono.tv_sec * 1000000000 + mono.tv_nsec);
+        puts_(&b, num);
     } else {
         puts_(&b, ts);
         puts_(&b, " ");
