@@ -15,8 +15,10 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "zkelect.h"
+#include "agent_int.h"
 #include "election.h"
 #include "rng.h"
+#include "scope.h"
 #include "session.h"
 
 #include <ctype.h>
@@ -61,7 +63,15 @@ struct zke_agent {
     session *sess;
     election *el;
     ev_prepare prepare;
+    ev_check check;             /* top priority: the lease, first thing after a poll */
     ev_timer backoff, connect_to, disc_to, reopen, stop_to, kick;
+    ev_timer renew, lease_to;
+    struct zke_lease_plan plan;
+    int64_t lease_end_ns;       /* valid while the election says leader */
+    int renewing;               /* a renewal request is outstanding */
+    scope *term;                /* resources of the term the host was told about */
+    int term_drained, lease_expired_logged;
+    int64_t dropped_epoch;      /* a LEADER never delivered (lease gone): drop its STEPDOWN */
     struct item *head, *tail;
     int started, stopping, done, stopped_called, ever_connected, in_cb, freeing, free_requested;
     int host_leader;            /* the host got on_leader and no on_stepdown since */
@@ -71,7 +81,7 @@ struct zke_agent {
     uint64_t last_session;
     const char *stop_reason;
     double reopen_delay;
-    char err[256];
+    char err[512];
 };
 
 /* --- helpers --------------------------------------------------------- */
@@ -120,7 +130,7 @@ const char *zke_role_name(enum zke_role r)
 const char *zke_event_name(enum zke_event_type t)
 {
     static const char *n[] = { "leader", "follower", "predecessor_change", "stepdown",
-                               "session", "joined", "stopped" };
+                               "session", "joined", "stopped", "suspend", "resume" };
     return (unsigned)t < ZKE_EV_COUNT ? n[t] : "?";
 }
 
@@ -237,6 +247,66 @@ int zke_check_hosts(const char *zk, char *err, size_t errlen)
         }
     }
     return 0;
+}
+
+/* --- the lease arithmetic -------------------------------------------- */
+
+int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *out,
+                    char *err, size_t errlen)
+{
+    struct zke_lease_plan p;
+    memset(&p, 0, sizeof p);
+    p.session_ms = T;
+    p.drift = s->drift > 0 ? s->drift : 0.01;
+    p.stepdown_budget_ms = s->stepdown_budget_ms > 0 ? s->stepdown_budget_ms
+                                                     : (T / 4 < 2000 ? T / 4 : 2000);
+    p.margin_ms = s->lease_margin_ms > 0 ? s->lease_margin_ms : (T / 20 > 50 ? T / 20 : 50);
+    p.renew_ms = T / 6 > 10 ? T / 6 : 10;
+    if (out != NULL)
+        *out = p;
+    if (T <= 0) {
+        snprintf(err, errlen, "session timeout %d ms is not positive", T);
+        return -1;
+    }
+    if (s->drift < 0 || p.drift >= 0.5) {
+        snprintf(err, errlen, "drift %g is out of range (0 < drift < 0.5)", s->drift);
+        return -1;
+    }
+    if (s->stepdown_budget_ms < 0 || s->lease_margin_ms < 0 || s->hook_budget_ms < 0) {
+        snprintf(err, errlen, "stepdown budget, lease margin and hook budget must not be negative");
+        return -1;
+    }
+    p.lease_ms = (int)((double)T * (1.0 - p.drift)) - p.stepdown_budget_ms - p.margin_ms;
+    if (out != NULL)
+        *out = p;
+    if (p.lease_ms < 2 * p.renew_ms) {
+        snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown budget "
+                 "%d ms - margin %d ms = %d ms) must be at least a third of the session timeout "
+                 "(%d ms): lower --stepdown-budget or --lease-margin, or raise --session-timeout",
+                 T, p.drift, p.stepdown_budget_ms, p.margin_ms, p.lease_ms, 2 * p.renew_ms);
+        return -1;
+    }
+    if (s->hook_budget_ms > 0 && s->hook_budget_ms > p.lease_ms - p.renew_ms) {
+        snprintf(err, errlen, "hook budget %d ms does not fit in the lease: at most lease %d ms - "
+                 "renewal period %d ms = %d ms with session timeout %d ms (lower --hook-timeout, "
+                 "or raise --session-timeout)", s->hook_budget_ms, p.lease_ms, p.renew_ms,
+                 p.lease_ms - p.renew_ms, T);
+        return -1;
+    }
+    return 0;
+}
+
+/* The lease as it stands now: from the send time of the latest answered
+ * request of this session. 0 if none. */
+static int64_t lease_end(const zke_agent *a)
+{
+    int64_t ack = session_last_ack_ns(a->sess);
+    return ack > 0 ? ack + (int64_t)a->plan.lease_ms * 1000000 : 0;
+}
+
+static int64_t lease_left_ms(const zke_agent *a)
+{
+    return (lease_end(a) - sess_now_ns()) / 1000000;
 }
 
 /* --- the FIFO -------------------------------------------------------- */
@@ -360,9 +430,16 @@ static void el_request_cb(void *ud, const struct el_req *r)
     enqueue(a, it);
 }
 
+static void revoke_term(zke_agent *a);
+
 static void el_event_cb(void *ud, const struct zke_event *ev)
 {
-    queue_event(ud, ev);
+    zke_agent *a = ud;
+    /* the term ends now, not when the FIFO gets to on_stepdown: its timers
+     * stop and its children get SIGTERM at once */
+    if (ev->type == ZKE_EV_STEPDOWN && a->host_leader && ev->epoch == a->host_epoch)
+        revoke_term(a);
+    queue_event(a, ev);
 }
 
 static void el_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
@@ -381,6 +458,7 @@ static enum el_rc to_el_rc(enum sess_rc rc)
     case SESS_CONNLOSS: return EL_CONNLOSS;
     case SESS_EXPIRED: return EL_EXPIRED;
     case SESS_CLOSING: return EL_CLOSING;
+    case SESS_NOAUTH: return EL_FAILED;
     default: return EL_FAILED;
     }
 }
@@ -450,6 +528,7 @@ static void req_done(void *arg, const struct sess_result *r)
     res.token = c->token;
     res.rc = to_el_rc(r->rc);
     res.czxid = r->czxid;
+    res.mzxid = r->mzxid;
     res.owner = r->owner;
     res.data = r->data;
     res.datalen = r->datalen;
@@ -551,6 +630,9 @@ static void submit(zke_agent *a, const struct el_req *r)
     case EL_REQ_DELETE_STALE:
         rc = session_delete(a->sess, path, req_done, c);
         break;
+    case EL_REQ_PUBLISH:
+        rc = session_set(a->sess, path, r->data, r->datalen, r->version, req_done, c);
+        break;
     default:
         free(c);
         return;
@@ -607,9 +689,25 @@ static void sess_state_cb(void *ud, enum sess_state st)
         if (sid != a->last_session && a->set.session_file != NULL &&
             session_write_file(a->sess, a->set.session_file) != 0)
             alog(a, ZKE_LOG_WARN, "cannot write session file %s", a->set.session_file);
-        if (first && session_timeout_ms(a->sess) != a->set.session_timeout_ms)
+        int T = session_timeout_ms(a->sess);
+        if (first && T != a->set.session_timeout_ms)
             alog(a, ZKE_LOG_WARN, "session timeout: asked %d ms, server granted %d ms",
-                 a->set.session_timeout_ms, session_timeout_ms(a->sess));
+                 a->set.session_timeout_ms, T);
+        if (T != a->plan.session_ms) {
+            char why[160];
+            struct zke_lease_plan np;
+            if (zke_lease_check(&a->set, T, &np, why, sizeof why) != 0) {
+                snprintf(a->err, sizeof a->err, "the server granted a session timeout of %d ms "
+                         "(asked %d ms): %s", T, a->set.session_timeout_ms, why);
+                a->last_session = sid;
+                fail_now(a, "config");
+                return;
+            }
+            a->plan = np;
+            alog(a, ZKE_LOG_INFO, "lease %d ms (session %d ms, stepdown budget %d ms, margin %d "
+                 "ms, renewal every %d ms)", np.lease_ms, T, np.stepdown_budget_ms, np.margin_ms,
+                 np.renew_ms);
+        }
         a->last_session = sid;
         el_on_session(a->el, EL_SESS_CONNECTED, sid);
     } else if (st == SESS_S_DISCONNECTED) {
@@ -639,6 +737,7 @@ static void sess_watch_cb(void *ud, enum sess_watch type, const char *path)
     size_t pl = strlen(a->set.path);
     if (strncmp(path, a->set.path, pl) != 0 || path[pl] != '/')
         return;
+    el_set_lease_ok(a->el, lease_end(a) - sess_now_ns() > (int64_t)a->plan.renew_ms * 1000000);
     el_on_watch(a->el, type == SESS_W_DELETED ? EL_W_DELETED :
                        type == SESS_W_CHANGED ? EL_W_CHANGED : EL_W_OTHER, path + pl + 1);
 }
@@ -653,6 +752,124 @@ static void sess_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
 static void real_free(zke_agent *a);
 static void teardown(zke_agent *a);
 
+/* --- the lease and the term ------------------------------------------ */
+
+static void term_drained_cb(void *ud, int forced)
+{
+    zke_agent *a = ud;
+    a->term_drained = 1;
+    if (forced)
+        alog(a, ZKE_LOG_ERROR, "term: a child process was not reaped within 1 s of SIGKILL; "
+                               "going on without it");
+    kick_now(a);
+}
+
+/* Ends the host's term now: its timers stop, its children get SIGTERM (and
+ * SIGKILL after half the stepdown budget). Idempotent. */
+static void revoke_term(zke_agent *a)
+{
+    if (a->term != NULL && !scope_cancelled(a->term))
+        scope_cancel(a->term, term_drained_cb, a);
+}
+
+/* Checks the lease; called first in every loop iteration (ev_check of top
+ * priority) and by its timer. A leader whose lease ran out, also while the
+ * process was stopped, revokes its term before anything else runs and steps
+ * down with reason "lease". */
+static void lease_tick(zke_agent *a)
+{
+    int leading = el_role(a->el) == ZKE_ROLE_LEADER;
+    if (a->freeing || (!leading && !a->host_leader)) {
+        ev_timer_stop(a->loop, &a->lease_to);
+        return;
+    }
+    int64_t end = lease_end(a), now = sess_now_ns();
+    if (end == 0 || now >= end) {
+        ev_timer_stop(a->loop, &a->lease_to);
+        revoke_term(a);
+        if (leading) {
+            int64_t ack = session_last_ack_ns(a->sess);
+            alog(a, ZKE_LOG_WARN, "lease ran out %" PRId64 " ms ago (last answered request sent "
+                 "%" PRId64 " ms ago, lease %d ms): stepping down before the session can expire",
+                 (now - end) / 1000000, ack ? (now - ack) / 1000000 : -1, a->plan.lease_ms);
+            (void)el_lease_expired(a->el, "lease");
+            kick_now(a);
+        }
+        return;
+    }
+    if (leading) {
+        ev_timer_stop(a->loop, &a->lease_to);
+        ev_timer_set(&a->lease_to, (double)(end - now) / 1e9 + 0.0005, 0.);
+        ev_timer_start(a->loop, &a->lease_to);
+    }
+}
+
+static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    lease_tick(w->data);
+}
+
+static void lease_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    lease_tick(w->data);
+}
+
+static void renew_done(void *arg, const struct sess_result *r)
+{
+    zke_agent *a = arg;
+    (void)r;                /* the session noted the answer's send time */
+    a->renewing = 0;
+}
+
+/* A request of our own, so the lease does not depend on the client
+ * library's pings (which it hides) nor on the election being busy. */
+static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    struct zke_status st;
+    char path[1100];
+    (void)loop;
+    (void)revents;
+    if (a->renewing || !session_connected(a->sess))
+        return;
+    el_status(a->el, &st);
+    if (st.node == NULL || full_path(a, st.node, path, sizeof path) != 0)
+        snprintf(path, sizeof path, "%s", a->set.path);
+    if (session_exists(a->sess, path, 0, renew_done, a) == 0)
+        a->renewing = 1;
+}
+
+/* Renew while leading, and as next in line (it may lead on the fast path
+ * without a round trip, so its lease must already be fresh). */
+static void update_renew(zke_agent *a)
+{
+    struct zke_status st;
+    el_status(a->el, &st);
+    int want = !a->done && session_is_open(a->sess) &&
+               (st.role == ZKE_ROLE_LEADER || (st.role == ZKE_ROLE_FOLLOWER && st.position == 1));
+    if (want && !ev_is_active(&a->renew)) {
+        double p = a->plan.renew_ms / 1000.0;
+        ev_timer_set(&a->renew, p, p);
+        ev_timer_start(a->loop, &a->renew);
+    } else if (!want && ev_is_active(&a->renew)) {
+        ev_timer_stop(a->loop, &a->renew);
+    }
+}
+
+scope *agent_term(zke_agent *a)
+{
+    return a->term != NULL && !scope_cancelled(a->term) && a->host_leader ? a->term : NULL;
+}
+
+struct ev_loop *agent_loop(const zke_agent *a) { return a->loop; }
+const char *agent_id(const zke_agent *a) { return a->set.id; }
+const char *agent_path(const zke_agent *a) { return a->set.path; }
+int64_t agent_term_epoch(const zke_agent *a) { return a->host_leader ? a->host_epoch : 0; }
+
 static zke_event_fn *callback_for(zke_agent *a, enum zke_event_type t)
 {
     switch (t) {
@@ -663,22 +880,53 @@ static zke_event_fn *callback_for(zke_agent *a, enum zke_event_type t)
     case ZKE_EV_SESSION: return a->cb.on_session;
     case ZKE_EV_JOINED: return a->cb.on_joined;
     case ZKE_EV_STOPPED: return a->cb.on_stopped;
+    case ZKE_EV_SUSPEND: return a->cb.on_suspend;
+    case ZKE_EV_RESUME: return a->cb.on_resume;
     default: return NULL;
     }
 }
 
 /* Returns -1 when the agent was freed by a callback. */
-static int call_host(zke_agent *a, const struct zke_event *ev)
+static int call_host(zke_agent *a, const struct zke_event *in)
 {
-    zke_event_fn *fn = callback_for(a, ev->type);
-    if (ev->type == ZKE_EV_LEADER) {
-        char *n = ev->node ? strdup(ev->node) : NULL;
+    zke_event_fn *fn = callback_for(a, in->type);
+    struct zke_event copy = *in;
+    const struct zke_event *ev = &copy;
+    if (in->type == ZKE_EV_LEADER) {
+        struct zke_status st;
+        el_status(a->el, &st);
+        int64_t left = lease_left_ms(a);
+        if (st.role != ZKE_ROLE_LEADER || st.epoch != in->epoch || left <= 0) {
+            /* the term ended (or its lease did) before the host heard of
+             * it: it never hears of it, neither start nor end */
+            a->dropped_epoch = in->epoch;
+            alog(a, ZKE_LOG_WARN, "term of epoch %" PRId64 " ended before on_leader ran (%s)",
+                 in->epoch, left <= 0 ? "lease ran out" : "leadership already lost");
+            lease_tick(a);
+            return 0;
+        }
+        scope_free(a->term);
+        a->term = scope_new(a->loop, a->plan.stepdown_budget_ms / 2);
+        a->term_drained = 0;
+        if (a->term == NULL)
+            alog(a, ZKE_LOG_ERROR, "out of memory: this term cannot start timers or processes");
+        char *n = in->node ? strdup(in->node) : NULL;
         free(a->host_node);
         a->host_node = n;
-        a->host_epoch = ev->epoch;
+        a->host_epoch = in->epoch;
         a->host_leader = 1;
-    } else if (ev->type == ZKE_EV_STEPDOWN) {
+        copy.lease_ms = left;
+        lease_tick(a);
+    } else if (in->type == ZKE_EV_STEPDOWN) {
+        if (!a->host_leader || in->epoch != a->host_epoch)
+            return 0;       /* the host was never told of this term */
         a->host_leader = 0;
+    } else if (in->type == ZKE_EV_SUSPEND || in->type == ZKE_EV_RESUME) {
+        if (!a->host_leader || in->epoch != a->host_epoch || agent_term(a) == NULL)
+            return 0;
+        copy.lease_ms = lease_left_ms(a);
+        if (in->type == ZKE_EV_RESUME && copy.lease_ms <= 0)
+            return 0;       /* the lease check steps down instead */
     }
     if (fn == NULL)
         return 0;
@@ -722,6 +970,19 @@ static int run_pending(zke_agent *a)
     for (int round = 0; round < MAX_ROUNDS; round++) {
         while (a->head != NULL) {
             struct item *it = a->head;
+            if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_STEPDOWN && a->host_leader &&
+                it->ev.epoch == a->host_epoch && a->term != NULL) {
+                /* on_stepdown (and the node's release, queued behind it)
+                 * only once everything of the term has ended */
+                revoke_term(a);
+                if (!a->term_drained) {
+                    session_flush(a->sess);
+                    update_renew(a);
+                    return 0;       /* term_drained_cb kicks the loop */
+                }
+                scope_free(a->term);
+                a->term = NULL;
+            }
             a->head = it->next;
             if (a->head == NULL)
                 a->tail = NULL;
@@ -741,7 +1002,11 @@ static int run_pending(zke_agent *a)
             }
         }
         session_flush(a->sess);
+        update_renew(a);
         if (a->done && !session_is_open(a->sess) && !a->stopped_called) {
+            ev_check_stop(a->loop, &a->check);
+            ev_timer_stop(a->loop, &a->renew);
+            ev_timer_stop(a->loop, &a->lease_to);
             ev_timer_stop(a->loop, &a->stop_to);
             ev_timer_stop(a->loop, &a->backoff);
             ev_timer_stop(a->loop, &a->reopen);
@@ -853,6 +1118,11 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
     a->set.id = xstrdup(s->id ? s->id : "");
     a->set.data = xstrdup(s->data ? s->data : s->id ? s->id : "");
     a->set.session_file = xstrdup(s->session_file);
+    a->set.on_disconnect = s->on_disconnect;
+    a->set.stepdown_budget_ms = s->stepdown_budget_ms;
+    a->set.lease_margin_ms = s->lease_margin_ms;
+    a->set.drift = s->drift;
+    a->set.hook_budget_ms = s->hook_budget_ms;
     if (a->set.zk == NULL || a->set.path == NULL || a->set.id == NULL || a->set.data == NULL ||
         (s->session_file != NULL && a->set.session_file == NULL)) {
         snprintf(a->err, sizeof a->err, "out of memory");
@@ -871,6 +1141,8 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
                  s->session_timeout_ms);
         return a;
     }
+    if (zke_lease_check(&a->set, a->set.session_timeout_ms, &a->plan, a->err, sizeof a->err) != 0)
+        return a;
     struct sess_cbs scb = { sess_state_cb, sess_watch_cb, sess_log_cb };
     struct el_ops eops = { el_request_cb, el_event_cb, el_log_cb };
     struct timespec ts;
@@ -884,8 +1156,15 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
         snprintf(a->err, sizeof a->err, "out of memory");
         return a;
     }
+    el_set_strict(a->el, a->set.on_disconnect == ZKE_DISCONNECT_STEPDOWN);
     ev_prepare_init(&a->prepare, prepare_cb);
     a->prepare.data = a;
+    ev_check_init(&a->check, check_cb);
+    ev_set_priority(&a->check, EV_MAXPRI);
+    a->check.data = a;
+    ev_timer_init(&a->renew, renew_cb, 0., 0.);
+    ev_timer_init(&a->lease_to, lease_to_cb, 0., 0.);
+    a->renew.data = a->lease_to.data = a;
     ev_timer_init(&a->kick, kick_cb, 0., 0.);
     ev_timer_init(&a->backoff, backoff_cb, 0., 0.);
     ev_timer_init(&a->connect_to, connect_to_cb, 0., 0.);
@@ -910,6 +1189,7 @@ int zke_agent_start(zke_agent *a)
      * on_stopped, like an open connection, also while its session has no
      * socket and no timer (between a close and the next open). */
     ev_prepare_start(a->loop, &a->prepare);
+    ev_check_start(a->loop, &a->check);
     if (a->set.connect_timeout_ms > 0) {
         ev_timer_set(&a->connect_to, a->set.connect_timeout_ms / 1000.0, 0.);
         ev_timer_start(a->loop, &a->connect_to);
@@ -940,7 +1220,11 @@ void zke_agent_stop(zke_agent *a)
     } else {
         el_stop(a->el);
         int ms = session_timeout_ms(a->sess);
-        ev_timer_set(&a->stop_to, (ms < 1000 ? 1000 : ms > 5000 ? 5000 : ms) / 1000.0, 0.);
+        ms = ms < 1000 ? 1000 : ms > 5000 ? 5000 : ms;
+        /* room for the step-down: the term's children, then on_stepdown */
+        if (ms < a->plan.stepdown_budget_ms + 2000)
+            ms = a->plan.stepdown_budget_ms + 2000;
+        ev_timer_set(&a->stop_to, ms / 1000.0, 0.);
         ev_timer_start(a->loop, &a->stop_to);
     }
     kick_now(a);
@@ -949,6 +1233,11 @@ void zke_agent_stop(zke_agent *a)
 static void real_free(zke_agent *a)
 {
     ev_prepare_stop(a->loop, &a->prepare);
+    ev_check_stop(a->loop, &a->check);
+    ev_timer_stop(a->loop, &a->renew);
+    ev_timer_stop(a->loop, &a->lease_to);
+    scope_free(a->term);            /* SIGKILL to what is left, no wait */
+    a->term = NULL;
     ev_timer_stop(a->loop, &a->kick);
     ev_timer_stop(a->loop, &a->backoff);
     ev_timer_stop(a->loop, &a->connect_to);
@@ -978,6 +1267,8 @@ static void real_free(zke_agent *a)
 static void teardown(zke_agent *a)
 {
     struct zke_event ev;
+    scope_free(a->term);            /* the term ends before on_stepdown */
+    a->term = NULL;
     if (a->host_leader && a->cb.on_stepdown != NULL) {
         int32_t seq;
         a->host_leader = 0;
@@ -1020,6 +1311,7 @@ int zke_agent_status(zke_agent *a, struct zke_status *out)
     }
     el_status(a->el, out);
     out->connected = session_connected(a->sess);
+    out->lease_ms = out->role == ZKE_ROLE_LEADER ? lease_left_ms(a) : -1;
     return 0;
 }
 

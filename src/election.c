@@ -12,6 +12,7 @@
  * token.
  */
 #include "election.h"
+#include "nodedata.h"
 #include "rng.h"
 
 #include <inttypes.h>
@@ -32,18 +33,22 @@ enum phase {
 
 struct election {
     char *path, *id, *data;
-    size_t datalen;
+    char *enc;                  /* node data at create: nodedata_encode(id, data, 0) */
+    size_t enclen;
     struct el_ops ops;
     void *ud;
     uint64_t rng;
     uint32_t next_token;
-    uint32_t want_main, want_watch, want_data, want_self;
+    uint32_t want_main, want_watch, want_data, want_self, want_pub;
 
     int connected;
     uint64_t session;
     enum phase phase;
     enum zke_role role;
     int stopping, backoff_ms;
+    int strict, suspended, lease_ok;
+    int led;                    /* our current node has led a term: it never leads again */
+    int published;              /* the leader data of this term was written */
     int near_wrap, wrap_warned;
 
     char prefix[32];            /* "n_<16 hex>-" */
@@ -56,7 +61,8 @@ struct election {
     int64_t epoch;              /* current term (leader only) */
 
     /* view from the last listing */
-    char *pred, *settled_pred, *leader_node, *leader_data, *pred_data, *adopt_node;
+    char *pred, *settled_pred, *leader_node, *adopt_node;
+    struct nodedata leader_nd, pred_nd;     /* decoded node data; id NULL if unknown */
     int position, candidates, smaller;
     int watch_done, data_done;
 };
@@ -110,7 +116,8 @@ static void new_guid(election *e)
     snprintf(e->prefix, sizeof e->prefix, "n_%016" PRIx64 "-", rnd(e));
 }
 
-static uint32_t request(election *e, enum el_req_type t, const char *node, int delay_ms)
+static uint32_t request_data(election *e, enum el_req_type t, const char *node, int delay_ms,
+                             const char *data, size_t len, int version)
 {
     struct el_req r;
     memset(&r, 0, sizeof r);
@@ -120,12 +127,26 @@ static uint32_t request(election *e, enum el_req_type t, const char *node, int d
         r.token = ++e->next_token;
     r.node = node;
     r.delay_ms = delay_ms;
-    if (t == EL_REQ_CREATE) {
-        r.data = e->data;
-        r.datalen = e->datalen;
-    }
+    r.data = data;
+    r.datalen = len;
+    r.version = version;
     e->ops.request(e->ud, &r);
     return r.token;
+}
+
+static uint32_t request(election *e, enum el_req_type t, const char *node, int delay_ms)
+{
+    if (t == EL_REQ_CREATE)
+        return request_data(e, t, node, 0, e->enc, e->enclen, -1);
+    return request_data(e, t, node, delay_ms, NULL, 0, -1);
+}
+
+/* Copies a node's bytes into a decoded view (cleared when r has no data). */
+static void set_nd(struct nodedata *nd, const char *data, int len)
+{
+    nodedata_clear(nd);
+    if (data != NULL && len >= 0)
+        (void)nodedata_decode(data, len, nd);
 }
 
 static void emit(election *e, enum zke_event_type t, const char *reason)
@@ -145,10 +166,12 @@ static void emit(election *e, enum zke_event_type t, const char *reason)
     if (t == ZKE_EV_LEADER) {
         /* every node ahead of us is gone; the one directly ahead of us
          * (our last predecessor) is, in a normal hand-over, the last leader */
-        ev.previous = e->pred_data ? e->pred_data : e->leader_data;
+        ev.previous = e->pred_nd.id ? e->pred_nd.id : e->leader_nd.id;
         ev.position = 0;
     } else if (t == ZKE_EV_FOLLOWER || t == ZKE_EV_PREDECESSOR_CHANGE) {
-        ev.leader = e->leader_data;
+        ev.leader = e->leader_nd.id;
+        ev.leader_data = e->leader_nd.data;
+        ev.leader_epoch = e->leader_nd.epoch;
         ev.leader_node = e->leader_node;
         ev.predecessor = e->pred;
         ev.position = e->position;
@@ -173,10 +196,10 @@ static void backoff(election *e)
 static void clear_view(election *e)
 {
     set_str(&e->pred, NULL);
-    set_str(&e->pred_data, NULL);
+    nodedata_clear(&e->pred_nd);
     set_str(&e->settled_pred, NULL);
     set_str(&e->leader_node, NULL);
-    e->want_watch = e->want_data = e->want_self = 0;
+    e->want_watch = e->want_data = e->want_self = e->want_pub = 0;
     e->position = -1;
     e->smaller = -1;
 }
@@ -190,6 +213,7 @@ static void lose_node(election *e, const char *reason)
         elog(e, ZKE_LOG_WARN, "our node %s is gone (%s)", e->node, reason);
     e->role = ZKE_ROLE_IDLE;
     e->epoch = 0;
+    e->suspended = e->led = 0;
     set_str(&e->node, NULL);
     e->verified = e->watched = 0;
     e->seq = -1;
@@ -242,24 +266,76 @@ static void start_adopt(election *e)
 static void start_delete(election *e)
 {
     e->phase = P_DELETE;
-    e->want_watch = e->want_data = e->want_self = 0;
+    e->want_main = e->want_watch = e->want_data = e->want_self = e->want_pub = 0;
     if (e->connected)
         e->want_main = request(e, EL_REQ_DELETE, e->node, 0);
 }
 
+/* Ends a term without losing the node: tell the owner, then release the node
+ * (now, or once connected again) and rejoin with a new one. */
+static void end_term(election *e, const char *reason)
+{
+    emit(e, ZKE_EV_STEPDOWN, reason);
+    e->role = ZKE_ROLE_IDLE;
+    e->epoch = 0;
+    e->suspended = 0;
+    start_delete(e);
+}
+
+/* Writes the leader data with the term's epoch into our node; version 0 on
+ * the first try (we never wrote this node before: a node leads once), any
+ * version when retried after a reconnect. */
+static void publish(election *e, int version)
+{
+    char *enc = nodedata_encode(e->id, e->data, e->epoch);
+    if (enc == NULL) {
+        elog(e, ZKE_LOG_WARN, "out of memory: leader data of epoch %" PRId64 " not published",
+             e->epoch);
+        return;
+    }
+    e->want_pub = request_data(e, EL_REQ_PUBLISH, e->node, 0, enc, strlen(enc), version);
+    free(enc);
+}
+
+/* Epoch: the czxid of our node. It strictly increases across all terms of
+ * the election because (1) the leader is the smallest live node, so every
+ * later leader's node was created later (sequence order is creation order,
+ * and a recreated folder only has later nodes), and (2) a node leads at most
+ * one term: every step-down releases the node (end_term) and `led` refuses a
+ * second term to a node that already had one. The epoch thus costs no round
+ * trip on the failover path; the publish write that follows is not awaited. */
 static void become_leader(election *e, const char *reason)
 {
+    if (e->role != ZKE_ROLE_LEADER && e->led) {
+        elog(e, ZKE_LOG_WARN, "node %s already led a term: releasing it and rejoining", e->node);
+        start_delete(e);
+        return;
+    }
     e->phase = P_SETTLED;
     e->backoff_ms = 0;
     e->position = 0;
+    set_str(&e->pred, NULL);
+    nodedata_clear(&e->pred_nd);
     if (e->role != ZKE_ROLE_LEADER) {
         e->role = ZKE_ROLE_LEADER;
+        e->led = 1;
+        e->published = 0;
+        e->suspended = 0;
         e->epoch = e->czxid;
         emit(e, ZKE_EV_LEADER, reason);
-        set_str(&e->leader_data, e->data);
+        nodedata_clear(&e->leader_nd);
+        e->leader_nd.id = xstrdup(e->id);
+        e->leader_nd.data = xstrdup(e->data);
+        e->leader_nd.epoch = e->epoch;
+        e->leader_nd.ours = 1;
+        publish(e, 0);
+    } else if (e->suspended) {
+        /* same session, node confirmed ours again */
+        e->suspended = 0;
+        emit(e, ZKE_EV_RESUME, "reconnected");
+        if (!e->published && e->want_pub == 0)
+            publish(e, -1);
     }
-    set_str(&e->pred, NULL);
-    set_str(&e->pred_data, NULL);
     set_str(&e->leader_node, e->node);
     set_str(&e->settled_pred, NULL);
     ensure_self_watch(e);
@@ -364,14 +440,14 @@ static void evaluate(election *e, const char *const *names, int n, int32_t cvers
     if (e->role == ZKE_ROLE_LEADER) {
         /* Only a wrapped sequence or a foreign writer puts a node before a
          * sitting leader; end the term rather than lead beside it. */
-        emit(e, ZKE_EV_STEPDOWN, "lost");
-        e->role = ZKE_ROLE_IDLE;
-        e->epoch = 0;
+        free(c);
+        end_term(e, "lost");
+        return;
     }
     if (!same(e->leader_node, c[0].name))
-        set_str(&e->leader_data, NULL);
+        nodedata_clear(&e->leader_nd);
     if (!same(e->pred, c[me - 1].name))
-        set_str(&e->pred_data, NULL);
+        nodedata_clear(&e->pred_nd);
     set_str(&e->pred, c[me - 1].name);
     set_str(&e->leader_node, c[0].name);
     e->position = me;
@@ -384,18 +460,6 @@ static void evaluate(election *e, const char *const *names, int n, int32_t cvers
         e->want_data = request(e, EL_REQ_GET_LEADER, e->leader_node, 0);
 }
 
-static void copy_data(char **dst, const struct el_result *r)
-{
-    free(*dst);
-    *dst = NULL;
-    if (r->data != NULL && r->datalen >= 0) {
-        *dst = malloc((size_t)r->datalen + 1);
-        if (*dst != NULL) {
-            memcpy(*dst, r->data, (size_t)r->datalen);
-            (*dst)[r->datalen] = '\0';
-        }
-    }
-}
 
 /* A result that failed: wait for the reconnect, or back off and retry. */
 static void failed(election *e, const struct el_result *r, const char *what)
@@ -414,6 +478,7 @@ static void on_create(election *e, const struct el_result *r)
             e->seq = -1;
         e->czxid = r->czxid;
         e->verified = r->owner == e->session;
+        e->led = 0;
         emit(e, ZKE_EV_JOINED, "created");
         if (e->stopping) {
             start_delete(e);
@@ -471,6 +536,7 @@ static void on_adopt_stat(election *e, const struct el_result *r)
             e->seq = -1;
         e->czxid = r->czxid;
         e->verified = 1;
+        e->led = 0;
         emit(e, ZKE_EV_JOINED, "adopted");
         if (e->stopping) {
             start_delete(e);
@@ -514,7 +580,7 @@ static void on_delete(election *e, const struct el_result *r)
     if (r->rc == EL_OK || r->rc == EL_NONODE) {
         set_str(&e->node, NULL);
         e->seq = -1;
-        e->verified = e->watched = 0;
+        e->verified = e->watched = e->led = 0;
         clear_view(e);
         new_guid(e);
         if (e->stopping) {
@@ -539,9 +605,9 @@ void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
         e->want_watch = 0;
         if (r->rc == EL_OK) {
             e->watch_done = 1;
-            copy_data(&e->pred_data, r);
+            set_nd(&e->pred_nd, r->data, r->datalen);
             if (same(e->pred, e->leader_node))
-                copy_data(&e->leader_data, r);
+                set_nd(&e->leader_nd, r->data, r->datalen);
             maybe_settle(e);
         } else if (r->rc == EL_NONODE) {
             start_list(e);      /* gone before the watch was set: re-read */
@@ -554,13 +620,27 @@ void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
             return;
         e->want_data = 0;
         if (r->rc == EL_OK)
-            copy_data(&e->leader_data, r);
+            set_nd(&e->leader_nd, r->data, r->datalen);
         else
-            set_str(&e->leader_data, NULL);
+            nodedata_clear(&e->leader_nd);
         if (r->rc == EL_CONNLOSS || r->rc == EL_EXPIRED || r->rc == EL_CLOSING)
             return;
         e->data_done = 1;
         maybe_settle(e);
+        return;
+    case EL_REQ_PUBLISH:
+        if (r->token != e->want_pub)
+            return;
+        e->want_pub = 0;
+        if (r->rc == EL_OK) {
+            e->published = 1;
+            elog(e, ZKE_LOG_DEBUG, "leader data published: epoch %" PRId64 ", write zxid %" PRId64,
+                 e->epoch, r->mzxid);
+        } else if (r->rc != EL_CONNLOSS && r->rc != EL_EXPIRED && r->rc != EL_CLOSING &&
+                   r->rc != EL_NONODE) {
+            elog(e, ZKE_LOG_WARN, "leader data of epoch %" PRId64 " not published (rc %d): "
+                 "someone else wrote our node", e->epoch, (int)r->rc);
+        }
         return;
     case EL_REQ_WATCH_SELF:
         if (r->token != e->want_self)
@@ -628,7 +708,7 @@ void el_on_watch(election *e, enum el_watch_type type, const char *node)
          * grow) and our node still exists (its deletion would have been
          * notified first), so we lead without another round trip. */
         if (e->phase == P_SETTLED && e->smaller == 1 && e->watched && e->connected &&
-            !e->near_wrap && !e->stopping) {
+            e->lease_ok && !e->near_wrap && !e->stopping) {
             e->candidates--;
             become_leader(e, "elected");
         } else {
@@ -647,6 +727,14 @@ void el_on_session(election *e, enum el_session_state st, uint64_t sid)
     if (st == EL_SESS_DISCONNECTED) {
         e->connected = 0;
         e->verified = e->watched = 0;
+        if (e->role == ZKE_ROLE_LEADER && !e->stopping) {
+            if (e->strict) {
+                end_term(e, "disconnect");
+            } else if (!e->suspended) {
+                e->suspended = 1;
+                emit(e, ZKE_EV_SUSPEND, "disconnected");
+            }
+        }
         return;
     }
     if (st == EL_SESS_EXPIRED) {
@@ -719,11 +807,26 @@ int el_resign(election *e)
 {
     if (e->role != ZKE_ROLE_LEADER || e->stopping)
         return -1;
-    emit(e, ZKE_EV_STEPDOWN, "resign");
-    e->role = ZKE_ROLE_IDLE;
-    e->epoch = 0;
-    start_delete(e);
+    end_term(e, "resign");
     return 0;
+}
+
+int el_lease_expired(election *e, const char *reason)
+{
+    if (e->role != ZKE_ROLE_LEADER || e->stopping)
+        return -1;
+    end_term(e, reason);
+    return 0;
+}
+
+void el_set_strict(election *e, int strict)
+{
+    e->strict = strict != 0;
+}
+
+void el_set_lease_ok(election *e, int ok)
+{
+    e->lease_ok = ok != 0;
 }
 
 void el_stop(election *e)
@@ -735,6 +838,7 @@ void el_stop(election *e)
         emit(e, ZKE_EV_STEPDOWN, "shutdown");
     e->role = ZKE_ROLE_IDLE;
     e->epoch = 0;
+    e->suspended = 0;
     if (e->phase == P_STOPPED)
         return;
     if (e->node != NULL) {
@@ -762,7 +866,10 @@ void el_status(const election *e, struct zke_status *st)
     st->session = e->session;
     st->connected = e->connected;
     st->epoch = e->role == ZKE_ROLE_LEADER ? e->epoch : 0;
-    st->leader = e->role == ZKE_ROLE_LEADER ? e->data : e->leader_data;
+    st->leader = e->leader_nd.id;
+    st->leader_data = e->leader_nd.data;
+    st->leader_epoch = e->leader_nd.epoch;
+    st->suspended = e->suspended;
     st->leader_node = e->leader_node;
     st->predecessor = e->role == ZKE_ROLE_FOLLOWER ? e->pred : NULL;
     st->position = e->role == ZKE_ROLE_LEADER ? 0 : e->role == ZKE_ROLE_FOLLOWER ? e->position : -1;
@@ -782,7 +889,12 @@ election *el_new(const char *path, const char *id, const char *data,
         el_free(e);
         return NULL;
     }
-    e->datalen = strlen(e->data);
+    e->enc = nodedata_encode(e->id, e->data, 0);
+    if (e->enc == NULL) {
+        el_free(e);
+        return NULL;
+    }
+    e->enclen = strlen(e->enc);
     e->ops = *ops;
     e->ud = ud;
     e->rng = seed ? seed : UINT64_C(0x9e3779b97f4a7c15);
@@ -800,12 +912,13 @@ void el_free(election *e)
     free(e->path);
     free(e->id);
     free(e->data);
+    free(e->enc);
     free(e->node);
     free(e->pred);
     free(e->settled_pred);
     free(e->leader_node);
-    free(e->leader_data);
-    free(e->pred_data);
+    nodedata_clear(&e->leader_nd);
+    nodedata_clear(&e->pred_nd);
     free(e->adopt_node);
     free(e->stale_node);
     free(e);

@@ -31,6 +31,7 @@ enum el_req_type {
     EL_REQ_WATCH_SELF,  /* exists(our node) with a watch (leader only) */
     EL_REQ_DELETE,      /* delete our node, any version */
     EL_REQ_DELETE_STALE,/* delete a node of ours from an older session */
+    EL_REQ_PUBLISH,     /* setData(our node, data, version): the leader's data with its epoch */
     EL_REQ_BACKOFF,     /* call el_kick() after delay_ms */
     EL_REQ_DONE,        /* stop finished: the node is released */
     EL_REQ_COUNT
@@ -42,6 +43,7 @@ struct el_req {
     const char *node;   /* child name (or create prefix), NULL if n/a */
     const char *data;   /* CREATE: node data */
     size_t datalen;
+    int version;        /* PUBLISH: expected version, -1 any */
     int delay_ms;       /* BACKOFF */
 };
 
@@ -53,6 +55,7 @@ struct el_result {
     enum el_rc rc;
     const char *name;         /* CREATE: created name (no path) */
     int64_t czxid;            /* CREATE, CONFIRM, ADOPT_STAT, WATCH_SELF */
+    int64_t mzxid;            /* PUBLISH: zxid of the write */
     uint64_t owner;           /* ephemeralOwner, same ops */
     const char *data;         /* WATCH, GET_LEADER */
     int datalen;
@@ -80,6 +83,16 @@ void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
 void el_on_watch(election *e, enum el_watch_type type, const char *node);
 void el_kick(election *e);          /* retry the pending step (after a backoff) */
 int  el_resign(election *e);        /* -1 if not leader */
+/* Disconnect policy: 0 (default) suspends a leader (ZKE_EV_SUSPEND) until the
+ * owner's lease decides; 1 steps down at once (reason "disconnect"). */
+void el_set_strict(election *e, int strict);
+/* The owner's lease would be valid if we led now (a recent answered request):
+ * the fast path (lead on the predecessor's deletion without a listing) is
+ * only taken then. Set before el_on_watch(). */
+void el_set_lease_ok(election *e, int ok);
+/* The owner's lease ran out: a leader steps down (reason), releases its node
+ * when connected and rejoins. -1 if not leader. */
+int  el_lease_expired(election *e, const char *reason);
 void el_stop(election *e);          /* leave for good; EL_REQ_DONE when released */
 
 enum zke_role el_role(const election *e);

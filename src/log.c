@@ -189,7 +189,7 @@ void log_msg(enum zke_log_level lvl, const char *event, const char *msg)
 
 void log_event(const struct zke_event *ev)
 {
-    struct logf f[12];
+    struct logf f[14];
     int n = 0;
     enum zke_log_level lvl = ZKE_LOG_INFO;
 #define S(k, v) f[n++] = (struct logf){ k, LF_STR, v, 0 }
@@ -208,11 +208,21 @@ void log_event(const struct zke_event *ev)
         H("session", ev->session);
         S("reason", ev->reason);
         break;
+    case ZKE_EV_SUSPEND:
+    case ZKE_EV_RESUME:
+        S("node", ev->node);
+        I("epoch", ev->epoch);
+        I("lease_ms", ev->lease_ms);
+        S("reason", ev->reason);
+        if (ev->type == ZKE_EV_SUSPEND)
+            lvl = ZKE_LOG_WARN;
+        break;
     case ZKE_EV_LEADER:
         S("node", ev->node);
         I("seq", ev->seq);
         H("session", ev->session);
         I("epoch", ev->epoch);
+        I("lease_ms", ev->lease_ms);
         S("reason", ev->reason);
         S("previous", ev->previous);
         I("candidates", ev->candidates);
@@ -221,6 +231,9 @@ void log_event(const struct zke_event *ev)
         S("node", ev->node);
         I("seq", ev->seq);
         S("leader", ev->leader);
+        S("leader_data", ev->leader_data);
+        if (ev->leader_epoch > 0)
+            I("leader_epoch", ev->leader_epoch);
         S("leader_node", ev->leader_node);
         S("predecessor", ev->predecessor);
         I("position", ev->position);

@@ -45,7 +45,18 @@ static const char usage_text[] =
     "  --connect-timeout MS     give up (exit 69) if the first connection takes longer,\n"
     "                           default 15000, 0 = wait forever          [ZKELECT_CONNECT_TIMEOUT]\n"
     "  --hook-timeout MS        budget of one hook run, default a third of the session\n"
-    "                           timeout, at most 5000                    [ZKELECT_HOOK_TIMEOUT]\n"
+    "                           timeout, at most 5000 (must fit in the lease) [ZKELECT_HOOK_TIMEOUT]\n"
+    "  --on-disconnect suspend|stepdown\n"
+    "                           a disconnected leader keeps leading until its lease ends\n"
+    "                           (suspend, default) or steps down at once [ZKELECT_ON_DISCONNECT]\n"
+    "  --stepdown-budget MS     longest step-down: the term's processes get SIGTERM, SIGKILL\n"
+    "                           after half of it, then on_stepdown runs in the rest;\n"
+    "                           default a quarter of the session timeout, at most 2000\n"
+    "                                                                    [ZKELECT_STEPDOWN_BUDGET]\n"
+    "  --lease-margin MS        safety margin of the lease, default max(50, timeout/20)\n"
+    "                                                                    [ZKELECT_LEASE_MARGIN]\n"
+    "  --drift FRACTION         assumed clock-rate difference to the server, default 0.01\n"
+    "                                                                    [ZKELECT_DRIFT]\n"
     "  --log text|json          log format on stderr, default text       [ZKELECT_LOG]\n"
     "  --log-level LEVEL        debug|info|warn|error, default info      [ZKELECT_LOG_LEVEL]\n"
     "  --session-file FILE      write the session id and password to FILE (0600); anyone\n"
@@ -56,11 +67,16 @@ static const char usage_text[] =
     "Signals: SIGTERM/SIGINT step down (on_stepdown, reason shutdown), delete our node,\n"
     "close the session and exit 0; a second one exits at once. SIGHUP reloads the script.\n"
     "Exit codes: 0 clean stop, 64 usage, 66 missing script, 69 ZooKeeper unreachable at\n"
-    "start, 70 internal error, 77 permission or authentication, 78 bad configuration or script.\n";
+    "start, 70 internal error, 77 permission or authentication, 78 bad configuration or script\n"
+    "(also: settings that cannot keep the lease promise, checked again against the session\n"
+    "timeout the server grants).\n";
 
 struct opts {
     const char *zk, *path, *id, *script, *data, *session_file;
     int session_timeout, connect_timeout, hook_timeout;
+    int stepdown_budget, lease_margin;
+    double drift;
+    enum zke_disconnect on_disconnect;
     enum log_format log;
     enum zke_log_level level;
 };
@@ -120,6 +136,26 @@ static void set_level(struct opts *o, const char *flag, const char *v)
         die(EX_USAGE, "%s '%s': expected debug, info, warn or error", flag, v);
 }
 
+static double parse_fraction(const char *flag, const char *v)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || errno != 0 || !(d > 0 && d < 0.5))
+        die(EX_USAGE, "%s '%s': expected a fraction above 0 and below 0.5 (e.g. 0.01)", flag, v);
+    return d;
+}
+
+static void set_disconnect(struct opts *o, const char *flag, const char *v)
+{
+    if (strcmp(v, "suspend") == 0)
+        o->on_disconnect = ZKE_DISCONNECT_SUSPEND;
+    else if (strcmp(v, "stepdown") == 0)
+        o->on_disconnect = ZKE_DISCONNECT_STEPDOWN;
+    else
+        die(EX_USAGE, "%s '%s': expected suspend or stepdown", flag, v);
+}
+
 static void from_env(struct opts *o)
 {
     const char *v;
@@ -135,6 +171,14 @@ static void from_env(struct opts *o)
         o->connect_timeout = parse_ms("ZKELECT_CONNECT_TIMEOUT", v, 0, INT_MAX);
     if ((v = getenv("ZKELECT_HOOK_TIMEOUT")) != NULL)
         o->hook_timeout = parse_ms("ZKELECT_HOOK_TIMEOUT", v, 1, 3600000);
+    if ((v = getenv("ZKELECT_ON_DISCONNECT")) != NULL)
+        set_disconnect(o, "ZKELECT_ON_DISCONNECT", v);
+    if ((v = getenv("ZKELECT_STEPDOWN_BUDGET")) != NULL)
+        o->stepdown_budget = parse_ms("ZKELECT_STEPDOWN_BUDGET", v, 1, 600000);
+    if ((v = getenv("ZKELECT_LEASE_MARGIN")) != NULL)
+        o->lease_margin = parse_ms("ZKELECT_LEASE_MARGIN", v, 1, 600000);
+    if ((v = getenv("ZKELECT_DRIFT")) != NULL)
+        o->drift = parse_fraction("ZKELECT_DRIFT", v);
     if ((v = getenv("ZKELECT_LOG")) != NULL)
         set_log(o, "ZKELECT_LOG", v);
     if ((v = getenv("ZKELECT_LOG_LEVEL")) != NULL)
@@ -155,6 +199,10 @@ static void parse(struct opts *o, int argc, char **argv)
         { "log", required_argument, NULL, 'l' },
         { "log-level", required_argument, NULL, 'L' },
         { "session-file", required_argument, NULL, 'f' },
+        { "on-disconnect", required_argument, NULL, 'D' },
+        { "stepdown-budget", required_argument, NULL, 'B' },
+        { "lease-margin", required_argument, NULL, 'M' },
+        { "drift", required_argument, NULL, 'R' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -173,6 +221,10 @@ static void parse(struct opts *o, int argc, char **argv)
         case 'c': o->connect_timeout = parse_ms("--connect-timeout", optarg, 0, INT_MAX); break;
         case 'k': o->hook_timeout = parse_ms("--hook-timeout", optarg, 1, 3600000); break;
         case 'l': set_log(o, "--log", optarg); break;
+        case 'D': set_disconnect(o, "--on-disconnect", optarg); break;
+        case 'B': o->stepdown_budget = parse_ms("--stepdown-budget", optarg, 1, 600000); break;
+        case 'M': o->lease_margin = parse_ms("--lease-margin", optarg, 1, 600000); break;
+        case 'R': o->drift = parse_fraction("--drift", optarg); break;
         case 'L': set_level(o, "--log-level", optarg); break;
         case 'h': fputs(usage_text, stdout); exit(EX_OK);
         case ':': die(EX_USAGE, "option '%s' needs a value", argv[optind - 1]);
@@ -188,10 +240,13 @@ static void parse(struct opts *o, int argc, char **argv)
 static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
 {
     struct app *app = ud;
-    (void)a;
     log_event(ev);
-    if (app->sc != NULL)
-        (void)script_dispatch(app->sc, ev);
+    if (app->sc != NULL && script_dispatch(app->sc, ev) != 0 && ev->type == ZKE_EV_LEADER) {
+        /* a failed promotion must not leave a half-promoted leader: give
+         * the term up (its processes are ended) and rejoin at the back */
+        log_msg(ZKE_LOG_WARN, "log", "on_leader failed: resigning");
+        (void)zke_agent_resign(a);
+    }
 }
 
 static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
@@ -283,6 +338,7 @@ static int cmd_check(struct opts *o)
     static const struct { enum zke_event_type t; const char *n; } h[] = {
         { ZKE_EV_LEADER, "on_leader" }, { ZKE_EV_FOLLOWER, "on_follower" },
         { ZKE_EV_PREDECESSOR_CHANGE, "on_predecessor_change" }, { ZKE_EV_STEPDOWN, "on_stepdown" },
+        { ZKE_EV_SUSPEND, "on_suspend" }, { ZKE_EV_RESUME, "on_resume" },
     };
     int any = 0;
     for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
@@ -313,37 +369,51 @@ static int cmd_run(struct opts *o)
         die(EX_USAGE, "%s", err);
 
     log_setup(stderr, o->log, o->level, o->id);
-    /* A hook runs on the loop that also sends the session's pings (every
-     * third of the timeout): by default a hook may not outlast that. */
+    struct zke_settings s = {
+        .zk = o->zk, .path = o->path, .id = o->id, .data = o->data,
+        .session_timeout_ms = o->session_timeout, .connect_timeout_ms = o->connect_timeout,
+        .session_file = o->session_file, .on_disconnect = o->on_disconnect,
+        .stepdown_budget_ms = o->stepdown_budget, .lease_margin_ms = o->lease_margin,
+        .drift = o->drift,
+    };
+    /* Hooks still run on the loop: by default one may take a third of the
+     * session timeout (at most 5 s), and never more than the lease leaves
+     * between two renewals. The library refuses an explicit one that does
+     * not fit (exit 78), here and again against the granted timeout. */
+    struct zke_lease_plan plan;
     int st = o->session_timeout > 0 ? o->session_timeout : 10000;
-    if (o->hook_timeout == 0)
-        o->hook_timeout = st / 3 < 5000 ? (st / 3 > 0 ? st / 3 : 1) : 5000;
-    else if (o->hook_timeout > st / 3)
-        die(EX_CONFIG, "--hook-timeout %d ms is more than a third of the session timeout (%d ms): "
-                       "a hook that long would starve the session's pings", o->hook_timeout, st);
+    if (zke_lease_check(&s, st, &plan, err, sizeof err) != 0)
+        die(EX_CONFIG, "%s", err);
+    if (o->hook_timeout == 0) {
+        int h = st / 3 < 5000 ? st / 3 : 5000;
+        if (h > plan.lease_ms - plan.renew_ms)
+            h = plan.lease_ms - plan.renew_ms;
+        o->hook_timeout = h > 0 ? h : 1;
+    }
+    s.hook_budget_ms = o->hook_timeout;
+    if (zke_lease_check(&s, st, &plan, err, sizeof err) != 0)
+        die(EX_CONFIG, "%s", err);
+    app.loop = ev_default_loop(EVFLAG_AUTO);
+    if (app.loop == NULL)
+        die(EX_SOFTWARE, "cannot initialise the event loop (bad LIBEV_FLAGS?)");
+    signal(SIGPIPE, SIG_IGN);
     app.sopts.hook_timeout_ms = o->hook_timeout;
+    app.sopts.stepdown_timeout_ms = plan.stepdown_budget_ms / 2 > 0 ? plan.stepdown_budget_ms / 2 : 1;
+    app.sopts.loop = app.loop;
     app.script_path = o->script;
     if (o->script != NULL) {
         app.sc = script_load(o->script, &app.sopts, on_script_log, &app, err, sizeof err, &code);
         if (app.sc == NULL)
             die(code, "%s", err);
     }
-    app.loop = ev_default_loop(EVFLAG_AUTO);
-    if (app.loop == NULL)
-        die(EX_SOFTWARE, "cannot initialise the event loop (bad LIBEV_FLAGS?)");
-    signal(SIGPIPE, SIG_IGN);
 
-    struct zke_settings s = {
-        .zk = o->zk, .path = o->path, .id = o->id, .data = o->data,
-        .session_timeout_ms = o->session_timeout, .connect_timeout_ms = o->connect_timeout,
-        .session_file = o->session_file,
-    };
     s.connect_timeout_ms = o->connect_timeout < 0 ? 15000 : o->connect_timeout == 0 ? -1
                                                                                  : o->connect_timeout;
     struct zke_callbacks cb = {
         .on_leader = on_event, .on_follower = on_event, .on_predecessor_change = on_event,
         .on_stepdown = on_event, .on_session = on_event, .on_joined = on_event,
         .on_stopped = on_stopped, .log = on_lib_log,
+        .on_suspend = on_event, .on_resume = on_event,
     };
     app.agent = zke_agent_new(app.loop, &s, &cb, &app);
     if (app.agent == NULL)
@@ -365,11 +435,17 @@ static int cmd_run(struct opts *o)
     ev_unref(app.loop);
 
     {
-        struct logf f[4] = {
+        struct logf f[9] = {
             { "version", LF_STR, ZKELECT_VERSION, 0 }, { "zk", LF_STR, o->zk, 0 },
             { "path", LF_STR, o->path, 0 }, { "script", LF_STR, o->script, 0 },
+            { "lease_ms", LF_INT, NULL, plan.lease_ms },
+            { "stepdown_budget_ms", LF_INT, NULL, plan.stepdown_budget_ms },
+            { "margin_ms", LF_INT, NULL, plan.margin_ms },
+            { "hook_timeout_ms", LF_INT, NULL, o->hook_timeout },
+            { "on_disconnect", LF_STR, o->on_disconnect == ZKE_DISCONNECT_STEPDOWN ? "stepdown"
+                                                                                : "suspend", 0 },
         };
-        log_line(ZKE_LOG_INFO, "start", f, 4);
+        log_line(ZKE_LOG_INFO, "start", f, 9);
     }
     ev_run(app.loop, 0);
     if (!app.stopped) {

@@ -11,6 +11,10 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "script.h"
+#include "agent_int.h"
+#include "proc.h"
+#include "scope.h"
+#include "timer.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -31,6 +35,8 @@ static const char *const hook_names[ZKE_EV_COUNT] = {
     [ZKE_EV_FOLLOWER] = "on_follower",
     [ZKE_EV_PREDECESSOR_CHANGE] = "on_predecessor_change",
     [ZKE_EV_STEPDOWN] = "on_stepdown",
+    [ZKE_EV_SUSPEND] = "on_suspend",
+    [ZKE_EV_RESUME] = "on_resume",
 };
 
 struct script {
@@ -40,7 +46,10 @@ struct script {
     void *ud;
     zke_agent *agent;
     size_t used, limit;
-    int hook_timeout_ms;
+    int hook_timeout_ms, stepdown_timeout_ms, budget_ms;
+    struct ev_loop *loop;
+    scope *global;           /* resources started outside any term */
+    scope *cur;              /* where a resource started now belongs */
     int refs[ZKE_EV_COUNT];
     struct timespec deadline;
     int armed, expired;
@@ -92,15 +101,16 @@ static void budget_hook(lua_State *L, lua_Debug *ar)
                 lua_sethook(sc->L, budget_hook, LUA_MASKCOUNT, 1);
         }
         luaL_error(L, "%s exceeded its budget of %d ms", sc->running ? sc->running : "script",
-                   sc->hook_timeout_ms);
+                   sc->budget_ms);
     }
 }
 
-static void arm(script *sc, const char *what)
+static void arm(script *sc, const char *what, int budget_ms)
 {
+    sc->budget_ms = budget_ms;
     clock_gettime(CLOCK_MONOTONIC, &sc->deadline);
-    sc->deadline.tv_sec += sc->hook_timeout_ms / 1000;
-    sc->deadline.tv_nsec += (long)(sc->hook_timeout_ms % 1000) * 1000000L;
+    sc->deadline.tv_sec += budget_ms / 1000;
+    sc->deadline.tv_nsec += (long)(budget_ms % 1000) * 1000000L;
     if (sc->deadline.tv_nsec >= 1000000000L) {
         sc->deadline.tv_sec++;
         sc->deadline.tv_nsec -= 1000000000L;
@@ -139,11 +149,18 @@ static int pcall_budget(script *sc, int nargs, const char *what)
 {
     lua_State *L = sc->L;
     int base = lua_gettop(L) - nargs;
+    /* a callback started from inside a running hook (a child's exit seen
+     * while a hook runs cannot happen: the loop is not running) keeps the
+     * outer budget; otherwise this call gets its own */
+    int nested = sc->armed;
     lua_pushcfunction(L, msgh);
     lua_insert(L, base);
-    arm(sc, what);
+    if (!nested)
+        arm(sc, what, strcmp(what, "on_stepdown") == 0 ? sc->stepdown_timeout_ms
+                                                       : sc->hook_timeout_ms);
     int st = lua_pcall(L, nargs, 0, base);
-    disarm(sc);
+    if (!nested)
+        disarm(sc);
     lua_remove(L, base);
     return st;
 }
@@ -260,7 +277,14 @@ static int l_status(lua_State *L)
     lua_pushboolean(L, st.connected);
     lua_setfield(L, -2, "connected");
     setint(L, "epoch", st.epoch);
+    lua_pushboolean(L, st.suspended);
+    lua_setfield(L, -2, "suspended");
+    if (st.role == ZKE_ROLE_LEADER)
+        setint(L, "lease_ms", st.lease_ms);
     setstr(L, "leader", st.leader);
+    setstr(L, "leader_data", st.leader_data);
+    if (st.leader_epoch > 0)
+        setint(L, "leader_epoch", st.leader_epoch);
     setstr(L, "leader_node", st.leader_node);
     setstr(L, "predecessor", st.predecessor);
     setint(L, "position", st.position);
@@ -354,6 +378,8 @@ static int open_sandbox(lua_State *L)
     lua_pushcfunction(L, l_print);
     lua_setglobal(L, "print");
     luaL_newlib(L, zkelect_funcs);
+    timer_open_lua(L);
+    proc_open_lua(L);
     lua_pushliteral(L, ZKELECT_VERSION);
     lua_setfield(L, -2, "version");
     lua_setglobal(L, "zkelect");
@@ -375,8 +401,14 @@ static int call_hook(lua_State *L)
     sethex(L, "session", ev->session);
     setstr(L, "reason", ev->reason);
     switch (ev->type) {
+    case ZKE_EV_SUSPEND:
+    case ZKE_EV_RESUME:
+        setint(L, "epoch", ev->epoch);
+        setint(L, "lease_ms", ev->lease_ms);
+        break;
     case ZKE_EV_LEADER:
         setint(L, "epoch", ev->epoch);
+        setint(L, "lease_ms", ev->lease_ms);
         setstr(L, "previous", ev->previous);
         setint(L, "candidates", ev->candidates);
         break;
@@ -385,6 +417,9 @@ static int call_hook(lua_State *L)
         break;
     case ZKE_EV_FOLLOWER:
         setstr(L, "leader", ev->leader);
+        setstr(L, "leader_data", ev->leader_data);
+        if (ev->leader_epoch > 0)
+            setint(L, "leader_epoch", ev->leader_epoch);
         setstr(L, "leader_node", ev->leader_node);
         setstr(L, "predecessor", ev->predecessor);
         setint(L, "position", ev->position);
@@ -395,6 +430,9 @@ static int call_hook(lua_State *L)
         setstr(L, "new", ev->new_pred);
         setint(L, "position", ev->position);
         setstr(L, "leader", ev->leader);
+        setstr(L, "leader_data", ev->leader_data);
+        if (ev->leader_epoch > 0)
+            setint(L, "leader_epoch", ev->leader_epoch);
         setstr(L, "leader_node", ev->leader_node);
         break;
     default:
@@ -409,9 +447,63 @@ int script_dispatch(script *sc, const struct zke_event *ev)
     if (sc == NULL || (unsigned)ev->type >= ZKE_EV_COUNT || sc->refs[ev->type] == LUA_NOREF)
         return 0;
     lua_State *L = sc->L;
+    scope *saved = sc->cur;
+    /* leader hooks start things that belong to the term */
+    if (ev->type == ZKE_EV_LEADER || ev->type == ZKE_EV_SUSPEND || ev->type == ZKE_EV_RESUME)
+        sc->cur = sc->agent ? agent_term(sc->agent) : NULL;
+    else
+        sc->cur = sc->global;
     lua_pushcfunction(L, call_hook);
     lua_pushlightuserdata(L, (void *)ev);
-    return trampoline(sc, 1, hook_names[ev->type]) == LUA_OK ? 0 : -1;
+    int st = trampoline(sc, 1, hook_names[ev->type]);
+    sc->cur = saved;
+    return st == LUA_OK ? 0 : -1;
+}
+
+/* --- for the userdata modules ---------------------------------------- */
+
+script *script_of(lua_State *L) { return get_script(L); }
+lua_State *script_lua(script *sc) { return sc->L; }
+struct ev_loop *script_loop(const script *sc) { return sc->loop; }
+
+scope *script_scope(script *sc)
+{
+    if (sc->loop == NULL)
+        return NULL;
+    scope *s = sc->cur ? sc->cur : sc->global;
+    return s != NULL && !scope_cancelled(s) ? s : NULL;
+}
+
+int script_call(script *sc, int fn_ref, int nargs, const char *what, scope *ctx)
+{
+    lua_State *L = sc->L;
+    scope *saved = sc->cur;
+    sc->cur = ctx ? ctx : sc->global;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, fn_ref);
+    lua_insert(L, -(nargs + 1));
+    int st = trampoline(sc, nargs, what);
+    sc->cur = saved;
+    return st == LUA_OK ? 0 : -1;
+}
+
+int script_child_env(script *sc, char (*buf)[192], int max)
+{
+    struct zke_status st;
+    int n = 0, leader = 0;
+    int64_t epoch = 0;
+    if (sc->agent == NULL || max < 5)
+        return 0;
+    if (zke_agent_status(sc->agent, &st) == 0 && st.role == ZKE_ROLE_LEADER &&
+        agent_term(sc->agent) != NULL) {
+        leader = 1;
+        epoch = agent_term_epoch(sc->agent);
+    }
+    snprintf(buf[n++], 192, "ZKELECT_ID=%s", agent_id(sc->agent));
+    snprintf(buf[n++], 192, "ZKELECT_EPOCH=%" PRId64, epoch);
+    snprintf(buf[n++], 192, "ZKELECT_ROLE=%s", leader ? "leader" : zke_role_name(st.role));
+    snprintf(buf[n++], 192, "ZKELECT_PATH=%s", agent_path(sc->agent));
+    snprintf(buf[n++], 192, "ZKELECT_NODE=%s", st.node ? st.node : "");
+    return n;
 }
 
 int script_has_hook(const script *sc, enum zke_event_type t)
@@ -496,6 +588,16 @@ script *script_load(const char *file, const struct script_opts *opts,
     sc->ud = ud;
     sc->limit = opts && opts->mem_limit ? opts->mem_limit : (size_t)64 << 20;
     sc->hook_timeout_ms = opts && opts->hook_timeout_ms > 0 ? opts->hook_timeout_ms : 5000;
+    sc->stepdown_timeout_ms = opts && opts->stepdown_timeout_ms > 0 &&
+                              opts->stepdown_timeout_ms < sc->hook_timeout_ms
+                                  ? opts->stepdown_timeout_ms : sc->hook_timeout_ms;
+    sc->loop = opts ? opts->loop : NULL;
+    if (sc->loop != NULL && (sc->global = scope_new(sc->loop, 1000)) == NULL) {
+        free(sc->file);
+        free(sc);
+        fail(err, errlen, code, 70, "script '%s': %s", file, "out of memory");
+        return NULL;
+    }
     for (int i = 0; i < ZKE_EV_COUNT; i++)
         sc->refs[i] = LUA_NOREF;
     L = sc->L = lua_newstate(l_alloc, sc);
@@ -539,6 +641,10 @@ void script_free(script *sc)
 {
     if (sc == NULL)
         return;
+    /* first the script's own resources (their close touches the state),
+     * then the state: its collection detaches boxes left in a term scope */
+    scope_free(sc->global);
+    sc->global = NULL;
     if (sc->L != NULL)
         lua_close(sc->L);
     free(sc->file);

@@ -22,9 +22,15 @@ typedef struct script script;
 typedef void script_log_fn(void *ud, enum zke_log_level lvl, const char *event,
                            const char *hook, const char *msg);
 
+struct ev_loop;
+struct lua_State;
+struct scope;
+
 struct script_opts {
     size_t mem_limit;        /* bytes; 0: 64 MiB */
     int hook_timeout_ms;     /* wall-clock budget of one hook; 0: 5000 */
+    int stepdown_timeout_ms; /* on_stepdown's budget if smaller (it is part of the step-down budget) */
+    struct ev_loop *loop;    /* for timers and child processes; NULL: none (check mode) */
 };
 
 /* Loads and runs the file's top level. On failure returns NULL, writes a
@@ -39,6 +45,24 @@ void script_attach(script *sc, zke_agent *a);
  * hook failed (already logged). */
 int script_dispatch(script *sc, const struct zke_event *ev);
 int script_has_hook(const script *sc, enum zke_event_type t);
+/* Frees the state. Resources of the script's own scope are ended at once;
+ * those in a term scope stay with the term (their Lua side is detached). */
 void script_free(script *sc);
+
+/* --- for the userdata modules (timer.c, proc.c), loop thread only --- */
+script *script_of(struct lua_State *L);
+struct lua_State *script_lua(script *sc);
+struct ev_loop *script_loop(const script *sc);
+/* Scope for a resource started now: the term's inside leader hooks and
+ * their callbacks, the script's own otherwise; NULL when that scope has
+ * ended (or there is no loop). */
+struct scope *script_scope(script *sc);
+/* Calls the registry function fn_ref with the nargs values on top of the
+ * stack (popped), under the hook budget, with ctx as current scope; errors
+ * are logged as hook_error under `what`. 0 or -1. */
+int script_call(script *sc, int fn_ref, int nargs, const char *what, struct scope *ctx);
+/* "K=V" strings for a child started now (ZKELECT_ID, _EPOCH, _ROLE, _PATH,
+ * _NODE). Returns how many were written (max >= 5). */
+int script_child_env(script *sc, char (*buf)[192], int max);
 
 #endif

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ev.h>
@@ -38,6 +39,7 @@ struct session {
     unsigned need_rearm : 1, close_requested : 1, connected : 1, dead : 1;
     double last_loud;           /* time of the last client line passed on above debug */
     double backoff;
+    int64_t last_ack_ns;        /* send time of the latest answered request */
     char err[160];
 };
 
@@ -45,7 +47,15 @@ struct req {
     session *s;
     sess_done_fn *cb;
     void *arg;
+    int64_t sent_ns;            /* CLOCK_BOOTTIME when handed to the library */
 };
+
+int64_t sess_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* The C client's log callback carries no context: route its lines to the
  * session whose library call is running (one loop thread). */
@@ -93,13 +103,14 @@ static enum sess_rc map_rc(int rc)
     if (rc == ZNOAUTH || rc == ZAUTHFAILED) return SESS_NOAUTH;
     if (rc == ZNOTEMPTY) return SESS_NOTEMPTY;
     if (rc == ZBADARGUMENTS) return SESS_BADARGS;
+    if (rc == ZBADVERSION) return SESS_BADVERSION;
     return SESS_FAILED;
 }
 
 const char *sess_rc_name(enum sess_rc rc)
 {
     static const char *names[] = { "ok", "nonode", "nodeexists", "connloss", "expired",
-                                   "closing", "noauth", "notempty", "badargs", "failed" };
+                                   "closing", "noauth", "notempty", "badargs", "badversion", "failed" };
     return (unsigned)rc < sizeof names / sizeof names[0] ? names[rc] : "?";
 }
 
@@ -191,6 +202,7 @@ int session_open(session *s)
     s->dead = 0;
     s->close_requested = 0;
     s->need_rearm = 1;
+    s->last_ack_ns = 0;
     /* first zookeeper_interest() at once: it opens the socket */
     ev_timer_stop(s->loop, &s->timer);
     ev_timer_set(&s->timer, 0., 0.);
@@ -345,6 +357,11 @@ uint64_t session_id(const session *s)
     return c ? (uint64_t)c->client_id : 0;
 }
 
+int64_t session_last_ack_ns(const session *s)
+{
+    return s->zh != NULL ? s->last_ack_ns : 0;
+}
+
 int session_timeout_ms(const session *s)
 {
     return s->timeout_ms;
@@ -392,6 +409,7 @@ static struct req *new_req(session *s, sess_done_fn *cb, void *arg)
     r->s = s;
     r->cb = cb;
     r->arg = arg;
+    r->sent_ns = sess_now_ns();
     return r;
 }
 
@@ -417,6 +435,7 @@ static void fill_stat(struct sess_result *res, const struct Stat *st)
         return;
     res->has_stat = 1;
     res->czxid = st->czxid;
+    res->mzxid = st->mzxid;
     res->owner = (uint64_t)st->ephemeralOwner;
     res->cversion = st->cversion;
     res->version = st->version;
@@ -428,6 +447,13 @@ static void done(struct req *r, struct sess_result *res, int rc)
     res->rc = map_rc(rc);
     if (r->s->zh == NULL && res->rc != SESS_OK)
         res->rc = SESS_CLOSING;
+    /* The server processed the request, so it heard from this session at or
+     * after the send time: the session cannot expire before sent + timeout
+     * (server clock). Losses, expiry and close say nothing. */
+    res->sent_ns = r->sent_ns;
+    if (r->s->zh != NULL && res->rc != SESS_CONNLOSS && res->rc != SESS_EXPIRED &&
+        res->rc != SESS_CLOSING && r->sent_ns > r->s->last_ack_ns)
+        r->s->last_ack_ns = r->sent_ns;
     r->cb(r->arg, res);
     free(r);
 }
@@ -553,4 +579,28 @@ int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg)
         return -1;
     log_target = s;
     return submitted(s, r, zoo_adelete(s->zh, path, -1, void_done, r), "delete", path);
+}
+
+static void set_done(int rc, const struct Stat *stat, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    if (rc == ZOK)
+        fill_stat(&res, stat);
+    done((struct req *)data, &res, rc);
+}
+
+int session_set(session *s, const char *path, const char *data, size_t len, int version,
+                sess_done_fn *cb, void *arg)
+{
+    if (s->zh == NULL) {
+        snprintf(s->err, sizeof s->err, "no session");
+        return -1;
+    }
+    struct req *r = new_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    log_target = s;
+    int rc = zoo_aset(s->zh, path, data, (int)len, version, set_done, r);
+    return submitted(s, r, rc, "set", path);
 }

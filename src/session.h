@@ -29,7 +29,7 @@ typedef struct session session;
 
 enum sess_rc {
     SESS_OK = 0, SESS_NONODE, SESS_NODEEXISTS, SESS_CONNLOSS, SESS_EXPIRED,
-    SESS_CLOSING, SESS_NOAUTH, SESS_NOTEMPTY, SESS_BADARGS, SESS_FAILED
+    SESS_CLOSING, SESS_NOAUTH, SESS_NOTEMPTY, SESS_BADARGS, SESS_BADVERSION, SESS_FAILED
 };
 
 enum sess_state {
@@ -47,13 +47,14 @@ struct sess_result {
     int zrc;                       /* the library's own code, for logs */
     const char *path;              /* create: the created path */
     int has_stat;
-    int64_t czxid;
+    int64_t czxid, mzxid;
     uint64_t owner;                /* ephemeralOwner */
     int32_t cversion, version;
     const char *data;
     int datalen;
     const char *const *children;
     int nchildren;
+    int64_t sent_ns;               /* when the request was handed to the library */
 };
 
 typedef void sess_done_fn(void *arg, const struct sess_result *r);
@@ -95,6 +96,16 @@ int session_list(session *s, const char *path, sess_done_fn *cb, void *arg);
 int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
 int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
 int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg);
+/* setData with a version check (-1: any). */
+int session_set(session *s, const char *path, const char *data, size_t len, int version,
+                sess_done_fn *cb, void *arg);
+
+/* CLOCK_BOOTTIME in ns: keeps counting while the host is suspended. */
+int64_t sess_now_ns(void);
+/* Send time (sess_now_ns) of the latest request of this handle that the
+ * server answered (any reply but a loss), or 0. The server cannot expire the
+ * session earlier than one session timeout after it (on its clock). */
+int64_t session_last_ack_ns(const session *s);
 
 const char *sess_rc_name(enum sess_rc rc);
 

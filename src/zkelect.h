@@ -26,7 +26,21 @@
  * on_stopped. on_stopped's reason: "stop" (zke_agent_stop finished), "free"
  * (zke_agent_free without a finished stop), "unreachable" (no connection
  * within connect_timeout_ms), "auth" (authentication failed or permission
- * denied on the election path), "config" (the chroot does not exist).
+ * denied on the election path), "config" (the chroot does not exist, or the
+ * negotiated session timeout cannot keep the lease promise).
+ *
+ * Leadership is a lease (README "The promise"): while leader, the agent keeps
+ * the latest moment it may still act, (send time of the last request the
+ * server answered) + T x (1 - drift) - stepdown budget - margin, on
+ * CLOCK_BOOTTIME, renews it with requests of its own, and steps down with
+ * reason "lease" when it runs out, before the server can expire the session.
+ * On a disconnect a leader is suspended (on_suspend) until it is confirmed
+ * again (on_resume) or the lease ends. The lease is checked first thing in
+ * every loop iteration (an ev_check of top priority), so a process resumed
+ * from a pause steps down before any other watcher of the agent runs.
+ *
+ * Term scope: things started during a term (zke_agent_term()) are cancelled
+ * when it ends, before on_stepdown and before the node is released.
  */
 #ifndef ZKELECT_H
 #define ZKELECT_H
@@ -58,7 +72,9 @@ enum zke_event_type {
     ZKE_EV_STEPDOWN,
     ZKE_EV_SESSION,      /* reason: connected, disconnected, expired, reconnected */
     ZKE_EV_JOINED,       /* our node was created (or adopted); node, seq set */
-    ZKE_EV_STOPPED,      /* final event; reason: stop, free, fatal */
+    ZKE_EV_STOPPED,      /* final event; reason: stop, free, unreachable, auth, config */
+    ZKE_EV_SUSPEND,      /* leader lost its connection; leads until the lease ends */
+    ZKE_EV_RESUME,       /* a suspended leader's session and node were confirmed */
     ZKE_EV_COUNT
 };
 
@@ -71,12 +87,15 @@ struct zke_event {
     int32_t seq;              /* its sequence number, or -1 */
     uint64_t session;         /* session id, 0 if none */
     const char *reason;       /* why this event happened (see README) */
-    /* ZKE_EV_LEADER, ZKE_EV_STEPDOWN */
-    int64_t epoch;            /* fencing epoch of the term: czxid of our node */
+    /* ZKE_EV_LEADER, ZKE_EV_STEPDOWN, ZKE_EV_SUSPEND, ZKE_EV_RESUME */
+    int64_t epoch;            /* fencing epoch of the term (see README "Epoch") */
+    int64_t lease_ms;         /* LEADER, SUSPEND, RESUME: lease left, ms */
     const char *previous;     /* LEADER: id of the last leader we saw, or NULL */
     int candidates;           /* LEADER/FOLLOWER: candidates in our last listing */
     /* ZKE_EV_FOLLOWER, ZKE_EV_PREDECESSOR_CHANGE */
-    const char *leader;       /* leader's published data (its id by default), NULL if unknown */
+    const char *leader;       /* leader's id, NULL if unknown */
+    const char *leader_data;  /* leader's published data (--data; its id by default) */
+    int64_t leader_epoch;     /* leader's published epoch, 0 if not (yet) published */
     const char *leader_node;
     const char *predecessor;  /* node we watch */
     int position;             /* 1 = next in line */
@@ -98,7 +117,11 @@ struct zke_callbacks {
     zke_event_fn *on_joined;
     zke_event_fn *on_stopped;
     zke_log_fn *log;
+    zke_event_fn *on_suspend;
+    zke_event_fn *on_resume;
 };
+
+enum zke_disconnect { ZKE_DISCONNECT_SUSPEND = 0, ZKE_DISCONNECT_STEPDOWN };
 
 /* Copied by zke_agent_new(); the caller keeps ownership of its strings. */
 struct zke_settings {
@@ -109,6 +132,13 @@ struct zke_settings {
     int session_timeout_ms;      /* requested; 0: 10000 */
     int connect_timeout_ms;      /* first connect must succeed within; 0: 15000, -1: forever */
     const char *session_file;    /* if set, write "sessionid passwdhex" there (tests, tooling) */
+    /* The lease (all validated at zke_agent_new and again against the
+     * timeout the server grants; see zke_lease_check). */
+    enum zke_disconnect on_disconnect;
+    int stepdown_budget_ms;      /* D: longest step-down (term cancel + on_stepdown); 0: min(T/4, 2000) */
+    int lease_margin_ms;         /* m: 0: max(50, T/20) */
+    double drift;                /* assumed clock-rate difference; 0: 0.01 */
+    int hook_budget_ms;          /* longest leader hook of the host, checked against the lease; 0: none */
 };
 
 struct zke_status {
@@ -118,7 +148,11 @@ struct zke_status {
     uint64_t session;
     int connected;
     int64_t epoch;               /* current term's epoch, 0 when not leader */
-    const char *leader;          /* leader's published data, if known */
+    int suspended;               /* leader, disconnected, lease still running */
+    int64_t lease_ms;            /* leader: lease left (ms, may be <= 0); else -1 */
+    const char *leader;          /* leader's id, if known */
+    const char *leader_data;     /* leader's published data, if known */
+    int64_t leader_epoch;        /* leader's published epoch, 0 if unknown */
     const char *leader_node;
     const char *predecessor;
     int position;                /* 0 leader, 1 next in line, ... ; -1 unknown */
@@ -162,6 +196,16 @@ const char *zke_log_level_name(enum zke_log_level l);
 int zke_check_path(const char *path, char *err, size_t errlen);
 int zke_check_id(const char *id, char *err, size_t errlen);
 int zke_check_hosts(const char *zk, char *err, size_t errlen);
+
+/* The lease arithmetic for a session timeout T (ms), with the settings'
+ * defaults applied. Returns 0, or -1 with a one-line reason naming the
+ * values when the settings cannot keep the promise. */
+struct zke_lease_plan {
+    int session_ms, stepdown_budget_ms, margin_ms, renew_ms, lease_ms;
+    double drift;
+};
+int zke_lease_check(const struct zke_settings *s, int session_ms, struct zke_lease_plan *out,
+                    char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -120,9 +120,10 @@ def test_hook_fields_and_status():
             assert k["previous"] == "ha", k
         d = h.Agent(zk, "hd", path=PATH, script=LOG_HOOKS)
         fd = d.wait_for("follower", timeout=15)
-        assert fd["leader"] == "data-of-hc", fd
+        assert fd["leader"] == "hc" and fd["leader_data"] == "data-of-hc", fd
+        assert fd["leader_epoch"] == lc["epoch"] or "leader_epoch" not in fd, (fd, lc)
         k = wait_hook(d, "on_follower")
-        assert k.get("leader") == "data-of-hc" and k.get("leader_node") == lc["node"], k
+        assert k.get("leader") == "hc" and k.get("leader_data") == "data-of-hc" and k.get("leader_node") == lc["node"], k
         assert k.get("position") == "1", k
 
         for x in (c, d):

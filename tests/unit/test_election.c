@@ -6,12 +6,14 @@
 
 #include "check.h"
 #include "election.h"
+#include "nodedata.h"
 
 #define MAXLOG 64
 
 struct rec {
     struct el_req req[MAXLOG];
     char req_node[MAXLOG][128];
+    char req_data[MAXLOG][256];
     int nreq;
     struct zke_event ev[MAXLOG];
     char ev_reason[MAXLOG][32], ev_old[MAXLOG][128], ev_new[MAXLOG][128], ev_leader[MAXLOG][64];
@@ -27,6 +29,8 @@ static void on_req(void *ud, const struct el_req *r)
     x->req[x->nreq] = *r;
     snprintf(x->req_node[x->nreq], 128, "%s", r->node ? r->node : "");
     x->req[x->nreq].node = x->req_node[x->nreq];
+    snprintf(x->req_data[x->nreq], 256, "%.*s", (int)r->datalen, r->data ? r->data : "");
+    x->req[x->nreq].data = x->req_data[x->nreq];
     x->nreq++;
 }
 
@@ -237,6 +241,7 @@ static void test_negative_sequences(void)
 static election *follow_at(struct rec *x, int position, char *name, char names_out[][64])
 {
     election *e = el_new("/app/election", "me", NULL, &ops, x, 42);
+    el_set_lease_ok(e, 1);
     el_on_session(e, EL_SESS_CONNECTED, 1);
     reply_create(e, x, position, 100 + position, 1, name);
     const char *names[8];
@@ -268,7 +273,9 @@ static void test_fast_path(void)
     CHECK(last_ev(&x)->type == ZKE_EV_LEADER && last_ev(&x)->epoch == 101);
     CHECK(strcmp(x.ev_reason[x.nev - 1], "elected") == 0);
     CHECK(strcmp(x.ev_prev[x.nev - 1], "leader-id") == 0);
-    CHECK(x.nreq == n);                              /* not a single round trip */
+    /* not a single round trip: the only request is the publish of the
+     * leader data, which nothing waits for */
+    CHECK(x.nreq == n + 1 && last_req(&x)->type == EL_REQ_PUBLISH);
     el_free(e);
 }
 
@@ -587,12 +594,156 @@ static void test_reconnected_leader_stays(void)
     reply_list(e, last_req(&x), names, 1);
     CHECK(last_req(&x)->type == EL_REQ_CONFIRM);
     reply_stat(e, last_req(&x), 100, 1);
-    CHECK(el_role(e) == ZKE_ROLE_LEADER && x.nev == m);  /* no new leader event */
+    /* same term: suspended, then resumed; no new leader event */
+    CHECK(el_role(e) == ZKE_ROLE_LEADER && x.nev == m + 2);
+    CHECK(x.ev[m].type == ZKE_EV_SUSPEND && x.ev[m].epoch == 100);
+    CHECK(x.ev[m + 1].type == ZKE_EV_RESUME && x.ev[m + 1].epoch == 100);
+    el_free(e);
+}
+
+static void test_publish_after_lead(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = lead_alone(&x, name);
+    const struct el_req *p = find_req(&x, EL_REQ_PUBLISH);
+    CHECK(p != NULL && strcmp(p->node, name) == 0 && p->version == 0);
+    struct nodedata nd;
+    CHECK(p != NULL && nodedata_decode(p->data, (int)strlen(p->data), &nd) == 0);
+    CHECK(nd.ours && strcmp(nd.id, "me") == 0 && strcmp(nd.data, "me") == 0 && nd.epoch == 100);
+    nodedata_clear(&nd);
+    /* the create carried the same object without an epoch */
+    const struct el_req *c = find_req(&x, EL_REQ_CREATE);
+    CHECK(c != NULL && nodedata_decode(c->data, (int)strlen(c->data), &nd) == 0);
+    CHECK(nd.ours && strcmp(nd.id, "me") == 0 && nd.epoch == 0);
+    nodedata_clear(&nd);
+    el_free(e);
+}
+
+static void test_nodedata(void)
+{
+    struct nodedata nd;
+    char *enc = nodedata_encode("a\"b", "x\ny", 4294967297LL);
+    CHECK(enc != NULL && nodedata_decode(enc, (int)strlen(enc), &nd) == 0);
+    CHECK(nd.ours && strcmp(nd.id, "a\"b") == 0 && strcmp(nd.data, "x\ny") == 0);
+    CHECK(nd.epoch == 4294967297LL);
+    nodedata_clear(&nd);
+    free(enc);
+    /* foreign nodes (Curator, kazoo) and broken JSON: the bytes are the id */
+    CHECK(nodedata_decode("10.0.0.1", 8, &nd) == 0 && !nd.ours && strcmp(nd.id, "10.0.0.1") == 0);
+    nodedata_clear(&nd);
+    CHECK(nodedata_decode("{\"zkelect\":1,\"id\":", 19, &nd) == 0 && !nd.ours);
+    nodedata_clear(&nd);
+    CHECK(nodedata_decode("{\"id\":\"x\"}", 10, &nd) == 0 && !nd.ours);
+    nodedata_clear(&nd);
+    CHECK(nodedata_decode(NULL, 0, &nd) == 0 && strcmp(nd.id, "") == 0);
+    nodedata_clear(&nd);
+}
+
+static void test_strict_disconnect(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = lead_alone(&x, name);
+    el_set_strict(e, 1);
+    int n = x.nreq;
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    CHECK(last_ev(&x)->type == ZKE_EV_STEPDOWN && strcmp(x.ev_reason[x.nev - 1], "disconnect") == 0);
+    CHECK(last_ev(&x)->epoch == 100 && el_role(e) == ZKE_ROLE_IDLE);
+    CHECK(x.nreq == n);                               /* nothing to send while disconnected */
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    /* the node of an ended term is released, never led again */
+    CHECK(last_req(&x)->type == EL_REQ_DELETE && strcmp(last_req(&x)->node, name) == 0);
+    reply(e, last_req(&x), EL_OK);
+    CHECK(last_req(&x)->type == EL_REQ_BACKOFF);
+    el_kick(e);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);
+    el_free(e);
+}
+
+static void test_lease_expired(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = lead_alone(&x, name);
+    CHECK(el_lease_expired(e, "lease") == 0);
+    CHECK(last_ev(&x)->type == ZKE_EV_STEPDOWN && strcmp(x.ev_reason[x.nev - 1], "lease") == 0);
+    CHECK(last_req(&x)->type == EL_REQ_DELETE && el_role(e) == ZKE_ROLE_IDLE);
+    CHECK(el_lease_expired(e, "lease") == -1);
+    el_free(e);
+
+    /* while disconnected (suspended): the release waits for the connection */
+    struct rec y = { 0 };
+    e = lead_alone(&y, name);
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    CHECK(last_ev(&y)->type == ZKE_EV_SUSPEND);
+    int n = y.nreq;
+    CHECK(el_lease_expired(e, "lease") == 0);
+    CHECK(last_ev(&y)->type == ZKE_EV_STEPDOWN && y.nreq == n);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    CHECK(last_req(&y)->type == EL_REQ_DELETE && strcmp(last_req(&y)->node, name) == 0);
+    el_free(e);
+}
+
+static void test_fast_path_needs_lease(void)
+{
+    struct rec x = { 0 };
+    char name[128], others[8][64];
+    election *e = follow_at(&x, 1, name, others);
+    el_set_lease_ok(e, 0);
+    el_on_watch(e, EL_W_DELETED, others[0]);
+    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER && last_req(&x)->type == EL_REQ_LIST);
+    el_free(e);
+}
+
+/* A node that led once never leads again: a leader that finds a smaller
+ * node (a foreign writer, a wrap) ends its term and releases the node, so
+ * its czxid is never the epoch of two terms. */
+static void test_node_leads_once(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = lead_alone(&x, name);
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    const char *names[] = { "x-0000000001", name };
+    reply_list(e, last_req(&x), names, 2);
+    CHECK(last_ev(&x)->type == ZKE_EV_STEPDOWN && strcmp(x.ev_reason[x.nev - 1], "lost") == 0);
+    CHECK(last_req(&x)->type == EL_REQ_DELETE && strcmp(last_req(&x)->node, name) == 0);
+    el_free(e);
+}
+
+static void test_follower_reads_leader_epoch(void)
+{
+    struct rec x = { 0 };
+    char name[128], others[8][64];
+    election *e = el_new("/app/election", "me", NULL, &ops, &x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    reply_create(e, &x, 3, 103, 1, name);
+    snprintf(others[0], 64, "n_%016x-%010d", 1, 1);
+    const char *names[] = { others[0], name };
+    reply_list(e, last_req(&x), names, 2);
+    char *enc = nodedata_encode("boss", "10.0.0.7:80", 77);
+    reply_data(e, find_req(&x, EL_REQ_WATCH), enc);
+    free(enc);
+    reply_stat(e, find_req(&x, EL_REQ_WATCH_SELF), 103, 1);
+    CHECK(last_ev(&x)->type == ZKE_EV_FOLLOWER && strcmp(x.ev_leader[x.nev - 1], "boss") == 0);
+    struct zke_status st;
+    el_status(e, &st);
+    CHECK(strcmp(st.leader, "boss") == 0 && strcmp(st.leader_data, "10.0.0.7:80") == 0);
+    CHECK(st.leader_epoch == 77);
     el_free(e);
 }
 
 int main(void)
 {
+    RUN(test_publish_after_lead);
+    RUN(test_nodedata);
+    RUN(test_strict_disconnect);
+    RUN(test_lease_expired);
+    RUN(test_fast_path_needs_lease);
+    RUN(test_node_leads_once);
+    RUN(test_follower_reads_leader_epoch);
     RUN(test_parse_seq);
     RUN(test_join_and_lead);
     RUN(test_missing_parent);

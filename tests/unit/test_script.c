@@ -23,7 +23,7 @@ static void logfn(void *ud, enum zke_log_level lvl, const char *event, const cha
 static script *load(const char *name, int *code, char *err, size_t errlen)
 {
     char path[1024];
-    struct script_opts o = { 8u << 20, 300 };
+    struct script_opts o = { .mem_limit = 8u << 20, .hook_timeout_ms = 300 };
     snprintf(path, sizeof path, "%s/%s", dir, name);
     return script_load(path, &o, logfn, NULL, err, errlen, code);
 }

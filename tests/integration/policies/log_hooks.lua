@@ -6,7 +6,7 @@
 local FIELDS = {
   "id", "path", "node", "seq", "session", "reason",
   "epoch", "previous", "candidates",
-  "leader", "leader_node", "predecessor", "position",
+  "leader", "leader_data", "leader_epoch", "leader_node", "predecessor", "position", "lease_ms",
   "old", "new",
 }
 local STATUS = { "role", "leader", "epoch", "node", "position" }

@@ -1,0 +1,21 @@
+/*
+ * agent_int.h - what the library's own modules (script.c and the userdata
+ * modules) may ask the agent beyond the public API. Loop thread only.
+ */
+#ifndef ZKELECT_AGENT_INT_H
+#define ZKELECT_AGENT_INT_H
+
+#include "scope.h"
+#include "zkelect.h"
+
+/* The current term's scope, or NULL when not leader or once the term is
+ * ending (its lease ran out, a step-down was decided). Borrowed. */
+scope *agent_term(zke_agent *a);
+/* The event loop the agent runs on. */
+struct ev_loop *agent_loop(const zke_agent *a);
+const char *agent_id(const zke_agent *a);
+const char *agent_path(const zke_agent *a);
+/* Epoch of the current term the host was told about (0: none). */
+int64_t agent_term_epoch(const zke_agent *a);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * proc.h - child processes that belong to a scope, and their Lua userdata.
+ *
+ * A child runs in its own process group (so ending it ends its children
+ * too), with stdin from /dev/null, default signal dispositions, and the
+ * agent's environment plus ZKELECT_ID, ZKELECT_EPOCH, ZKELECT_ROLE,
+ * ZKELECT_PATH, ZKELECT_NODE. Its scope ends it: SIGTERM to the group, SIGKILL
+ * after the scope's grace. Child watchers need libev's default loop.
+ *
+ * Ownership: the process record belongs to itself and is freed after its
+ * exit callback ran; the callback runs exactly once: at exit (status as from
+ * waitpid) or with status -1 when its scope is freed first.
+ */
+#ifndef ZKELECT_PROC_H
+#define ZKELECT_PROC_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include "scope.h"
+
+struct lua_State;
+typedef struct proc proc;
+typedef void proc_exit_fn(void *ud, proc *p, int status);
+
+/* argv: NULL-terminated; env: extra "K=V" strings (NULL-terminated, may be
+ * NULL), overriding inherited ones. Returns NULL with a reason in err. */
+proc *proc_spawn(scope *s, char *const argv[], char *const env[], proc_exit_fn *cb, void *ud,
+                 char *err, size_t errlen);
+pid_t proc_pid(const proc *p);
+/* Signals the whole group; 0, or -1 if it has exited. */
+int proc_signal(proc *p, int sig);
+/* No more callback: the record frees itself at exit. */
+void proc_forget(proc *p);
+
+/* Lua: registers zkelect.spawn in the table on top of the stack. */
+void proc_open_lua(struct lua_State *L);
+
+#endif

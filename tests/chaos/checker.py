@@ -1,0 +1,896 @@
+#!/usr/bin/python3
+"""Safety and liveness checker for recorded leader-election histories
+(reference anchors-reliability.md §4).
+
+    python3 checker.py [options] HISTORY.jsonl [MORE.jsonl ...]
+
+Input: JSON lines from candidates, the fence and the harness, each with the
+required fields mono_ns (CLOCK_MONOTONIC ns), wall, src, pid, ev. Files are
+merged and ordered by mono_ns (ties keep file order). Event kinds (§4.1):
+
+  candidate  became_leader{epoch,seq,node,session} stepped_down{epoch,reason}
+             action_begin{epoch,action} action_end{epoch,action,rc}
+             hook_start{hook,epoch} hook_end{hook,killed?,rc?}
+             session{id,reason} conn_state{state} joined{node,seq,session}
+             lease{deadline_mono_ns,epoch?} reload{ok|error} exit{rc}
+  fence      accept{cand,epoch,n} reject{cand,epoch,max_epoch}
+  harness    meta{boot_id} config{...} fault_begin{kind,target,...}
+             fault_end{kind} killed{target,signal} paused{target}
+             resumed{target} steady_begin steady_end phase{name}
+             final_children{phase,path,children:[{name,owner}],live:[ids]}
+  Unknown kinds are kept and ignored.
+
+config (harness) may set: T_ms, tick_ms, H_ms, eps_ms, eps_resume_ms,
+eps_take_ms, x_ms, s2_bound_ms, fence_slack_ms, hook_grace_ms, min_hold_ms,
+scenario, trial. Command-line options override it.
+
+fault_begin may carry: target (candidate id), l2 (L2 applies: the target was
+the leader and died / was cut off / paused), no_change (no leadership change
+from the fault until the end of the next steady window), s2p (A1 broken for
+the target: S2 reported for it, S2p decides), s2_bound_ms (override of B for
+overlaps inside the fault's window), x_ms (override of X), expect (list of
+scenario expectations, property E; see EXPECTATIONS below).
+
+Properties, each reported separately; any failure fails the run:
+  S1 epoch order      S2 belief overlap <= B     S2p pause (resumed ex-leader)
+  S3 action overlap   S4 fence                   S5 well-formedness
+  S6 lease respect    L1 recovery within X       L2 takeover bound
+  L3 no flapping      L4 nothing stuck           E  scenario expectations
+
+Output: a one-line verdict on stdout; --json FILE writes the summary (per
+property pass|fail|skipped with witnesses, and metrics); --timeline FILE
+writes leadership intervals as CSV (for Figure-T).
+Exit: 0 all pass, 1 a property failed, 2 malformed input, 64 usage.
+"""
+import argparse
+import json
+import re
+import sys
+
+EXIT_PASS, EXIT_FAIL, EXIT_MALFORMED, EXIT_USAGE = 0, 1, 2, 64
+REQUIRED = ("mono_ns", "wall", "src", "pid", "ev")
+# fields each kind needs (beyond REQUIRED)
+KIND_FIELDS = {
+    "became_leader": ("epoch",),
+    "stepped_down": ("epoch",),
+    "action_begin": ("epoch",),
+    "action_end": ("epoch",),
+    "hook_start": ("hook",),
+    "hook_end": ("hook",),
+    "accept": ("cand", "epoch"),
+    "reject": ("cand", "epoch"),
+    "fault_begin": ("kind",),
+    "fault_end": ("kind",),
+    "killed": ("target",),
+    "paused": ("target",),
+    "resumed": ("target",),
+    "final_children": ("children",),
+    "lease": ("deadline_mono_ns",),
+}
+NON_CANDIDATE = ("fence", "harness", "proxy")
+DEFAULTS = {
+    "T_ms": 2000.0, "tick_ms": 200.0, "H_ms": None, "eps_ms": 50.0, "eps_resume_ms": 100.0,
+    "eps_take_ms": 500.0, "x_ms": None, "s2_bound_ms": None, "fence_slack_ms": 20.0,
+    "hook_grace_ms": 1000.0, "min_hold_ms": 1000.0,
+}
+EXPECTATIONS = """
+  {"type":"stepdown_reason","target":C,"reasons":[...]}  C's first stepped_down after
+                                                        the fault has one of reasons
+  {"type":"gap_positive","target":C}   C stepped down before anyone else became leader
+  {"type":"leader_change"}             someone other than the leader at fault time leads
+  {"type":"no_leader_change"}          the leader at fault time still leads at the end
+  {"type":"no_expiry","target":C}      no session{reason:expired} of C after the fault
+  {"type":"hook_killed","target":C}    a hook_end{killed} of C after the fault
+  {"type":"epoch_up"}                  the first leader after the fault has a higher
+                                       epoch than every leader before it
+"""
+
+
+class Malformed(Exception):
+    pass
+
+
+def ms(ns):
+    return None if ns is None else round(ns / 1e6, 3)
+
+
+# --------------------------------------------------------------------------
+# input
+
+def load(paths):
+    recs = []
+    for fi, path in enumerate(paths):
+        try:
+            f = open(path, encoding="utf-8")
+        except OSError as e:
+            raise Malformed("%s: %s" % (path, e))
+        with f:
+            for li, line in enumerate(f):
+                if not line.strip():
+                    continue
+                try:
+                    r = json.loads(line)
+                except ValueError as e:
+                    raise Malformed("%s:%d: unparsable line: %s" % (path, li + 1, e))
+                if not isinstance(r, dict):
+                    raise Malformed("%s:%d: not a JSON object" % (path, li + 1))
+                for k in REQUIRED:
+                    if k not in r:
+                        raise Malformed("%s:%d: missing field %r" % (path, li + 1, k))
+                if not isinstance(r["mono_ns"], int):
+                    raise Malformed("%s:%d: mono_ns is not an integer" % (path, li + 1))
+                for k in KIND_FIELDS.get(r["ev"], ()):
+                    if k not in r:
+                        raise Malformed("%s:%d: %s without field %r" % (path, li + 1, r["ev"], k))
+                r["_f"], r["_l"] = fi, li + 1
+                r["_where"] = "%s:%d" % (path, li + 1)
+                recs.append(r)
+    boots = {(r["boot_id"]) for r in recs if r["ev"] == "meta" and r.get("boot_id")}
+    if len(boots) > 1:
+        raise Malformed("differing boot_id across files: %s" % sorted(boots))
+    recs.sort(key=lambda r: (r["mono_ns"], r["_f"], r["_l"]))
+    for i, r in enumerate(recs):
+        r["_i"] = i
+    return recs
+
+
+def witness(r):
+    """A record as shown in the summary (no internal keys except where)."""
+    out = {k: v for k, v in r.items() if not k.startswith("_")}
+    out["where"] = r.get("_where")
+    return out
+
+
+# --------------------------------------------------------------------------
+# the checker
+
+class Checker:
+    def __init__(self, recs, opts=None):
+        self.recs = recs
+        cfg = {}
+        for r in recs:
+            if r["ev"] == "config":
+                cfg.update({k: v for k, v in r.items() if not k.startswith("_")})
+        self.cfg = cfg
+        p = dict(DEFAULTS)
+        for k in DEFAULTS:
+            if cfg.get(k) is not None:
+                p[k] = float(cfg[k])
+        for k, v in (opts or {}).items():
+            if v is not None:
+                p[k] = float(v)
+        if p["H_ms"] is None:
+            p["H_ms"] = min(p["T_ms"] / 3.0, 5000.0)
+        if p["x_ms"] is None:
+            p["x_ms"] = 2 * p["T_ms"] + p["H_ms"] + 2000.0
+        if p["s2_bound_ms"] is None:
+            p["s2_bound_ms"] = p["eps_ms"]
+        self.p = p
+        self.ns = {k: (None if v is None else int(v * 1e6)) for k, v in p.items()}
+        self.t_end = recs[-1]["mono_ns"] if recs else 0
+        self.t_begin = recs[0]["mono_ns"] if recs else 0
+        self.results = {}
+        self.metrics = {}
+        self.warnings = []
+
+    # -- helpers ---------------------------------------------------------------
+
+    def cands(self):
+        return sorted({r["src"] for r in self.recs if r["src"] not in NON_CANDIDATE
+                       and not r["ev"] in ("meta", "config")})
+
+    def by_src(self, src):
+        return [r for r in self.recs if r["src"] == src]
+
+    def evs(self, *names):
+        return [r for r in self.recs if r["ev"] in names]
+
+    def target_of(self, r):
+        return r.get("target", r.get("cand"))
+
+    def result(self, prop, violations, status=None, **extra):
+        if status is None:
+            status = "fail" if violations else "pass"
+        res = {"status": status, "violations": violations}
+        res.update(extra)
+        self.results[prop] = res
+
+    def stop_time(self):
+        st = [r["mono_ns"] for r in self.recs if r["ev"] == "phase" and r.get("name") == "stop"]
+        return min(st) if st else self.t_end
+
+    # -- derived intervals ---------------------------------------------------------
+
+    def build(self):
+        """Leadership intervals, per-candidate walk; collects S5 violations."""
+        self.intervals = []          # dicts: cand, epoch, start, end, end_ev, open, rec
+        s5 = []
+        for c in self.cands():
+            cur = None
+            dead = None
+            for r in self.by_src(c):
+                ev = r["ev"]
+                if dead is not None and ev not in ("meta",):
+                    s5.append({"why": "event after %s" % dead["ev"], "record": witness(r),
+                               "dead": witness(dead)})
+                    continue
+                if ev == "became_leader":
+                    if cur is not None:
+                        s5.append({"why": "became_leader while already leader (epoch %s)"
+                                   % cur["epoch"], "record": witness(r)})
+                        self._close(cur, r["mono_ns"], r)
+                    cur = {"cand": c, "epoch": r["epoch"], "start": r["mono_ns"], "end": None,
+                           "end_ev": None, "open": False, "rec": r}
+                    self.intervals.append(cur)
+                elif ev == "stepped_down":
+                    if cur is None:
+                        s5.append({"why": "stepped_down while not leader", "record": witness(r)})
+                        continue
+                    if r["epoch"] != cur["epoch"]:
+                        s5.append({"why": "stepped_down epoch %s != term epoch %s"
+                                   % (r["epoch"], cur["epoch"]), "record": witness(r)})
+                    self._close(cur, r["mono_ns"], r)
+                    cur = None
+                elif ev == "exit":
+                    if cur is not None:
+                        self._close(cur, r["mono_ns"], r)
+                        cur = None
+                    dead = r
+            if cur is not None and cur["end"] is None:
+                cur["end"], cur["open"] = self.t_end, True
+        # harness kills close intervals (killed records are harness records)
+        for k in self.evs("killed"):
+            c = self.target_of(k)
+            for iv in self.intervals:
+                if iv["cand"] == c and iv["start"] <= k["mono_ns"] and \
+                        (iv["open"] or iv["end"] > k["mono_ns"]):
+                    iv["end"], iv["open"], iv["end_ev"] = k["mono_ns"], False, k
+            # nothing from a killed candidate after the kill
+            for r in self.by_src(c):
+                if r["mono_ns"] > k["mono_ns"] and r["ev"] not in ("exit", "meta"):
+                    s5.append({"why": "event after killed", "record": witness(r),
+                               "killed": witness(k)})
+        self.s5 = s5
+        # fence records in fence order
+        self.fence = [r for r in self.recs if r["src"] == "fence" and r["ev"] in ("accept", "reject")]
+        self.faults = []
+        open_f = {}
+        for r in self.recs:
+            if r["ev"] == "fault_begin":
+                f = {"begin": r["mono_ns"], "end": None, "rec": r, "kind": r["kind"],
+                     "target": r.get("target")}
+                self.faults.append(f)
+                open_f.setdefault(r["kind"], []).append(f)
+            elif r["ev"] == "fault_end":
+                lst = open_f.get(r["kind"]) or []
+                if lst:
+                    f = lst.pop(0)
+                    f["end"] = r["mono_ns"]
+                    f["end_rec"] = r
+        for f in self.faults:
+            f["window_end"] = self._segment_end(f["end"] if f["end"] is not None else f["begin"])
+
+    def _close(self, iv, t, r):
+        iv["end"], iv["end_ev"], iv["open"] = t, r, False
+
+    def _segment_end(self, t):
+        nxt = [f["begin"] for f in getattr(self, "faults", []) if f["begin"] > t]
+        return min(nxt + [self.stop_time(), self.t_end])
+
+    def leader_at(self, t, exclude=None):
+        return [iv for iv in self.intervals if iv["start"] <= t < iv["end"]
+                and iv["cand"] != exclude]
+
+    def fault_windows_with(self, key):
+        out = []
+        for f in self.faults:
+            if f["rec"].get(key) is not None:
+                end = (f["end"] if f["end"] is not None else self.t_end) + self.ns["x_ms"]
+                out.append((f["begin"], end, f))
+        return out
+
+    # -- safety ----------------------------------------------------------------------
+
+    def check_s1(self):
+        v = []
+        leads = self.evs("became_leader")
+        for a, b in zip(leads, leads[1:]):
+            if not b["epoch"] > a["epoch"]:
+                v.append({"why": "epoch not increasing: %s then %s" % (a["epoch"], b["epoch"]),
+                          "records": [witness(a), witness(b)]})
+        owner = {}
+        for r in leads:
+            owner.setdefault(r["epoch"], set()).add(r["src"])
+        for e, srcs in sorted(owner.items()):
+            if len(srcs) > 1:
+                v.append({"why": "epoch %s claimed by %s" % (e, sorted(srcs))})
+        own_epochs = {(r["src"], r["epoch"]) for r in leads}
+        # no action / accept after the term's step-down
+        downs = {}
+        for r in self.evs("stepped_down"):
+            downs.setdefault((r["src"], r["epoch"]), r)
+        slack = self.ns["fence_slack_ms"]
+        max_late = 0
+        for r in self.evs("action_begin"):
+            d = downs.get((r["src"], r["epoch"]))
+            if d is not None and r["mono_ns"] > d["mono_ns"]:
+                v.append({"why": "action after step-down of its term", "record": witness(r),
+                          "stepped_down": witness(d)})
+            if (r["src"], r["epoch"]) not in own_epochs:
+                v.append({"why": "action with an epoch this candidate never led with",
+                          "record": witness(r)})
+        kills = {}
+        for k in self.evs("killed"):
+            kills.setdefault(self.target_of(k), k)
+        for r in self.fence:
+            if r["ev"] != "accept":
+                continue
+            d = downs.get((r["cand"], r["epoch"]))
+            if d is not None and r["mono_ns"] > d["mono_ns"]:
+                late = r["mono_ns"] - d["mono_ns"]
+                max_late = max(max_late, late)
+                if late > slack:
+                    v.append({"why": "fence accept %.1f ms after step-down of its term"
+                              % (late / 1e6), "record": witness(r), "stepped_down": witness(d)})
+            k = kills.get(r["cand"])
+            if k is not None and r["mono_ns"] > k["mono_ns"] + slack:
+                v.append({"why": "fence accept from the term of a killed candidate "
+                          "(orphaned duty process?)", "record": witness(r), "killed": witness(k)})
+            if (r["cand"], r["epoch"]) not in own_epochs:
+                v.append({"why": "fence accept with an epoch this candidate never led with",
+                          "record": witness(r)})
+        self.metrics["fence_accept_late_ms_max"] = ms(max_late)
+        self.result("S1", v)
+
+    def _pause_excused(self):
+        """Intervals of a paused target that contain the pause (S2p decides for them)."""
+        ex = set()
+        for f in self.faults:
+            if not f["rec"].get("s2p"):
+                continue
+            for p in self.evs("paused"):
+                if self.target_of(p) != f["target"] or p["mono_ns"] < f["begin"]:
+                    continue
+                for i, iv in enumerate(self.intervals):
+                    if iv["cand"] == f["target"] and iv["start"] <= p["mono_ns"] <= iv["end"]:
+                        ex.add(i)
+        return ex
+
+    def _bound_for(self, lo, hi):
+        """B for an overlap [lo, hi]: the global bound unless a fault window
+        with an s2_bound_ms override intersects it."""
+        b = self.ns["s2_bound_ms"]
+        for (a, z, f) in self.fault_windows_with("s2_bound_ms"):
+            if lo <= z and hi >= a:
+                b = max(b, int(float(f["rec"]["s2_bound_ms"]) * 1e6))
+        return b
+
+    def check_s2(self):
+        v, info = [], []
+        ex = self._pause_excused()
+        worst = 0
+        pairs = []
+        ivs = self.intervals
+        for i in range(len(ivs)):
+            for j in range(i + 1, len(ivs)):
+                a, b = ivs[i], ivs[j]
+                if a["cand"] == b["cand"]:
+                    continue
+                lo, hi = max(a["start"], b["start"]), min(a["end"], b["end"])
+                ov = hi - lo
+                if ov <= 0:
+                    continue
+                worst = max(worst, ov)
+                item = {"overlap_ms": ms(ov), "a": "%s/%s" % (a["cand"], a["epoch"]),
+                        "b": "%s/%s" % (b["cand"], b["epoch"]),
+                        "records": [witness(a["rec"]), witness(b["rec"])]}
+                pairs.append(item)
+                if i in ex or j in ex:
+                    item["excused"] = "pause (S2p decides)"
+                    info.append(item)
+                elif ov > self._bound_for(lo, hi):
+                    v.append(item)
+                else:
+                    info.append(item)
+        self.metrics["overlaps"] = len(pairs)
+        self.metrics["overlap_ms_max"] = ms(worst)
+        self.result("S2", v, bound_ms=self.p["s2_bound_ms"], within_bound_or_excused=info)
+
+    def check_s2p(self):
+        v = []
+        checked = 0
+        for f in self.faults:
+            if not f["rec"].get("s2p"):
+                continue
+            c = f["target"]
+            pauses = [r for r in self.evs("paused") if self.target_of(r) == c and r["mono_ns"] >= f["begin"]]
+            for p in pauses[:1]:
+                res = [r for r in self.evs("resumed") if self.target_of(r) == c and r["mono_ns"] >= p["mono_ns"]]
+                if not res:
+                    v.append({"why": "paused but never resumed", "record": witness(p)})
+                    continue
+                rs = res[0]
+                held = [iv for iv in self.intervals if iv["cand"] == c and iv["start"] <= p["mono_ns"] < iv["end"]]
+                if not held:
+                    continue
+                iv = held[0]
+                took = [o for o in self.intervals if o["cand"] != c and p["mono_ns"] <= o["start"] <= rs["mono_ns"]]
+                if not took:
+                    continue          # nobody took over: plain S2 applies
+                checked += 1
+                if iv["open"]:
+                    v.append({"why": "resumed ex-leader never stepped down", "record": witness(rs)})
+                    continue
+                sd = iv["end"]
+                if sd < rs["mono_ns"]:
+                    continue          # ended (killed) before the resume
+                hi = sd
+                for r in self.recs:
+                    if rs["mono_ns"] <= r["mono_ns"] <= hi:
+                        if r["src"] == c and r["ev"] == "action_begin":
+                            v.append({"why": "action between resume and step-down", "record": witness(r)})
+                        if r["src"] == "fence" and r["ev"] == "accept" and r["cand"] == c:
+                            v.append({"why": "fence accept between resume and step-down",
+                                      "record": witness(r)})
+                dt = sd - rs["mono_ns"]
+                self.metrics.setdefault("resume_to_stepdown_ms", []).append(ms(dt))
+                if dt > self.ns["eps_resume_ms"]:
+                    v.append({"why": "step-down %.1f ms after resume (> %.0f ms)"
+                              % (dt / 1e6, self.p["eps_resume_ms"]),
+                              "record": witness(rs), "stepped_down": witness(iv["end_ev"])})
+        self.result("S2p", v, status=None if checked or v else "skipped")
+
+    def check_s3(self):
+        v = []
+        # action spans per (cand, epoch)
+        spans = {}
+        for r in self.recs:
+            if r["ev"] in ("action_begin", "action_end") and r["src"] not in NON_CANDIDATE:
+                k = (r["src"], r["epoch"])
+                s = spans.setdefault(k, [r["mono_ns"], r["mono_ns"], r, r])
+                if r["mono_ns"] < s[0]:
+                    s[0], s[2] = r["mono_ns"], r
+                if r["mono_ns"] > s[1]:
+                    s[1], s[3] = r["mono_ns"], r
+        holds = {}
+        for r in self.fence:
+            if r["ev"] == "accept":
+                k = (r["cand"], r["epoch"])
+                s = holds.setdefault(k, [r["mono_ns"], r["mono_ns"], r, r])
+                s[1], s[3] = r["mono_ns"], r
+        worst = {"actions": 0, "fence": 0}
+        for what, d in (("actions", spans), ("fence", holds)):
+            keys = sorted(d)
+            for i in range(len(keys)):
+                for j in range(i + 1, len(keys)):
+                    if keys[i][0] == keys[j][0]:
+                        continue
+                    a, b = d[keys[i]], d[keys[j]]
+                    lo, hi = max(a[0], b[0]), min(a[1], b[1])
+                    ov = hi - lo
+                    if ov <= 0:
+                        continue
+                    worst[what] = max(worst[what], ov)
+                    bound = max(self.ns["eps_ms"], self._bound_for(lo, hi))
+                    if ov > bound:
+                        v.append({"why": "%s of %s/%s and %s/%s overlap by %.1f ms"
+                                  % (what, keys[i][0], keys[i][1], keys[j][0], keys[j][1], ov / 1e6),
+                                  "records": [witness(a[2]), witness(a[3]), witness(b[2]), witness(b[3])]})
+        self.metrics["action_overlap_ms_max"] = ms(worst["actions"])
+        self.metrics["fence_overlap_ms_max"] = ms(worst["fence"])
+        self.result("S3", v)
+
+    def check_s4(self):
+        v = []
+        mx = None
+        rejects = 0
+        for r in self.fence:
+            if r["ev"] == "accept":
+                if mx is not None and r["epoch"] < mx:
+                    v.append({"why": "accept of stale epoch %s < max %s" % (r["epoch"], mx),
+                              "record": witness(r)})
+                mx = r["epoch"] if mx is None else max(mx, r["epoch"])
+            else:
+                rejects += 1
+                if mx is not None and r["epoch"] >= mx:
+                    v.append({"why": "reject of a current epoch %s (max %s)" % (r["epoch"], mx),
+                              "record": witness(r)})
+        accepts = sum(1 for r in self.fence if r["ev"] == "accept")
+        self.metrics["fence_accepts"] = accepts
+        self.metrics["fence_rejects"] = rejects
+        expected = any(f["rec"].get("expect_rejects") for f in self.faults)
+        if rejects and not expected:
+            self.warnings.append("%d fence rejects in a scenario that does not expect them" % rejects)
+        self.result("S4", v, status=None if self.fence else "skipped", rejects=rejects)
+
+    def check_s5(self):
+        v = list(self.s5)
+        H = self.ns["H_ms"] + self.ns["hook_grace_ms"]
+        ends = {}
+        for c in self.cands():
+            recs = self.by_src(c)
+            pending = []
+            for r in recs:
+                if r["ev"] == "hook_start":
+                    if r["hook"] == "on_leader":
+                        inside = [iv for iv in self.intervals if iv["cand"] == c
+                                  and iv["start"] <= r["mono_ns"] <= iv["end"]]
+                        if not inside:
+                            v.append({"why": "leader hook outside a leadership interval",
+                                      "record": witness(r)})
+                    pending.append(r)
+                elif r["ev"] == "hook_end":
+                    for i, s in enumerate(pending):
+                        if s["hook"] == r["hook"]:
+                            dt = r["mono_ns"] - s["mono_ns"]
+                            if dt > H:
+                                v.append({"why": "hook %s ran %.0f ms (> H + grace %.0f ms)"
+                                          % (r["hook"], dt / 1e6, H / 1e6),
+                                          "records": [witness(s), witness(r)]})
+                            ends[r["_i"]] = dt
+                            del pending[i]
+                            break
+                elif r["ev"] == "action_begin":
+                    inside = [iv for iv in self.intervals if iv["cand"] == c and iv["epoch"] == r["epoch"]
+                              and iv["start"] <= r["mono_ns"] <= iv["end"]]
+                    if not inside:
+                        v.append({"why": "action outside its leadership interval", "record": witness(r)})
+            death = [k["mono_ns"] for k in self.evs("killed") if self.target_of(k) == c]
+            death += [r["mono_ns"] for r in recs if r["ev"] == "exit"]
+            for s in pending:
+                d = [t for t in death if t >= s["mono_ns"]]
+                if d and min(d) - s["mono_ns"] <= H:
+                    continue        # the whole process went away in time
+                if not d and self.t_end - s["mono_ns"] <= H:
+                    continue        # not due yet at the end of the record
+                v.append({"why": "hook %s never ended (no hook_end within H + grace)" % s["hook"],
+                          "record": witness(s)})
+        self.result("S5", v)
+
+    def check_s6(self):
+        leases = self.evs("lease")
+        if not leases:
+            self.result("S6", [], status="skipped", note="no lease lines")
+            return
+        v = []
+        for r in self.evs("action_begin"):
+            ls = [x for x in leases if x["src"] == r["src"] and x["mono_ns"] <= r["mono_ns"]
+                  and ("epoch" not in x or x["epoch"] == r["epoch"])]
+            if not ls:
+                continue
+            last = ls[-1]
+            if r["mono_ns"] >= int(last["deadline_mono_ns"]):
+                v.append({"why": "action at or after the lease deadline (%.1f ms late)"
+                          % ((r["mono_ns"] - int(last["deadline_mono_ns"])) / 1e6),
+                          "record": witness(r), "lease": witness(last)})
+        self.result("S6", v)
+
+    # -- liveness ------------------------------------------------------------------
+
+    def check_l1(self):
+        v = []
+        takes = []
+        checked = 0
+        for f in self.faults:
+            if f["end"] is None:
+                v.append({"why": "fault %s never ended (no heal)" % f["kind"], "record": witness(f["rec"])})
+                continue
+            checked += 1
+            t0, t1 = f["end"], f["window_end"]
+            X = int(float(f["rec"]["x_ms"]) * 1e6) if f["rec"].get("x_ms") is not None else self.ns["x_ms"]
+            cover = [iv for iv in self.intervals if iv["start"] <= t1 and iv["end"] >= t1
+                     and (iv["open"] or iv["end"] > t1)]
+            if len(cover) != 1:
+                v.append({"why": "%d leaders at the end of the recovery window after %s"
+                          % (len(cover), f["kind"]), "fault": witness(f["rec"]),
+                          "leaders": ["%s/%s" % (iv["cand"], iv["epoch"]) for iv in cover]})
+                continue
+            J = cover[0]
+            others = [iv for iv in self.intervals if iv is not J and iv["end"] > t0 and iv["start"] < t1]
+            t_rec = max([t0, J["start"]] + [iv["end"] for iv in others])
+            take = t_rec - t0
+            takes.append(ms(take))
+            f["t_recovered"] = t_rec
+            if take > X:
+                v.append({"why": "leader stable only %.0f ms after the heal of %s (X = %.0f ms)"
+                          % (take / 1e6, f["kind"], X / 1e6), "fault": witness(f["rec"])})
+            elif t1 - t_rec < self.ns["min_hold_ms"]:
+                v.append({"why": "recovery window too short to show a stable leader "
+                          "(%.0f ms < %.0f ms)" % ((t1 - t_rec) / 1e6, self.p["min_hold_ms"]),
+                          "fault": witness(f["rec"])})
+        self.metrics["recovery_ms"] = takes
+        self.result("L1", v, status=None if checked or v else "skipped", x_ms=self.p["x_ms"])
+
+    def check_l2(self):
+        v = []
+        takes = []
+        bound = self.ns["T_ms"] + self.ns["tick_ms"] + self.ns["eps_take_ms"]
+        checked = 0
+        for f in self.faults:
+            if not f["rec"].get("l2"):
+                continue
+            checked += 1
+            c = f["target"]
+            nxt = [iv for iv in self.intervals if iv["cand"] != c and iv["start"] >= f["begin"]]
+            if not nxt:
+                v.append({"why": "nobody took over after %s of %s" % (f["kind"], c),
+                          "fault": witness(f["rec"])})
+                continue
+            take = nxt[0]["start"] - f["begin"]
+            takes.append(ms(take))
+            if take > bound:
+                v.append({"why": "takeover %.0f ms after %s of %s (> T + tick + eps_take = %.0f ms)"
+                          % (take / 1e6, f["kind"], c, bound / 1e6),
+                          "fault": witness(f["rec"]), "record": witness(nxt[0]["rec"])})
+        self.metrics["t_take_ms"] = takes
+        self.result("L2", v, status=None if checked else "skipped", bound_ms=ms(bound))
+
+    def check_l3(self):
+        v = []
+        flaps = 0
+        changes = [r for r in self.recs if r["ev"] in ("became_leader", "stepped_down")]
+        begins = self.evs("steady_begin")
+        ends = self.evs("steady_end")
+        windows = []
+        for b in begins:
+            e = [x["mono_ns"] for x in ends if x["mono_ns"] >= b["mono_ns"]]
+            windows.append((b["mono_ns"], min(e) if e else self.stop_time(), b, "steady window"))
+        for f in self.faults:
+            if f["rec"].get("no_change"):
+                after = [w[1] for w in windows if w[0] >= (f["end"] or f["begin"])]
+                end = min(after) if after else f["window_end"]
+                windows.append((f["begin"], end, f["rec"], "no-change fault %s" % f["kind"]))
+        seen = set()
+        for (a, z, rec, what) in windows:
+            for r in changes:
+                if a < r["mono_ns"] <= z and r["_i"] not in seen:
+                    seen.add(r["_i"])
+                    flaps += 1
+                    v.append({"why": "leadership change in %s" % what, "record": witness(r),
+                              "window": witness(rec)})
+        self.metrics["flaps"] = flaps
+        self.result("L3", v, status=None if windows else "skipped", windows=len(windows))
+
+    def _sessions(self, c, t):
+        """The candidate's current session id (int) at time t, from its records."""
+        cur = None
+        for r in self.by_src(c):
+            if r["mono_ns"] > t:
+                break
+            s = r.get("session", r.get("id")) if r["ev"] in ("session", "joined", "became_leader") else None
+            if s is not None:
+                try:
+                    cur = int(s, 16) if isinstance(s, str) else int(s)
+                except ValueError:
+                    pass
+        return cur
+
+    def check_l4(self):
+        v = []
+        orphans = 0
+        dumps = self.evs("final_children")
+        pat = re.compile(self.cfg.get("node_pattern") or r"^n_[0-9a-f]{16}-\d{10}$")
+        for d in dumps:
+            kids = d["children"] or []
+            phase = d.get("phase", "live")
+            live = d.get("live")
+            if live is None:
+                dead = {self.target_of(k) for k in self.evs("killed") if k["mono_ns"] <= d["mono_ns"]}
+                dead |= {r["src"] for r in self.evs("exit") if r["mono_ns"] <= d["mono_ns"]}
+                live = [c for c in self.cands() if c not in dead]
+            sessions = {c: self._sessions(c, d["mono_ns"]) for c in live} if phase == "live" else {}
+            owners = {}
+            for k in kids:
+                owner = int(k.get("owner") or 0)
+                if owner == 0:
+                    if pat.match(k["name"]):
+                        v.append({"why": "persistent node matching the candidate pattern: %s" % k["name"],
+                                  "record": witness(d)})
+                    continue
+                owners.setdefault(owner, []).append(k["name"])
+            for c, s in sessions.items():
+                n = len(owners.get(s, [])) if s is not None else 0
+                if n != 1:
+                    v.append({"why": "live candidate %s (session %s) owns %d nodes"
+                              % (c, None if s is None else "0x%x" % s, n), "record": witness(d)})
+            known = set(sessions.values())
+            for owner, names in owners.items():
+                if owner not in known:
+                    orphans += len(names)
+                    v.append({"why": "node(s) %s owned by session 0x%x of no live candidate (%s)"
+                              % (names, owner, phase), "record": witness(d)})
+        self.metrics["orphans"] = orphans
+        self.result("L4", v, status=None if dumps else "skipped")
+
+    # -- expectations ------------------------------------------------------------
+
+    def check_e(self):
+        v = []
+        n = 0
+        for f in self.faults:
+            for x in f["rec"].get("expect") or []:
+                n += 1
+                typ, c = x.get("type"), x.get("target", f["target"])
+                t0, t1 = f["begin"], f["window_end"]
+                sd = [iv for iv in self.intervals if iv["cand"] == c and iv["end_ev"] is not None
+                      and iv["end_ev"]["ev"] == "stepped_down" and t0 <= iv["end"] <= t1]
+                lead0 = self.leader_at(t0)
+                took = [iv for iv in self.intervals if iv["start"] > t0 and iv["start"] <= t1
+                        and iv["cand"] not in [l["cand"] for l in lead0]]
+                ok, why = True, ""
+                if typ == "stepdown_reason":
+                    if not sd:
+                        ok, why = False, "%s did not step down" % c
+                    elif sd[0]["end_ev"].get("reason") not in x.get("reasons", []):
+                        ok, why = False, "%s stepped down with reason %r, expected one of %s" % (
+                            c, sd[0]["end_ev"].get("reason"), x.get("reasons"))
+                elif typ == "gap_positive":
+                    if not sd:
+                        ok, why = False, "%s did not step down" % c
+                    else:
+                        others = [iv for iv in self.intervals if iv["cand"] != c and iv["start"] > t0]
+                        if others and others[0]["start"] <= sd[0]["end"]:
+                            ok, why = False, "%s became leader %.0f ms before %s stepped down" % (
+                                others[0]["cand"], (sd[0]["end"] - others[0]["start"]) / 1e6, c)
+                        elif others:
+                            self.metrics.setdefault("gap_ms", []).append(ms(others[0]["start"] - sd[0]["end"]))
+                elif typ == "leader_change":
+                    if not took:
+                        ok, why = False, "no other candidate became leader after the fault"
+                elif typ == "no_leader_change":
+                    if not lead0 or not [iv for iv in self.leader_at(t1 - 1) if iv is lead0[0]]:
+                        ok, why = False, "the leader at fault time does not lead at the end"
+                elif typ == "no_expiry":
+                    ex = [r for r in self.by_src(c) if r["ev"] == "session" and r.get("reason") == "expired"
+                          and t0 <= r["mono_ns"] <= t1]
+                    if ex:
+                        ok, why = False, "%s's session expired" % c
+                elif typ == "hook_killed":
+                    hk = [r for r in self.by_src(c) if r["ev"] == "hook_end" and r.get("killed")
+                          and t0 <= r["mono_ns"] <= t1]
+                    if not hk:
+                        ok, why = False, "no killed hook of %s" % c
+                elif typ == "epoch_up":
+                    before = [r["epoch"] for r in self.evs("became_leader") if r["mono_ns"] < t0]
+                    after = [r for r in self.evs("became_leader") if r["mono_ns"] >= t0]
+                    if not after:
+                        ok, why = False, "no leader after the fault"
+                    elif before and not after[0]["epoch"] > max(before):
+                        ok, why = False, "epoch %s not above %s" % (after[0]["epoch"], max(before))
+                else:
+                    ok, why = False, "unknown expectation %r" % typ
+                if not ok:
+                    v.append({"why": why, "expect": x, "fault": witness(f["rec"])})
+        self.result("E", v, status=None if n else "skipped")
+
+    # -- per-fault metrics -----------------------------------------------------------
+
+    def fault_metrics(self):
+        out = []
+        for f in self.faults:
+            t0 = f["begin"]
+            lead0 = self.leader_at(t0)
+            m = {"kind": f["kind"], "target": f["target"], "begin_ms": ms(t0 - self.t_begin),
+                 "hold_ms": ms((f["end"] - t0) if f["end"] is not None else None),
+                 "leader_at_fault": lead0[0]["cand"] if lead0 else None}
+            if lead0:
+                old = lead0[0]
+                stop = old["end"] if old["end"] <= f["window_end"] and not old["open"] else None
+                acts = [r["mono_ns"] for r in self.recs if r["src"] == old["cand"] and
+                        r["ev"] in ("action_begin", "action_end") and r.get("epoch") == old["epoch"]]
+                if stop is not None:
+                    m["t_stop_ms"] = ms(stop - t0)
+                if acts and max(acts) >= t0:
+                    m["t_last_action_ms"] = ms(max(acts) - t0)
+                nxt = [iv for iv in self.intervals if iv["cand"] != old["cand"] and iv["start"] >= t0]
+                if nxt:
+                    m["t_take_ms"] = ms(nxt[0]["start"] - t0)
+                    if stop is not None:
+                        gap = nxt[0]["start"] - stop
+                        m["gap_ms"] = ms(gap)
+                        m["overlap_ms"] = ms(max(0, -gap))
+            if f.get("t_recovered") is not None and f["end"] is not None:
+                m["t_recovered_after_heal_ms"] = ms(f["t_recovered"] - f["end"])
+            out.append(m)
+        self.metrics["faults"] = out
+
+    # -- run ---------------------------------------------------------------------
+
+    def run(self):
+        self.build()
+        for fn in (self.check_s1, self.check_s2, self.check_s2p, self.check_s3, self.check_s4,
+                   self.check_s5, self.check_s6, self.check_l1, self.check_l2, self.check_l3,
+                   self.check_l4, self.check_e):
+            fn()
+        self.fault_metrics()
+        failed = [k for k, r in self.results.items() if r["status"] == "fail"]
+        return {
+            "verdict": "fail" if failed else "pass",
+            "failed": failed,
+            "scenario": self.cfg.get("scenario"),
+            "trial": self.cfg.get("trial"),
+            "params_ms": self.p,
+            "candidates": self.cands(),
+            "properties": self.results,
+            "metrics": self.metrics,
+            "warnings": self.warnings,
+            "records": len(self.recs),
+        }
+
+    def timeline_csv(self):
+        lines = ["cand,epoch,start_ms,end_ms,open,end_reason"]
+        for iv in self.intervals:
+            reason = ""
+            if iv["end_ev"] is not None:
+                reason = iv["end_ev"].get("reason") or iv["end_ev"]["ev"]
+            lines.append("%s,%s,%.3f,%.3f,%d,%s" % (iv["cand"], iv["epoch"], (iv["start"] - self.t_begin) / 1e6,
+                                                   (iv["end"] - self.t_begin) / 1e6, iv["open"], reason))
+        return "\n".join(lines) + "\n"
+
+
+def verdict_line(summary):
+    parts = []
+    for k in ("S1", "S2", "S2p", "S3", "S4", "S5", "S6", "L1", "L2", "L3", "L4", "E"):
+        r = summary["properties"].get(k)
+        if r is None:
+            continue
+        mark = {"pass": "ok", "fail": "FAIL", "skipped": "-"}.get(r["status"], r["status"])
+        if r["status"] == "fail":
+            mark += "(%d)" % len(r["violations"])
+        parts.append("%s:%s" % (k, mark))
+    m = summary["metrics"]
+    name = summary.get("scenario") or "history"
+    head = "PASS" if summary["verdict"] == "pass" else "FAIL"
+    extra = "overlaps=%s worst=%sms flaps=%s orphans=%s rejects=%s" % (
+        m.get("overlaps"), m.get("overlap_ms_max"), m.get("flaps"), m.get("orphans"),
+        m.get("fence_rejects"))
+    return "%s %s %s %s" % (head, name, " ".join(parts), extra)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Leader-election history checker (reference §4).",
+                                 epilog="Expectations (fault_begin.expect):" + EXPECTATIONS,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("history", nargs="+", help="JSON-lines history file(s)")
+    ap.add_argument("--json", metavar="FILE", help="write the JSON summary here ('-' = stdout)")
+    ap.add_argument("--timeline", metavar="FILE", help="write leadership intervals as CSV")
+    ap.add_argument("--quiet", action="store_true", help="only the verdict line")
+    for k in DEFAULTS:
+        ap.add_argument("--" + k.replace("_", "-"), dest=k, type=float, metavar="MS"
+                        if k.endswith("_ms") else "N", help="override %s" % k)
+    try:
+        a = ap.parse_args(argv)
+    except SystemExit as e:
+        return EXIT_USAGE if e.code not in (0, None) else 0
+    try:
+        recs = load(a.history)
+        if not recs:
+            raise Malformed("empty history")
+        ck = Checker(recs, {k: getattr(a, k) for k in DEFAULTS})
+        summary = ck.run()
+    except Malformed as e:
+        print("MALFORMED %s" % e)
+        return EXIT_MALFORMED
+    line = verdict_line(summary)
+    print(line)
+    if not a.quiet:
+        for k, r in summary["properties"].items():
+            for w in r["violations"][:5]:
+                print("  %s: %s" % (k, w.get("why")))
+        for w in summary["warnings"]:
+            print("  warning: %s" % w)
+    if a.json:
+        text = json.dumps(summary, indent=1, default=str)
+        if a.json == "-":
+            print(text)
+        else:
+            with open(a.json, "w") as f:
+                f.write(text + "\n")
+    if a.timeline:
+        with open(a.timeline, "w") as f:
+            f.write(ck.timeline_csv())
+    return EXIT_PASS if summary["verdict"] == "pass" else EXIT_FAIL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+-- Chaos-suite policy (tests/chaos/chaos.py): what a leader "does".
+--
+-- In on_leader:
+--   * log "action epoch=<E>" at once and then every CFG.action_every seconds
+--     (zkelect.every); the runner turns these lines into action_begin/end;
+--   * spawn the duty process `fence_writer <socket> <ms>` (zkelect.spawn),
+--     which writes to the fenced fake resource with ZKELECT_ID/ZKELECT_EPOCH
+--     from its environment.
+-- Timers and children started here belong to the leadership term: the agent
+-- stops/kills them before on_stepdown runs, so nothing here cancels them.
+--
+-- Hooks log "hook_start <hook> epoch=<E>" and "hook_end <hook>" so the
+-- checker can see that each hook ends within its budget (S5).
+--
+-- Variant (hook_hang scenario): CFG.hang_on_leader = true makes the first
+-- on_leader of this candidate loop forever after starting its duties; the
+-- agent must stop it at --hook-timeout (instruction-count budget), cancel the
+-- term (timer, child) and, by default, resign.
+--
+-- The runner generates one copy per candidate, replacing the block between
+-- the CHAOS-CONFIG markers (the Lua sandbox has no os.getenv); as checked in
+-- this file is valid on its own (no duty process: fence_writer = "").
+-- If zkelect.every / zkelect.spawn are missing (an older agent) it degrades to
+-- one action per term and says so at load time ("policy caps ...").
+
+-- CHAOS-CONFIG-BEGIN
+local CFG = {
+  fence_writer = "",        -- path of the fence_writer binary ("" = none)
+  fence_socket = "",        -- the fence's Unix socket
+  fence_interval_ms = 50,
+  action_every = 0.05,      -- seconds between "action" lines
+  hang_on_leader = false,   -- hook_hang variant
+}
+-- CHAOS-CONFIG-END
+
+local HAS_EVERY = type(zkelect.every) == "function"
+local HAS_SPAWN = type(zkelect.spawn) == "function"
+local terms = 0
+
+local function epoch_str(ev)
+  if math.type(ev.epoch) == "integer" then
+    return string.format("%d", ev.epoch)
+  end
+  return tostring(ev.epoch)
+end
+
+zkelect.log("info", string.format("policy caps every=%s spawn=%s hang=%s",
+  tostring(HAS_EVERY), tostring(HAS_SPAWN), tostring(CFG.hang_on_leader)))
+
+function on_leader(ev)
+  local e = epoch_str(ev)
+  terms = terms + 1
+  zkelect.log("info", "hook_start on_leader epoch=" .. e)
+  zkelect.log("info", "action epoch=" .. e)
+  if HAS_EVERY then
+    zkelect.every(CFG.action_every, function()
+      zkelect.log("info", "action epoch=" .. e)
+    end)
+  end
+  if HAS_SPAWN and CFG.fence_writer ~= "" then
+    local child, msg, code = zkelect.spawn{ CFG.fence_writer, CFG.fence_socket,
+                                            tostring(CFG.fence_interval_ms) }
+    if not child then
+      zkelect.log("error", "spawn fence_writer failed: " .. tostring(msg) .. " code=" .. tostring(code))
+    end
+  end
+  if CFG.hang_on_leader and terms == 1 then
+    zkelect.log("warn", "hang on_leader epoch=" .. e)
+    local n = 0
+    while true do
+      n = n + 1
+    end
+  end
+  zkelect.log("info", "hook_end on_leader")
+end
+
+function on_stepdown(ev)
+  zkelect.log("info", "hook_start on_stepdown epoch=" .. epoch_str(ev))
+  zkelect.log("info", "hook_end on_stepdown")
+end
+
+function on_suspend(ev)
+  zkelect.log("info", "hook_start on_suspend")
+  zkelect.log("info", "hook_end on_suspend")
+end
+
+function on_resume(ev)
+  zkelect.log("info", "hook_start on_resume")
+  zkelect.log("info", "hook_end on_resume")
+end

@@ -1,0 +1,506 @@
+#!/usr/bin/python3
+"""Self-tests of tests/chaos/checker.py on synthetic histories (reference
+§4.5): a clean history passes; each listed violation is caught by the right
+property; malformed input exits 2, bad usage 64.
+
+    python3 tests/chaos/test_checker.py [test_name ...]
+"""
+import copy
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import checker  # noqa: E402
+import zkharness as h  # noqa: E402
+
+BASE = 10 ** 12          # mono_ns origin of the synthetic runs
+S1, S2, S3 = 0x101, 0x102, 0x103       # sessions of c1..c3
+S2B = 0x202                             # c2's session after a rejoin
+
+
+class Hist:
+    """A synthetic history; times in ms from BASE."""
+
+    def __init__(self):
+        self.recs = []
+
+    def add(self, t_ms, src, ev, **f):
+        r = {"mono_ns": BASE + int(round(t_ms * 1e6)), "wall": 1.7e9 + t_ms / 1000.0,
+             "src": src, "pid": {"c1": 11, "c2": 12, "c3": 13, "fence": 20}.get(src, 1), "ev": ev}
+        r.update(f)
+        self.recs.append(r)
+        return r
+
+    def harness(self, t_ms, ev, **f):
+        return self.add(t_ms, "harness", ev, **f)
+
+    def drop(self, pred):
+        self.recs = [r for r in self.recs if not pred(r)]
+
+    def copy(self):
+        return copy.deepcopy(self)
+
+    def write(self, path):
+        with open(path, "w") as f:
+            for r in self.recs:
+                f.write(json.dumps(r) + "\n")
+
+
+def leader_term(hh, c, epoch, t0, t1, fence=True, actions=True, step=50):
+    """c leads with `epoch` from t0; acts (and writes to the fence) every
+    `step` ms until t1 (exclusive)."""
+    hh.add(t0, c, "became_leader", epoch=epoch, seq=0, node="n_%016x-0000000000" % epoch,
+           session="0x%x" % {"c1": S1, "c2": S2, "c3": S3}[c])
+    hh.add(t0 + 1, c, "hook_start", hook="on_leader", epoch=epoch)
+    hh.add(t0 + 2, c, "hook_end", hook="on_leader")
+    t = t0 + 2
+    n = 0
+    while t < t1:
+        if actions:
+            hh.add(t, c, "action_begin", epoch=epoch, action="tick")
+            hh.add(t, c, "action_end", epoch=epoch, action="tick", rc=0)
+        if fence:
+            n += 1
+            hh.add(t + 1, "fence", "accept", cand=c, epoch=epoch, n=n)
+        t += step
+
+
+def clean():
+    """leader_kill9: c1 leads, is SIGKILLed at 3000; c2 takes over at 5200
+    (after its session timeout); graceful stop at 9000."""
+    hh = Hist()
+    hh.harness(0, "meta", boot_id="b-1")
+    hh.harness(0, "config", T_ms=2000, tick_ms=200, H_ms=667, scenario="synthetic", trial=1)
+    for i, c in enumerate(("c1", "c2", "c3")):
+        hh.add(10 + i, c, "meta", boot_id="b-1")
+        hh.add(20 + i, c, "session", id="0x%x" % (S1 + i), reason="connected")
+        hh.add(30 + i, c, "joined", node="n_x-%010d" % i, seq=i, session="0x%x" % (S1 + i))
+    leader_term(hh, "c1", 100, 100, 2990)
+    hh.harness(1000, "steady_begin")
+    hh.harness(2800, "steady_end")
+    hh.harness(3000, "fault_begin", kind="kill9", target="c1", l2=True,
+               expect=[{"type": "leader_change"}, {"type": "epoch_up"}])
+    hh.harness(3000, "killed", target="c1", signal=9)
+    hh.harness(3000, "fault_end", kind="kill9")
+    leader_term(hh, "c2", 200, 5200, 9000)
+    hh.harness(6500, "steady_begin")
+    hh.harness(8800, "steady_end")
+    hh.harness(8900, "final_children", phase="live", path="/chaos/x", live=["c2", "c3"],
+               children=[{"name": "n_x-0000000001", "owner": S2},
+                         {"name": "n_x-0000000002", "owner": S3}])
+    hh.harness(9000, "phase", name="stop")
+    hh.add(9010, "c2", "stepped_down", epoch=200, reason="shutdown")
+    hh.add(9030, "c3", "became_leader", epoch=300, seq=2, node="n_x-0000000002", session="0x%x" % S3)
+    hh.add(9040, "c3", "stepped_down", epoch=300, reason="shutdown")
+    hh.add(9050, "c2", "exit", rc=0)
+    hh.add(9060, "c3", "exit", rc=0)
+    hh.harness(9100, "final_children", phase="after_stop", path="/chaos/x", live=[], children=[])
+    return hh
+
+
+_tmp = []
+
+
+def run(hh, *opts):
+    d = tempfile.mkdtemp(prefix="zkechaos-checker-")
+    _tmp.append(d)
+    path = os.path.join(d, "history.jsonl")
+    out = os.path.join(d, "summary.json")
+    hh.write(path)
+    rc = checker.main(["--quiet", "--json", out, path] + list(opts))
+    summary = None
+    if os.path.exists(out):
+        with open(out) as f:
+            summary = json.load(f)
+    return rc, summary
+
+
+def failed(summary):
+    return sorted(k for k, r in summary["properties"].items() if r["status"] == "fail")
+
+
+def expect_caught(hh, prop, *also_allowed):
+    rc, s = run(hh)
+    assert rc == 1, "expected exit 1, got %s (%s)" % (rc, s and failed(s))
+    f = failed(s)
+    assert prop in f, "%s not caught; failed: %s" % (prop, f)
+    extra = set(f) - {prop} - set(also_allowed)
+    assert not extra, "unexpected extra failures %s: %s" % (
+        sorted(extra), {k: s["properties"][k]["violations"][:2] for k in extra})
+    return s
+
+
+def teardown():
+    for d in _tmp:
+        shutil.rmtree(d, ignore_errors=True)
+    del _tmp[:]
+
+
+# --------------------------------------------------------------------------
+
+
+def test_clean_history_passes():
+    rc, s = run(clean())
+    assert rc == 0, json.dumps({k: v for k, v in s["properties"].items() if v["status"] == "fail"},
+                               indent=1)[:3000]
+    assert s["metrics"]["overlaps"] == 0
+    assert s["metrics"]["t_take_ms"] == [2200.0], s["metrics"]["t_take_ms"]
+    assert s["metrics"]["flaps"] == 0 and s["metrics"]["orphans"] == 0
+    assert s["properties"]["S6"]["status"] == "skipped"
+    teardown()
+
+
+def test_two_overlapping_leaders():
+    hh = clean()
+    # c2 believes it leads while c1 still leads (c1's term ends at the kill, 3000)
+    hh.drop(lambda r: r["src"] == "c2" and r["ev"] == "became_leader")
+    hh.add(2400, "c2", "became_leader", epoch=200, seq=1, node="n_x-0000000001", session="0x%x" % S2)
+    # L3: the change falls in the pre-fault steady window too; L2/E look after the fault
+    s = expect_caught(hh, "S2", "L3", "L2", "E", "S5")
+    w = s["properties"]["S2"]["violations"][0]
+    assert w["overlap_ms"] == 600.0, w
+    teardown()
+
+
+def test_overlap_within_bound_passes():
+    hh = clean()
+    hh.drop(lambda r: r["src"] == "harness" and r["ev"] in ("steady_begin", "steady_end")
+            and r["mono_ns"] < BASE + 3000 * 10 ** 6)
+    hh.drop(lambda r: r["src"] == "c2" and r["ev"] == "became_leader")
+    hh.add(2970, "c2", "became_leader", epoch=200, seq=1, node="n_x-0000000001", session="0x%x" % S2)
+    rc, s = run(hh, "--eps-take-ms", "5000")
+    # 30 ms of overlap <= eps (50 ms); the takeover "before the fault" fails L2 though
+    assert "S2" not in failed(s), s["properties"]["S2"]
+    assert s["metrics"]["overlap_ms_max"] == 30.0
+    teardown()
+
+
+def test_epoch_going_backwards():
+    hh = clean()
+    for r in hh.recs:
+        if r["src"] in ("c2",) and r.get("epoch") == 200:
+            r["epoch"] = 50
+        if r["src"] == "fence" and r.get("cand") == "c2":
+            r["epoch"] = 50
+    s = expect_caught(hh, "S1", "S4", "E")
+    assert any("not increasing" in v["why"] for v in s["properties"]["S1"]["violations"])
+    teardown()
+
+
+def test_epoch_claimed_twice():
+    hh = clean()
+    for r in hh.recs:
+        if r["src"] == "c3" and r.get("epoch") == 300:
+            r["epoch"] = 200
+    s = expect_caught(hh, "S1")
+    assert any("claimed by" in v["why"] for v in s["properties"]["S1"]["violations"])
+    teardown()
+
+
+def test_action_after_stepdown():
+    hh = clean()
+    hh.add(2950, "c1", "stepped_down", epoch=100, reason="lease")
+    hh.drop(lambda r: r["src"] == "c1" and r["ev"] in ("action_begin", "action_end")
+            and r["mono_ns"] > BASE + 2950 * 10 ** 6)
+    hh.add(2970, "c1", "action_begin", epoch=100, action="tick")
+    s = expect_caught(hh, "S1", "S5")
+    assert any("action after step-down" in v["why"] for v in s["properties"]["S1"]["violations"])
+    teardown()
+
+
+def test_fence_accept_after_stepdown():
+    hh = clean()
+    hh.add(2900, "c1", "stepped_down", epoch=100, reason="lease")
+    hh.drop(lambda r: r["src"] == "c1" and r["ev"] in ("action_begin", "action_end")
+            and r["mono_ns"] > BASE + 2900 * 10 ** 6)
+    # the writer keeps going 90 ms past the step-down (> fence slack 20 ms)
+    s = expect_caught(hh, "S1")
+    assert any("fence accept" in v["why"] for v in s["properties"]["S1"]["violations"])
+    teardown()
+
+
+def test_accept_of_stale_epoch():
+    hh = clean()
+    hh.add(6000, "fence", "accept", cand="c1", epoch=100, n=999)
+    # also: an accept from a killed candidate's term after the kill (S1)
+    s = expect_caught(hh, "S4", "S1", "S3")
+    assert "stale" in s["properties"]["S4"]["violations"][0]["why"]
+    teardown()
+
+
+def test_missing_leader_after_heal():
+    hh = clean()
+    hh.drop(lambda r: r["src"] == "c2" and r["ev"] in ("became_leader", "stepped_down", "action_begin",
+                                                       "action_end", "hook_start", "hook_end"))
+    hh.drop(lambda r: r["src"] == "fence" and r.get("cand") == "c2")
+    s = expect_caught(hh, "L1", "L2", "E", "S5")
+    assert "0 leaders" in s["properties"]["L1"]["violations"][0]["why"], s["properties"]["L1"]
+    teardown()
+
+
+def test_slow_recovery():
+    hh = clean()
+    # c2 leads only 7 s after the kill: > X (2T + H + 2 s = 6667 ms)
+    for r in hh.recs:
+        if r["src"] == "harness" and r["ev"] in ("steady_begin", "steady_end", "final_children", "phase"):
+            r["mono_ns"] += 8000 * 10 ** 6
+        if r["src"] in ("c2", "c3", "fence") and r["mono_ns"] >= BASE + 5200 * 10 ** 6:
+            r["mono_ns"] += 8000 * 10 ** 6
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    s = expect_caught(hh, "L1", "L2")
+    assert "X =" in s["properties"]["L1"]["violations"][0]["why"]
+    teardown()
+
+
+def test_flap_in_steady_window():
+    hh = clean()
+    hh.drop(lambda r: r["src"] in ("c2", "fence") and r["mono_ns"] > BASE + 7000 * 10 ** 6)
+    hh.add(7000, "c2", "stepped_down", epoch=200, reason="lease")
+    leader_term(hh, "c2", 250, 7100, 9000)
+    hh.add(9010, "c2", "stepped_down", epoch=250, reason="shutdown")
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    s = expect_caught(hh, "L3", "L1")
+    assert s["metrics"]["flaps"] == 2, s["metrics"]
+    teardown()
+
+
+def test_no_change_fault():
+    hh = clean()
+    # a short partition of the leader c2 that must be invisible: c2 flaps
+    hh.drop(lambda r: r["ev"] in ("steady_begin", "steady_end") and r["mono_ns"] > BASE + 6000 * 10 ** 6)
+    hh.harness(6500, "fault_begin", kind="partition", target="c2", no_change=True)
+    hh.harness(7000, "fault_end", kind="partition")
+    hh.drop(lambda r: r["src"] in ("c2", "fence") and r["mono_ns"] > BASE + 6700 * 10 ** 6)
+    hh.add(6700, "c2", "stepped_down", epoch=200, reason="disconnect")
+    leader_term(hh, "c2", 250, 6800, 9000)
+    hh.add(9010, "c2", "stepped_down", epoch=250, reason="shutdown")
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    s = expect_caught(hh, "L3")
+    assert any("no-change fault" in v["why"] for v in s["properties"]["L3"]["violations"])
+    teardown()
+
+
+def test_orphan_node():
+    hh = clean()
+    for r in hh.recs:
+        if r["ev"] == "final_children" and r["phase"] == "live":
+            r["children"].append({"name": "n_y-0000000007", "owner": 0x999})
+    s = expect_caught(hh, "L4")
+    assert s["metrics"]["orphans"] == 1
+    teardown()
+
+
+def test_two_nodes_of_one_candidate():
+    hh = clean()
+    for r in hh.recs:
+        if r["ev"] == "final_children" and r["phase"] == "live":
+            r["children"].append({"name": "n_x-0000000009", "owner": S3})
+    s = expect_caught(hh, "L4")
+    assert "owns 2 nodes" in s["properties"]["L4"]["violations"][0]["why"]
+    teardown()
+
+
+def test_persistent_node_matching_pattern():
+    hh = clean()
+    for r in hh.recs:
+        if r["ev"] == "final_children" and r["phase"] == "live":
+            r["children"].append({"name": "n_%016x-0000000042" % 7, "owner": 0})
+            r["children"].append({"name": "foreign", "owner": 0})       # ignored
+    s = expect_caught(hh, "L4")
+    assert len(s["properties"]["L4"]["violations"]) == 1
+    teardown()
+
+
+def test_node_left_after_stop():
+    hh = clean()
+    for r in hh.recs:
+        if r["ev"] == "final_children" and r["phase"] == "after_stop":
+            r["children"].append({"name": "n_x-0000000002", "owner": S3})
+    expect_caught(hh, "L4")
+    teardown()
+
+
+def test_unterminated_hook():
+    hh = clean()
+    hh.add(7000, "c2", "hook_start", hook="on_leader", epoch=200)
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    s = expect_caught(hh, "S5")
+    assert "never ended" in s["properties"]["S5"]["violations"][0]["why"]
+    teardown()
+
+
+def test_hook_over_budget():
+    hh = clean()
+    hh.add(7000, "c2", "hook_start", hook="on_stepdown", epoch=200)
+    hh.add(9000, "c2", "hook_end", hook="on_stepdown")
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    s = expect_caught(hh, "S5")
+    assert "> H + grace" in s["properties"]["S5"]["violations"][0]["why"]
+    teardown()
+
+
+def test_hook_of_killed_process_is_fine():
+    hh = clean()
+    hh.add(2500, "c1", "hook_start", hook="on_stepdown", epoch=100)
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    rc, s = run(hh)
+    assert rc == 0, failed(s)
+    teardown()
+
+
+def test_event_after_exit():
+    hh = clean()
+    hh.add(9500, "c2", "became_leader", epoch=400, seq=1, node="n", session="0x1")
+    s = expect_caught(hh, "S5", "L4")
+    assert "event after exit" in s["properties"]["S5"]["violations"][0]["why"]
+    teardown()
+
+
+def test_double_became_leader():
+    hh = clean()
+    hh.add(6000, "c2", "became_leader", epoch=210, seq=1, node="n", session="0x%x" % S2)
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    s = expect_caught(hh, "S5", "L3", "S1")
+    assert any("already leader" in v["why"] for v in s["properties"]["S5"]["violations"])
+    teardown()
+
+
+def pause_history(act_after_resume=False, slow_stepdown=False):
+    """leader_sigstop: c1 paused 3000..8000; c2 leads from 5200; c1 resumes
+    and steps down (S2p decides)."""
+    hh = Hist()
+    hh.harness(0, "meta", boot_id="b-1")
+    hh.harness(0, "config", T_ms=2000, tick_ms=200, H_ms=667, scenario="synthetic-pause", trial=1)
+    for i, c in enumerate(("c1", "c2")):
+        hh.add(20 + i, c, "session", id="0x%x" % (S1 + i), reason="connected")
+    leader_term(hh, "c1", 100, 100, 3000)
+    hh.harness(3000, "fault_begin", kind="sigstop", target="c1", l2=True, s2p=True,
+               expect_rejects=True, expect=[{"type": "leader_change"}])
+    hh.harness(3000, "paused", target="c1")
+    leader_term(hh, "c2", 200, 5200, 12000)
+    hh.harness(8000, "resumed", target="c1")
+    hh.harness(8000, "fault_end", kind="sigstop")
+    if act_after_resume:
+        hh.add(8005, "c1", "action_begin", epoch=100, action="tick")
+        hh.add(8005, "c1", "action_end", epoch=100, action="tick", rc=0)
+    sd = 8300 if slow_stepdown else 8020
+    hh.add(sd, "c1", "session", id="0x%x" % S1, reason="expired")
+    hh.add(sd, "c1", "stepped_down", epoch=100, reason="expired")
+    hh.add(sd + 40, "c1", "session", id="0x%x" % 0x301, reason="connected")
+    hh.harness(10000, "steady_begin")
+    hh.harness(11900, "steady_end")
+    hh.harness(11950, "final_children", phase="live", path="/p", live=["c1", "c2"],
+               children=[{"name": "n_a-0000000003", "owner": 0x301}, {"name": "n_b-0000000001", "owner": S2}])
+    hh.harness(12000, "phase", name="stop")
+    hh.add(12010, "c2", "stepped_down", epoch=200, reason="shutdown")
+    hh.add(12020, "c1", "exit", rc=0)
+    hh.add(12030, "c2", "exit", rc=0)
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    return hh
+
+
+def test_pause_clean_passes():
+    rc, s = run(pause_history())
+    assert rc == 0, {k: v["violations"][:2] for k, v in s["properties"].items() if v["status"] == "fail"}
+    # the belief overlap is reported, but excused: S2p decided
+    assert s["metrics"]["overlap_ms_max"] > 2000
+    assert s["properties"]["S2p"]["status"] == "pass"
+    teardown()
+
+
+def test_pause_action_after_resume():
+    s = expect_caught(pause_history(act_after_resume=True), "S2p", "S3")
+    assert "between resume and step-down" in s["properties"]["S2p"]["violations"][0]["why"]
+    teardown()
+
+
+def test_pause_slow_stepdown():
+    s = expect_caught(pause_history(slow_stepdown=True), "S2p")
+    assert "after resume" in s["properties"]["S2p"]["violations"][0]["why"]
+    teardown()
+
+
+def test_lease_respect():
+    hh = clean()
+    hh.add(1500, "c1", "lease", epoch=100, deadline_mono_ns=BASE + 1700 * 10 ** 6)
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    s = expect_caught(hh, "S6")
+    assert "lease deadline" in s["properties"]["S6"]["violations"][0]["why"]
+    teardown()
+
+
+def test_expectation_stepdown_reason():
+    hh = clean()
+    hh.add(2950, "c1", "stepped_down", epoch=100, reason="expired")
+    hh.drop(lambda r: r["src"] in ("c1",) and r["ev"] in ("action_begin", "action_end")
+            and r["mono_ns"] > BASE + 2950 * 10 ** 6)
+    hh.drop(lambda r: r["src"] == "fence" and r.get("cand") == "c1" and r["mono_ns"] > BASE + 2950 * 10 ** 6)
+    for r in hh.recs:
+        if r["ev"] == "fault_begin":
+            r["mono_ns"] = BASE + 2900 * 10 ** 6
+            r["expect"] = [{"type": "stepdown_reason", "target": "c1", "reasons": ["lease"]},
+                           {"type": "gap_positive", "target": "c1"}]
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    s = expect_caught(hh, "E")
+    assert "reason 'expired'" in s["properties"]["E"]["violations"][0]["why"]
+    assert s["metrics"]["gap_ms"] == [2250.0], s["metrics"]
+    teardown()
+
+
+def test_malformed_inputs():
+    d = tempfile.mkdtemp(prefix="zkechaos-checker-")
+    _tmp.append(d)
+    p = os.path.join(d, "h.jsonl")
+    good = json.dumps({"mono_ns": 1, "wall": 0, "src": "c1", "pid": 1, "ev": "meta", "boot_id": "a"})
+    cases = {
+        "unparsable": good + "\n{not json\n",
+        "missing field": json.dumps({"mono_ns": 1, "wall": 0, "src": "c1", "ev": "session"}) + "\n",
+        "missing epoch": json.dumps({"mono_ns": 1, "wall": 0, "src": "c1", "pid": 1,
+                                     "ev": "became_leader"}) + "\n",
+        "boot ids": good + "\n" + good.replace('"a"', '"b"') + "\n",
+        "float mono": json.dumps({"mono_ns": 1.5, "wall": 0, "src": "c1", "pid": 1, "ev": "x"}) + "\n",
+        "empty": "",
+    }
+    for name, text in cases.items():
+        with open(p, "w") as f:
+            f.write(text)
+        rc = checker.main(["--quiet", p])
+        assert rc == 2, "%s: exit %s, expected 2" % (name, rc)
+    assert checker.main(["--quiet", os.path.join(d, "nonexistent")]) == 2
+    teardown()
+
+
+def test_usage():
+    assert checker.main([]) == 64
+    assert checker.main(["--no-such-flag", "x"]) == 64
+    teardown()
+
+
+def test_cli_exit_codes_and_outputs():
+    d = tempfile.mkdtemp(prefix="zkechaos-checker-")
+    _tmp.append(d)
+    p = os.path.join(d, "h.jsonl")
+    clean().write(p)
+    code, out, err, _ = h.run([sys.executable, os.path.join(HERE, "checker.py"), p,
+                               "--json", os.path.join(d, "s.json"), "--timeline", os.path.join(d, "t.csv")])
+    assert code == 0, (out, err)
+    assert out.startswith("PASS synthetic "), out
+    assert len(out.strip().splitlines()) == 1, out
+    with open(os.path.join(d, "t.csv")) as f:
+        assert f.readline().startswith("cand,epoch,start_ms")
+    hh = clean()
+    hh.add(6000, "fence", "accept", cand="c1", epoch=100, n=999)
+    hh.write(p)
+    code, out, err, _ = h.run([sys.executable, os.path.join(HERE, "checker.py"), p])
+    assert code == 1 and out.startswith("FAIL "), (code, out)
+    teardown()
+
+
+if __name__ == "__main__":
+    h.run_tests(globals())

@@ -1,0 +1,219 @@
+#!/usr/bin/python3
+"""The lease, the epoch and the term scope against a real ZooKeeper.
+
+* A leader frozen (SIGSTOP) past its session timeout steps down with reason
+  "lease" as the very first thing after SIGCONT: no timer of its term runs
+  again, its child process is killed, and the successor's epoch is larger.
+* A graceful hand-over ends the term first: the child that ignores SIGTERM is
+  SIGKILLed, the timer stopped, then on_stepdown runs, then the node goes;
+  the child saw ZKELECT_ID/EPOCH/ROLE; the epoch is in the published data.
+* A connection blip (the client's socket aborted with `ss -K`) suspends the
+  leader and resumes it (same epoch) under the default policy; under
+  --on-disconnect stepdown it steps down with reason "disconnect" and the
+  next term has a larger epoch.
+* Settings that cannot keep the promise are refused (exit 78), at start-up
+  and after the server clamps the session timeout.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zkharness as h  # noqa: E402
+
+PATH = "/app/lease"
+T = 2000
+TERM = os.path.join(h.POLICIES, "term.lua")
+
+
+def scripts(agent, prefix):
+    """(mono_ns, msg) of the agent's zkelect.log lines starting with prefix."""
+    return [(e["mono_ns"], e["msg"]) for e in agent.find("script")
+            if e.get("msg", "").startswith(prefix)]
+
+
+def field(msg, key):
+    m = re.search(r"\b%s=(\S+)" % re.escape(key), msg)
+    return m.group(1) if m else None
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purpose
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def child_pid(agent, since=0):
+    ev = agent.wait_for(lambda e: e.get("event") == "script" and
+                        e.get("msg", "").startswith("child pid="), timeout=5, since=since)
+    return int(field(ev["msg"], "pid"))
+
+
+def blip(agent, zk):
+    """Aborts the agent's TCP connection to ZooKeeper (both ends see a reset)."""
+    out = subprocess.run(["ss", "-tnpH", "dst", "127.0.0.1:%d" % zk.port], capture_output=True,
+                         text=True, timeout=10).stdout
+    ports = [l.split()[3].rsplit(":", 1)[1] for l in out.splitlines()
+             if "pid=%d," % agent.pid in l]
+    assert ports, "no connection of %s in:\n%s" % (agent, out)
+    r = subprocess.run(["ss", "-K", "dst", "127.0.0.1:%d" % zk.port, "sport", "=", ":" + ports[0]],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+
+
+def test_pause_past_the_lease():
+    tmp = h.mkdtemp("lease")
+    os.environ["ZKT_DIR"] = tmp
+    with h.ZooKeeper() as zk:
+        a, b = h.start_in_order(zk, ("pa", "pb"), path=PATH, script=TERM, session_timeout=T)
+        la = a.wait_for("leader", timeout=5)
+        cpid = child_pid(a)
+        a.wait_for(lambda e: e.get("event") == "script" and e["msg"].startswith("action"), timeout=5)
+        mb = b.mark()
+        t_stop = time.monotonic_ns()
+        a.sigstop()
+        lb = b.wait_for("leader", timeout=3 * T / 1000, since=mb)
+        assert lb["epoch"] > la["epoch"], (lb, la)
+        assert pid_alive(cpid), "the frozen leader's child runs on (it is not frozen)"
+        time.sleep(0.5)
+        ma = a.mark()
+        t_cont = time.monotonic_ns()
+        a.sigcont()
+        sd = a.wait_for("stepdown", timeout=5, since=ma)
+        assert sd["reason"] == "lease" and sd["epoch"] == la["epoch"], sd
+        lr = a.wait_for(lambda e: "lease ran out" in e.get("msg", ""), timeout=1, since=ma)
+        late = (lr["mono_ns"] - t_cont) / 1e6
+        print("  info: frozen %.1f s; lease check %.1f ms after SIGCONT, on_stepdown after %.1f ms "
+              "(the child ignores SIGTERM)" % ((t_cont - t_stop) / 1e9, late,
+                                               (sd["mono_ns"] - t_cont) / 1e6))
+        assert late < 100, "lease checked %.1f ms after SIGCONT" % late
+        assert (sd["mono_ns"] - t_cont) / 1e6 < 1000, sd
+        # nothing of the old term ran after the resume
+        acts = [m for m in scripts(a, "action") if m[0] > t_cont]
+        assert not acts, "actions after SIGCONT: %s" % acts[:3]
+        od = a.wait_for(lambda e: e.get("event") == "script" and
+                        e["msg"].startswith("on_stepdown"), timeout=5, since=ma)
+        assert "child_running=false" in od["msg"] and "ticker_active=false" in od["msg"], od
+        h.wait_until(lambda: not pid_alive(cpid), 5, "the old term's child to be gone")
+        # the old leader rejoins as a follower; one leader
+        a.wait_for("follower", timeout=10, since=ma)
+        assert h.leaders_now([a, b]) == [b]
+        for x in (a, b):
+            x.term()
+        for x in (a, b):
+            assert x.wait_exit(10) == 0
+
+
+def test_graceful_handover_ends_the_term_first():
+    tmp = h.mkdtemp("term")
+    os.environ["ZKT_DIR"] = tmp
+    with h.ZooKeeper() as zk:
+        a, b = h.start_in_order(zk, ("ga", "gb"), path=PATH, script=TERM, session_timeout=T)
+        la = a.wait_for("leader", timeout=5)
+        cpid = child_pid(a)
+        envf = os.path.join(tmp, "env-ga-%d" % la["epoch"])
+        h.wait_until(lambda: os.path.exists(envf), 5, "the child's environment file")
+        with open(envf) as f:
+            assert f.read().split() == ["ga", str(la["epoch"]), "leader"]
+        # the published leader data carries the epoch; the follower reads it
+        fb = b.wait_for("follower", timeout=5)
+        assert fb["leader"] == "ga", fb
+        a.wait_for(lambda e: e.get("event") == "script" and e["msg"].startswith("action"), timeout=5)
+        mb = b.mark()
+        ma = a.mark()
+        a.term()
+        lb = b.wait_for("leader", timeout=5, since=mb)
+        assert lb["epoch"] > la["epoch"], (lb, la)
+        assert a.wait_exit(10) == 0
+        ex = [e for e in a.find("script", since=ma) if e["msg"].startswith("child_exit")]
+        od = [e for e in a.find("script", since=ma) if e["msg"].startswith("on_stepdown")]
+        assert ex and od, a.describe()
+        assert ex[0]["msg"] == "child_exit code=nil sig=9", ex     # TERM ignored: killed
+        assert ex[0]["mono_ns"] < od[0]["mono_ns"], (ex, od)
+        assert "child_running=false" in od[0]["msg"] and "ticker_active=false" in od[0]["msg"], od
+        # the old leader's step-down (and its duty's end) came before the
+        # successor started: no overlap of duties in a graceful hand-over
+        lbon = b.wait_for(lambda e: e.get("event") == "script" and
+                          e["msg"].startswith("on_leader"), timeout=5, since=mb)
+        assert od[0]["mono_ns"] < lbon["mono_ns"], (od, lbon)
+        last_a = max(m for m, _ in scripts(a, "action"))
+        assert last_a < lbon["mono_ns"], "old leader acted after the new one started"
+        assert not pid_alive(cpid)
+        b.term()
+        assert b.wait_exit(10) == 0
+
+
+def test_blip_suspends_and_resumes():
+    tmp = h.mkdtemp("blip")
+    os.environ["ZKT_DIR"] = tmp
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "sa", path=PATH, script=TERM, session_timeout=T)
+        la = a.wait_for("leader", timeout=10)
+        ma = a.mark()
+        blip(a, zk)
+        su = a.wait_for("suspend", timeout=5, since=ma)
+        re_ = a.wait_for("resume", timeout=5, since=ma)
+        assert su["epoch"] == re_["epoch"] == la["epoch"], (su, re_, la)
+        assert 0 < re_["lease_ms"] <= 2000, re_
+        time.sleep(0.3)
+        assert not a.find("stepdown", since=ma) and not a.find("leader", since=ma), a.describe()
+        k = [e["msg"] for e in a.find("script", since=ma)]
+        assert any(m.startswith("on_suspend") for m in k) and any(m.startswith("on_resume") for m in k), k
+        a.term()
+        assert a.wait_exit(10) == 0
+
+
+def test_strict_policy_steps_down_on_disconnect():
+    tmp = h.mkdtemp("strict")
+    os.environ["ZKT_DIR"] = tmp
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "st", path=PATH, script=TERM, session_timeout=T,
+                    extra=["--on-disconnect", "stepdown"])
+        la = a.wait_for("leader", timeout=10)
+        cpid = child_pid(a)
+        ma = a.mark()
+        blip(a, zk)
+        sd = a.wait_for("stepdown", timeout=5, since=ma)
+        assert sd["reason"] == "disconnect" and sd["epoch"] == la["epoch"], sd
+        # the node is released and a new one leads a new term
+        l2 = a.wait_for("leader", timeout=10, since=ma)
+        assert l2["epoch"] > la["epoch"] and l2["node"] != la["node"], (l2, la)
+        h.wait_until(lambda: not pid_alive(cpid), 5, "the old term's child to be gone")
+        a.term()
+        assert a.wait_exit(10) == 0
+
+
+def test_settings_that_break_the_lease_are_refused():
+    with h.ZooKeeper() as zk:
+        # at start-up: the stepdown budget eats the lease
+        code, out, err, _ = h.run([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", PATH,
+                                   "--id", "x", "--session-timeout", "2000",
+                                   "--stepdown-budget", "1500"], timeout=10)
+        assert code == 78, (code, err)
+        assert "stepdown budget 1500 ms" in err and "2000" in err, err
+        code, out, err, _ = h.run([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", PATH,
+                                   "--id", "x", "--session-timeout", "2000",
+                                   "--hook-timeout", "1500"], timeout=10)
+        assert code == 78 and "hook budget 1500 ms" in err, (code, err)
+        # after negotiation: the server caps sessions at 20000 ms, which
+        # leaves too short a lease with a 13000 ms stepdown budget
+        code, out, err, _ = h.run([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", PATH,
+                                   "--id", "x", "--session-timeout", "60000",
+                                   "--stepdown-budget", "13000"], timeout=20)
+        assert code == 78, (code, err)
+        assert "granted a session timeout of 20000 ms (asked 60000 ms)" in err, err
+
+
+if __name__ == "__main__":
+    h.run_tests(globals())
