@@ -76,6 +76,7 @@ DEFAULTS = {
 EXPECTATIONS = """
   {"type":"stepdown_reason","target":C,"reasons":[...]}  C's first stepped_down after
                                                         the fault has one of reasons
+  {"type":"stepped_down","target":C}   C stepped down (any reason) after the fault
   {"type":"gap_positive","target":C}   C stepped down before anyone else became leader
   {"type":"leader_change"}             someone other than the leader at fault time leads
   {"type":"no_leader_change"}          the leader at fault time still leads at the end
@@ -724,6 +725,9 @@ class Checker:
                     elif sd[0]["end_ev"].get("reason") not in x.get("reasons", []):
                         ok, why = False, "%s stepped down with reason %r, expected one of %s" % (
                             c, sd[0]["end_ev"].get("reason"), x.get("reasons"))
+                elif typ == "stepped_down":
+                    if not sd:
+                        ok, why = False, "%s did not step down" % c
                 elif typ == "gap_positive":
                     if not sd:
                         ok, why = False, "%s did not step down" % c

@@ -1,0 +1,862 @@
+#!/usr/bin/python3
+"""chaos.py: fault-injection runs of zkelect against a real 3-node ZooKeeper
+ensemble, checked by tests/chaos/checker.py (reference anchors-reliability.md
+§2-§4, DESIGN.md §3).
+
+    python3 tests/chaos/chaos.py [--trials N] [--scenario NAME ...] [--keep]
+                                 [--json FILE] [--out DIR] [--list]
+
+Needs root: the run re-executes itself in a private network + mount namespace
+(`unshare --net --mount`), starts the ensemble there (client ports on 0.0.0.0,
+reachable only inside), and puts each candidate in its own child namespace
+behind a veth pair (10.250.N.2 -> 10.250.N.1). Partitions are nftables drops
+inside a candidate's namespace. Nothing is touched outside the run's own
+namespaces; everything started is remembered by pid and killed by pid.
+
+Per scenario: start 3 candidates (c1 first, so c1 leads), wait for a leader,
+steady window, fault, hold, heal all, recovery window (until one leader is
+stable), stop the candidates with SIGTERM (the leader first), dump the
+election children before and after the stop, merge every log into one
+history and run the checker. A failing trial's directory is kept and printed.
+
+Environment:
+  ZKELECT_BIN        zkelect binary (default <repo>/build/zkelect)
+  FENCE_WRITER_BIN   fence_writer (default <repo>/build/tests/tools/fence_writer)
+  ZK_JAR             ZooKeeper class path (default /usr/share/java/zookeeper.jar)
+Exit: 0 all trials passed, 1 some failed, 2 setup error, 64 usage, 77 not root.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+
+import net  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+FENCE_WRITER_BIN = os.environ.get("FENCE_WRITER_BIN") or os.path.join(
+    REPO, "build", "tests", "tools", "fence_writer")
+POLICY_TEMPLATE = os.path.join(HERE, "policy.lua")
+FENCE_PY = os.path.join(HERE, "fence.py")
+PROXY_PY = os.path.join(HERE, "proxy.py")
+
+T_MS = 2000                 # requested session timeout of the candidates
+TICK_MS = 200
+H_MS = min(T_MS // 3, 5000)   # zkelect's default hook budget
+STEADY_S = 2.0              # steady window before the fault
+SETTLE_S = 2.0              # stable leader required after recovery
+SCENARIO_BOUND_S = 90.0     # hard time bound of one scenario
+POLL = 0.02
+
+
+class SetupError(Exception):
+    pass
+
+
+class ScenarioTimeout(BaseException):
+    pass
+
+
+class Interrupted(BaseException):
+    pass
+
+
+def lua_str(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _preexec():
+    """Children: own process group (a terminal's Ctrl-C reaches only the
+    runner, which tears down by pid) and SIGKILL if the runner dies."""
+    os.setpgid(0, 0)
+    h._pdeathsig()
+
+
+# --------------------------------------------------------------------------
+# candidates
+
+
+def make_candidate_class():
+    class Candidate(h.Agent):
+        """A zkelect candidate in its own network namespace."""
+
+        def __init__(self, cid, netns, zkhosts, path, script, logdir):
+            self.netns = netns
+            self.exit_rec = None
+            super().__init__(None, cid, path=path, script=script, session_timeout=T_MS,
+                             zkhosts=zkhosts, extra=["--log-level", "debug"], start=False)
+            self.dir = logdir
+            self.logfile = os.path.join(logdir, "%s.log" % cid)
+
+        def argv(self):
+            return self.netns.exec_prefix() + super().argv()
+
+        def start(self):
+            if not os.access(h.ZKELECT_BIN, os.X_OK):
+                raise SetupError("zkelect binary not found or not executable: %s (set ZKELECT_BIN)"
+                                 % h.ZKELECT_BIN)
+            out = open(self.logfile, "wb")
+            self.t_start = time.time()
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, cwd=self.dir, env=h._child_env(),
+                                         preexec_fn=_preexec)
+            out.close()
+            self.pid = self.proc.pid
+            return self
+
+        def role(self):
+            """leader | follower | None, from the last role event."""
+            role = None
+            for e in self.events():
+                ev = e.get("event")
+                if ev in ("leader", "follower"):
+                    role = ev
+                elif ev in ("stepdown", "stopped"):
+                    role = None
+                elif ev == "session" and e.get("reason") == "expired":
+                    role = None
+            return role if self.alive() else None
+
+    return Candidate
+
+
+# --------------------------------------------------------------------------
+# one run: ensemble + namespaces, reused by every scenario
+
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        self.tag = str(os.getpid())
+        self.base = args.out or tempfile.mkdtemp(prefix="zkechaos-")
+        os.makedirs(self.base, exist_ok=True)
+        self.sockdir = tempfile.mkdtemp(prefix="zkechaos-s-")   # short paths for Unix sockets
+        self.ens = None
+        self.nets = []
+        self.procs = []          # helper processes (fence, proxy) still to reap
+        self.results = []
+        self.degraded = False
+        self.fence_writer = FENCE_WRITER_BIN if os.access(FENCE_WRITER_BIN, os.X_OK) else ""
+        self.Candidate = make_candidate_class()
+        self.cands = []
+
+    # -- setup / teardown ----------------------------------------------------------
+
+    def setup(self):
+        if not os.access(h.ZKELECT_BIN, os.X_OK):
+            raise SetupError("zkelect binary not found: %s (set ZKELECT_BIN)" % h.ZKELECT_BIN)
+        if not self.fence_writer and not self.args.allow_degraded:
+            raise SetupError("fence_writer not found: %s (set FENCE_WRITER_BIN, or --allow-degraded)"
+                             % FENCE_WRITER_BIN)
+        t0 = time.monotonic()
+        self.ens = E.Ensemble(os.path.join(self.base, "ensemble"), tick=TICK_MS)
+        self.ens.start(timeout=90)
+        self.t_ensemble = time.monotonic() - t0
+        for n in (1, 2, 3):
+            self.nets.append(net.CandidateNet(n, self.tag).create())
+        print("chaos: ensemble healthy in %.1fs (client ports %s, leader zk%d); zkelect %s; logs %s"
+              % (self.t_ensemble, [s.client_port for s in self.ens.servers],
+                 self.ens.leader_index() + 1, h.ZKELECT_BIN, self.base), flush=True)
+
+    def kill_proc(self, p, sig=signal.SIGTERM, wait=5.0):
+        if p is None or p.poll() is not None:
+            return
+        try:
+            os.kill(p.pid, signal.SIGCONT)
+            os.kill(p.pid, sig)
+        except ProcessLookupError:
+            return
+        if h._wait_proc(p, wait) is None:
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            h._wait_proc(p, 5.0)
+
+    def stop_candidates_hard(self):
+        for c in self.cands:
+            if c.alive():
+                self.kill_proc(c.proc, signal.SIGKILL)
+
+    def teardown(self):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        self.stop_candidates_hard()
+        for p in self.procs:
+            self.kill_proc(p)
+        if self.ens is not None:
+            try:
+                self.ens.close()
+            except Exception:
+                traceback.print_exc()
+        for n in self.nets:
+            try:
+                n.delete()
+            except Exception:
+                traceback.print_exc()
+        shutil.rmtree(self.sockdir, ignore_errors=True)
+
+    # -- helpers -------------------------------------------------------------------
+
+    def policy(self, tdir, cid, sock, hang=False):
+        with open(POLICY_TEMPLATE) as f:
+            text = f.read()
+        begin, end = "-- CHAOS-CONFIG-BEGIN", "-- CHAOS-CONFIG-END"
+        i, j = text.index(begin), text.index(end)
+        cfg = ("%s\nlocal CFG = {\n  fence_writer = %s,\n  fence_socket = %s,\n"
+               "  fence_interval_ms = 50,\n  action_every = 0.05,\n  hang_on_leader = %s,\n}\n"
+               % (begin, lua_str(self.fence_writer), lua_str(sock), "true" if hang else "false"))
+        path = os.path.join(tdir, "policy-%s.lua" % cid)
+        with open(path, "w") as f:
+            f.write(text[:i] + cfg + text[j:])
+        return path
+
+    def start_helper(self, args, name, tdir):
+        out = open(os.path.join(tdir, name + ".out"), "wb")
+        p = subprocess.Popen([sys.executable] + args, stdin=subprocess.DEVNULL, stdout=out,
+                             stderr=subprocess.STDOUT, preexec_fn=_preexec,
+                             env=dict(h._child_env(), PYTHONDONTWRITEBYTECODE="1"))
+        out.close()
+        self.procs.append(p)
+        return p
+
+    def heal_all(self, t):
+        """Jepsen's final generator: every fault undone."""
+        for n in self.nets:
+            n.heal()
+        for c in t.cands:
+            if c.alive():
+                c.sigcont()
+        if t.proxy_ctl:
+            try:
+                P.control(t.proxy_ctl, "disarm")
+            except OSError:
+                pass
+        self.ens.ensure_all_running()
+
+    # -- scenarios -----------------------------------------------------------------
+
+    def run_trial(self, sc, trial):
+        name = sc["name"]
+        tdir = os.path.join(self.base, "%s-%d" % (name, trial))
+        if os.path.exists(tdir):
+            shutil.rmtree(tdir)
+        os.makedirs(tdir)
+        t = Trial(self, sc, trial, tdir)
+        t0 = time.monotonic()
+        err = None
+
+        def on_alarm(signum, frame):
+            raise ScenarioTimeout("scenario %s exceeded %.0fs" % (name, SCENARIO_BOUND_S))
+        signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, SCENARIO_BOUND_S)
+        try:
+            t.run()
+        except (Interrupted, KeyboardInterrupt):
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            raise
+        except BaseException:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            err = traceback.format_exc()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        try:
+            t.finish(err)
+        except (Interrupted, KeyboardInterrupt):
+            raise
+        except BaseException:
+            err = (err or "") + traceback.format_exc()
+            t.problems.append("finish failed")
+        res = t.result(err, time.monotonic() - t0)
+        self.results.append(res)
+        if res["verdict"] == "pass" and not self.args.keep:
+            shutil.rmtree(tdir, ignore_errors=True)
+        return res
+
+
+# --------------------------------------------------------------------------
+# one trial of one scenario
+
+
+class Trial:
+    def __init__(self, run, sc, trial, tdir):
+        self.run_ = run
+        self.sc = sc
+        self.trial = trial
+        self.tdir = tdir
+        self.ens = run.ens
+        self.rec = HI.Recorder()
+        self.path = "/chaos/%s-%d" % (sc["name"], trial)
+        self.cands = []
+        self.proxy_ctl = None
+        self.proxy_log = None
+        self.proxy_ports = []
+        self.fence_proc = None
+        self.proxy_proc = None
+        self.problems = []       # harness-level failures (exit codes, fault not injected ...)
+        self.notes = {}
+        self.summary = None
+        self.sock = os.path.join(run.sockdir, "fence-%s-%d.sock" % (sc["name"][:12], trial))
+        self.fence_log = os.path.join(tdir, "fence.jsonl")
+        self.stopped = False
+
+    # -- candidates ------------------------------------------------------------------
+
+    def zkhosts(self, n, proxied):
+        cn = self.run_.nets[n - 1]
+        if proxied:
+            return ",".join("%s:%d" % (cn.host_ip, p) for p in self.proxy_ports)
+        return self.ens.connect_string(for_namespace=cn)
+
+    def new_candidate(self, n, proxied=False, hang=False):
+        cid = "c%d" % n
+        script = self.run_.policy(self.tdir, cid, self.sock, hang=hang)
+        c = self.run_.Candidate(cid, self.run_.nets[n - 1], self.zkhosts(n, proxied), self.path,
+                                script, self.tdir)
+        self.cands.append(c)
+        self.run_.cands.append(c)
+        c.start()
+        return c
+
+    def wait_event(self, c, pred, timeout, since=0, desc=None):
+        return c.wait_for(pred, timeout=timeout, since=since)
+
+    def start_candidates(self, proxied=(), hang=(), wait_role=True):
+        """c1, c2, c3 one after another (each after the previous joined), so
+        sequence order is start order and c1 leads."""
+        for n in (1, 2, 3):
+            c = self.new_candidate(n, proxied=n in proxied, hang=n in hang)
+            c.wait_for("joined", timeout=15)
+        if wait_role:
+            self.wait_stable(timeout=15, settle=0)
+
+    def live(self):
+        return [c for c in self.cands if c.alive()]
+
+    def roles(self):
+        return {c.id: c.role() for c in self.live()}
+
+    def leader(self):
+        ls = [c for c in self.live() if c.role() == "leader"]
+        return ls[0] if len(ls) == 1 else None
+
+    def stable_now(self):
+        r = self.roles()
+        vals = list(r.values())
+        return bool(r) and vals.count("leader") == 1 and vals.count("follower") == len(vals) - 1
+
+    def wait_stable(self, timeout, settle=SETTLE_S, record=False):
+        """Waits (bounded) until exactly one live candidate leads and all the
+        others follow; with settle > 0 then keeps a steady window of `settle`
+        seconds (recorded as steady_begin/steady_end when record). Returns
+        the seconds it took to become stable, or None."""
+        t0 = time.monotonic()
+        try:
+            h.wait_until(self.stable_now, timeout=timeout, desc="one leader, others followers")
+        except h.Timeout:
+            self.notes.setdefault("unstable", []).append(self.roles())
+            return None
+        took = time.monotonic() - t0
+        if settle > 0:
+            if record:
+                self.rec.emit("steady_begin")
+            time.sleep(settle)
+            if record:
+                self.rec.emit("steady_end")
+        return took
+
+    def steady(self):
+        return self.wait_stable(timeout=10, settle=STEADY_S, record=True)
+
+    # -- faults ------------------------------------------------------------------
+
+    def fault_begin(self, kind, target=None, **f):
+        self.rec.emit("fault_begin", kind=kind, target=target, **f)
+
+    def fault_end(self, kind):
+        self.rec.emit("fault_end", kind=kind)
+
+    def client_ports(self):
+        return [s.client_port for s in self.ens.servers] + list(self.proxy_ports)
+
+    def server_of(self, c):
+        """0-based index of the server c is connected to (from `cons`), or None."""
+        ip = c.netns.ns_ip
+        for i, s in enumerate(self.ens.servers):
+            if s.running() and ip in s.connections():
+                return i
+        return None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start_fence(self):
+        self.fence_proc = self.run_.start_helper([FENCE_PY, self.sock, self.fence_log], "fence", self.tdir)
+        h.wait_until(lambda: os.path.exists(self.sock), timeout=10, desc="fence socket")
+
+    def start_proxy(self):
+        self.proxy_ports = E.free_ports(3, host="0.0.0.0")
+        self.proxy_ctl = os.path.join(self.run_.sockdir, "proxy-%d.ctl" % self.trial)
+        self.proxy_log = os.path.join(self.tdir, "proxy.jsonl")
+        maps = ["0.0.0.0:%d=127.0.0.1:%d" % (pp, s.client_port)
+                for pp, s in zip(self.proxy_ports, self.ens.servers)]
+        self.proxy_proc = self.run_.start_helper([PROXY_PY, "--control", self.proxy_ctl, "--log",
+                                                  self.proxy_log] + maps, "proxy", self.tdir)
+        h.wait_until(lambda: os.path.exists(self.proxy_ctl), timeout=10, desc="proxy control socket")
+
+    def run(self):
+        self.ens.ensure_all_running()
+        self.ens.wait_healthy(60)
+        self.rec.emit("meta", boot_id=HI.boot_id())
+        self.rec.emit("config", T_ms=T_MS, tick_ms=TICK_MS, H_ms=H_MS, scenario=self.sc["name"],
+                      trial=self.trial, path=self.path, zkelect=h.ZKELECT_BIN)
+        self.start_fence()
+        if self.sc.get("proxy"):
+            self.start_proxy()
+        self.sc["fn"](self)
+
+    def stop_all(self):
+        """Graceful stop: the leader first (handover measured), then the rest."""
+        if self.stopped:
+            return
+        self.stopped = True
+        live = self.live()
+        self.rec.emit("final_children", phase="live", path=self.path, live=[c.id for c in live],
+                      children=self.children())
+        self.rec.emit("phase", name="stop")
+        lead = self.leader()
+        order = ([lead] if lead else []) + [c for c in live if c is not lead]
+        for i, c in enumerate(order):
+            marks = {o: o.mark() for o in order[i + 1:]}
+            t_term = time.monotonic_ns()
+            c.term()
+            rc = h._wait_proc(c.proc, 10.0)
+            if rc is None:
+                self.problems.append("%s did not exit within 10 s of SIGTERM" % c.id)
+                self.run_.kill_proc(c.proc, signal.SIGKILL)
+                rc = c.proc.returncode
+            elif rc != 0:
+                self.problems.append("%s exited with %s after SIGTERM (expected 0)" % (c.id, rc))
+            if c is lead and order[i + 1:]:
+                # graceful handover: the next candidate should lead within ms
+                try:
+                    nl = h.wait_until(lambda: [e for o in order[i + 1:] for e in o.events()[marks[o]:]
+                                               if e.get("event") == "leader"], timeout=5)
+                    self.notes["handover_ms"] = round((nl[0]["mono_ns"] - t_term) / 1e6, 1)
+                except h.Timeout:
+                    self.problems.append("no handover within 5 s after SIGTERM of leader %s" % c.id)
+        self.rec.emit("final_children", phase="after_stop", path=self.path, live=[],
+                      children=self.children())
+
+    def children(self):
+        try:
+            kids = self.ens.children_with_owner(self.path) or []
+        except (OSError, E.ZKError) as e:
+            self.problems.append("could not list %s: %s" % (self.path, e))
+            return []
+        return [{"name": k["name"], "owner": k["owner"]} for k in kids]
+
+    def finish(self, err):
+        """Heal, stop, collect, check. Runs even after an error."""
+        run = self.run_
+        try:
+            run.heal_all(self)
+            self.ens.wait_healthy(60)
+        except Exception as e:
+            self.problems.append("heal: %s" % e)
+        if err is None:
+            self.stop_all()
+        for c in self.cands:
+            if c.alive():
+                run.kill_proc(c.proc, signal.SIGKILL)
+            c._read()
+            if c.exit_rec is None and c.proc is not None:
+                c.exit_rec = {"mono_ns": time.monotonic_ns(), "wall": time.time(), "src": c.id,
+                              "pid": c.pid, "ev": "exit", "rc": c.proc.returncode}
+            marks = h.crash_markers("\n".join(c.other_lines()))
+            if marks:
+                self.problems.append("%s: crash markers %s" % (c.id, marks))
+        for p in (self.fence_proc, self.proxy_proc):
+            run.kill_proc(p)
+        self.kill_orphan_writers()
+        self.check_duties()
+        agents = [(c.id, c.pid, c.events(), c.exit_rec) for c in self.cands]
+        extra = [self.fence_log] + ([self.proxy_log] if self.proxy_log else [])
+        self.history = os.path.join(self.tdir, "history.jsonl")
+        HI.write_history(self.history, self.rec, agents, extra)
+        if err is None:
+            recs = CK.load([self.history])
+            ck = CK.Checker(recs)
+            self.summary = ck.run()
+            with open(os.path.join(self.tdir, "summary.json"), "w") as f:
+                json.dump(self.summary, f, indent=1, default=str)
+            with open(os.path.join(self.tdir, "timeline.csv"), "w") as f:
+                f.write(ck.timeline_csv())
+        for c in self.cands:
+            run.cands.remove(c)
+
+    def kill_orphan_writers(self):
+        """fence_writer processes still alive after their agents are gone:
+        killed by pid (learned by the fence through SO_PEERCRED)."""
+        pids = {r.get("peer_pid") for r in HI.read_jsonl(self.fence_log) if r.get("peer_pid")}
+        for pid in sorted(pids):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if b"fence_writer" in cmd:
+                self.problems.append("fence_writer pid %d outlived its agent" % pid)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def check_duties(self):
+        caps = {}
+        for c in self.cands:
+            for e in c.events():
+                m = re.match(r"policy caps every=(\w+) spawn=(\w+)", e.get("msg") or "")
+                if e.get("event") == "script" and m:
+                    caps[c.id] = (m.group(1) == "true", m.group(2) == "true")
+        full = caps and all(a and b for a, b in caps.values())
+        self.notes["api"] = "full" if full else "degraded"
+        if not full:
+            self.run_.degraded = True
+            if not self.run_.args.allow_degraded:
+                self.problems.append("agent lacks zkelect.every/zkelect.spawn (policy caps %s); "
+                                     "use --allow-degraded to run anyway" % caps)
+        accepts = [r for r in HI.read_jsonl(self.fence_log) if r.get("ev") == "accept"]
+        self.notes["fence_accepts"] = len(accepts)
+        if full and self.run_.fence_writer and not accepts:
+            self.problems.append("no fence write was accepted: the leader's duty process did not run")
+
+    def result(self, err, seconds):
+        s = self.summary
+        failed = list(s["failed"]) if s else []
+        verdict = "pass" if (s and s["verdict"] == "pass" and not self.problems and not err) else "fail"
+        m = s["metrics"] if s else {}
+        takes = [f.get("t_take_ms") for f in m.get("faults", []) if f.get("t_take_ms") is not None]
+        return {"scenario": self.sc["name"], "trial": self.trial, "verdict": verdict,
+                "failed_properties": failed, "harness_problems": self.problems, "error": err,
+                "seconds": round(seconds, 1), "dir": self.tdir, "overlaps": m.get("overlaps"),
+                "overlap_ms_max": m.get("overlap_ms_max"), "t_take_ms": takes,
+                "flaps": m.get("flaps"), "orphans": m.get("orphans"),
+                "fence_rejects": m.get("fence_rejects"), "notes": self.notes,
+                "checker": s}
+
+
+# --------------------------------------------------------------------------
+# scenarios (reference §2 fault matrix)
+
+def _leader_or_fail(t):
+    lead = t.leader()
+    if lead is None:
+        raise AssertionError("no single leader before the fault: %s" % t.roles())
+    return lead
+
+
+def sc_leader_kill9(t):
+    t.start_candidates()
+    t.steady()
+    lead = _leader_or_fail(t)
+    t.fault_begin("kill9", lead.id, l2=True, expect=[{"type": "leader_change"}, {"type": "epoch_up"}])
+    t.rec.emit("killed", target=lead.id, signal=9)
+    lead.kill9()
+    lead.exit_rec = {"mono_ns": time.monotonic_ns(), "wall": time.time(), "src": lead.id,
+                     "pid": lead.pid, "ev": "exit", "rc": lead.proc.returncode}
+    t.fault_end("kill9")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
+def sc_leader_sigstop(t):
+    t.start_candidates()
+    t.steady()
+    lead = _leader_or_fail(t)
+    t.fault_begin("sigstop", lead.id, l2=True, s2p=True, expect_rejects=True,
+                  expect=[{"type": "leader_change"}])
+    t.rec.emit("paused", target=lead.id)
+    lead.sigstop()
+    time.sleep(2.5 * T_MS / 1000.0)
+    lead.sigcont()
+    t.rec.emit("resumed", target=lead.id)
+    t.fault_end("sigstop")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
+def sc_partition(t, factor, long_):
+    t.start_candidates()
+    t.steady()
+    lead = _leader_or_fail(t)
+    if long_:
+        f = dict(l2=True, expect=[{"type": "stepdown_reason", "target": lead.id, "reasons": ["lease"]},
+                                  {"type": "gap_positive", "target": lead.id},
+                                  {"type": "leader_change"}])
+    else:
+        f = dict(no_change=True, expect=[{"type": "no_leader_change"},
+                                         {"type": "no_expiry", "target": lead.id}])
+    t.fault_begin("partition", lead.id, duration_ms=int(factor * T_MS), **f)
+    lead.netns.partition(t.client_ports())
+    time.sleep(factor * T_MS / 1000.0)
+    lead.netns.heal()
+    t.fault_end("partition")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
+def sc_partition_short(t):
+    sc_partition(t, 0.5, False)
+
+
+def sc_partition_long(t):
+    sc_partition(t, 2.5, True)
+
+
+def sc_zk_leader_kill(t):
+    t.start_candidates()
+    t.steady()
+    zi = t.ens.leader_index()
+    if zi is None:
+        raise AssertionError("no ZooKeeper leader")
+    t.fault_begin("zk_leader_kill", "zk%d" % (zi + 1))
+    t.ens.kill(zi)
+    t0 = time.monotonic()
+    h.wait_until(lambda: t.ens.leader_index() is not None, timeout=30, desc="new ZooKeeper leader",
+                 interval=0.05)
+    t.notes["zk_reelection_s"] = round(time.monotonic() - t0, 2)
+    time.sleep(max(0.0, 2.0 - (time.monotonic() - t0)))
+    t.ens.restart(zi)
+    t.ens.wait_healthy(60)
+    t.notes["zk_restart_s"] = round(time.monotonic() - t0, 2)
+    t.fault_end("zk_leader_kill")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
+def sc_quorum_loss(t):
+    t.start_candidates()
+    t.steady()
+    zi = t.ens.leader_index()
+    victims = [zi, (zi + 1) % 3]
+    t.fault_begin("quorum_loss", ",".join("zk%d" % (i + 1) for i in victims),
+                  duration_ms=int(2.5 * T_MS), expect=[{"type": "epoch_up"}])
+    for i in victims:
+        t.ens.kill(i)
+    time.sleep(2.5 * T_MS / 1000.0)
+    t0 = time.monotonic()
+    for i in victims:
+        t.ens.restart(i)
+    t.ens.wait_healthy(60)
+    t.notes["zk_restore_s"] = round(time.monotonic() - t0, 2)
+    t.fault_end("quorum_loss")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
+def sc_server_restart(t):
+    t.start_candidates()
+    t.steady()
+    lead = _leader_or_fail(t)
+    zl = t.ens.leader_index()
+    si = t.server_of(lead)
+    if si is None or si == zl:      # not a ZooKeeper follower: take any follower
+        si = [i for i in range(3) if i != zl][0]
+    t.notes["leader_on_restarted_server"] = t.server_of(lead) == si
+    t.fault_begin("server_restart", "zk%d" % (si + 1), no_change=True,
+                  expect=[{"type": "no_leader_change"}, {"type": "no_expiry", "target": lead.id}])
+    t0 = time.monotonic()
+    t.ens.restart(si)
+    t.ens.wait_healthy(60)
+    t.notes["zk_restart_s"] = round(time.monotonic() - t0, 2)
+    t.fault_end("server_restart")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
+def _proxy_cuts(t):
+    return P.control(t.proxy_ctl, "status").get("cuts", 0)
+
+
+def sc_cut_after_create(t):
+    # the folder must exist: zkelect creates its node first and parents only
+    # on NONODE, and the cut must hit the create of the candidate node
+    t.ens.ensure_path(t.path)
+    P.control(t.proxy_ctl, "arm 1 %s/" % t.path)
+    t.fault_begin("cut_after_create", "c1", phase="join")
+    t.start_candidates(proxied=(1,))
+    h.wait_until(lambda: _proxy_cuts(t) >= 1, timeout=10, desc="the cut at join")
+    t.fault_end("cut_after_create")
+    t.steady()
+    # rejoin: cut c1 (the leader) off past its session, so it comes back
+    # with a new session and creates a new node: cut that create too
+    c1 = t.cands[0]
+    t.fault_begin("cut_after_create", "c1", phase="rejoin", l2=c1.role() == "leader")
+    c1.netns.partition(t.client_ports())
+    P.control(t.proxy_ctl, "arm 1 %s/" % t.path)
+    time.sleep(2.5 * T_MS / 1000.0)
+    mark = c1.mark()
+    c1.netns.heal()
+    try:
+        h.wait_until(lambda: _proxy_cuts(t) >= 2, timeout=10, desc="the cut at rejoin")
+        c1.wait_for("joined", timeout=10, since=mark)
+    except h.Timeout as e:
+        t.problems.append("rejoin cut not observed: %s" % str(e).splitlines()[0])
+    t.fault_end("cut_after_create")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+    cuts = _proxy_cuts(t)
+    t.notes["proxy_cuts"] = cuts
+    joins = [e.get("reason") for e in c1.events("joined")]
+    t.notes["c1_joined_reasons"] = joins
+    if cuts < 2:
+        t.problems.append("fault not injected: %d proxy cuts (expected 2)" % cuts)
+
+
+def sc_hook_hang(t):
+    t.fault_begin("hook_hang", "c1", expect=[{"type": "hook_killed", "target": "c1"},
+                                             {"type": "no_expiry", "target": "c1"},
+                                             {"type": "stepped_down", "target": "c1"}])
+    c1 = t.new_candidate(1, hang=True)
+    c1.wait_for("joined", timeout=15)
+    for n in (2, 3):                       # join while c1's on_leader hangs
+        t.new_candidate(n).wait_for("joined", timeout=15)
+    try:
+        c1.wait_for("stepdown", timeout=H_MS / 1000.0 + 5)
+    except h.Timeout:
+        t.problems.append("c1 did not step down after its on_leader hung")
+    t.fault_end("hook_hang")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
+def sc_folder_delete(t):
+    t.start_candidates()
+    t.steady()
+    lead = _leader_or_fail(t)
+    t.fault_begin("folder_delete", t.path, expect=[{"type": "epoch_up"}],
+                  leader=lead.id)
+    dt = t.ens.deleteall(t.path)
+    t.notes["deleteall_s"] = round(dt, 2)
+    t.fault_end("folder_delete")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
+SCENARIOS = [
+    {"name": "leader_kill9", "fn": sc_leader_kill9},
+    {"name": "leader_sigstop", "fn": sc_leader_sigstop},
+    {"name": "partition_short", "fn": sc_partition_short},
+    {"name": "partition_long", "fn": sc_partition_long},
+    {"name": "zk_leader_kill", "fn": sc_zk_leader_kill},
+    {"name": "quorum_loss", "fn": sc_quorum_loss},
+    {"name": "server_restart", "fn": sc_server_restart},
+    {"name": "cut_after_create", "fn": sc_cut_after_create, "proxy": True},
+    {"name": "hook_hang", "fn": sc_hook_hang},
+    {"name": "folder_delete", "fn": sc_folder_delete},
+]
+
+
+def fmt_result(r):
+    takes = ",".join("%.2fs" % (x / 1000.0) for x in r["t_take_ms"]) or "-"
+    line = "%s %-17s #%d  overlaps=%s worst=%sms t_take=%s flaps=%s orphans=%s rejects=%s  [%.1fs]" % (
+        "PASS" if r["verdict"] == "pass" else "FAIL", r["scenario"], r["trial"], r["overlaps"],
+        r["overlap_ms_max"], takes, r["flaps"], r["orphans"], r["fence_rejects"], r["seconds"])
+    if r["verdict"] != "pass":
+        why = list(r["failed_properties"]) + r["harness_problems"]
+        if r["error"]:
+            why.append("error: " + r["error"].strip().splitlines()[-1])
+        line += "\n     failed: %s\n     logs: %s" % ("; ".join(str(w) for w in why), r["dir"])
+        if r.get("checker"):
+            for k in r["failed_properties"]:
+                for v in r["checker"]["properties"][k]["violations"][:3]:
+                    line += "\n     %s: %s" % (k, v.get("why"))
+    return line
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=1)
+    ap.add_argument("--scenario", action="append", default=[], metavar="NAME",
+                    help="run only these (repeatable); default all")
+    ap.add_argument("--keep", action="store_true", help="keep the logs of passing trials too")
+    ap.add_argument("--json", metavar="FILE", help="write a JSON summary of all trials")
+    ap.add_argument("--out", metavar="DIR", help="directory for logs (default: a new temp dir)")
+    ap.add_argument("--allow-degraded", action="store_true",
+                    help="accept an agent without zkelect.every/spawn (no duty process)")
+    ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    try:
+        args = ap.parse_args(argv[1:])
+    except SystemExit as e:
+        return 64 if e.code else 0
+    names = [s["name"] for s in SCENARIOS]
+    if args.list:
+        print("\n".join(names))
+        return 0
+    for n in args.scenario:
+        if n not in names:
+            print("chaos: unknown scenario %r (known: %s)" % (n, ", ".join(names)), file=sys.stderr)
+            return 64
+    if args.trials < 1:
+        print("chaos: --trials must be >= 1", file=sys.stderr)
+        return 64
+
+    net.reexec_private([os.path.abspath(__file__)] + argv[1:])    # exits in the host namespace
+
+    chosen = [s for s in SCENARIOS if not args.scenario or s["name"] in args.scenario]
+    run = Run(args)
+
+    def on_signal(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Interrupted("signal %d" % signum)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    t_all = time.monotonic()
+    rc = 0
+    try:
+        run.setup()
+        for trial in range(1, args.trials + 1):
+            for sc in chosen:
+                r = run.run_trial(sc, trial)
+                print(fmt_result(r), flush=True)
+    except SetupError as e:
+        print("chaos: setup error: %s" % e, flush=True)
+        rc = 2
+    except Interrupted as e:
+        print("chaos: interrupted (%s); tearing down" % e, flush=True)
+        rc = 130
+    except Exception:
+        traceback.print_exc()
+        rc = 2
+    finally:
+        run.teardown()
+    passed = sum(1 for r in run.results if r["verdict"] == "pass")
+    failed = len(run.results) - passed
+    total_s = time.monotonic() - t_all
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"passed": passed, "failed": failed, "seconds": round(total_s, 1),
+                       "zkelect": h.ZKELECT_BIN, "degraded": run.degraded, "logs": run.base,
+                       "trials": run.results}, f, indent=1, default=str)
+    if run.degraded:
+        print("chaos: WARNING: degraded run (agent without zkelect.every/spawn: no duty process)")
+    print("%d passed, %d failed (%.0fs; logs under %s)" % (passed, failed, total_s, run.base), flush=True)
+    if failed == 0 and not args.keep and not args.out and rc == 0:
+        shutil.rmtree(run.base, ignore_errors=True)
+    if rc:
+        return rc
+    return 1 if failed else 0
+
+
+import zkharness as h  # noqa: E402
+import ensemble as E  # noqa: E402
+import proxy as P  # noqa: E402
+import history as HI  # noqa: E402
+import checker as CK  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
