@@ -71,7 +71,6 @@ struct zke_agent {
     int renewing;               /* a renewal request is outstanding */
     scope *term;                /* resources of the term the host was told about */
     int term_drained, lease_expired_logged;
-    int64_t dropped_epoch;      /* a LEADER never delivered (lease gone): drop its STEPDOWN */
     struct item *head, *tail;
     int started, stopping, done, stopped_called, ever_connected, in_cb, freeing, free_requested;
     int host_leader;            /* the host got on_leader and no on_stepdown since */
@@ -862,7 +861,20 @@ static void update_renew(zke_agent *a)
 
 scope *agent_term(zke_agent *a)
 {
-    return a->term != NULL && !scope_cancelled(a->term) && a->host_leader ? a->term : NULL;
+    if (a->term == NULL || scope_cancelled(a->term) || !a->host_leader)
+        return NULL;
+    /* asked from inside hooks and callbacks, between two loop iterations:
+     * the lease may have run out since the last check */
+    if (sess_now_ns() >= lease_end(a)) {
+        lease_tick(a);
+        return NULL;
+    }
+    return a->term;
+}
+
+int64_t agent_lease_left_ms(zke_agent *a)
+{
+    return agent_term(a) != NULL ? lease_left_ms(a) : 0;
 }
 
 struct ev_loop *agent_loop(const zke_agent *a) { return a->loop; }
@@ -892,6 +904,8 @@ static int call_host(zke_agent *a, const struct zke_event *in)
     zke_event_fn *fn = callback_for(a, in->type);
     struct zke_event copy = *in;
     const struct zke_event *ev = &copy;
+    if (a->host_leader)
+        lease_tick(a);      /* a term whose lease ran out ends before any callback */
     if (in->type == ZKE_EV_LEADER) {
         struct zke_status st;
         el_status(a->el, &st);
@@ -899,7 +913,6 @@ static int call_host(zke_agent *a, const struct zke_event *in)
         if (st.role != ZKE_ROLE_LEADER || st.epoch != in->epoch || left <= 0) {
             /* the term ended (or its lease did) before the host heard of
              * it: it never hears of it, neither start nor end */
-            a->dropped_epoch = in->epoch;
             alog(a, ZKE_LOG_WARN, "term of epoch %" PRId64 " ended before on_leader ran (%s)",
                  in->epoch, left <= 0 ? "lease ran out" : "leadership already lost");
             lease_tick(a);
@@ -923,10 +936,8 @@ static int call_host(zke_agent *a, const struct zke_event *in)
         a->host_leader = 0;
     } else if (in->type == ZKE_EV_SUSPEND || in->type == ZKE_EV_RESUME) {
         if (!a->host_leader || in->epoch != a->host_epoch || agent_term(a) == NULL)
-            return 0;
+            return 0;       /* the term is over (the lease check ended it) */
         copy.lease_ms = lease_left_ms(a);
-        if (in->type == ZKE_EV_RESUME && copy.lease_ms <= 0)
-            return 0;       /* the lease check steps down instead */
     }
     if (fn == NULL)
         return 0;
@@ -1093,6 +1104,13 @@ static void stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     if (a->done)
         return;
+    if (a->term != NULL) {
+        /* on_stepdown must run before the node goes: the term's drain is
+         * bounded (grace, SIGKILL, 1 s), wait for it */
+        ev_timer_set(&a->stop_to, 0.25, 0.);
+        ev_timer_start(a->loop, &a->stop_to);
+        return;
+    }
     alog(a, ZKE_LOG_WARN, "stop: could not release our node in time; closing the session "
                           "(the server removes the node)");
     a->done = 1;
@@ -1143,6 +1161,10 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
     }
     if (zke_lease_check(&a->set, a->set.session_timeout_ms, &a->plan, a->err, sizeof a->err) != 0)
         return a;
+    /* the budget and margin are fixed now (the host sized its hooks with
+     * them); a different granted timeout is checked against these values */
+    a->set.stepdown_budget_ms = a->plan.stepdown_budget_ms;
+    a->set.lease_margin_ms = a->plan.margin_ms;
     struct sess_cbs scb = { sess_state_cb, sess_watch_cb, sess_log_cb };
     struct el_ops eops = { el_request_cb, el_event_cb, el_log_cb };
     struct timespec ts;

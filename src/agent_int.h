@@ -9,8 +9,10 @@
 #include "zkelect.h"
 
 /* The current term's scope, or NULL when not leader or once the term is
- * ending (its lease ran out, a step-down was decided). Borrowed. */
+ * ending (its lease ran out, checked now; a step-down was decided). Borrowed. */
 scope *agent_term(zke_agent *a);
+/* Lease left (ms) of the current term, 0 when there is none. */
+int64_t agent_lease_left_ms(zke_agent *a);
 /* The event loop the agent runs on. */
 struct ev_loop *agent_loop(const zke_agent *a);
 const char *agent_id(const zke_agent *a);

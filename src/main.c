@@ -313,6 +313,8 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
         app->first_signal = ev_now(loop);
     if (app->signals > 1) {
         log_msg(ZKE_LOG_WARN, "log", "second signal: closing the session and exiting now");
+        if (app->sc != NULL)
+            script_attach(app->sc, NULL);   /* its timers may still fire in this pass */
         zke_agent_free(app->agent);    /* calls on_stopped, which breaks the loop */
         app->agent = NULL;
         ev_break(loop, EVBREAK_ALL);

@@ -15,11 +15,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+
+#ifndef NSIG
+#define NSIG 65
+#endif
 
 #include <ev.h>
 #include <lauxlib.h>
@@ -97,9 +102,7 @@ static int env_key_len(const char *kv)
 proc *proc_spawn(scope *s, char *const argv[], char *const env[], proc_exit_fn *cb, void *ud,
                  char *err, size_t errlen)
 {
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_t fa;
-    sigset_t none, all;
+    sigset_t none;
     char **envp = NULL;
     size_t n = 0, extra = 0;
     proc *p;
@@ -142,27 +145,64 @@ proc *proc_spawn(scope *s, char *const argv[], char *const env[], proc_exit_fn *
         envp[k++] = env[j];
     envp[k] = NULL;
 
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_init(&fa);
+    /* fork, not posix_spawn: the child must also die with the agent
+     * (PR_SET_PDEATHSIG), or a SIGKILLed leader's duty would run on. A
+     * close-on-exec pipe reports a failed exec. */
+    int pfd[2];
+    if (pipe(pfd) != 0) {
+        snprintf(err, errlen, "cannot start '%s': %s", argv[0], strerror(errno));
+        free(envp);
+        free(p);
+        return NULL;
+    }
+    (void)fcntl(pfd[0], F_SETFD, FD_CLOEXEC);
+    (void)fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
     sigemptyset(&none);
-    sigfillset(&all);
-    sigdelset(&all, SIGKILL);
-    sigdelset(&all, SIGSTOP);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                    POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    rc = posix_spawnp(&p->pid, argv[0], &fa, &attr, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int e;
+        (void)setpgid(0, 0);
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        for (int sig = 1; sig < NSIG; sig++)
+            if (sig != SIGKILL && sig != SIGSTOP)
+                (void)signal(sig, SIG_DFL);
+        (void)sigprocmask(SIG_SETMASK, &none, NULL);
+        int fd = open("/dev/null", O_RDONLY);
+        if (fd >= 0 && fd != 0) {
+            (void)dup2(fd, 0);
+            (void)close(fd);
+        }
+        environ = envp;
+        execvp(argv[0], argv);
+        e = errno;
+        (void)!write(pfd[1], &e, sizeof e);
+        _exit(127);
+    }
+    rc = pid < 0 ? errno : 0;
+    (void)close(pfd[1]);
+    if (pid > 0) {
+        int e = 0;
+        (void)setpgid(pid, pid);     /* no race with a signal to the group */
+        ssize_t got;
+        do
+            got = read(pfd[0], &e, sizeof e);
+        while (got < 0 && errno == EINTR);
+        if (got == (ssize_t)sizeof e) {
+            rc = e;
+            (void)waitpid(pid, NULL, 0);
+        }
+    }
+    (void)close(pfd[0]);
     free(envp);
     if (rc != 0) {
         snprintf(err, errlen, "cannot start '%s': %s", argv[0], strerror(rc));
         free(p);
         return NULL;
     }
+    p->pid = pid;
     p->loop = scope_loop(s);
     p->cb = cb;
     p->ud = ud;
@@ -244,7 +284,7 @@ static int l_spawn(lua_State *L)
 {
     script *sc = script_of(L);
     char err[256];
-    char envbuf[8][192];
+    static char envbuf[8][SCRIPT_ENV_LEN];
     char *env[9];
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_Integer argc = luaL_len(L, 1);
@@ -265,12 +305,12 @@ static int l_spawn(lua_State *L)
         luaL_argcheck(L, lua_isfunction(L, -1), 1, "on_exit must be a function");
     int cbidx = lua_gettop(L);
 
-    int ne = script_child_env(sc, envbuf, 8);
+    scope *s = script_scope(sc);
+    int ne = script_child_env(sc, s, envbuf, 8);
     for (int i = 0; i < ne; i++)
         env[i] = envbuf[i];
     env[ne] = NULL;
 
-    scope *s = script_scope(sc);
     struct lproc *b = lua_newuserdatauv(L, sizeof *b, 0);
     memset(b, 0, sizeof *b);
     b->sc = sc;
@@ -363,6 +403,8 @@ void proc_open_lua(lua_State *L)
         lua_setfield(L, -2, "__gc");
         lua_pushcfunction(L, l_close);
         lua_setfield(L, -2, "__close");
+        lua_pushboolean(L, 0);       /* getmetatable() must not strip __gc */
+        lua_setfield(L, -2, "__metatable");
     }
     lua_pop(L, 1);
     lua_pushcfunction(L, l_spawn);

@@ -155,9 +155,16 @@ static int pcall_budget(script *sc, int nargs, const char *what)
     int nested = sc->armed;
     lua_pushcfunction(L, msgh);
     lua_insert(L, base);
-    if (!nested)
-        arm(sc, what, strcmp(what, "on_stepdown") == 0 ? sc->stepdown_timeout_ms
-                                                       : sc->hook_timeout_ms);
+    if (!nested) {
+        int budget = strcmp(what, "on_stepdown") == 0 ? sc->stepdown_timeout_ms : sc->hook_timeout_ms;
+        /* in a term, no longer than the lease: a hook must not act past it */
+        if (sc->cur != NULL && sc->cur != sc->global && sc->agent != NULL) {
+            int64_t left = agent_lease_left_ms(sc->agent);
+            if (left < budget)
+                budget = left > 1 ? (int)left : 1;
+        }
+        arm(sc, what, budget);
+    }
     int st = lua_pcall(L, nargs, 0, base);
     if (!nested)
         disarm(sc);
@@ -466,12 +473,22 @@ script *script_of(lua_State *L) { return get_script(L); }
 lua_State *script_lua(script *sc) { return sc->L; }
 struct ev_loop *script_loop(const script *sc) { return sc->loop; }
 
+int script_scope_live(script *sc, scope *s)
+{
+    if (s == NULL || scope_cancelled(s))
+        return 0;
+    if (s == sc->global)
+        return 1;
+    /* a term's scope lives while it is the agent's term and its lease runs */
+    return sc->agent != NULL && agent_term(sc->agent) == s;
+}
+
 scope *script_scope(script *sc)
 {
     if (sc->loop == NULL)
         return NULL;
     scope *s = sc->cur ? sc->cur : sc->global;
-    return s != NULL && !scope_cancelled(s) ? s : NULL;
+    return script_scope_live(sc, s) ? s : NULL;
 }
 
 int script_call(script *sc, int fn_ref, int nargs, const char *what, scope *ctx)
@@ -486,23 +503,24 @@ int script_call(script *sc, int fn_ref, int nargs, const char *what, scope *ctx)
     return st == LUA_OK ? 0 : -1;
 }
 
-int script_child_env(script *sc, char (*buf)[192], int max)
+int script_child_env(script *sc, scope *s, char (*buf)[SCRIPT_ENV_LEN], int max)
 {
     struct zke_status st;
     int n = 0, leader = 0;
     int64_t epoch = 0;
-    if (sc->agent == NULL || max < 5)
+    if (sc->agent == NULL || max < 5 || zke_agent_status(sc->agent, &st) != 0)
         return 0;
-    if (zke_agent_status(sc->agent, &st) == 0 && st.role == ZKE_ROLE_LEADER &&
-        agent_term(sc->agent) != NULL) {
+    /* leader credentials only for a process that belongs to the term */
+    if (s != NULL && s == agent_term(sc->agent)) {
         leader = 1;
         epoch = agent_term_epoch(sc->agent);
     }
-    snprintf(buf[n++], 192, "ZKELECT_ID=%s", agent_id(sc->agent));
-    snprintf(buf[n++], 192, "ZKELECT_EPOCH=%" PRId64, epoch);
-    snprintf(buf[n++], 192, "ZKELECT_ROLE=%s", leader ? "leader" : zke_role_name(st.role));
-    snprintf(buf[n++], 192, "ZKELECT_PATH=%s", agent_path(sc->agent));
-    snprintf(buf[n++], 192, "ZKELECT_NODE=%s", st.node ? st.node : "");
+    snprintf(buf[n++], SCRIPT_ENV_LEN, "ZKELECT_ID=%s", agent_id(sc->agent));
+    snprintf(buf[n++], SCRIPT_ENV_LEN, "ZKELECT_EPOCH=%" PRId64, epoch);
+    snprintf(buf[n++], SCRIPT_ENV_LEN, "ZKELECT_ROLE=%s",
+             leader ? "leader" : st.role == ZKE_ROLE_LEADER ? "follower" : zke_role_name(st.role));
+    snprintf(buf[n++], SCRIPT_ENV_LEN, "ZKELECT_PATH=%s", agent_path(sc->agent));
+    snprintf(buf[n++], SCRIPT_ENV_LEN, "ZKELECT_NODE=%s", st.node ? st.node : "");
     return n;
 }
 

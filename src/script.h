@@ -61,8 +61,13 @@ struct scope *script_scope(script *sc);
  * stack (popped), under the hook budget, with ctx as current scope; errors
  * are logged as hook_error under `what`. 0 or -1. */
 int script_call(script *sc, int fn_ref, int nargs, const char *what, struct scope *ctx);
-/* "K=V" strings for a child started now (ZKELECT_ID, _EPOCH, _ROLE, _PATH,
- * _NODE). Returns how many were written (max >= 5). */
-int script_child_env(script *sc, char (*buf)[192], int max);
+/* Whether resources of scope s may still run: the script's own scope until
+ * it is freed, a term's while it is the agent's term and its lease runs. */
+int script_scope_live(script *sc, struct scope *s);
+/* "K=V" strings for a child started now in scope s (ZKELECT_ID, _EPOCH,
+ * _ROLE, _PATH, _NODE): leader role and epoch only for the term's scope.
+ * Returns how many were written (max >= 5). */
+#define SCRIPT_ENV_LEN 1200
+int script_child_env(script *sc, struct scope *s, char (*buf)[SCRIPT_ENV_LEN], int max);
 
 #endif

@@ -451,8 +451,11 @@ static void done(struct req *r, struct sess_result *res, int rc)
      * after the send time: the session cannot expire before sent + timeout
      * (server clock). Losses, expiry and close say nothing. */
     res->sent_ns = r->sent_ns;
-    if (r->s->zh != NULL && res->rc != SESS_CONNLOSS && res->rc != SESS_EXPIRED &&
-        res->rc != SESS_CLOSING && r->sent_ns > r->s->last_ack_ns)
+    /* Only codes a server reply carries: on a broken connection the client
+     * answers pending requests itself with the failure's code. */
+    if (r->s->zh != NULL && r->sent_ns > r->s->last_ack_ns &&
+        (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOAUTH || rc == ZBADVERSION ||
+         rc == ZNOTEMPTY || rc == ZNOCHILDRENFOREPHEMERALS))
         r->s->last_ack_ns = r->sent_ns;
     r->cb(r->arg, res);
     free(r);

@@ -55,8 +55,8 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
     struct ltimer *t = w->data;
     (void)loop;
     (void)revents;
-    if (t->closed || scope_cancelled(t->scope)) {
-        close_timer(t);
+    if (t->closed || !script_scope_live(t->sc, t->scope)) {
+        close_timer(t);     /* its term ended (or its lease ran out) */
         return;
     }
     int fn = t->fn;
@@ -149,6 +149,8 @@ void timer_open_lua(lua_State *L)
         lua_setfield(L, -2, "__gc");
         lua_pushcfunction(L, l_close);
         lua_setfield(L, -2, "__close");
+        lua_pushboolean(L, 0);       /* getmetatable() must not strip __gc */
+        lua_setfield(L, -2, "__metatable");
     }
     lua_pop(L, 1);
     lua_pushcfunction(L, l_after);

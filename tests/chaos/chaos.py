@@ -160,7 +160,9 @@ class Run:
             raise SetupError("fence_writer not found: %s (set FENCE_WRITER_BIN, or --allow-degraded)"
                              % FENCE_WRITER_BIN)
         t0 = time.monotonic()
-        self.ens = E.Ensemble(os.path.join(self.base, "ensemble"), tick=TICK_MS)
+        ens_dir = os.path.join(self.base, "ensemble")
+        shutil.rmtree(ens_dir, ignore_errors=True)      # no state from an earlier run
+        self.ens = E.Ensemble(ens_dir, tick=TICK_MS)
         self.ens.start(timeout=90)
         self.t_ensemble = time.monotonic() - t0
         for n in (1, 2, 3):
@@ -761,9 +763,13 @@ SCENARIOS = [
 
 def fmt_result(r):
     takes = ",".join("%.2fs" % (x / 1000.0) for x in r["t_take_ms"]) or "-"
-    line = "%s %-17s #%d  overlaps=%s worst=%sms t_take=%s flaps=%s orphans=%s rejects=%s  [%.1fs]" % (
+    worst = "-" if r["overlap_ms_max"] is None else "%.1fms" % r["overlap_ms_max"]
+    ck = r.get("checker") or {}
+    if ck and ck["properties"].get("S2p", {}).get("status") == "pass" and r["overlap_ms_max"]:
+        worst += "(pause, S2p ok)"
+    line = "%s %-17s #%d  overlaps=%s worst=%s new_leader=%s flaps=%s orphans=%s rejects=%s  [%.1fs]" % (
         "PASS" if r["verdict"] == "pass" else "FAIL", r["scenario"], r["trial"], r["overlaps"],
-        r["overlap_ms_max"], takes, r["flaps"], r["orphans"], r["fence_rejects"], r["seconds"])
+        worst, takes, r["flaps"], r["orphans"], r["fence_rejects"], r["seconds"])
     if r["verdict"] != "pass":
         why = list(r["failed_properties"]) + r["harness_problems"]
         if r["error"]:
@@ -845,8 +851,11 @@ def main(argv):
     if run.degraded:
         print("chaos: WARNING: degraded run (agent without zkelect.every/spawn: no duty process)")
     print("%d passed, %d failed (%.0fs; logs under %s)" % (passed, failed, total_s, run.base), flush=True)
-    if failed == 0 and not args.keep and not args.out and rc == 0:
-        shutil.rmtree(run.base, ignore_errors=True)
+    if failed == 0 and not args.keep and rc == 0:
+        if args.out:
+            shutil.rmtree(os.path.join(run.base, "ensemble"), ignore_errors=True)
+        else:
+            shutil.rmtree(run.base, ignore_errors=True)
     if rc:
         return rc
     return 1 if failed else 0

@@ -12,7 +12,9 @@ merged and ordered by mono_ns (ties keep file order). Event kinds (§4.1):
              action_begin{epoch,action} action_end{epoch,action,rc}
              hook_start{hook,epoch} hook_end{hook,killed?,rc?}
              session{id,reason} conn_state{state} joined{node,seq,session}
-             lease{deadline_mono_ns,epoch?} reload{ok|error} exit{rc}
+             lease{deadline_mono_ns,epoch?,renewing?} reload{ok|error} exit{rc}
+             (a lease record with renewing=true only says the lease is being
+             renewed from then on: no fixed deadline until the next one)
   fence      accept{cand,epoch,n} reject{cand,epoch,max_epoch}
   harness    meta{boot_id} config{...} fault_begin{kind,target,...}
              fault_end{kind} killed{target,signal} paused{target}
@@ -382,7 +384,9 @@ class Checker:
                 if ov <= 0:
                     continue
                 worst = max(worst, ov)
-                item = {"overlap_ms": ms(ov), "a": "%s/%s" % (a["cand"], a["epoch"]),
+                item = {"why": "%s/%s and %s/%s both leaders for %.1f ms" % (
+                            a["cand"], a["epoch"], b["cand"], b["epoch"], ov / 1e6),
+                        "overlap_ms": ms(ov), "a": "%s/%s" % (a["cand"], a["epoch"]),
                         "b": "%s/%s" % (b["cand"], b["epoch"]),
                         "records": [witness(a["rec"]), witness(b["rec"])]}
                 pairs.append(item)
@@ -560,6 +564,8 @@ class Checker:
             if not ls:
                 continue
             last = ls[-1]
+            if last.get("renewing"):
+                continue            # renewals since: no fixed deadline known
             if r["mono_ns"] >= int(last["deadline_mono_ns"]):
                 v.append({"why": "action at or after the lease deadline (%.1f ms late)"
                           % ((r["mono_ns"] - int(last["deadline_mono_ns"])) / 1e6),
@@ -774,6 +780,11 @@ class Checker:
         for f in self.faults:
             t0 = f["begin"]
             lead0 = self.leader_at(t0)
+            if not lead0 and f["target"]:
+                # a fault that starts before its target leads (hook_hang):
+                # the target's first term after the fault stands for "the old leader"
+                lead0 = [iv for iv in self.intervals if iv["cand"] == f["target"]
+                         and t0 <= iv["start"] <= f["window_end"]][:1]
             m = {"kind": f["kind"], "target": f["target"], "begin_ms": ms(t0 - self.t_begin),
                  "hold_ms": ms((f["end"] - t0) if f["end"] is not None else None),
                  "leader_at_fault": lead0[0]["cand"] if lead0 else None}
@@ -786,7 +797,11 @@ class Checker:
                     m["t_stop_ms"] = ms(stop - t0)
                 if acts and max(acts) >= t0:
                     m["t_last_action_ms"] = ms(max(acts) - t0)
-                nxt = [iv for iv in self.intervals if iv["cand"] != old["cand"] and iv["start"] >= t0]
+                # the next term (any candidate, the old leader's own included)
+                nxt = [iv for iv in self.intervals if iv is not old
+                       and iv["start"] >= max(t0, old["start"]) and iv["start"] <= f["window_end"]]
+                m["leader_changes"] = len([r for r in self.recs if r["ev"] in ("became_leader", "stepped_down")
+                                           and t0 <= r["mono_ns"] <= f["window_end"]])
                 if nxt:
                     m["t_take_ms"] = ms(nxt[0]["start"] - t0)
                     if stop is not None:

@@ -20,13 +20,14 @@ HOOK_END_RE = re.compile(r"^hook_end (\S+)\s*$")
 
 # zkelect event -> checker kind (fields copied as listed)
 AGENT_EVENTS = {
-    "leader": ("became_leader", ("epoch", "seq", "node", "session", "reason", "previous", "candidates")),
+    "leader": ("became_leader", ("epoch", "seq", "node", "session", "reason", "previous", "candidates",
+                                 "lease_ms")),
     "stepdown": ("stepped_down", ("epoch", "reason", "node")),
     "session": ("session", ("session", "reason")),
     "joined": ("joined", ("node", "seq", "session", "reason")),
     "follower": ("follower", ("node", "seq", "leader", "predecessor", "position")),
-    "suspend": ("conn_state", ("reason", "deadline_mono_ns")),
-    "resume": ("conn_state", ("reason",)),
+    "suspend": ("conn_state", ("reason", "epoch", "lease_ms")),
+    "resume": ("conn_state", ("reason", "epoch", "lease_ms")),
     "stopped": ("stopped", ("reason",)),
     "lease": ("lease", ("epoch", "deadline_mono_ns", "deadline_ns")),
     "reload": ("reload", ("msg",)),
@@ -74,6 +75,12 @@ def convert_agent_event(src, pid, e):
             r["deadline_mono_ns"] = r["deadline_ns"]
         if name == "lease" and "deadline_mono_ns" not in r:
             out.pop()            # a lease line without a deadline: not usable
+        # lease_ms (lease left) on leader/suspend/resume: while suspended the
+        # lease cannot be renewed, so mono_ns + lease_ms is the deadline (S6);
+        # on leader/resume renewals go on unlogged: only a "renewing" marker
+        if name in ("leader", "suspend", "resume") and isinstance(e.get("lease_ms"), int):
+            rec("lease", epoch=e.get("epoch"), deadline_mono_ns=int(e["mono_ns"]) + e["lease_ms"] * 1000000,
+                lease_ms=e["lease_ms"], renewing=(name != "suspend"))
     elif name == "script":
         msg = (e.get("msg") or "").strip()
         m = ACTION_RE.match(msg)
