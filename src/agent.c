@@ -798,6 +798,7 @@ static void lease_tick(zke_agent *a)
     }
     if (leading) {
         ev_timer_stop(a->loop, &a->lease_to);
+        ev_now_update(a->loop);     /* relative to now, not to the cached loop time */
         ev_timer_set(&a->lease_to, (double)(end - now) / 1e9 + 0.0005, 0.);
         ev_timer_start(a->loop, &a->lease_to);
     }

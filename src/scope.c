@@ -130,6 +130,9 @@ void scope_cancel(scope *s, scope_drained_fn *drained, void *ud)
         r->ops->cancel(r);
     }
     if (s->count > 0) {
+        /* the grace counts from now, not from the loop's cached time (a
+         * hook may have run for a while since) */
+        ev_now_update(s->loop);
         ev_timer_set(&s->timer, s->grace, 0.);
         ev_timer_start(s->loop, &s->timer);
     }
