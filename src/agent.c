@@ -258,9 +258,9 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
     p.session_ms = T;
     p.drift = s->drift > 0 ? s->drift : 0.01;
     p.stepdown_budget_ms = s->stepdown_budget_ms > 0 ? s->stepdown_budget_ms
-                                                     : (T / 4 < 2000 ? T / 4 : 2000);
+                                                     : (T / 8 < 2000 ? T / 8 : 2000);
     p.margin_ms = s->lease_margin_ms > 0 ? s->lease_margin_ms : (T / 20 > 50 ? T / 20 : 50);
-    p.renew_ms = T / 6 > 10 ? T / 6 : 10;
+    p.renew_ms = T / 10 > 10 ? T / 10 : 10;
     if (out != NULL)
         *out = p;
     if (T <= 0) {
@@ -280,7 +280,7 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
         *out = p;
     if (p.lease_ms < 2 * p.renew_ms) {
         snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown budget "
-                 "%d ms - margin %d ms = %d ms) must be at least a third of the session timeout "
+                 "%d ms - margin %d ms = %d ms) must be at least a fifth of the session timeout "
                  "(%d ms): lower --stepdown-budget or --lease-margin, or raise --session-timeout",
                  T, p.drift, p.stepdown_budget_ms, p.margin_ms, p.lease_ms, 2 * p.renew_ms);
         return -1;

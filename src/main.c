@@ -51,7 +51,7 @@ static const char usage_text[] =
     "                           (suspend, default) or steps down at once [ZKELECT_ON_DISCONNECT]\n"
     "  --stepdown-budget MS     longest step-down: the term's processes get SIGTERM, SIGKILL\n"
     "                           after half of it, then on_stepdown runs in the rest;\n"
-    "                           default a quarter of the session timeout, at most 2000\n"
+    "                           default an eighth of the session timeout, at most 2000\n"
     "                                                                    [ZKELECT_STEPDOWN_BUDGET]\n"
     "  --lease-margin MS        safety margin of the lease, default max(50, timeout/20)\n"
     "                                                                    [ZKELECT_LEASE_MARGIN]\n"

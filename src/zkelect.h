@@ -135,7 +135,7 @@ struct zke_settings {
     /* The lease (all validated at zke_agent_new and again against the
      * timeout the server grants; see zke_lease_check). */
     enum zke_disconnect on_disconnect;
-    int stepdown_budget_ms;      /* D: longest step-down (term cancel + on_stepdown); 0: min(T/4, 2000) */
+    int stepdown_budget_ms;      /* D: longest step-down (term cancel + on_stepdown); 0: min(T/8, 2000) */
     int lease_margin_ms;         /* m: 0: max(50, T/20) */
     double drift;                /* assumed clock-rate difference; 0: 0.01 */
     int hook_budget_ms;          /* longest leader hook of the host, checked against the lease; 0: none */

@@ -42,7 +42,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
+import checker as CK  # noqa: E402
+import ensemble as E  # noqa: E402
+import history as HI  # noqa: E402
 import net  # noqa: E402
+import proxy as P  # noqa: E402
+import zkharness as h  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 FENCE_WRITER_BIN = os.environ.get("FENCE_WRITER_BIN") or os.path.join(
@@ -159,6 +164,12 @@ class Run:
         if not self.fence_writer and not self.args.allow_degraded:
             raise SetupError("fence_writer not found: %s (set FENCE_WRITER_BIN, or --allow-degraded)"
                              % FENCE_WRITER_BIN)
+        # trial directories of an earlier run into the same --out (only ours)
+        names = {sc["name"] for sc in SCENARIOS}
+        for d in os.listdir(self.base):
+            m = re.match(r"^(.*)-(\d+)$", d)
+            if m and m.group(1) in names and os.path.isdir(os.path.join(self.base, d)):
+                shutil.rmtree(os.path.join(self.base, d), ignore_errors=True)
         t0 = time.monotonic()
         ens_dir = os.path.join(self.base, "ensemble")
         shutil.rmtree(ens_dir, ignore_errors=True)      # no state from an earlier run
@@ -330,9 +341,6 @@ class Trial:
         self.run_.cands.append(c)
         c.start()
         return c
-
-    def wait_event(self, c, pred, timeout, since=0, desc=None):
-        return c.wait_for(pred, timeout=timeout, since=since)
 
     def start_candidates(self, proxied=(), hang=(), wait_role=True):
         """c1, c2, c3 one after another (each after the previous joined), so
@@ -590,8 +598,8 @@ def sc_leader_sigstop(t):
     t.rec.emit("paused", target=lead.id)
     lead.sigstop()
     time.sleep(2.5 * T_MS / 1000.0)
+    t.rec.emit("resumed", target=lead.id)     # before SIGCONT: nothing of lead's can precede it
     lead.sigcont()
-    t.rec.emit("resumed", target=lead.id)
     t.fault_end("sigstop")
     t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
 
@@ -850,22 +858,18 @@ def main(argv):
                        "trials": run.results}, f, indent=1, default=str)
     if run.degraded:
         print("chaos: WARNING: degraded run (agent without zkelect.every/spawn: no duty process)")
-    print("%d passed, %d failed (%.0fs; logs under %s)" % (passed, failed, total_s, run.base), flush=True)
+    where = "logs under %s" % run.base
     if failed == 0 and not args.keep and rc == 0:
         if args.out:
             shutil.rmtree(os.path.join(run.base, "ensemble"), ignore_errors=True)
         else:
             shutil.rmtree(run.base, ignore_errors=True)
+            where = "logs removed; --keep keeps them"
+    print("%d passed, %d failed (%.0fs; %s)" % (passed, failed, total_s, where), flush=True)
     if rc:
         return rc
     return 1 if failed else 0
 
-
-import zkharness as h  # noqa: E402
-import ensemble as E  # noqa: E402
-import proxy as P  # noqa: E402
-import history as HI  # noqa: E402
-import checker as CK  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))

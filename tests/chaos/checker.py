@@ -427,8 +427,10 @@ class Checker:
                     v.append({"why": "resumed ex-leader never stepped down", "record": witness(rs)})
                     continue
                 sd = iv["end"]
-                if sd < rs["mono_ns"]:
-                    continue          # ended (killed) before the resume
+                if sd < p["mono_ns"]:
+                    continue          # ended before the pause
+                # (a step-down stamped a hair before `resumed` is the harness
+                # recording after SIGCONT: counted as 0 ms)
                 hi = sd
                 for r in self.recs:
                     if rs["mono_ns"] <= r["mono_ns"] <= hi:
@@ -437,7 +439,7 @@ class Checker:
                         if r["src"] == "fence" and r["ev"] == "accept" and r["cand"] == c:
                             v.append({"why": "fence accept between resume and step-down",
                                       "record": witness(r)})
-                dt = sd - rs["mono_ns"]
+                dt = max(0, sd - rs["mono_ns"])
                 self.metrics.setdefault("resume_to_stepdown_ms", []).append(ms(dt))
                 if dt > self.ns["eps_resume_ms"]:
                     v.append({"why": "step-down %.1f ms after resume (> %.0f ms)"

@@ -426,6 +426,19 @@ def test_pause_slow_stepdown():
     teardown()
 
 
+def test_pause_stepdown_stamped_before_resume_record():
+    hh = pause_history()
+    for r in hh.recs:
+        if r["ev"] == "stepped_down" and r["src"] == "c1":
+            r["mono_ns"] = BASE + int(7999.9 * 10 ** 6)     # the harness stamped `resumed` late
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    rc, s = run(hh)
+    assert rc == 0, {k: v["violations"][:2] for k, v in s["properties"].items() if v["status"] == "fail"}
+    assert s["properties"]["S2p"]["status"] == "pass"
+    assert s["metrics"]["resume_to_stepdown_ms"] == [0.0], s["metrics"]
+    teardown()
+
+
 def test_lease_respect():
     hh = clean()
     hh.add(1500, "c1", "lease", epoch=100, deadline_mono_ns=BASE + 1700 * 10 ** 6)

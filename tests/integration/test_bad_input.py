@@ -109,7 +109,7 @@ def test_missing_chroot_and_hook_budget():
         expect(argv(zk=zk.hostport + "/nochroot", connect_timeout="10000"), 78, "chroot",
                timeout=20, one_line=False)
     # a hook budget that would starve the session's pings is refused up front
-    expect(argv(session_timeout="3000", hook_timeout="2000"), 78, "--hook-timeout", "2000", "3000")
+    expect(argv(session_timeout="3000", hook_timeout="2500"), 78, "--hook-timeout", "2500", "3000")
 
 if __name__ == "__main__":
     h.run_tests(globals())

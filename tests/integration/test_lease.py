@@ -207,10 +207,10 @@ def test_settings_that_break_the_lease_are_refused():
                                    "--hook-timeout", "1500"], timeout=10)
         assert code == 78 and "hook budget 1500 ms" in err, (code, err)
         # after negotiation: the server caps sessions at 20000 ms, which
-        # leaves too short a lease with a 13000 ms stepdown budget
+        # leaves too short a lease with a 16000 ms stepdown budget
         code, out, err, _ = h.run([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", PATH,
                                    "--id", "x", "--session-timeout", "60000",
-                                   "--stepdown-budget", "13000"], timeout=20)
+                                   "--stepdown-budget", "16000"], timeout=20)
         assert code == 78, (code, err)
         assert "granted a session timeout of 20000 ms (asked 60000 ms)" in err, err
 

@@ -13,9 +13,9 @@ import zkharness as h  # noqa: E402
 
 PATH = "/app/election"
 # The leader keeps leading through the outage only if the server is back
-# within its lease: 12000 x 0.99 - 2000 (stepdown budget) - 600 (margin) =
-# 9280 ms from the last answered request, renewed every 2000 ms, so at least
-# 7280 ms from the disconnect; the outage is asserted below 6 s.
+# within its lease: 12000 x 0.99 - 1500 (stepdown budget) - 600 (margin) =
+# 9780 ms from the last answered request, renewed every 1200 ms, so at least
+# 8580 ms from the disconnect; the outage is asserted below 6 s.
 TIMEOUT_MS = 12000
 
 
