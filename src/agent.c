@@ -638,6 +638,7 @@ static void submit(zke_agent *a, const struct el_req *r)
     }
     if (rc == 0)
         return;
+    free(c);            /* no completion will come for it */
     alog(a, ZKE_LOG_DEBUG, "request not sent: %s", session_error(a->sess));
 retry:
     /* The handle refused the request (closed, expired, out of memory): the
