@@ -44,8 +44,12 @@ static const char usage_text[] =
     "  --session-timeout MS     requested session timeout, default 10000 [ZKELECT_SESSION_TIMEOUT]\n"
     "  --connect-timeout MS     give up (exit 69) if the first connection takes longer,\n"
     "                           default 15000, 0 = wait forever          [ZKELECT_CONNECT_TIMEOUT]\n"
-    "  --hook-timeout MS        budget of one hook run, default a third of the session\n"
-    "                           timeout, at most 5000 (must fit in the lease) [ZKELECT_HOOK_TIMEOUT]\n"
+    "  --hook-timeout MS        longest a hook may run without waiting (it stalls the loop),\n"
+    "                           default a third of the session timeout, at most 5000\n"
+    "                           (must fit in the lease)                  [ZKELECT_HOOK_TIMEOUT]\n"
+    "  --hook-budget MS         a hook's whole budget, waits included, default 30000;\n"
+    "                           per hook: hook_budgets = { on_leader = 10 } in the script\n"
+    "                                                                    [ZKELECT_HOOK_BUDGET]\n"
     "  --on-disconnect suspend|stepdown\n"
     "                           a disconnected leader keeps leading until its lease ends\n"
     "                           (suspend, default) or steps down at once [ZKELECT_ON_DISCONNECT]\n"
@@ -74,7 +78,7 @@ static const char usage_text[] =
 struct opts {
     const char *zk, *path, *id, *script, *data, *session_file;
     int session_timeout, connect_timeout, hook_timeout;
-    int stepdown_budget, lease_margin;
+    int stepdown_budget, lease_margin, hook_budget;
     double drift;
     enum zke_disconnect on_disconnect;
     enum log_format log;
@@ -177,6 +181,8 @@ static void from_env(struct opts *o)
         o->stepdown_budget = parse_ms("ZKELECT_STEPDOWN_BUDGET", v, 1, 600000);
     if ((v = getenv("ZKELECT_LEASE_MARGIN")) != NULL)
         o->lease_margin = parse_ms("ZKELECT_LEASE_MARGIN", v, 1, 600000);
+    if ((v = getenv("ZKELECT_HOOK_BUDGET")) != NULL)
+        o->hook_budget = parse_ms("ZKELECT_HOOK_BUDGET", v, 1, 86400000);
     if ((v = getenv("ZKELECT_DRIFT")) != NULL)
         o->drift = parse_fraction("ZKELECT_DRIFT", v);
     if ((v = getenv("ZKELECT_LOG")) != NULL)
@@ -203,6 +209,7 @@ static void parse(struct opts *o, int argc, char **argv)
         { "stepdown-budget", required_argument, NULL, 'B' },
         { "lease-margin", required_argument, NULL, 'M' },
         { "drift", required_argument, NULL, 'R' },
+        { "hook-budget", required_argument, NULL, 'H' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -225,6 +232,7 @@ static void parse(struct opts *o, int argc, char **argv)
         case 'B': o->stepdown_budget = parse_ms("--stepdown-budget", optarg, 1, 600000); break;
         case 'M': o->lease_margin = parse_ms("--lease-margin", optarg, 1, 600000); break;
         case 'R': o->drift = parse_fraction("--drift", optarg); break;
+        case 'H': o->hook_budget = parse_ms("--hook-budget", optarg, 1, 86400000); break;
         case 'L': set_level(o, "--log-level", optarg); break;
         case 'h': fputs(usage_text, stdout); exit(EX_OK);
         case ':': die(EX_USAGE, "option '%s' needs a value", argv[optind - 1]);
@@ -240,13 +248,22 @@ static void parse(struct opts *o, int argc, char **argv)
 static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
 {
     struct app *app = ud;
+    (void)a;
     log_event(ev);
-    if (app->sc != NULL && script_dispatch(app->sc, ev) != 0 && ev->type == ZKE_EV_LEADER) {
-        /* a failed promotion must not leave a half-promoted leader: give
-         * the term up (its processes are ended) and rejoin at the back */
-        log_msg(ZKE_LOG_WARN, "log", "on_leader failed: resigning");
-        (void)zke_agent_resign(a);
-    }
+    if (app->sc != NULL)
+        (void)script_dispatch(app->sc, ev);
+}
+
+/* A hook failed (error or budget; a preempted one does not count). */
+static void on_hook_failed(void *ud, enum zke_event_type type)
+{
+    struct app *app = ud;
+    if (type != ZKE_EV_LEADER || app->agent == NULL)
+        return;
+    /* a failed promotion must not leave a half-promoted leader: give the
+     * term up (its processes are ended) and rejoin at the back */
+    log_msg(ZKE_LOG_WARN, "log", "on_leader failed: resigning");
+    (void)zke_agent_resign(app->agent);
 }
 
 static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
@@ -299,6 +316,7 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
             return;
         }
         script_attach(n, app->agent);
+        script_on_failure(n, on_hook_failed);
         script_free(app->sc);
         app->sc = n;
         log_msg(ZKE_LOG_INFO, "reload", app->script_path);
@@ -400,6 +418,7 @@ static int cmd_run(struct opts *o)
         die(EX_SOFTWARE, "cannot initialise the event loop (bad LIBEV_FLAGS?)");
     signal(SIGPIPE, SIG_IGN);
     app.sopts.hook_timeout_ms = o->hook_timeout;
+    app.sopts.wait_budget_ms = o->hook_budget;
     app.sopts.stepdown_timeout_ms = plan.stepdown_budget_ms / 2 > 0 ? plan.stepdown_budget_ms / 2 : 1;
     app.sopts.loop = app.loop;
     app.script_path = o->script;
@@ -420,8 +439,10 @@ static int cmd_run(struct opts *o)
     app.agent = zke_agent_new(app.loop, &s, &cb, &app);
     if (app.agent == NULL)
         die(EX_SOFTWARE, "out of memory");
-    if (app.sc != NULL)
+    if (app.sc != NULL) {
         script_attach(app.sc, app.agent);
+        script_on_failure(app.sc, on_hook_failed);
+    }
     if (zke_agent_start(app.agent) != 0)
         die(EX_CONFIG, "%s", zke_agent_errstr(app.agent));
 

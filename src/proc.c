@@ -102,6 +102,12 @@ static int env_key_len(const char *kv)
 proc *proc_spawn(scope *s, char *const argv[], char *const env[], proc_exit_fn *cb, void *ud,
                  char *err, size_t errlen)
 {
+    return proc_spawn_io(s, argv, env, -1, -1, cb, ud, err, errlen);
+}
+
+proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], int out_fd, int err_fd,
+                    proc_exit_fn *cb, void *ud, char *err, size_t errlen)
+{
     sigset_t none;
     char **envp = NULL;
     size_t n = 0, extra = 0;
@@ -175,6 +181,10 @@ proc *proc_spawn(scope *s, char *const argv[], char *const env[], proc_exit_fn *
             (void)dup2(fd, 0);
             (void)close(fd);
         }
+        if (out_fd >= 0)
+            (void)dup2(out_fd, 1);
+        if (err_fd >= 0)
+            (void)dup2(err_fd, 2);
         environ = envp;
         execvp(argv[0], argv);
         e = errno;
@@ -390,6 +400,316 @@ static int l_running(lua_State *L)
     return 1;
 }
 
+
+/* --- zkelect.exec: a command the hook waits for ------------------------ */
+
+#define EXEC_MAX_OUTPUT (1 << 20)
+
+struct outbuf {
+    ev_io io;
+    int fd;                 /* -1 once closed */
+    char *b;
+    size_t n, cap, limit;
+    int truncated;
+};
+
+struct exec_op {
+    struct hook_wait w;
+    struct hookrun *run;
+    struct ev_loop *loop;
+    proc *p;
+    struct outbuf out, err;
+    ev_timer timeout, settle;
+    int exited, status, timed_out, killed;
+    double kill_after;
+};
+
+static void out_close(struct exec_op *op, struct outbuf *o)
+{
+    if (o->fd >= 0) {
+        ev_io_stop(op->loop, &o->io);
+        close(o->fd);
+        o->fd = -1;
+    }
+}
+
+static void exec_free(struct exec_op *op)
+{
+    out_close(op, &op->out);
+    out_close(op, &op->err);
+    ev_timer_stop(op->loop, &op->timeout);
+    ev_timer_stop(op->loop, &op->settle);
+    free(op->out.b);
+    free(op->err.b);
+    free(op);
+}
+
+/* Results for the hook: ok, code_or_signal, stdout, stderr. Pushed under
+ * protection on the main state, then moved to the coroutine. */
+static int push_results(lua_State *L)
+{
+    struct exec_op *op = lua_touserdata(L, 1);
+    static const struct { int sig; const char *name; } names[] = {
+        { SIGTERM, "TERM" }, { SIGKILL, "KILL" }, { SIGINT, "INT" }, { SIGHUP, "HUP" },
+        { SIGSEGV, "SEGV" }, { SIGABRT, "ABRT" }, { SIGPIPE, "PIPE" }, { SIGQUIT, "QUIT" },
+        { SIGUSR1, "USR1" }, { SIGUSR2, "USR2" }, { SIGBUS, "BUS" }, { SIGFPE, "FPE" },
+    };
+    int ok = op->exited && WIFEXITED(op->status) && WEXITSTATUS(op->status) == 0 && !op->timed_out;
+    lua_pushboolean(L, ok);
+    if (op->timed_out) {
+        lua_pushliteral(L, "timeout");
+    } else if (WIFEXITED(op->status)) {
+        lua_pushinteger(L, WEXITSTATUS(op->status));
+    } else {
+        int sig = WIFSIGNALED(op->status) ? WTERMSIG(op->status) : 0;
+        const char *n = NULL;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (names[i].sig == sig)
+                n = names[i].name;
+        if (n != NULL)
+            lua_pushstring(L, n);
+        else
+            lua_pushfstring(L, "signal %d", sig);
+    }
+    lua_pushlstring(L, op->out.b ? op->out.b : "", op->out.n);
+    lua_pushlstring(L, op->err.b ? op->err.b : "", op->err.n);
+    return 4;
+}
+
+static void exec_maybe_done(struct exec_op *op)
+{
+    if (!op->exited || op->out.fd >= 0 || op->err.fd >= 0)
+        return;
+    struct hookrun *r = op->run;
+    script *sc = script_wait_script(r);
+    lua_State *L = script_lua(sc);
+    lua_State *co = script_wait_thread(r);
+    int n = 0;
+    lua_pushcfunction(L, push_results);
+    lua_pushlightuserdata(L, op);
+    if (lua_pcall(L, 1, 4, 0) == LUA_OK && lua_checkstack(co, 4)) {
+        lua_xmove(L, co, 4);
+        n = 4;
+    } else {
+        lua_settop(L, 0);
+    }
+    exec_free(op);
+    script_wait_end(r, n);
+}
+
+static void out_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct exec_op *op = w->data;
+    struct outbuf *o = w == &op->out.io ? &op->out : &op->err;
+    char tmp[16384];
+    (void)loop;
+    (void)revents;
+    ssize_t got = read(o->fd, tmp, sizeof tmp);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (got <= 0) {
+        out_close(op, o);
+        exec_maybe_done(op);
+        return;
+    }
+    size_t keep = (size_t)got;
+    if (o->n + keep > o->limit) {
+        keep = o->limit - o->n;
+        o->truncated = 1;           /* keep draining: the child must not block */
+    }
+    if (keep > 0) {
+        if (o->n + keep > o->cap) {
+            size_t nc = o->cap ? o->cap * 2 : 4096;
+            while (nc < o->n + keep)
+                nc *= 2;
+            char *nb = realloc(o->b, nc);
+            if (nb == NULL) {
+                o->truncated = 1;
+                return;
+            }
+            o->b = nb;
+            o->cap = nc;
+        }
+        memcpy(o->b + o->n, tmp, keep);
+        o->n += keep;
+    }
+}
+
+static void settle_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct exec_op *op = w->data;
+    (void)loop;
+    (void)revents;
+    /* the command exited but something it started still holds the pipes */
+    out_close(op, &op->out);
+    out_close(op, &op->err);
+    exec_maybe_done(op);
+}
+
+static void exec_exit(void *ud, proc *p, int status)
+{
+    struct exec_op *op = ud;
+    (void)p;
+    op->p = NULL;
+    op->exited = 1;
+    op->status = status;
+    ev_timer_stop(op->loop, &op->timeout);
+    ev_timer_set(&op->settle, 0.2, 0.);
+    ev_timer_start(op->loop, &op->settle);
+    exec_maybe_done(op);
+}
+
+static void timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct exec_op *op = w->data;
+    (void)loop;
+    (void)revents;
+    if (op->p == NULL)
+        return;
+    if (!op->timed_out) {
+        op->timed_out = 1;          /* the whole group: TERM, then KILL */
+        (void)proc_signal(op->p, SIGTERM);
+        (void)proc_signal(op->p, SIGCONT);
+        ev_timer_set(&op->timeout, op->kill_after, 0.);
+        ev_timer_start(op->loop, &op->timeout);
+    } else if (!op->killed) {
+        op->killed = 1;
+        (void)proc_signal(op->p, SIGKILL);
+    }
+}
+
+static void exec_cancel(struct hook_wait *w)
+{
+    struct exec_op *op = (struct exec_op *)w;
+    if (op->p != NULL) {
+        (void)proc_signal(op->p, SIGKILL);
+        proc_forget(op->p);
+    }
+    exec_free(op);
+}
+
+/* zkelect.exec{ "prog", "arg", ..., timeout = s, shell = false, env = {K = V},
+ *               max_output = bytes } -> ok, code_or_signal, stdout, stderr
+ * Waits (yields the hook). Runtime failures: nil, msg, code. */
+static int l_exec(lua_State *L)
+{
+    script *sc = script_of(L);
+    char err[256];
+    static char envbuf[8][SCRIPT_ENV_LEN];
+    char *env[40];
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer argc = luaL_len(L, 1);
+    luaL_argcheck(L, argc >= 1 && argc <= 256, 1, "expected 1..256 command words");
+    lua_getfield(L, 1, "shell");
+    int shell = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    luaL_argcheck(L, !shell || argc == 1, 1, "shell = true takes one command string");
+    lua_getfield(L, 1, "timeout");
+    lua_Number timeout = lua_isnil(L, -1) ? 0 : luaL_checknumber(L, -1);
+    lua_pop(L, 1);
+    luaL_argcheck(L, timeout >= 0 && timeout <= 86400, 1, "timeout out of range (0..86400 s)");
+    lua_getfield(L, 1, "max_output");
+    lua_Integer maxout = lua_isnil(L, -1) ? 65536 : luaL_checkinteger(L, -1);
+    lua_pop(L, 1);
+    luaL_argcheck(L, maxout >= 0 && maxout <= EXEC_MAX_OUTPUT, 1, "max_output out of range (0..1 MiB)");
+    /* only a hook can wait: raise now, before anything is allocated */
+    (void)script_wait_begin(L, NULL, "zkelect.exec");
+    char **argv = lua_newuserdatauv(L, sizeof(char *) * (size_t)(argc + 3), 0);
+    luaL_checkstack(L, (int)argc + 40, "too many command words");
+    int k = 0;
+    if (shell) {
+        argv[k++] = "/bin/sh";
+        argv[k++] = "-c";
+    }
+    for (lua_Integer i = 1; i <= argc; i++) {
+        lua_geti(L, 1, i);
+        if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+            return luaL_argerror(L, 1, lua_pushfstring(L, "word %d is not a string", (int)i));
+        argv[k++] = (char *)lua_tostring(L, -1);
+    }
+    argv[k] = NULL;
+    scope *s = script_scope(sc);
+    int ne = script_child_env(sc, s, envbuf, 8);
+    for (int i = 0; i < ne; i++)
+        env[i] = envbuf[i];
+    lua_getfield(L, 1, "env");
+    if (!lua_isnil(L, -1)) {
+        luaL_argcheck(L, lua_istable(L, -1), 1, "env must be a table of strings");
+        int t = lua_gettop(L);
+        lua_pushnil(L);
+        while (lua_next(L, t) != 0 && ne < 39) {
+            if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+                return luaL_argerror(L, 1, "env must map names to strings");
+            const char *kv = lua_pushfstring(L, "%s=%s", lua_tostring(L, -2), lua_tostring(L, -1));
+            env[ne++] = (char *)kv;
+            lua_insert(L, t);          /* keep the string alive below the table */
+            t++;
+            lua_pop(L, 1);
+        }
+    }
+    env[ne] = NULL;
+    if (s == NULL) {
+        luaL_pushfail(L);
+        lua_pushliteral(L, "the term has ended");
+        lua_pushliteral(L, "ETERM");
+        return 3;
+    }
+    struct exec_op *op = calloc(1, sizeof *op);
+    int po[2] = { -1, -1 }, pe[2] = { -1, -1 };
+    if (op == NULL || pipe(po) != 0 || pipe(pe) != 0) {
+        int e = errno;
+        if (po[0] >= 0) { close(po[0]); close(po[1]); }
+        free(op);
+        luaL_pushfail(L);
+        lua_pushfstring(L, "cannot start '%s': %s", argv[0], strerror(op ? e : ENOMEM));
+        lua_pushliteral(L, "ESPAWN");
+        return 3;
+    }
+    for (int i = 0; i < 2; i++) {
+        (void)fcntl(po[i], F_SETFD, FD_CLOEXEC);
+        (void)fcntl(pe[i], F_SETFD, FD_CLOEXEC);
+    }
+    (void)fcntl(po[0], F_SETFL, O_NONBLOCK);
+    (void)fcntl(pe[0], F_SETFL, O_NONBLOCK);
+    /* registered as the hook's wait before anything can complete */
+    op->w.cancel = exec_cancel;
+    op->loop = script_loop(sc);
+    op->out.fd = po[0];
+    op->err.fd = pe[0];
+    op->out.limit = op->err.limit = (size_t)maxout;
+    ev_timer_init(&op->timeout, timeout_cb, 0., 0.);
+    ev_timer_init(&op->settle, settle_cb, 0., 0.);
+    op->timeout.data = op->settle.data = op;
+    op->kill_after = 1.0;
+    {
+        proc *p = proc_spawn_io(s, argv, env, po[1], pe[1], exec_exit, op, err, sizeof err);
+        close(po[1]);
+        close(pe[1]);
+        if (p == NULL) {
+            close(po[0]);
+            close(pe[0]);
+            free(op);
+            luaL_pushfail(L);
+            lua_pushstring(L, err);
+            lua_pushliteral(L, "ESPAWN");
+            return 3;
+        }
+        op->p = p;
+        ev_io_init(&op->out.io, out_cb, op->out.fd, EV_READ);
+        ev_io_init(&op->err.io, out_cb, op->err.fd, EV_READ);
+        op->out.io.data = op->err.io.data = op;
+        ev_io_start(op->loop, &op->out.io);
+        ev_io_start(op->loop, &op->err.io);
+        if (timeout > 0) {
+            ev_now_update(op->loop);
+            ev_timer_set(&op->timeout, (double)timeout, 0.);
+            ev_timer_start(op->loop, &op->timeout);
+        }
+        op->run = script_wait_begin(L, &op->w, "zkelect.exec");   /* checked above */
+        return lua_yield(L, 0);
+    }
+}
+
 void proc_open_lua(lua_State *L)
 {
     static const luaL_Reg methods[] = {
@@ -409,4 +729,6 @@ void proc_open_lua(lua_State *L)
     lua_pop(L, 1);
     lua_pushcfunction(L, l_spawn);
     lua_setfield(L, -2, "spawn");
+    lua_pushcfunction(L, l_exec);
+    lua_setfield(L, -2, "exec");
 }

@@ -26,13 +26,16 @@ typedef void proc_exit_fn(void *ud, proc *p, int status);
  * NULL), overriding inherited ones. Returns NULL with a reason in err. */
 proc *proc_spawn(scope *s, char *const argv[], char *const env[], proc_exit_fn *cb, void *ud,
                  char *err, size_t errlen);
+/* The same with stdout and stderr sent to out_fd / err_fd (-1: inherited). */
+proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], int out_fd, int err_fd,
+                    proc_exit_fn *cb, void *ud, char *err, size_t errlen);
 pid_t proc_pid(const proc *p);
 /* Signals the whole group; 0, or -1 if it has exited. */
 int proc_signal(proc *p, int sig);
 /* No more callback: the record frees itself at exit. */
 void proc_forget(proc *p);
 
-/* Lua: registers zkelect.spawn in the table on top of the stack. */
+/* Lua: registers zkelect.spawn and zkelect.exec in the table on top of the stack. */
 void proc_open_lua(struct lua_State *L);
 
 #endif

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <ev.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -39,6 +40,33 @@ static const char *const hook_names[ZKE_EV_COUNT] = {
     [ZKE_EV_RESUME] = "on_resume",
 };
 
+/* One queued event: its ev table is built at once (the agent's strings are
+ * borrowed) and kept as a registry ref until its hook runs. */
+struct qitem {
+    struct qitem *next;
+    enum zke_event_type type;
+    int64_t epoch;
+    int ev_ref;
+};
+
+/* One hook invocation. A leader hook is a resource of the term's scope:
+ * ending the term preempts it (its wait is cancelled, its coroutine closed). */
+struct hookrun {
+    struct scope_res res;       /* first */
+    script *sc;
+    lua_State *co;
+    int co_ref;
+    enum zke_event_type type;
+    const char *name;
+    scope *ctx;
+    struct timespec deadline;
+    int budget_ms;
+    ev_timer budget;
+    struct hook_wait *wait;     /* pending asynchronous operation */
+    int in_resume, cancelled, preempted;
+    char why[160];
+};
+
 struct script {
     lua_State *L;
     char *file;
@@ -47,10 +75,16 @@ struct script {
     zke_agent *agent;
     size_t used, limit;
     int hook_timeout_ms, stepdown_timeout_ms, budget_ms;
+    int budgets[ZKE_EV_COUNT];  /* whole-hook budgets, ms */
     struct ev_loop *loop;
     scope *global;           /* resources started outside any term */
     scope *cur;              /* where a resource started now belongs */
     int refs[ZKE_EV_COUNT];
+    struct hookrun *run;     /* the hook coroutine in progress, or NULL */
+    struct qitem *qhead, *qtail;
+    int pumping;
+    int64_t skip_epoch;      /* a term whose on_leader was skipped: skip its on_stepdown */
+    script_failed_fn *failed;
     struct timespec deadline;
     int armed, expired;
     const char *running;     /* hook name while one runs */
@@ -92,7 +126,7 @@ static void budget_hook(lua_State *L, lua_Debug *ar)
     (void)ar;
     if (!sc->armed)
         return;
-    if (sc->expired || past(&sc->deadline)) {
+    if (sc->expired || past(&sc->deadline) || (sc->run != NULL && sc->run->cancelled)) {
         if (!sc->expired) {
             sc->expired = 1;
             /* sticky: every instruction, here and on the main thread */
@@ -100,6 +134,8 @@ static void budget_hook(lua_State *L, lua_Debug *ar)
             if (L != sc->L)
                 lua_sethook(sc->L, budget_hook, LUA_MASKCOUNT, 1);
         }
+        if (sc->run != NULL && sc->run->cancelled && sc->run->co == L)
+            luaL_error(L, "%s", sc->run->why);
         luaL_error(L, "%s exceeded its budget of %d ms", sc->running ? sc->running : "script",
                    sc->budget_ms);
     }
@@ -299,8 +335,11 @@ static int l_status(lua_State *L)
     return 1;
 }
 
+static int l_sleep(lua_State *L);
+
 static const luaL_Reg zkelect_funcs[] = {
     { "log", l_log },
+    { "sleep", l_sleep },
     { "resign", l_resign },
     { "status", l_status },
     { NULL, NULL },
@@ -309,7 +348,8 @@ static const luaL_Reg zkelect_funcs[] = {
 static int l_blocked(lua_State *L)
 {
     return luaL_error(L, "%s is not available in zkelect scripts: it would block the event "
-                         "loop (and the ZooKeeper heartbeats)", lua_tostring(L, lua_upvalueindex(1)));
+                         "loop (and the ZooKeeper heartbeats); use zkelect.exec (waits inside a "
+                         "hook), zkelect.spawn or zkelect.after", lua_tostring(L, lua_upvalueindex(1)));
 }
 
 /* load(chunk [, name [, mode [, env]]]) with mode forced to text: running
@@ -393,12 +433,14 @@ static int open_sandbox(lua_State *L)
     return 0;
 }
 
+/* --- hooks in coroutines -------------------------------------------- */
+
 /* Builds ev and calls the hook. Runs under the trampoline. */
-static int call_hook(lua_State *L)
+static int build_ev(lua_State *L)
 {
     script *sc = get_script(L);
     const struct zke_event *ev = lua_touserdata(L, 1);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, sc->refs[ev->type]);
+    (void)sc;
     lua_createtable(L, 0, 16);
     setstr(L, "id", ev->id);
     setstr(L, "path", ev->path);
@@ -445,8 +487,230 @@ static int call_hook(lua_State *L)
     default:
         break;
     }
-    lua_call(L, 1, 0);
-    return 0;
+    return 1;
+}
+
+
+static void pump(script *sc);
+
+static void run_finish(struct hookrun *r, int failed)
+{
+    script *sc = r->sc;
+    enum zke_event_type type = r->type;
+    if (sc->loop != NULL)
+        ev_timer_stop(sc->loop, &r->budget);
+    scope_remove(&r->res);
+    if (r->wait != NULL) {
+        struct hook_wait *w = r->wait;
+        r->wait = NULL;
+        w->cancel(w);
+    }
+    (void)lua_resetthread(r->co);          /* closes pending to-be-closed variables */
+    luaL_unref(sc->L, LUA_REGISTRYINDEX, r->co_ref);
+    if (sc->run == r)
+        sc->run = NULL;
+    free(r);
+    if (failed && sc->failed != NULL)
+        sc->failed(sc->ud, type);
+    pump(sc);
+}
+
+/* Resumes r with nargs values on its stack; returns when it waits or ends. */
+static void run_resume(struct hookrun *r, int nargs)
+{
+    script *sc = r->sc;
+    lua_State *L = sc->L;
+    scope *saved = sc->cur;
+    int nres = 0;
+    sc->run = r;
+    sc->cur = r->ctx;
+    /* this slice (until the hook waits) may not stall the loop for longer
+     * than hook_timeout_ms, nor run past the hook's whole budget */
+    struct timespec slice;
+    clock_gettime(CLOCK_MONOTONIC, &slice);
+    slice.tv_sec += sc->hook_timeout_ms / 1000;
+    slice.tv_nsec += (long)(sc->hook_timeout_ms % 1000) * 1000000L;
+    if (slice.tv_nsec >= 1000000000L) {
+        slice.tv_sec++;
+        slice.tv_nsec -= 1000000000L;
+    }
+    int slice_first = slice.tv_sec < r->deadline.tv_sec ||
+                      (slice.tv_sec == r->deadline.tv_sec && slice.tv_nsec < r->deadline.tv_nsec);
+    sc->deadline = slice_first ? slice : r->deadline;
+    sc->budget_ms = slice_first ? sc->hook_timeout_ms : r->budget_ms;
+    sc->armed = 1;
+    sc->expired = 0;
+    sc->running = r->name;
+    r->in_resume = 1;
+    int st = lua_resume(r->co, L, nargs, &nres);
+    r->in_resume = 0;
+    disarm(sc);
+    sc->cur = saved;
+    if (st == LUA_YIELD) {
+        if (r->wait != NULL && !r->cancelled) {
+            lua_pop(r->co, nres);
+            return;                         /* waits on the loop */
+        }
+        if (r->wait == NULL)
+            snprintf(r->why, sizeof r->why, "%s yielded outside the zkelect API (use zkelect.sleep, "
+                     "zkelect.exec)", r->name);
+        if (sc->log)
+            sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", r->name, r->why);
+        run_finish(r, 1);
+        return;
+    }
+    if (st == LUA_OK) {
+        run_finish(r, 0);
+        return;
+    }
+    /* the coroutine's stack is intact: trace it */
+    const char *m = lua_tostring(r->co, -1);
+    char buf[64];
+    if (st == LUA_ERRMEM) {
+        snprintf(buf, sizeof buf, "out of memory (limit %zu bytes)", sc->limit);
+        m = buf;
+    }
+    if (r->preempted) {
+        if (sc->log)
+            sc->log(sc->ud, ZKE_LOG_INFO, "hook_preempted", r->name, r->why);
+        run_finish(r, 0);
+        return;
+    }
+    if (lua_checkstack(L, 4)) {
+        luaL_traceback(L, r->co, m ? m : "(error object is not a string)", 0);
+        if (sc->log)
+            sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", r->name, lua_tostring(L, -1));
+        lua_pop(L, 1);
+    } else if (sc->log) {
+        sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", r->name, m ? m : "error");
+    }
+    run_finish(r, 1);
+}
+
+/* Ends r now, or (when it is the running coroutine) at its next wait or
+ * instruction-count check. preempted: the term ended, not a failure. */
+static void run_cancel(struct hookrun *r, const char *why, int preempted)
+{
+    script *sc = r->sc;
+    snprintf(r->why, sizeof r->why, "%s", why);
+    r->cancelled = 1;
+    r->preempted = preempted;
+    if (r->in_resume)
+        return;
+    if (sc->log)
+        sc->log(sc->ud, preempted ? ZKE_LOG_INFO : ZKE_LOG_ERROR,
+                preempted ? "hook_preempted" : "hook_error", r->name, why);
+    run_finish(r, !preempted);
+}
+
+static void run_res_cancel(struct scope_res *res)
+{
+    struct hookrun *r = (struct hookrun *)res;
+    scope_remove(&r->res);      /* the term does not wait for the coroutine */
+    char why[96];
+    snprintf(why, sizeof why, "%s preempted: the term ended", r->name);
+    run_cancel(r, why, 1);
+}
+
+static const struct scope_res_ops run_ops = { run_res_cancel, NULL, run_res_cancel };
+
+static void budget_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct hookrun *r = w->data;
+    char why[128];
+    (void)loop;
+    (void)revents;
+    snprintf(why, sizeof why, "%s exceeded its budget of %d ms (while waiting)", r->name,
+             r->budget_ms);
+    run_cancel(r, why, 0);
+}
+
+/* lua_newthread under protection (it can run out of memory). */
+static int new_thread(lua_State *L)
+{
+    lua_newthread(L);
+    return 1;
+}
+
+static int is_term_hook(enum zke_event_type t)
+{
+    return t == ZKE_EV_LEADER || t == ZKE_EV_SUSPEND || t == ZKE_EV_RESUME;
+}
+
+static void start(script *sc, struct qitem *q)
+{
+    lua_State *L = sc->L;
+    scope *ctx = sc->global;
+    if (is_term_hook(q->type) && sc->agent != NULL) {
+        ctx = agent_term(sc->agent);
+        if (ctx == NULL) {
+            /* the term ended before its hook could start: the script is
+             * told of neither its start nor its end */
+            if (q->type == ZKE_EV_LEADER)
+                sc->skip_epoch = q->epoch;
+            return;
+        }
+    } else if (q->type == ZKE_EV_STEPDOWN && q->epoch == sc->skip_epoch && q->epoch != 0) {
+        sc->skip_epoch = 0;
+        return;
+    }
+    struct hookrun *r = calloc(1, sizeof *r);
+    lua_pushcfunction(L, new_thread);
+    if (r == NULL || lua_pcall(L, 0, 1, 0) != LUA_OK) {
+        if (r != NULL)
+            lua_pop(L, 1);
+        free(r);
+        if (sc->log)
+            sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", hook_names[q->type], "out of memory");
+        if (sc->failed)
+            sc->failed(sc->ud, q->type);
+        return;
+    }
+    r->co = lua_tothread(L, -1);
+    r->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    r->sc = sc;
+    r->type = q->type;
+    r->name = hook_names[q->type];
+    r->ctx = ctx;
+    r->budget_ms = sc->budgets[q->type];
+    clock_gettime(CLOCK_MONOTONIC, &r->deadline);
+    r->deadline.tv_sec += r->budget_ms / 1000;
+    r->deadline.tv_nsec += (long)(r->budget_ms % 1000) * 1000000L;
+    if (r->deadline.tv_nsec >= 1000000000L) {
+        r->deadline.tv_sec++;
+        r->deadline.tv_nsec -= 1000000000L;
+    }
+    r->res.ops = &run_ops;
+    if (ctx != sc->global)
+        (void)scope_add(ctx, &r->res);
+    if (sc->loop != NULL) {
+        ev_timer_init(&r->budget, budget_cb, r->budget_ms / 1000.0, 0.);
+        r->budget.data = r;
+        ev_now_update(sc->loop);
+        ev_timer_start(sc->loop, &r->budget);
+    }
+    lua_checkstack(r->co, 4);
+    lua_rawgeti(r->co, LUA_REGISTRYINDEX, sc->refs[q->type]);
+    lua_rawgeti(r->co, LUA_REGISTRYINDEX, q->ev_ref);
+    run_resume(r, 1);
+}
+
+/* Runs queued hooks, one at a time, until one waits or the queue is empty. */
+static void pump(script *sc)
+{
+    if (sc->pumping)
+        return;
+    sc->pumping = 1;
+    while (sc->run == NULL && sc->qhead != NULL) {
+        struct qitem *q = sc->qhead;
+        sc->qhead = q->next;
+        if (sc->qhead == NULL)
+            sc->qtail = NULL;
+        start(sc, q);
+        luaL_unref(sc->L, LUA_REGISTRYINDEX, q->ev_ref);
+        free(q);
+    }
+    sc->pumping = 0;
 }
 
 int script_dispatch(script *sc, const struct zke_event *ev)
@@ -454,17 +718,114 @@ int script_dispatch(script *sc, const struct zke_event *ev)
     if (sc == NULL || (unsigned)ev->type >= ZKE_EV_COUNT || sc->refs[ev->type] == LUA_NOREF)
         return 0;
     lua_State *L = sc->L;
-    scope *saved = sc->cur;
-    /* leader hooks start things that belong to the term */
-    if (ev->type == ZKE_EV_LEADER || ev->type == ZKE_EV_SUSPEND || ev->type == ZKE_EV_RESUME)
-        sc->cur = sc->agent ? agent_term(sc->agent) : NULL;
-    else
-        sc->cur = sc->global;
-    lua_pushcfunction(L, call_hook);
+    struct qitem *q = malloc(sizeof *q);
+    lua_pushcfunction(L, build_ev);
     lua_pushlightuserdata(L, (void *)ev);
-    int st = trampoline(sc, 1, hook_names[ev->type]);
-    sc->cur = saved;
-    return st == LUA_OK ? 0 : -1;
+    if (q == NULL || lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        if (q != NULL)
+            lua_pop(L, 1);
+        free(q);
+        if (sc->log)
+            sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", hook_names[ev->type],
+                    "out of memory: event lost");
+        return -1;
+    }
+    q->ev_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    q->type = ev->type;
+    q->epoch = ev->epoch;
+    q->next = NULL;
+    if (sc->qtail)
+        sc->qtail->next = q;
+    else
+        sc->qhead = q;
+    sc->qtail = q;
+    pump(sc);
+    return 0;
+}
+
+int script_busy(const script *sc)
+{
+    return sc != NULL && (sc->run != NULL || sc->qhead != NULL);
+}
+
+void script_on_failure(script *sc, script_failed_fn *fn)
+{
+    sc->failed = fn;
+}
+
+struct hookrun *script_wait_begin(lua_State *L, struct hook_wait *w, const char *what)
+{
+    script *sc = get_script(L);
+    struct hookrun *r = sc->run;
+    if (r == NULL || r->co != L || !r->in_resume || !lua_isyieldable(L))
+        luaL_error(L, "%s can only be called from a hook (it waits); use zkelect.after for "
+                      "a callback", what);
+    if (r->cancelled)
+        luaL_error(L, "%s", r->why);
+    if (sc->loop == NULL)
+        luaL_error(L, "%s: no event loop (zkelect check)", what);
+    r->wait = w;
+    return r;
+}
+
+void script_wait_end(struct hookrun *r, int nres)
+{
+    r->wait = NULL;
+    run_resume(r, nres);
+}
+
+lua_State *script_wait_thread(struct hookrun *r)
+{
+    return r->co;
+}
+
+script *script_wait_script(struct hookrun *r)
+{
+    return r->sc;
+}
+
+/* zkelect.sleep(seconds) */
+struct sleep_op {
+    struct hook_wait w;
+    ev_timer t;
+    struct ev_loop *loop;
+    struct hookrun *run;
+};
+
+static void sleep_cancel(struct hook_wait *w)
+{
+    struct sleep_op *op = (struct sleep_op *)w;
+    ev_timer_stop(op->loop, &op->t);
+    free(op);
+}
+
+static void sleep_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct sleep_op *op = t->data;
+    struct hookrun *r = op->run;
+    (void)revents;
+    ev_timer_stop(loop, t);
+    free(op);
+    script_wait_end(r, 0);
+}
+
+static int l_sleep(lua_State *L)
+{
+    lua_Number secs = luaL_checknumber(L, 1);
+    luaL_argcheck(L, secs >= 0 && secs <= 86400.0, 1, "seconds out of range (0..86400)");
+    script *sc = get_script(L);
+    (void)script_wait_begin(L, NULL, "zkelect.sleep");   /* raises outside a hook */
+    struct sleep_op *op = calloc(1, sizeof *op);
+    if (op == NULL)
+        return luaL_error(L, "out of memory");
+    op->w.cancel = sleep_cancel;
+    op->loop = sc->loop;
+    op->run = script_wait_begin(L, &op->w, "zkelect.sleep");
+    ev_timer_init(&op->t, sleep_cb, (double)secs, 0.);
+    op->t.data = op;
+    ev_now_update(sc->loop);
+    ev_timer_start(sc->loop, &op->t);
+    return lua_yield(L, 0);
 }
 
 /* --- for the userdata modules ---------------------------------------- */
@@ -553,6 +914,34 @@ static int collect_hooks(lua_State *L)
             sc->refs[t] = luaL_ref(L, LUA_REGISTRYINDEX);
         }
     }
+    /* hook_budgets = { on_leader = seconds, ... } */
+    lua_pushliteral(L, "hook_budgets");
+    int bt = lua_rawget(L, -2);
+    if (bt != LUA_TNIL) {
+        if (bt != LUA_TTABLE)
+            return luaL_error(L, "hook_budgets must be a table, got %s", lua_typename(L, bt));
+        lua_pushnil(L);
+        while (lua_next(L, -2) != 0) {
+            const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+            int t = -1;
+            for (int i = 0; k != NULL && i < ZKE_EV_COUNT; i++)
+                if (hook_names[i] != NULL && strcmp(hook_names[i], k) == 0)
+                    t = i;
+            if (t < 0)
+                return luaL_error(L, "hook_budgets.%s: not a hook name", k ? k : "?");
+            int isnum;
+            lua_Number v = lua_tonumberx(L, -1, &isnum);
+            if (!isnum || !(v > 0 && v <= 86400))
+                return luaL_error(L, "hook_budgets.%s must be seconds in (0, 86400]", k);
+            int ms = (int)(v * 1000);
+            /* on_stepdown is part of the step-down budget: never more */
+            if (t == ZKE_EV_STEPDOWN && ms > sc->stepdown_timeout_ms)
+                return luaL_error(L, "hook_budgets.on_stepdown %d ms exceeds its share of the "
+                                     "stepdown budget (%d ms)", ms, sc->stepdown_timeout_ms);
+            sc->budgets[t] = ms > 0 ? ms : 1;
+            lua_pop(L, 1);
+        }
+    }
     return 0;
 }
 
@@ -610,6 +999,12 @@ script *script_load(const char *file, const struct script_opts *opts,
                               opts->stepdown_timeout_ms < sc->hook_timeout_ms
                                   ? opts->stepdown_timeout_ms : sc->hook_timeout_ms;
     sc->loop = opts ? opts->loop : NULL;
+    {
+        int wb = opts && opts->wait_budget_ms > 0 ? opts->wait_budget_ms : 30000;
+        for (int i = 0; i < ZKE_EV_COUNT; i++)
+            sc->budgets[i] = wb;
+        sc->budgets[ZKE_EV_STEPDOWN] = wb < sc->stepdown_timeout_ms ? wb : sc->stepdown_timeout_ms;
+    }
     if (sc->loop != NULL && (sc->global = scope_new(sc->loop, 1000)) == NULL) {
         free(sc->file);
         free(sc);
@@ -659,8 +1054,21 @@ void script_free(script *sc)
 {
     if (sc == NULL)
         return;
-    /* first the script's own resources (their close touches the state),
-     * then the state: its collection detaches boxes left in a term scope */
+    /* the hook in progress and the queue, then the script's own resources
+     * (their close touches the state), then the state: its collection
+     * detaches boxes left in a term scope */
+    sc->failed = NULL;
+    sc->pumping = 1;            /* nothing starts any more */
+    if (sc->run != NULL) {
+        snprintf(sc->run->why, sizeof sc->run->why, "the script is unloaded");
+        sc->run->preempted = 1;
+        run_finish(sc->run, 0);
+    }
+    while (sc->qhead != NULL) {
+        struct qitem *q = sc->qhead;
+        sc->qhead = q->next;
+        free(q);
+    }
     scope_free(sc->global);
     sc->global = NULL;
     if (sc->L != NULL)

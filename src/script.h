@@ -28,8 +28,10 @@ struct scope;
 
 struct script_opts {
     size_t mem_limit;        /* bytes; 0: 64 MiB */
-    int hook_timeout_ms;     /* wall-clock budget of one hook; 0: 5000 */
-    int stepdown_timeout_ms; /* on_stepdown's budget if smaller (it is part of the step-down budget) */
+    int hook_timeout_ms;     /* longest a hook (or callback) may run without waiting; 0: 5000 */
+    int wait_budget_ms;      /* a hook's whole wall-clock budget, waits included; 0: 30000;
+                              * per hook: the script's global hook_budgets = { on_leader = s } */
+    int stepdown_timeout_ms; /* cap of on_stepdown's budget (it is part of the step-down budget) */
     struct ev_loop *loop;    /* for timers and child processes; NULL: none (check mode) */
 };
 
@@ -39,10 +41,18 @@ struct script_opts {
  * memory. */
 script *script_load(const char *file, const struct script_opts *opts,
                      script_log_fn *log, void *ud, char *err, size_t errlen, int *code);
+/* Called when a hook failed (error, budget); not for a preempted one. */
+typedef void script_failed_fn(void *ud, enum zke_event_type type);
+void script_on_failure(script *sc, script_failed_fn *fn);
+/* A hook is running (waiting) or queued. */
+int script_busy(const script *sc);
 /* The agent that zkelect.resign() and zkelect.status() act on (may be NULL). */
 void script_attach(script *sc, zke_agent *a);
-/* Runs the hook for ev, if the script defines it. Returns 0, or -1 if the
- * hook failed (already logged). */
+/* Queues the hook for ev, if the script defines it, and runs it at once if
+ * no hook is in progress. Each hook runs in a coroutine and may wait
+ * (zkelect.sleep, zkelect.exec) without blocking the loop; the next event's
+ * hook waits for it, except that the end of a term preempts its leader
+ * hook. Returns 0, or -1 if the event could not be queued (logged). */
 int script_dispatch(script *sc, const struct zke_event *ev);
 int script_has_hook(const script *sc, enum zke_event_type t);
 /* Frees the state. Resources of the script's own scope are ended at once;
@@ -50,6 +60,20 @@ int script_has_hook(const script *sc, enum zke_event_type t);
 void script_free(script *sc);
 
 /* --- for the userdata modules (timer.c, proc.c), loop thread only --- */
+/* An asynchronous operation a hook waits on; cancel() ends it and frees it
+ * without resuming the hook (the hook is being cancelled). */
+struct hook_wait {
+    void (*cancel)(struct hook_wait *w);
+};
+struct hookrun;
+/* From a C function of the running hook coroutine L, before lua_yield:
+ * registers w as what it waits on. Raises outside a hook or when the hook
+ * is being cancelled. */
+struct hookrun *script_wait_begin(struct lua_State *L, struct hook_wait *w, const char *what);
+/* The coroutine to push the nres results on, then resume it with them. */
+struct lua_State *script_wait_thread(struct hookrun *r);
+script *script_wait_script(struct hookrun *r);
+void script_wait_end(struct hookrun *r, int nres);
 script *script_of(struct lua_State *L);
 struct lua_State *script_lua(script *sc);
 struct ev_loop *script_loop(const script *sc);

@@ -20,6 +20,24 @@ static void logfn(void *ud, enum zke_log_level lvl, const char *event, const cha
     nlog++;
 }
 
+static int nfailed;
+static void on_failed(void *ud, enum zke_event_type t)
+{
+    (void)ud;
+    (void)t;
+    nfailed++;
+}
+
+/* Dispatches and reports like the old synchronous API: -1 if the hook failed. */
+static int dispatch(script *sc, const struct zke_event *ev)
+{
+    int before = nfailed;
+    script_on_failure(sc, on_failed);
+    if (script_dispatch(sc, ev) != 0)
+        return -1;
+    return nfailed == before ? 0 : -1;
+}
+
 static script *load(const char *name, int *code, char *err, size_t errlen)
 {
     char path[1024];
@@ -85,25 +103,25 @@ static void test_hook_fields(void)
     if (sc == NULL)
         return;
     struct zke_event ev = event(ZKE_EV_LEADER);
-    CHECK(script_dispatch(sc, &ev) == 0);
+    CHECK(dispatch(sc, &ev) == 0);
     CHECK(strstr(lastlog, "on_leader:") == lastlog);
     CHECK(strstr(lastlog, "epoch=77") && strstr(lastlog, "id=c1") && strstr(lastlog, "seq=3"));
     CHECK(strstr(lastlog, "session=0x1234") && strstr(lastlog, "path=/app/election"));
     CHECK(strstr(lastlog, "reason=elected") && strstr(lastlog, "node=n_0123456789abcdef-0000000003"));
     ev = event(ZKE_EV_FOLLOWER);
-    CHECK(script_dispatch(sc, &ev) == 0);
+    CHECK(dispatch(sc, &ev) == 0);
     CHECK(strstr(lastlog, "leader=c0") && strstr(lastlog, "leader_node=n_1-0000000001"));
     CHECK(strstr(lastlog, "predecessor=n_2-0000000002") && strstr(lastlog, "position=2"));
     CHECK(strstr(lastlog, "epoch=") == NULL);
     ev = event(ZKE_EV_PREDECESSOR_CHANGE);
-    CHECK(script_dispatch(sc, &ev) == 0);
+    CHECK(dispatch(sc, &ev) == 0);
     CHECK(strstr(lastlog, "old=n_2-0000000002") && strstr(lastlog, "new=n_1-0000000001"));
     ev = event(ZKE_EV_STEPDOWN);
-    CHECK(script_dispatch(sc, &ev) == 0);
+    CHECK(dispatch(sc, &ev) == 0);
     CHECK(strstr(lastlog, "on_stepdown:") && strstr(lastlog, "reason=shutdown") && strstr(lastlog, "epoch=77"));
     ev = event(ZKE_EV_SESSION);                      /* no hook for it: nothing runs */
     int n = nlog;
-    CHECK(script_dispatch(sc, &ev) == 0 && nlog == n);
+    CHECK(dispatch(sc, &ev) == 0 && nlog == n);
     script_free(sc);
 }
 
@@ -116,22 +134,22 @@ static void test_hook_failures(void)
     if (sc == NULL)
         return;
     struct zke_event ev = event(ZKE_EV_LEADER);
-    CHECK(script_dispatch(sc, &ev) == -1);
+    CHECK(dispatch(sc, &ev) == -1);
     CHECK(strcmp(lastevent, "hook_error") == 0);
     CHECK(strstr(lastlog, "errors.lua:1: boom") && strstr(lastlog, "stack traceback"));
     CHECK(strstr(lastlog, "errors.lua:2"));          /* the caller's frame */
     ev = event(ZKE_EV_FOLLOWER);
-    CHECK(script_dispatch(sc, &ev) == -1);           /* budget beats pcall */
+    CHECK(dispatch(sc, &ev) == -1);           /* budget beats pcall */
     CHECK(strstr(lastlog, "on_follower exceeded its budget of 300 ms") != NULL);
     ev = event(ZKE_EV_STEPDOWN);
-    CHECK(script_dispatch(sc, &ev) == -1);           /* memory cap */
+    CHECK(dispatch(sc, &ev) == -1);           /* memory cap */
     CHECK(strstr(lastlog, "out of memory") != NULL);
     ev = event(ZKE_EV_PREDECESSOR_CHANGE);
-    CHECK(script_dispatch(sc, &ev) == -1);
+    CHECK(dispatch(sc, &ev) == -1);
     CHECK(strstr(lastlog, "os.execute is not available") != NULL);
     /* the state is still usable after all of that */
     ev = event(ZKE_EV_LEADER);
-    CHECK(script_dispatch(sc, &ev) == -1 && strstr(lastlog, "boom"));
+    CHECK(dispatch(sc, &ev) == -1 && strstr(lastlog, "boom"));
     script_free(sc);
 }
 
@@ -147,7 +165,7 @@ static void test_strict_globals(void)
     }
     CHECK(script_has_hook(sc, ZKE_EV_LEADER) && !script_has_hook(sc, ZKE_EV_FOLLOWER));
     struct zke_event ev = event(ZKE_EV_LEADER);
-    CHECK(script_dispatch(sc, &ev) == 0 && strstr(lastlog, "strict leader c1"));
+    CHECK(dispatch(sc, &ev) == 0 && strstr(lastlog, "strict leader c1"));
     script_free(sc);
 }
 

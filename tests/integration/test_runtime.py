@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""The Lua runtime for leader duties (issue 4), against a real ZooKeeper:
+hooks run in coroutines and wait on commands and timers without blocking
+the loop; a timeout kills the command's whole process group; losing
+leadership preempts a waiting on_leader; a hook past its budget fails and a
+failed on_leader resigns; a hook that never waits is stopped even through
+pcall; blocking calls point to the asynchronous API; hooks run one at a
+time, in event order."""
+import os
+import re
+import sys
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zkharness as h  # noqa: E402
+
+PATH = "/app/runtime"
+POLICY = os.path.join(h.POLICIES, "runtime.lua")
+
+
+def msgs(agent, since=0):
+    return [e["msg"] for e in agent.find("script", since=since)]
+
+
+def wait_msg(agent, prefix, timeout=10, since=0):
+    return agent.wait_for(lambda e: e.get("event") == "script" and e["msg"].startswith(prefix),
+                          timeout=timeout, since=since)
+
+
+def pid_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def setenv(mode, budget="20"):
+    d = h.mkdtemp("rt")
+    os.environ.update(ZKT_MODE=mode, ZKT_DIR=d, ZKT_BUDGET=budget)
+    return d
+
+
+def test_exec_sleep_timers():
+    d = setenv("exec")
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "ra", path=PATH, script=POLICY)
+        la = a.wait_for("leader", timeout=10)
+        wait_msg(a, "exec done", timeout=20)
+        m = msgs(a)
+        get = lambda p: next(x for x in m if x.startswith(p))  # noqa: E731
+        assert get("exec1") == "exec1 ok=false code=3 out=out ra %d leader x1| err=err|" % la["epoch"], m
+        assert get("exec2") == "exec2 ok=true code=0 out=a-b|", m
+        assert get("exec3") == "exec3 ok=false code=SEGV", m
+        assert get("exec4").startswith("exec4 ok=nil code=ESPAWN msg=cannot start"), m
+        assert get("exec5") == "exec5 ok=true len=1000", m
+        assert get("exec6") == "exec6 ok=false code=timeout", m
+        gpid = int(open(os.path.join(d, "grandchild")).read())
+        h.wait_until(lambda: not pid_alive(gpid), 5, "the timed-out command's grandchild to be gone")
+        ticks = int(re.search(r"ticks=(\d+)", get("slept")).group(1))
+        assert 3 <= ticks <= 7, m
+        assert "after fired" in m
+        sc = wait_msg(a, "sleep_in_callback", timeout=5)["msg"]
+        assert "ok=false" in sc and "can only be called from a hook" in sc, sc
+        assert any(x.startswith("os.execute ok=false") and "zkelect.exec" in x for x in m), m
+        assert not a.find("hook_error"), a.find("hook_error")
+        # the loop kept the session alive all along (no disconnect)
+        assert not [e for e in a.find("session") if e["reason"] != "connected"], a.describe()
+        a.term()
+        assert a.wait_exit(10) == 0
+
+
+def test_stepdown_preempts_a_waiting_on_leader():
+    d = setenv("hang")
+    with h.ZooKeeper() as zk:
+        a, b = h.start_in_order(zk, ("pa", "pb"), path=PATH, script=POLICY)
+        wait_msg(a, "hang start", timeout=10)
+        h.wait_until(lambda: os.path.exists(os.path.join(d, "hang-child")), 5, "the child pid")
+        cpid = int(open(os.path.join(d, "hang-child")).read())
+        assert pid_alive(cpid)
+        ma, mb = a.mark(), b.mark()
+        a.term()
+        pre = a.wait_for("hook_preempted", timeout=5, since=ma)
+        assert pre["hook"] == "on_leader", pre
+        sd = wait_msg(a, "on_stepdown reason=shutdown", timeout=5, since=ma)
+        assert pre["mono_ns"] < sd["mono_ns"]
+        assert a.wait_exit(10) == 0
+        assert not pid_alive(cpid), "the preempted hook's command survived"
+        assert "never" not in msgs(a)
+        b.wait_for("leader", timeout=5, since=mb)
+        b.term()
+        assert b.wait_exit(10) == 0
+
+
+def test_budget_overrun_resigns():
+    setenv("overrun", budget="0.5")
+    with h.ZooKeeper() as zk:
+        a, b = h.start_in_order(zk, ("oa", "ob"), path=PATH, script=POLICY)
+        la = a.wait_for("leader", timeout=10)
+        mb = b.mark()
+        he = a.wait_for("hook_error", timeout=5)
+        assert he["hook"] == "on_leader" and "exceeded its budget of 500 ms" in he["msg"], he
+        sd = a.wait_for("stepdown", timeout=5)
+        assert sd["reason"] == "resign" and sd["epoch"] == la["epoch"], sd
+        lb = b.wait_for("leader", timeout=5, since=mb)
+        assert lb["epoch"] > la["epoch"]
+        for x in (a, b):
+            x.term()
+        for x in (a, b):
+            assert x.wait_exit(10) == 0
+
+
+def test_hook_that_never_waits_is_stopped():
+    setenv("spin")
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "sa", path=PATH, script=POLICY, extra=["--hook-timeout", "300"])
+        a.wait_for("leader", timeout=10)
+        he = a.wait_for("hook_error", timeout=5)
+        assert "exceeded its budget of 300 ms" in he["msg"] and "stack traceback" in he["msg"], he
+        a.wait_for("stepdown", timeout=5, reason="resign")
+        a.term()
+        assert a.wait_exit(10) == 0
+
+
+def test_hooks_run_one_at_a_time_in_order():
+    setenv("exec")
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "qa", path=PATH, script=POLICY)
+        a.wait_for("leader", timeout=10)
+        b = h.Agent(zk, "qb", path=PATH, script=POLICY)
+        wait_msg(b, "on_follower start", timeout=10)
+        mb = b.mark()
+        a.term()          # b leads while its on_follower still sleeps
+        b.wait_for("leader", timeout=5, since=mb)
+        e = wait_msg(b, "on_follower end", timeout=5)
+        first_exec = wait_msg(b, "exec1", timeout=10)
+        assert e["_i"] < first_exec["_i"], "on_leader started before on_follower ended"
+        assert a.wait_exit(10) == 0
+        b.term()
+        assert b.wait_exit(10) == 0
+
+
+def test_bad_hook_budgets_refused():
+    d = h.mkdtemp("rtb")
+    bad = os.path.join(d, "bad.lua")
+    with open(bad, "w") as f:
+        f.write("hook_budgets = { on_leeder = 3 }\nfunction on_leader(ev) end\n")
+    code, out, err, _ = h.run([h.ZKELECT_BIN, "check", "--script", bad])
+    assert code == 78 and "hook_budgets.on_leeder: not a hook name" in err, (code, err)
+    with open(bad, "w") as f:
+        f.write("hook_budgets = { on_leader = -1 }\n")
+    code, out, err, _ = h.run([h.ZKELECT_BIN, "check", "--script", bad])
+    assert code == 78 and "hook_budgets.on_leader must be seconds" in err, (code, err)
+
+
+if __name__ == "__main__":
+    h.run_tests(globals())
