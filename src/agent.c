@@ -1232,6 +1232,28 @@ int zke_agent_resign(zke_agent *a)
     return 0;
 }
 
+int zke_agent_withdraw(zke_agent *a, const char *reason)
+{
+    if (!a->started || a->stopping || el_withdraw(a->el, reason ? reason : "withdraw") != 0) {
+        snprintf(a->err, sizeof a->err, "not in the election (stopping or withdrawn already)");
+        return -1;
+    }
+    alog(a, ZKE_LOG_WARN, "withdrawn from the election (%s)", reason ? reason : "withdraw");
+    kick_now(a);
+    return 0;
+}
+
+int zke_agent_rejoin(zke_agent *a)
+{
+    if (!a->started || a->stopping || el_rejoin(a->el) != 0) {
+        snprintf(a->err, sizeof a->err, "not withdrawn");
+        return -1;
+    }
+    alog(a, ZKE_LOG_INFO, "rejoining the election");
+    kick_now(a);
+    return 0;
+}
+
 void zke_agent_stop(zke_agent *a)
 {
     if (!a->started || a->stopping)

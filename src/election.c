@@ -47,6 +47,7 @@ struct election {
     enum zke_role role;
     int stopping, backoff_ms;
     int strict, suspended, lease_ok;
+    int withdrawn;              /* out of the election until el_rejoin (health) */
     int led;                    /* our current node has led a term: it never leads again */
     int published;              /* the leader data of this term was written */
     int near_wrap, wrap_warned;
@@ -240,6 +241,10 @@ static void finish_stop(election *e)
 
 static void start_create(election *e)
 {
+    if (e->withdrawn) {
+        e->phase = P_IDLE;      /* no node until el_rejoin */
+        return;
+    }
     e->phase = P_CREATE;
     e->want_main = request(e, EL_REQ_CREATE, e->prefix, 0);
 }
@@ -480,7 +485,7 @@ static void on_create(election *e, const struct el_result *r)
         e->verified = r->owner == e->session;
         e->led = 0;
         emit(e, ZKE_EV_JOINED, "created");
-        if (e->stopping) {
+        if (e->stopping || e->withdrawn) {
             start_delete(e);
         } else {
             ensure_self_watch(e);
@@ -538,7 +543,7 @@ static void on_adopt_stat(election *e, const struct el_result *r)
         e->verified = 1;
         e->led = 0;
         emit(e, ZKE_EV_JOINED, "adopted");
-        if (e->stopping) {
+        if (e->stopping || e->withdrawn) {
             start_delete(e);
         } else {
             ensure_self_watch(e);
@@ -585,6 +590,8 @@ static void on_delete(election *e, const struct el_result *r)
         new_guid(e);
         if (e->stopping) {
             finish_stop(e);
+        } else if (e->withdrawn) {
+            e->phase = P_IDLE;      /* stays out until el_rejoin */
         } else {
             e->phase = P_IDLE;
             e->want_main = request(e, EL_REQ_BACKOFF, NULL, REJOIN_MS + (int)(rnd(e) % 100));
@@ -811,6 +818,35 @@ int el_resign(election *e)
     return 0;
 }
 
+int el_withdraw(election *e, const char *reason)
+{
+    if (e->stopping || e->withdrawn)
+        return -1;
+    e->withdrawn = 1;
+    if (e->role == ZKE_ROLE_LEADER) {
+        end_term(e, reason);
+    } else if (e->node != NULL) {
+        e->role = ZKE_ROLE_IDLE;
+        clear_view(e);
+        start_delete(e);
+    } else if (e->phase == P_IDLE || e->phase == P_ENSURE) {
+        e->phase = P_IDLE;
+        e->want_main = 0;
+    }
+    /* a create in flight: its result sees `withdrawn` and deletes the node */
+    return 0;
+}
+
+int el_rejoin(election *e)
+{
+    if (e->stopping || !e->withdrawn)
+        return -1;
+    e->withdrawn = 0;
+    if (e->connected && e->phase == P_IDLE)
+        start_create(e);
+    return 0;
+}
+
 int el_lease_expired(election *e, const char *reason)
 {
     if (e->role != ZKE_ROLE_LEADER || e->stopping)
@@ -870,6 +906,7 @@ void el_status(const election *e, struct zke_status *st)
     st->leader_data = e->leader_nd.data;
     st->leader_epoch = e->leader_nd.epoch;
     st->suspended = e->suspended;
+    st->withdrawn = e->withdrawn;
     st->leader_node = e->leader_node;
     st->predecessor = e->role == ZKE_ROLE_FOLLOWER ? e->pred : NULL;
     st->position = e->role == ZKE_ROLE_LEADER ? 0 : e->role == ZKE_ROLE_FOLLOWER ? e->position : -1;

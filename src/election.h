@@ -93,6 +93,11 @@ void el_set_lease_ok(election *e, int ok);
 /* The owner's lease ran out: a leader steps down (reason), releases its node
  * when connected and rejoins. -1 if not leader. */
 int  el_lease_expired(election *e, const char *reason);
+/* Leaves the election without stopping (a failed health check): a leader
+ * ends its term (reason), the node is deleted, and no new one is created
+ * until el_rejoin(). -1 if stopping or already out. */
+int  el_withdraw(election *e, const char *reason);
+int  el_rejoin(election *e);
 void el_stop(election *e);          /* leave for good; EL_REQ_DONE when released */
 
 enum zke_role el_role(const election *e);

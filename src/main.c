@@ -50,6 +50,10 @@ static const char usage_text[] =
     "  --hook-budget MS         a hook's whole budget, waits included, default 30000;\n"
     "                           per hook: hook_budgets = { on_leader = 10 } in the script\n"
     "                                                                    [ZKELECT_HOOK_BUDGET]\n"
+    "  --health-interval MS     call the script's health() this often, default 5000\n"
+    "  --health-fails N         withdraw (a leader steps down, reason health) after N\n"
+    "                           failed checks in a row, default 3\n"
+    "  --health-passes M        rejoin after M passed checks in a row, default 2\n"
     "  --on-disconnect suspend|stepdown\n"
     "                           a disconnected leader keeps leading until its lease ends\n"
     "                           (suspend, default) or steps down at once [ZKELECT_ON_DISCONNECT]\n"
@@ -79,6 +83,7 @@ struct opts {
     const char *zk, *path, *id, *script, *data, *session_file;
     int session_timeout, connect_timeout, hook_timeout;
     int stepdown_budget, lease_margin, hook_budget;
+    int health_interval, health_fails, health_passes;
     double drift;
     enum zke_disconnect on_disconnect;
     enum log_format log;
@@ -210,6 +215,9 @@ static void parse(struct opts *o, int argc, char **argv)
         { "lease-margin", required_argument, NULL, 'M' },
         { "drift", required_argument, NULL, 'R' },
         { "hook-budget", required_argument, NULL, 'H' },
+        { "health-interval", required_argument, NULL, 'I' },
+        { "health-fails", required_argument, NULL, 'F' },
+        { "health-passes", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -233,6 +241,9 @@ static void parse(struct opts *o, int argc, char **argv)
         case 'M': o->lease_margin = parse_ms("--lease-margin", optarg, 1, 600000); break;
         case 'R': o->drift = parse_fraction("--drift", optarg); break;
         case 'H': o->hook_budget = parse_ms("--hook-budget", optarg, 1, 86400000); break;
+        case 'I': o->health_interval = parse_ms("--health-interval", optarg, 10, 86400000); break;
+        case 'F': o->health_fails = parse_ms("--health-fails", optarg, 1, 1000); break;
+        case 'P': o->health_passes = parse_ms("--health-passes", optarg, 1, 1000); break;
         case 'L': set_level(o, "--log-level", optarg); break;
         case 'h': fputs(usage_text, stdout); exit(EX_OK);
         case ':': die(EX_USAGE, "option '%s' needs a value", argv[optind - 1]);
@@ -252,6 +263,18 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
     log_event(ev);
     if (app->sc != NULL)
         (void)script_dispatch(app->sc, ev);
+}
+
+/* health() crossed a threshold: leave the election, or come back. */
+static void on_health(void *ud, int healthy)
+{
+    struct app *app = ud;
+    if (app->agent == NULL)
+        return;
+    if (healthy)
+        (void)zke_agent_rejoin(app->agent);
+    else
+        (void)zke_agent_withdraw(app->agent, "health");
 }
 
 /* A hook failed (error or budget; a preempted one does not count). */
@@ -317,6 +340,8 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
         }
         script_attach(n, app->agent);
         script_on_failure(n, on_hook_failed);
+        struct zke_status st;
+        script_on_health(n, on_health, zke_agent_status(app->agent, &st) != 0 || !st.withdrawn);
         script_free(app->sc);
         app->sc = n;
         log_msg(ZKE_LOG_INFO, "reload", app->script_path);
@@ -419,6 +444,9 @@ static int cmd_run(struct opts *o)
     signal(SIGPIPE, SIG_IGN);
     app.sopts.hook_timeout_ms = o->hook_timeout;
     app.sopts.wait_budget_ms = o->hook_budget;
+    app.sopts.health_interval_ms = o->health_interval;
+    app.sopts.health_fails = o->health_fails;
+    app.sopts.health_passes = o->health_passes;
     app.sopts.stepdown_timeout_ms = plan.stepdown_budget_ms / 2 > 0 ? plan.stepdown_budget_ms / 2 : 1;
     app.sopts.loop = app.loop;
     app.script_path = o->script;
@@ -442,6 +470,7 @@ static int cmd_run(struct opts *o)
     if (app.sc != NULL) {
         script_attach(app.sc, app.agent);
         script_on_failure(app.sc, on_hook_failed);
+        script_on_health(app.sc, on_health, 1);
     }
     if (zke_agent_start(app.agent) != 0)
         die(EX_CONFIG, "%s", zke_agent_errstr(app.agent));

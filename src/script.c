@@ -31,20 +31,24 @@
 
 #define HOOK_COUNT 1000
 
-static const char *const hook_names[ZKE_EV_COUNT] = {
+#define HK_HEALTH ZKE_EV_COUNT     /* health(): a hook of the script, not an event */
+#define HK_COUNT (ZKE_EV_COUNT + 1)
+
+static const char *const hook_names[HK_COUNT] = {
     [ZKE_EV_LEADER] = "on_leader",
     [ZKE_EV_FOLLOWER] = "on_follower",
     [ZKE_EV_PREDECESSOR_CHANGE] = "on_predecessor_change",
     [ZKE_EV_STEPDOWN] = "on_stepdown",
     [ZKE_EV_SUSPEND] = "on_suspend",
     [ZKE_EV_RESUME] = "on_resume",
+    [HK_HEALTH] = "health",
 };
 
 /* One queued event: its ev table is built at once (the agent's strings are
  * borrowed) and kept as a registry ref until its hook runs. */
 struct qitem {
     struct qitem *next;
-    enum zke_event_type type;
+    int type;                   /* an event type, or HK_HEALTH */
     int64_t epoch;
     int ev_ref;
 };
@@ -56,7 +60,7 @@ struct hookrun {
     script *sc;
     lua_State *co;
     int co_ref;
-    enum zke_event_type type;
+    int type;                   /* an event type, or HK_HEALTH */
     const char *name;
     scope *ctx;
     struct timespec deadline;
@@ -75,11 +79,15 @@ struct script {
     zke_agent *agent;
     size_t used, limit;
     int hook_timeout_ms, stepdown_timeout_ms, budget_ms;
-    int budgets[ZKE_EV_COUNT];  /* whole-hook budgets, ms */
+    int budgets[HK_COUNT];      /* whole-hook budgets, ms */
     struct ev_loop *loop;
     scope *global;           /* resources started outside any term */
     scope *cur;              /* where a resource started now belongs */
-    int refs[ZKE_EV_COUNT];
+    int refs[HK_COUNT];
+    /* health(): checked every interval; hysteresis fails/passes */
+    ev_timer health_timer;
+    int health_pending, healthy, hfails, hpasses, health_fails, health_passes;
+    script_health_fn *on_health;
     struct hookrun *run;     /* the hook coroutine in progress, or NULL */
     struct qitem *qhead, *qtail;
     int pumping;
@@ -322,6 +330,8 @@ static int l_status(lua_State *L)
     setint(L, "epoch", st.epoch);
     lua_pushboolean(L, st.suspended);
     lua_setfield(L, -2, "suspended");
+    lua_pushboolean(L, st.withdrawn);
+    lua_setfield(L, -2, "withdrawn");
     if (st.role == ZKE_ROLE_LEADER)
         setint(L, "lease_ms", st.lease_ms);
     setstr(L, "leader", st.leader);
@@ -492,11 +502,14 @@ static int build_ev(lua_State *L)
 
 
 static void pump(script *sc);
+static void enqueue(script *sc, struct qitem *q);
+
+static void health_result(script *sc, int healthy, const char *why);
 
 static void run_finish(struct hookrun *r, int failed)
 {
     script *sc = r->sc;
-    enum zke_event_type type = r->type;
+    int type = r->type;
     if (sc->loop != NULL)
         ev_timer_stop(sc->loop, &r->budget);
     scope_remove(&r->res);
@@ -510,8 +523,13 @@ static void run_finish(struct hookrun *r, int failed)
     if (sc->run == r)
         sc->run = NULL;
     free(r);
-    if (failed && sc->failed != NULL)
-        sc->failed(sc->ud, type);
+    if (type == HK_HEALTH) {
+        sc->health_pending = 0;
+        if (failed)
+            health_result(sc, 0, "health() failed");
+    } else if (failed && sc->failed != NULL) {
+        sc->failed(sc->ud, (enum zke_event_type)type);
+    }
     pump(sc);
 }
 
@@ -560,6 +578,15 @@ static void run_resume(struct hookrun *r, int nargs)
         return;
     }
     if (st == LUA_OK) {
+        if (r->type == HK_HEALTH) {
+            /* false (optionally with a reason) is unhealthy; anything else passes */
+            int bad = nres > 0 && lua_isboolean(r->co, -nres) && !lua_toboolean(r->co, -nres);
+            const char *why = bad && nres > 1 ? lua_tostring(r->co, -nres + 1) : NULL;
+            char buf[160];
+            snprintf(buf, sizeof buf, "%s", why ? why : "health() returned false");
+            lua_pop(r->co, nres);
+            health_result(sc, !bad, buf);
+        }
         run_finish(r, 0);
         return;
     }
@@ -650,6 +677,9 @@ static void start(script *sc, struct qitem *q)
                 sc->skip_epoch = q->epoch;
             return;
         }
+    } else if (q->type == HK_HEALTH && sc->refs[HK_HEALTH] == LUA_NOREF) {
+        sc->health_pending = 0;
+        return;
     } else if (q->type == ZKE_EV_STEPDOWN && q->epoch == sc->skip_epoch && q->epoch != 0) {
         sc->skip_epoch = 0;
         return;
@@ -662,8 +692,10 @@ static void start(script *sc, struct qitem *q)
         free(r);
         if (sc->log)
             sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", hook_names[q->type], "out of memory");
-        if (sc->failed)
-            sc->failed(sc->ud, q->type);
+        if (q->type == HK_HEALTH)
+            sc->health_pending = 0;
+        else if (sc->failed)
+            sc->failed(sc->ud, (enum zke_event_type)q->type);
         return;
     }
     r->co = lua_tothread(L, -1);
@@ -691,8 +723,12 @@ static void start(script *sc, struct qitem *q)
     }
     lua_checkstack(r->co, 4);
     lua_rawgeti(r->co, LUA_REGISTRYINDEX, sc->refs[q->type]);
-    lua_rawgeti(r->co, LUA_REGISTRYINDEX, q->ev_ref);
-    run_resume(r, 1);
+    if (q->ev_ref != LUA_NOREF) {
+        lua_rawgeti(r->co, LUA_REGISTRYINDEX, q->ev_ref);
+        run_resume(r, 1);
+    } else {
+        run_resume(r, 0);
+    }
 }
 
 /* Runs queued hooks, one at a time, until one waits or the queue is empty. */
@@ -707,7 +743,8 @@ static void pump(script *sc)
         if (sc->qhead == NULL)
             sc->qtail = NULL;
         start(sc, q);
-        luaL_unref(sc->L, LUA_REGISTRYINDEX, q->ev_ref);
+        if (q->ev_ref != LUA_NOREF)
+            luaL_unref(sc->L, LUA_REGISTRYINDEX, q->ev_ref);
         free(q);
     }
     sc->pumping = 0;
@@ -733,14 +770,74 @@ int script_dispatch(script *sc, const struct zke_event *ev)
     q->ev_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     q->type = ev->type;
     q->epoch = ev->epoch;
+    enqueue(sc, q);
+    pump(sc);
+    return 0;
+}
+
+static void enqueue(script *sc, struct qitem *q)
+{
     q->next = NULL;
     if (sc->qtail)
         sc->qtail->next = q;
     else
         sc->qhead = q;
     sc->qtail = q;
+}
+
+static void health_result(script *sc, int healthy, const char *why)
+{
+    if (healthy) {
+        sc->hfails = 0;
+        sc->hpasses++;
+        if (!sc->healthy && sc->hpasses >= sc->health_passes) {
+            sc->healthy = 1;
+            if (sc->log)
+                sc->log(sc->ud, ZKE_LOG_INFO, "health", "health", "healthy again: rejoining");
+            if (sc->on_health)
+                sc->on_health(sc->ud, 1);
+        }
+        return;
+    }
+    sc->hpasses = 0;
+    sc->hfails++;
+    if (sc->log) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "check failed (%d of %d): %s", sc->hfails, sc->health_fails, why);
+        sc->log(sc->ud, ZKE_LOG_WARN, "health", "health", buf);
+    }
+    if (sc->healthy && sc->hfails >= sc->health_fails) {
+        sc->healthy = 0;
+        if (sc->log)
+            sc->log(sc->ud, ZKE_LOG_WARN, "health", "health", "unhealthy: withdrawing from the election");
+        if (sc->on_health)
+            sc->on_health(sc->ud, 0);
+    }
+}
+
+static void health_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    script *sc = w->data;
+    (void)loop;
+    (void)revents;
+    if (sc->health_pending || sc->refs[HK_HEALTH] == LUA_NOREF)
+        return;             /* the previous check is still queued or running */
+    struct qitem *q = malloc(sizeof *q);
+    if (q == NULL)
+        return;
+    q->type = HK_HEALTH;
+    q->epoch = 0;
+    q->ev_ref = LUA_NOREF;
+    sc->health_pending = 1;
+    enqueue(sc, q);
     pump(sc);
-    return 0;
+}
+
+void script_on_health(script *sc, script_health_fn *fn, int healthy)
+{
+    sc->on_health = fn;
+    sc->healthy = healthy != 0;
+    sc->hfails = sc->hpasses = 0;
 }
 
 int script_busy(const script *sc)
@@ -901,7 +998,7 @@ static int collect_hooks(lua_State *L)
 {
     script *sc = get_script(L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
-    for (int t = 0; t < ZKE_EV_COUNT; t++) {
+    for (int t = 0; t < HK_COUNT; t++) {
         if (hook_names[t] == NULL)
             continue;
         lua_pushstring(L, hook_names[t]);
@@ -924,7 +1021,7 @@ static int collect_hooks(lua_State *L)
         while (lua_next(L, -2) != 0) {
             const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
             int t = -1;
-            for (int i = 0; k != NULL && i < ZKE_EV_COUNT; i++)
+            for (int i = 0; k != NULL && i < HK_COUNT; i++)
                 if (hook_names[i] != NULL && strcmp(hook_names[i], k) == 0)
                     t = i;
             if (t < 0)
@@ -1001,7 +1098,7 @@ script *script_load(const char *file, const struct script_opts *opts,
     sc->loop = opts ? opts->loop : NULL;
     {
         int wb = opts && opts->wait_budget_ms > 0 ? opts->wait_budget_ms : 30000;
-        for (int i = 0; i < ZKE_EV_COUNT; i++)
+        for (int i = 0; i < HK_COUNT; i++)
             sc->budgets[i] = wb;
         sc->budgets[ZKE_EV_STEPDOWN] = wb < sc->stepdown_timeout_ms ? wb : sc->stepdown_timeout_ms;
     }
@@ -1011,7 +1108,7 @@ script *script_load(const char *file, const struct script_opts *opts,
         fail(err, errlen, code, 70, "script '%s': %s", file, "out of memory");
         return NULL;
     }
-    for (int i = 0; i < ZKE_EV_COUNT; i++)
+    for (int i = 0; i < HK_COUNT; i++)
         sc->refs[i] = LUA_NOREF;
     L = sc->L = lua_newstate(l_alloc, sc);
     if (L == NULL) {
@@ -1047,6 +1144,16 @@ script *script_load(const char *file, const struct script_opts *opts,
         script_free(sc);
         return NULL;
     }
+    sc->healthy = 1;
+    sc->health_fails = opts && opts->health_fails > 0 ? opts->health_fails : 3;
+    sc->health_passes = opts && opts->health_passes > 0 ? opts->health_passes : 2;
+    if (sc->loop != NULL && sc->refs[HK_HEALTH] != LUA_NOREF) {
+        double iv = (opts && opts->health_interval_ms > 0 ? opts->health_interval_ms : 5000) / 1000.0;
+        ev_timer_init(&sc->health_timer, health_cb, iv, iv);
+        sc->health_timer.data = sc;
+        ev_timer_start(sc->loop, &sc->health_timer);
+        ev_unref(sc->loop);     /* the check alone does not keep the loop alive */
+    }
     return sc;
 }
 
@@ -1058,6 +1165,11 @@ void script_free(script *sc)
      * (their close touches the state), then the state: its collection
      * detaches boxes left in a term scope */
     sc->failed = NULL;
+    sc->on_health = NULL;
+    if (sc->loop != NULL && ev_is_active(&sc->health_timer)) {
+        ev_ref(sc->loop);
+        ev_timer_stop(sc->loop, &sc->health_timer);
+    }
     sc->pumping = 1;            /* nothing starts any more */
     if (sc->run != NULL) {
         snprintf(sc->run->why, sizeof sc->run->why, "the script is unloaded");

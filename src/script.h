@@ -32,6 +32,9 @@ struct script_opts {
     int wait_budget_ms;      /* a hook's whole wall-clock budget, waits included; 0: 30000;
                               * per hook: the script's global hook_budgets = { on_leader = s } */
     int stepdown_timeout_ms; /* cap of on_stepdown's budget (it is part of the step-down budget) */
+    int health_interval_ms;  /* health() every interval; 0: 5000 */
+    int health_fails;        /* consecutive failures that withdraw; 0: 3 */
+    int health_passes;       /* consecutive passes that rejoin; 0: 2 */
     struct ev_loop *loop;    /* for timers and child processes; NULL: none (check mode) */
 };
 
@@ -44,6 +47,11 @@ script *script_load(const char *file, const struct script_opts *opts,
 /* Called when a hook failed (error, budget); not for a preempted one. */
 typedef void script_failed_fn(void *ud, enum zke_event_type type);
 void script_on_failure(script *sc, script_failed_fn *fn);
+/* health() crossed its threshold: healthy 0 after health_fails failures in
+ * a row (error, budget, or `false`), 1 after health_passes passes. The
+ * state starts as `healthy` (the host's current one, e.g. after a reload). */
+typedef void script_health_fn(void *ud, int healthy);
+void script_on_health(script *sc, script_health_fn *fn, int healthy);
 /* A hook is running (waiting) or queued. */
 int script_busy(const script *sc);
 /* The agent that zkelect.resign() and zkelect.status() act on (may be NULL). */

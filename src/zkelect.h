@@ -149,6 +149,7 @@ struct zke_status {
     int connected;
     int64_t epoch;               /* current term's epoch, 0 when not leader */
     int suspended;               /* leader, disconnected, lease still running */
+    int withdrawn;               /* out of the election (zke_agent_withdraw) */
     int64_t lease_ms;            /* leader: lease left (ms, may be <= 0); else -1 */
     const char *leader;          /* leader's id, if known */
     const char *leader_data;     /* leader's published data, if known */
@@ -173,6 +174,12 @@ int zke_agent_start(zke_agent *a);
 /* Gives up leadership (on_stepdown, reason "resign"), releases our node and
  * rejoins at the back after a short backoff. Fails when not the leader. */
 int zke_agent_resign(zke_agent *a);
+
+/* Leaves the election without stopping the agent (a failed health check):
+ * a leader steps down (on_stepdown with `reason`), the node is deleted and
+ * no new one is created until zke_agent_rejoin(). */
+int zke_agent_withdraw(zke_agent *a, const char *reason);
+int zke_agent_rejoin(zke_agent *a);
 
 /* Graceful stop: a leader steps down (reason "shutdown"), the node is deleted,
  * the session closed, then on_stopped is called. Idempotent. */

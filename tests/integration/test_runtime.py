@@ -141,6 +141,43 @@ def test_hooks_run_one_at_a_time_in_order():
         assert b.wait_exit(10) == 0
 
 
+def test_health_withdraws_and_rejoins():
+    with h.ZooKeeper() as zk:
+        flags = ["--health-interval", "100", "--health-fails", "2", "--health-passes", "2"]
+        da = setenv("idle")
+        os.environ["ZKT_HEALTH"] = "1"
+        try:
+            a = h.Agent(zk, "ha", path=PATH, script=POLICY, extra=flags)
+            la = a.wait_for("leader", timeout=10)
+            setenv("idle")
+            b = h.Agent(zk, "hb", path=PATH, script=POLICY, extra=flags)
+            b.wait_for("follower", timeout=10)
+        finally:
+            del os.environ["ZKT_HEALTH"]
+        time.sleep(0.5)
+        assert not a.find("health"), a.find("health")      # healthy: nothing to say
+        ma, mb = a.mark(), b.mark()
+        open(os.path.join(da, "unhealthy"), "w").close()
+        sd = a.wait_for("stepdown", timeout=5, since=ma)
+        assert sd["reason"] == "health" and sd["epoch"] == la["epoch"], sd
+        fails = [e for e in a.find("health", since=ma) if "check failed" in e["msg"]]
+        assert len(fails) >= 2 and "marker file present" in fails[0]["msg"], fails
+        b.wait_for("leader", timeout=5, since=mb)
+        # out of the election while unhealthy: no node, no rejoin
+        time.sleep(1.0)
+        assert not a.find("joined", since=ma), a.describe()
+        m2 = a.mark()
+        os.unlink(os.path.join(da, "unhealthy"))
+        j = a.wait_for("joined", timeout=5, since=m2)
+        f = a.wait_for("follower", timeout=5, since=m2)
+        assert f["leader"] == "hb", f
+        assert any("healthy again" in e["msg"] for e in a.find("health", since=m2))
+        for x in (a, b):
+            x.term()
+        for x in (a, b):
+            assert x.wait_exit(10) == 0
+
+
 def test_bad_hook_budgets_refused():
     d = h.mkdtemp("rtb")
     bad = os.path.join(d, "bad.lua")

@@ -735,8 +735,32 @@ static void test_follower_reads_leader_epoch(void)
     el_free(e);
 }
 
+static void test_withdraw_and_rejoin(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = lead_alone(&x, name);
+    CHECK(el_withdraw(e, "health") == 0);
+    CHECK(last_ev(&x)->type == ZKE_EV_STEPDOWN && strcmp(x.ev_reason[x.nev - 1], "health") == 0);
+    CHECK(last_req(&x)->type == EL_REQ_DELETE);
+    CHECK(el_withdraw(e, "health") == -1);
+    reply(e, last_req(&x), EL_OK);
+    int n = x.nreq;
+    el_kick(e);                                     /* stays out */
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    el_on_session(e, EL_SESS_CONNECTED, 2);         /* even in a new session */
+    CHECK(find_req(&x, EL_REQ_CREATE) == NULL || x.nreq == n);
+    struct zke_status st;
+    el_status(e, &st);
+    CHECK(st.withdrawn && st.role == ZKE_ROLE_IDLE && st.node == NULL);
+    CHECK(el_rejoin(e) == 0 && last_req(&x)->type == EL_REQ_CREATE);
+    CHECK(el_rejoin(e) == -1);
+    el_free(e);
+}
+
 int main(void)
 {
+    RUN(test_withdraw_and_rejoin);
     RUN(test_publish_after_lead);
     RUN(test_nodedata);
     RUN(test_strict_disconnect);

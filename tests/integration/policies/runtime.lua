@@ -43,6 +43,10 @@ function modes.exec(ev)
   zkelect.log("info", "exec done")
 end
 
+function modes.idle(ev)
+  zkelect.log("info", "idle leader epoch=" .. ev.epoch)
+end
+
 function modes.hang(ev)
   zkelect.log("info", "hang start")
   zkelect.exec{ "sh", "-c", "echo $$ > " .. dir .. "/hang-child; exec sleep 60" }
@@ -76,3 +80,12 @@ function on_stepdown(ev)
 end
 
 hook_budgets = { on_leader = tonumber(os.getenv("ZKT_BUDGET") or "20") }
+
+-- health: $ZKT_DIR/unhealthy present = failing check (through a command)
+if os.getenv("ZKT_HEALTH") then
+  function health()
+    local ok = zkelect.exec{ "test", "!", "-e", dir .. "/unhealthy" }
+    if not ok then return false, "marker file present" end
+    return true
+  end
+end
