@@ -97,6 +97,8 @@ struct app {
     const char *script_path;
     struct script_opts sopts;
     ev_signal sigterm, sigint, sighup;
+    ev_timer reload;
+    const char *id, *path;
     int signals;
     double first_signal;
     int stopped;
@@ -265,6 +267,9 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
         (void)script_dispatch(app->sc, ev);
 }
 
+static void request_reload(struct app *app);
+static void on_reload_request(void *ud);
+
 /* health() crossed a threshold: leave the election, or come back. */
 static void on_health(void *ud, int healthy)
 {
@@ -321,30 +326,86 @@ static void on_script_log(void *ud, enum zke_log_level lvl, const char *event, c
     log_line(lvl, event, f, 2);
 }
 
+/* Swaps in a freshly loaded script at a quiescent point (no hook running
+ * or queued), keeping the candidacy; a script that fails to load is
+ * refused and the old one keeps running. The new script is then told the
+ * current role (ev.reload = true). */
+static void do_reload(struct app *app)
+{
+    char err[512];
+    int code;
+    struct zke_status st;
+    script *n = script_load(app->script_path, &app->sopts, on_script_log, app, err, sizeof err,
+                            &code);
+    if (n == NULL) {
+        log_msg(ZKE_LOG_ERROR, "reload", err);
+        return;
+    }
+    int have = app->agent != NULL && zke_agent_status(app->agent, &st) == 0;
+    script_attach(n, app->agent);
+    script_on_failure(n, on_hook_failed);
+    script_on_reload(n, on_reload_request);
+    script_on_health(n, on_health, !have || !st.withdrawn);
+    script_free(app->sc);
+    app->sc = n;
+    log_msg(ZKE_LOG_INFO, "reload", app->script_path);
+    if (!have || (st.role != ZKE_ROLE_LEADER && st.role != ZKE_ROLE_FOLLOWER))
+        return;
+    struct zke_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = st.role == ZKE_ROLE_LEADER ? ZKE_EV_LEADER : ZKE_EV_FOLLOWER;
+    ev.id = app->id;
+    ev.path = app->path;
+    ev.node = st.node;
+    ev.seq = st.seq;
+    ev.session = st.session;
+    ev.reason = "reload";
+    ev.reload = 1;
+    ev.epoch = st.epoch;
+    ev.lease_ms = st.lease_ms;
+    ev.candidates = st.candidates;
+    ev.leader = st.leader;
+    ev.leader_data = st.leader_data;
+    ev.leader_epoch = st.leader_epoch;
+    ev.leader_node = st.leader_node;
+    ev.predecessor = st.predecessor;
+    ev.position = st.position;
+    (void)script_dispatch(n, &ev);
+}
+
+static void reload_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct app *app = w->data;
+    (void)revents;
+    if (app->sc != NULL && script_busy(app->sc))
+        return;             /* a hook runs or waits: bounded by its budget */
+    ev_timer_stop(loop, w);
+    do_reload(app);
+}
+
+static void request_reload(struct app *app)
+{
+    if (app->script_path == NULL) {
+        log_msg(ZKE_LOG_INFO, "reload", "no script to reload");
+        return;
+    }
+    if (!ev_is_active(&app->reload)) {
+        ev_timer_set(&app->reload, 0., 0.05);
+        ev_timer_start(app->loop, &app->reload);
+    }
+}
+
+static void on_reload_request(void *ud)
+{
+    request_reload(ud);
+}
+
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
     struct app *app = w->data;
     (void)revents;
     if (w->signum == SIGHUP) {
-        char err[512];
-        int code;
-        if (app->script_path == NULL) {
-            log_msg(ZKE_LOG_INFO, "reload", "no script to reload");
-            return;
-        }
-        script *n = script_load(app->script_path, &app->sopts, on_script_log, app, err,
-                                sizeof err, &code);
-        if (n == NULL) {
-            log_msg(ZKE_LOG_ERROR, "reload", err);
-            return;
-        }
-        script_attach(n, app->agent);
-        script_on_failure(n, on_hook_failed);
-        struct zke_status st;
-        script_on_health(n, on_health, zke_agent_status(app->agent, &st) != 0 || !st.withdrawn);
-        script_free(app->sc);
-        app->sc = n;
-        log_msg(ZKE_LOG_INFO, "reload", app->script_path);
+        request_reload(app);
         return;
     }
     if (app->signals > 0 && ev_now(loop) - app->first_signal < 1.0) {
@@ -471,6 +532,7 @@ static int cmd_run(struct opts *o)
         script_attach(app.sc, app.agent);
         script_on_failure(app.sc, on_hook_failed);
         script_on_health(app.sc, on_health, 1);
+        script_on_reload(app.sc, on_reload_request);
     }
     if (zke_agent_start(app.agent) != 0)
         die(EX_CONFIG, "%s", zke_agent_errstr(app.agent));
@@ -478,6 +540,10 @@ static int cmd_run(struct opts *o)
     ev_signal_init(&app.sigterm, on_signal, SIGTERM);
     ev_signal_init(&app.sigint, on_signal, SIGINT);
     ev_signal_init(&app.sighup, on_signal, SIGHUP);
+    ev_timer_init(&app.reload, reload_cb, 0., 0.05);
+    app.reload.data = &app;
+    app.id = o->id;
+    app.path = o->path;
     app.sigterm.data = app.sigint.data = app.sighup.data = &app;
     ev_signal_start(app.loop, &app.sigterm);
     ev_signal_start(app.loop, &app.sigint);
@@ -514,6 +580,7 @@ static int cmd_run(struct opts *o)
     ev_signal_stop(app.loop, &app.sigterm);
     ev_signal_stop(app.loop, &app.sigint);
     ev_signal_stop(app.loop, &app.sighup);
+    ev_timer_stop(app.loop, &app.reload);
     ev_loop_destroy(app.loop);
     return app.exit_code;
 }

@@ -88,6 +88,7 @@ struct script {
     ev_timer health_timer;
     int health_pending, healthy, hfails, hpasses, health_fails, health_passes;
     script_health_fn *on_health;
+    void (*on_reload)(void *ud);
     struct hookrun *run;     /* the hook coroutine in progress, or NULL */
     struct qitem *qhead, *qtail;
     int pumping;
@@ -347,9 +348,26 @@ static int l_status(lua_State *L)
 
 static int l_sleep(lua_State *L);
 
+/* zkelect.reload() -> true | nil, msg, code: the host reloads the script
+ * file once no hook runs (so after the calling hook has returned). */
+static int l_reload(lua_State *L)
+{
+    script *sc = get_script(L);
+    if (sc->on_reload == NULL) {
+        luaL_pushfail(L);
+        lua_pushliteral(L, "reload is not available here");
+        lua_pushliteral(L, "ENORELOAD");
+        return 3;
+    }
+    sc->on_reload(sc->ud);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 static const luaL_Reg zkelect_funcs[] = {
     { "log", l_log },
     { "sleep", l_sleep },
+    { "reload", l_reload },
     { "resign", l_resign },
     { "status", l_status },
     { NULL, NULL },
@@ -459,6 +477,10 @@ static int build_ev(lua_State *L)
         setint(L, "seq", ev->seq);
     sethex(L, "session", ev->session);
     setstr(L, "reason", ev->reason);
+    if (ev->reload) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "reload");
+    }
     switch (ev->type) {
     case ZKE_EV_SUSPEND:
     case ZKE_EV_RESUME:
@@ -831,6 +853,11 @@ static void health_cb(struct ev_loop *loop, ev_timer *w, int revents)
     sc->health_pending = 1;
     enqueue(sc, q);
     pump(sc);
+}
+
+void script_on_reload(script *sc, void (*fn)(void *ud))
+{
+    sc->on_reload = fn;
 }
 
 void script_on_health(script *sc, script_health_fn *fn, int healthy)

@@ -102,6 +102,7 @@ struct zke_event {
     /* ZKE_EV_PREDECESSOR_CHANGE */
     const char *old_pred;
     const char *new_pred;
+    int reload;               /* set by a host that re-tells the role after reloading its policy */
 };
 
 typedef void zke_event_fn(zke_agent *a, const struct zke_event *ev, void *ud);

@@ -178,6 +178,58 @@ def test_health_withdraws_and_rejoins():
             assert x.wait_exit(10) == 0
 
 
+V1 = """
+function on_leader(ev)
+  zkelect.log("info", "v1 on_leader reload=" .. tostring(ev.reload) .. " epoch=" .. ev.epoch)
+  if not ev.reload then
+    zkelect.reload()          -- happens once this hook has returned
+    zkelect.sleep(0.2)
+    zkelect.log("info", "v1 hook done")
+  end
+end
+"""
+V2 = """
+function on_leader(ev)
+  zkelect.log("info", "v2 on_leader reload=" .. tostring(ev.reload) .. " epoch=" .. ev.epoch)
+end
+function on_stepdown(ev)
+  zkelect.log("info", "v2 on_stepdown " .. ev.reason)
+end
+"""
+
+
+def test_reload_keeps_candidacy():
+    d = h.mkdtemp("reload")
+    pol = os.path.join(d, "policy.lua")
+    with open(pol, "w") as f:
+        f.write(V1)
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "la", path=PATH, script=pol)
+        la = a.wait_for("leader", timeout=10)
+        # zkelect.reload() from a hook: the swap waits for the hook to end
+        done = wait_msg(a, "v1 hook done", timeout=5)
+        again = wait_msg(a, "v1 on_leader reload=true", timeout=5)
+        assert done["_i"] < again["_i"] and ("epoch=%d" % la["epoch"]) in again["msg"], again
+        # a broken file is refused; the running script stays
+        with open(pol, "w") as f:
+            f.write("function on_leader(ev)\n")
+        m = a.mark()
+        a.signal(__import__("signal").SIGHUP)
+        r = a.wait_for("reload", timeout=5, since=m)
+        assert r["level"] == "error" and "policy.lua" in r["msg"], r
+        # SIGHUP with a good file: told the current role, same term
+        with open(pol, "w") as f:
+            f.write(V2)
+        m = a.mark()
+        a.signal(__import__("signal").SIGHUP)
+        v2 = wait_msg(a, "v2 on_leader reload=true", timeout=5, since=m)
+        assert ("epoch=%d" % la["epoch"]) in v2["msg"], v2
+        assert not a.find("stepdown", since=m) and not a.find("leader", since=m)
+        a.term()
+        wait_msg(a, "v2 on_stepdown shutdown", timeout=5, since=m)
+        assert a.wait_exit(10) == 0
+
+
 def test_bad_hook_budgets_refused():
     d = h.mkdtemp("rtb")
     bad = os.path.join(d, "bad.lua")
