@@ -437,6 +437,7 @@ static int cmd_check(struct opts *o)
     int code;
     if (o->script == NULL)
         die(EX_USAGE, "check needs --script FILE");
+    log_setup(stderr, LOG_TEXT, ZKE_LOG_WARN, "check");     /* warnings (misspelt hooks) */
     script *sc = script_load(o->script, NULL, on_script_log, NULL, err, sizeof err, &code);
     if (sc == NULL)
         die(code, "%s", err);
@@ -447,6 +448,10 @@ static int cmd_check(struct opts *o)
         { ZKE_EV_SUSPEND, "on_suspend" }, { ZKE_EV_RESUME, "on_resume" },
     };
     int any = 0;
+    if (script_has_health(sc)) {
+        printf(" health");
+        any = 1;
+    }
     for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
         if (script_has_hook(sc, h[i].t)) {
             printf(" %s", h[i].n);

@@ -255,13 +255,70 @@ struct lproc {
     int status;         /* waitpid status, -1 unknown; valid once exited */
     int done;
     scope *scope;       /* where its on_exit runs (the term it belonged to) */
+    /* supervision: restart = "on-failure" | "always" keeps it running for
+     * as long as its scope lives, with a doubling delay (at most 30 s) */
+    int restart;        /* 0 never, 1 on-failure, 2 always */
+    char **argv;        /* malloc'd copy, for restarts */
+    double delay, delay0;
+    int restarts;
+    ev_timer rt;
+    struct ev_loop *loop;
 };
+
+static void lproc_free_argv(struct lproc *b)
+{
+    if (b->argv != NULL) {
+        for (char **a = b->argv; *a; a++)
+            free(*a);
+        free(b->argv);
+        b->argv = NULL;
+    }
+}
 
 static void unref(lua_State *L, int *ref)
 {
     if (*ref != LUA_NOREF && *ref != LUA_REFNIL)
         luaL_unref(L, LUA_REGISTRYINDEX, *ref);
     *ref = LUA_NOREF;
+}
+
+static void lproc_exit(void *ud, proc *p, int status);
+
+static void lproc_release(struct lproc *b)
+{
+    lua_State *L = script_lua(b->sc);
+    if (b->loop != NULL)
+        ev_timer_stop(b->loop, &b->rt);
+    lproc_free_argv(b);
+    unref(L, &b->on_exit);
+    unref(L, &b->self);     /* the box may now be collected */
+}
+
+static void restart_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct lproc *b = w->data;
+    static char envbuf[8][SCRIPT_ENV_LEN];
+    char *env[9], err[256];
+    (void)loop;
+    (void)revents;
+    ev_timer_stop(b->loop, &b->rt);
+    if (b->argv == NULL || !script_scope_live(b->sc, b->scope)) {
+        lproc_release(b);   /* the term (or the script) has ended */
+        return;
+    }
+    int ne = script_child_env(b->sc, b->scope, envbuf, 8);
+    for (int i = 0; i < ne; i++)
+        env[i] = envbuf[i];
+    env[ne] = NULL;
+    proc *p = proc_spawn(b->scope, b->argv, env, lproc_exit, b, err, sizeof err);
+    if (p == NULL) {
+        lproc_release(b);
+        return;
+    }
+    b->p = p;
+    b->pid = proc_pid(p);
+    b->done = 0;
+    b->restarts++;
 }
 
 static void lproc_exit(void *ud, proc *p, int status)
@@ -274,8 +331,6 @@ static void lproc_exit(void *ud, proc *p, int status)
     b->done = 1;
     b->status = status;
     if (b->on_exit != LUA_NOREF && status != -1) {
-        int fn = b->on_exit;
-        b->on_exit = LUA_NOREF;
         if (WIFEXITED(status)) {
             lua_pushinteger(L, WEXITSTATUS(status));
             lua_pushnil(L);
@@ -283,11 +338,17 @@ static void lproc_exit(void *ud, proc *p, int status)
             lua_pushnil(L);
             lua_pushinteger(L, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
         }
-        (void)script_call(sc, fn, 2, "spawn on_exit", b->scope);
-        luaL_unref(L, LUA_REGISTRYINDEX, fn);
+        (void)script_call(sc, b->on_exit, 2, "spawn on_exit", b->scope);
     }
-    unref(L, &b->on_exit);
-    unref(L, &b->self);     /* the box may now be collected */
+    int failed = !(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (status != -1 && b->argv != NULL && (b->restart == 2 || (b->restart == 1 && failed)) &&
+        script_scope_live(sc, b->scope)) {
+        ev_timer_set(&b->rt, b->delay, 0.);
+        ev_timer_start(b->loop, &b->rt);
+        b->delay = b->delay * 2 > 30.0 ? 30.0 : b->delay * 2;
+        return;             /* keeps its refs until it stops for good */
+    }
+    lproc_release(b);
 }
 
 static int l_spawn(lua_State *L)
@@ -309,6 +370,14 @@ static int l_spawn(lua_State *L)
         argv[i - 1] = (char *)lua_tostring(L, -1);
     }
     argv[argc] = NULL;
+    static const char *const policies[] = { "never", "on-failure", "always", NULL };
+    lua_getfield(L, 1, "restart");
+    int restart = luaL_checkoption(L, -1, "never", policies);
+    lua_pop(L, 1);
+    lua_getfield(L, 1, "restart_delay");
+    lua_Number delay = lua_isnil(L, -1) ? 1.0 : luaL_checknumber(L, -1);
+    lua_pop(L, 1);
+    luaL_argcheck(L, delay >= 0.01 && delay <= 3600, 1, "restart_delay out of range (0.01..3600 s)");
     lua_getfield(L, 1, "on_exit");
     int has_cb = !lua_isnil(L, -1);
     if (has_cb)
@@ -343,6 +412,19 @@ static int l_spawn(lua_State *L)
     b->p = p;
     b->pid = proc_pid(p);
     b->scope = s;
+    b->loop = script_loop(sc);
+    ev_timer_init(&b->rt, restart_cb, 0., 0.);
+    b->rt.data = b;
+    b->restart = restart;
+    b->delay = b->delay0 = (double)delay;
+    if (restart != 0) {
+        b->argv = calloc((size_t)argc + 1, sizeof *b->argv);
+        for (lua_Integer i = 0; b->argv != NULL && i < argc; i++)
+            if ((b->argv[i] = strdup(argv[i])) == NULL) {
+                lproc_free_argv(b);
+                break;
+            }
+    }
     if (has_cb) {
         lua_pushvalue(L, cbidx);
         b->on_exit = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -366,6 +448,9 @@ static int l_close(lua_State *L)
         proc_forget(b->p);
         b->p = NULL;
     }
+    if (b->loop != NULL)
+        ev_timer_stop(b->loop, &b->rt);
+    lproc_free_argv(b);
     unref(L, &b->on_exit);
     unref(L, &b->self);
     return 0;
@@ -390,6 +475,12 @@ static int l_kill(lua_State *L)
 static int l_pid(lua_State *L)
 {
     lua_pushinteger(L, check(L)->pid);
+    return 1;
+}
+
+static int l_restarts(lua_State *L)
+{
+    lua_pushinteger(L, check(L)->restarts);
     return 1;
 }
 
@@ -714,6 +805,7 @@ void proc_open_lua(lua_State *L)
 {
     static const luaL_Reg methods[] = {
         { "close", l_close }, { "kill", l_kill }, { "pid", l_pid }, { "running", l_running },
+        { "restarts", l_restarts },
         { NULL, NULL },
     };
     if (luaL_newmetatable(L, PROC_MT)) {

@@ -867,6 +867,11 @@ void script_on_health(script *sc, script_health_fn *fn, int healthy)
     sc->hfails = sc->hpasses = 0;
 }
 
+int script_has_health(const script *sc)
+{
+    return sc != NULL && sc->refs[HK_HEALTH] != LUA_NOREF;
+}
+
 int script_busy(const script *sc)
 {
     return sc != NULL && (sc->run != NULL || sc->qhead != NULL);
@@ -1019,6 +1024,29 @@ void script_attach(script *sc, zke_agent *a)
     sc->agent = a;
 }
 
+/* Levenshtein distance of two short names (longer ones: "far"). */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    int row[40];
+    if (la >= 40 || lb >= 40)
+        return 99;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int prev = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int cur = row[j];
+            int sub_ = prev + (a[i - 1] != b[j - 1]);
+            int del = row[j] + 1, ins = row[j - 1] + 1;
+            row[j] = sub_ < del ? (sub_ < ins ? sub_ : ins) : (del < ins ? del : ins);
+            prev = cur;
+        }
+    }
+    return row[lb];
+}
+
 /* Reads the hooks as raw globals (a strict-globals __index must not run)
  * and keeps them as registry refs. Runs under lua_pcall. */
 static int collect_hooks(lua_State *L)
@@ -1037,6 +1065,33 @@ static int collect_hooks(lua_State *L)
         } else {
             sc->refs[t] = luaL_ref(L, LUA_REGISTRYINDEX);
         }
+    }
+    /* a global function named like a hook but unknown: most likely a typo */
+    lua_pushnil(L);
+    while (lua_next(L, -2) != 0) {
+        if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TFUNCTION) {
+            const char *k = lua_tostring(L, -2);
+            int known = 0, best = -1, bestd = 4;
+            for (int t = 0; t < HK_COUNT; t++) {
+                if (hook_names[t] == NULL)
+                    continue;
+                if (strcmp(k, hook_names[t]) == 0)
+                    known = 1;
+                int d = edit_distance(k, hook_names[t]);
+                if (d < bestd) {
+                    bestd = d;
+                    best = t;
+                }
+            }
+            if (!known && (strncmp(k, "on_", 3) == 0 || best >= 0) && sc->log) {
+                char buf[200];
+                snprintf(buf, sizeof buf, "function '%s' is not a hook%s%s%s", k,
+                         best >= 0 ? " (did you mean " : "", best >= 0 ? hook_names[best] : "",
+                         best >= 0 ? "?)" : "");
+                sc->log(sc->ud, ZKE_LOG_WARN, "hook_warning", NULL, buf);
+            }
+        }
+        lua_pop(L, 1);
     }
     /* hook_budgets = { on_leader = seconds, ... } */
     lua_pushliteral(L, "hook_budgets");

@@ -54,6 +54,7 @@ typedef void script_health_fn(void *ud, int healthy);
 void script_on_health(script *sc, script_health_fn *fn, int healthy);
 /* zkelect.reload() asks the host (fn) to reload the script. */
 void script_on_reload(script *sc, void (*fn)(void *ud));
+int script_has_health(const script *sc);
 /* A hook is running (waiting) or queued. */
 int script_busy(const script *sc);
 /* The agent that zkelect.resign() and zkelect.status() act on (may be NULL). */

@@ -230,6 +230,32 @@ def test_reload_keeps_candidacy():
         assert a.wait_exit(10) == 0
 
 
+def test_supervised_spawn_restarts_within_the_term():
+    d = setenv("supervise")
+    starts = os.path.join(d, "starts")
+    count = lambda: len(open(starts).read().split()) if os.path.exists(starts) else 0  # noqa: E731
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "sv", path=PATH, script=POLICY)
+        la = a.wait_for("leader", timeout=10)
+        h.wait_until(lambda: count() >= 4, 10, "restarts of the failing child")
+        assert set(open(starts).read().split()) == {str(la["epoch"])}
+        a.term()
+        assert a.wait_exit(10) == 0
+        n = count()
+        time.sleep(0.5)
+        assert count() == n, "restarted after the term ended"
+
+
+def test_check_warns_about_misspelt_hooks():
+    d = h.mkdtemp("rtc")
+    f = os.path.join(d, "typo.lua")
+    with open(f, "w") as fh:
+        fh.write("function on_leaders(ev) end\nfunction helper() end\n")
+    code, out, err, _ = h.run([h.ZKELECT_BIN, "check", "--script", f])
+    assert code == 0 and "'on_leaders' is not a hook (did you mean on_leader?)" in err, (code, err)
+    assert "helper" not in err, err
+
+
 def test_bad_hook_budgets_refused():
     d = h.mkdtemp("rtb")
     bad = os.path.join(d, "bad.lua")

@@ -43,6 +43,13 @@ function modes.exec(ev)
   zkelect.log("info", "exec done")
 end
 
+function modes.supervise(ev)
+  local p = zkelect.spawn{ "sh", "-c", 'echo "$ZKELECT_EPOCH" >> "$0"; sleep 0.05; exit 1',
+    dir .. "/starts", restart = "on-failure", restart_delay = 0.05 }
+  assert(p, "spawn failed")
+  zkelect.log("info", "supervised pid=" .. p:pid())
+end
+
 function modes.idle(ev)
   zkelect.log("info", "idle leader epoch=" .. ev.epoch)
 end
