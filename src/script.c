@@ -348,6 +348,76 @@ static int l_status(lua_State *L)
 
 static int l_sleep(lua_State *L);
 
+#ifndef ZKELECT_LUA_DIR
+#define ZKELECT_LUA_DIR "/usr/share/zkelect/lua"
+#endif
+
+/* Finds name.lua (dots are directories) in $ZKELECT_LUA_PATH (dirs
+ * separated by ':'), the script's own directory, then ZKELECT_LUA_DIR. */
+static int find_module(script *sc, const char *name, char *out, size_t outlen)
+{
+    char rel[256], dirs[4096];
+    size_t n = strlen(name);
+    if (n == 0 || n > 200)
+        return -1;
+    for (size_t i = 0; i <= n; i++)
+        rel[i] = name[i] == '.' ? '/' : name[i];
+    const char *env = getenv("ZKELECT_LUA_PATH");
+    const char *slash = strrchr(sc->file, '/');
+    int dl = slash ? (int)(slash - sc->file) : 1;
+    snprintf(dirs, sizeof dirs, "%s%s%.*s:%s", env ? env : "", env ? ":" : "", dl,
+             slash ? sc->file : ".", ZKELECT_LUA_DIR);
+    for (char *d = dirs, *next; d != NULL; d = next) {
+        next = strchr(d, ':');
+        if (next != NULL)
+            *next++ = '\0';
+        if (*d == '\0')
+            continue;
+        if (strlen(d) + strlen(rel) + 6 > outlen)
+            continue;
+        strcpy(out, d);
+        strcat(out, "/");
+        strcat(out, rel);
+        strcat(out, ".lua");
+        struct stat st;
+        if (stat(out, &st) == 0 && S_ISREG(st.st_mode))
+            return 0;
+    }
+    return -1;
+}
+
+/* require(name): loads a Lua module (text only) from the module path once,
+ * and returns what it returned (true if nothing). Names: letters, digits,
+ * '_' and '.' between parts. */
+static int l_require(lua_State *L)
+{
+    script *sc = get_script(L);
+    const char *name = luaL_checkstring(L, 1);
+    char path[1400];
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '_' || (*c == '.' && c != name && c[1] != '.' && c[1] != '\0')))
+            return luaL_argerror(L, 1, "module names are letters, digits, '_' and '.'");
+    lua_getfield(L, LUA_REGISTRYINDEX, "zkelect.loaded");
+    if (lua_getfield(L, -1, name) != LUA_TNIL)
+        return 1;
+    lua_pop(L, 1);
+    if (find_module(sc, name, path, sizeof path) != 0)
+        return luaL_error(L, "module '%s' not found (searched $ZKELECT_LUA_PATH, the script's "
+                             "directory and %s)", name, ZKELECT_LUA_DIR);
+    if (luaL_loadfilex(L, path, "t") != LUA_OK)
+        return lua_error(L);
+    lua_pushstring(L, name);
+    lua_call(L, 1, 1);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushboolean(L, 1);
+    }
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, name);
+    return 1;
+}
+
 /* zkelect.reload() -> true | nil, msg, code: the host reloads the script
  * file once no hook runs (so after the calling hook has returned). */
 static int l_reload(lua_State *L)
@@ -452,6 +522,10 @@ static int open_sandbox(lua_State *L)
     lua_setglobal(L, "setmetatable");
     lua_pushcfunction(L, l_print);
     lua_setglobal(L, "print");
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "zkelect.loaded");
+    lua_pushcfunction(L, l_require);
+    lua_setglobal(L, "require");
     luaL_newlib(L, zkelect_funcs);
     timer_open_lua(L);
     proc_open_lua(L);

@@ -246,6 +246,23 @@ def test_supervised_spawn_restarts_within_the_term():
         assert count() == n, "restarted after the term ended"
 
 
+def test_lua_helpers():
+    setenv("helpers")
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "lh", path=PATH, script=POLICY)
+        a.wait_for("leader", timeout=10)
+        wait_msg(a, "helpers done", timeout=10)
+        m = msgs(a)
+        assert "run out=hi|" in m, m
+        assert "try ok=false msg=echo bad >&2; exit 4: exit code 4: bad" in m, m
+        assert any(x.startswith("run_fail ok=false") and "false: exit code 1" in x for x in m), m
+        assert "debounced x=5" in m and "debounce calls=1" in m, m
+        assert any(x.startswith("missing ok=false") and "not found" in x for x in m), m
+        assert "badname ok=false" in m, m
+        a.term()
+        assert a.wait_exit(10) == 0
+
+
 def test_check_warns_about_misspelt_hooks():
     d = h.mkdtemp("rtc")
     f = os.path.join(d, "typo.lua")

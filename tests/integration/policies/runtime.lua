@@ -50,6 +50,27 @@ function modes.supervise(ev)
   zkelect.log("info", "supervised pid=" .. p:pid())
 end
 
+function modes.helpers(ev)
+  local zke = require("zke")
+  assert(require("zke") == zke, "modules load once")
+  local out = zke.run{ "echo", "hi" }
+  zkelect.log("info", "run out=" .. q(out))
+  local ok, msg = zke.try("echo bad >&2; exit 4")
+  zkelect.log("info", "try ok=" .. tostring(ok) .. " msg=" .. q(msg))
+  local okr, e = pcall(zke.run, { "false" })
+  zkelect.log("info", "run_fail ok=" .. tostring(okr) .. " err=" .. q(tostring(e)))
+  local calls = 0
+  local d = zke.debounce(0.1, function(x) calls = calls + 1; zkelect.log("info", "debounced x=" .. x) end)
+  for i = 1, 5 do d(i) end
+  zkelect.sleep(0.3)
+  zkelect.log("info", "debounce calls=" .. calls)
+  local okm, em = pcall(require, "no_such_module")
+  zkelect.log("info", "missing ok=" .. tostring(okm) .. " err=" .. q(tostring(em)))
+  local okn, en = pcall(require, "../etc/passwd")
+  zkelect.log("info", "badname ok=" .. tostring(okn))
+  zkelect.log("info", "helpers done")
+end
+
 function modes.idle(ev)
   zkelect.log("info", "idle leader epoch=" .. ev.epoch)
 end

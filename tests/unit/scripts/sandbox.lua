@@ -1,5 +1,6 @@
 assert(io == nil, "io must not be there")
-assert(package == nil and debug == nil and require == nil)
+assert(package == nil and debug == nil and type(require) == "function")
+assert(not pcall(require, "../x") and not pcall(require, "no_such_module"))
 assert(type(os.time()) == "number" and type(os.getenv("HOME")) == "string")
 assert(not pcall(os.execute, "true"))
 assert(not pcall(os.exit, 1))
