@@ -50,6 +50,8 @@ static const char usage_text[] =
     "  --hook-budget MS         a hook's whole budget, waits included, default 30000;\n"
     "                           per hook: hook_budgets = { on_leader = 10 } in the script\n"
     "                                                                    [ZKELECT_HOOK_BUDGET]\n"
+    "  --on-leader-error resign|ignore\n"
+    "                           a failed on_leader gives the term up (default) or not\n"
     "  --health-interval MS     call the script's health() this often, default 5000\n"
     "  --health-fails N         withdraw (a leader steps down, reason health) after N\n"
     "                           failed checks in a row, default 3\n"
@@ -84,6 +86,7 @@ struct opts {
     int session_timeout, connect_timeout, hook_timeout;
     int stepdown_budget, lease_margin, hook_budget;
     int health_interval, health_fails, health_passes;
+    int leader_error_ignore;
     double drift;
     enum zke_disconnect on_disconnect;
     enum log_format log;
@@ -98,6 +101,7 @@ struct app {
     struct script_opts sopts;
     ev_signal sigterm, sigint, sighup;
     ev_timer reload;
+    int leader_error_ignore;
     const char *id, *path;
     int signals;
     double first_signal;
@@ -218,6 +222,7 @@ static void parse(struct opts *o, int argc, char **argv)
         { "drift", required_argument, NULL, 'R' },
         { "hook-budget", required_argument, NULL, 'H' },
         { "health-interval", required_argument, NULL, 'I' },
+        { "on-leader-error", required_argument, NULL, 'E' },
         { "health-fails", required_argument, NULL, 'F' },
         { "health-passes", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
@@ -243,6 +248,11 @@ static void parse(struct opts *o, int argc, char **argv)
         case 'M': o->lease_margin = parse_ms("--lease-margin", optarg, 1, 600000); break;
         case 'R': o->drift = parse_fraction("--drift", optarg); break;
         case 'H': o->hook_budget = parse_ms("--hook-budget", optarg, 1, 86400000); break;
+        case 'E':
+            if (strcmp(optarg, "resign") != 0 && strcmp(optarg, "ignore") != 0)
+                die(EX_USAGE, "--on-leader-error '%s': expected resign or ignore", optarg);
+            o->leader_error_ignore = strcmp(optarg, "ignore") == 0;
+            break;
         case 'I': o->health_interval = parse_ms("--health-interval", optarg, 10, 86400000); break;
         case 'F': o->health_fails = parse_ms("--health-fails", optarg, 1, 1000); break;
         case 'P': o->health_passes = parse_ms("--health-passes", optarg, 1, 1000); break;
@@ -286,7 +296,7 @@ static void on_health(void *ud, int healthy)
 static void on_hook_failed(void *ud, enum zke_event_type type)
 {
     struct app *app = ud;
-    if (type != ZKE_EV_LEADER || app->agent == NULL)
+    if (type != ZKE_EV_LEADER || app->agent == NULL || app->leader_error_ignore)
         return;
     /* a failed promotion must not leave a half-promoted leader: give the
      * term up (its processes are ended) and rejoin at the back */
@@ -510,6 +520,7 @@ static int cmd_run(struct opts *o)
     signal(SIGPIPE, SIG_IGN);
     app.sopts.hook_timeout_ms = o->hook_timeout;
     app.sopts.wait_budget_ms = o->hook_budget;
+    app.leader_error_ignore = o->leader_error_ignore;
     app.sopts.health_interval_ms = o->health_interval;
     app.sopts.health_fails = o->health_fails;
     app.sopts.health_passes = o->health_passes;

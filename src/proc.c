@@ -35,6 +35,8 @@ extern char **environ;
 struct proc {
     struct scope_res res;
     ev_child w;
+    ev_timer stop;              /* own stop timeout (TERM -> KILL), 0: the scope's grace */
+    double stop_timeout;
     struct ev_loop *loop;
     pid_t pid;
     int exited;
@@ -47,6 +49,7 @@ static void finish(proc *p, int status)
     proc_exit_fn *cb = p->cb;
     void *ud = p->ud;
     ev_child_stop(p->loop, &p->w);
+    ev_timer_stop(p->loop, &p->stop);
     scope_remove(&p->res);
     p->cb = NULL;
     if (cb != NULL)
@@ -68,13 +71,32 @@ static void child_cb(struct ev_loop *loop, ev_child *w, int revents)
     finish(p, w->rstatus);
 }
 
+static void stop_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    proc *p = w->data;
+    (void)loop;
+    (void)revents;
+    if (!p->exited)
+        (void)kill(-p->pid, SIGKILL);
+}
+
 static void res_cancel(struct scope_res *r)
 {
     proc *p = (proc *)r;
     if (!p->exited) {
         (void)kill(-p->pid, SIGTERM);
         (void)kill(-p->pid, SIGCONT);     /* a stopped group would not see TERM */
+        if (p->stop_timeout > 0) {
+            ev_now_update(p->loop);
+            ev_timer_set(&p->stop, p->stop_timeout, 0.);
+            ev_timer_start(p->loop, &p->stop);
+        }
     }
+}
+
+void proc_set_stop_timeout(proc *p, double secs)
+{
+    p->stop_timeout = secs;
 }
 
 static void res_kill(struct scope_res *r)
@@ -218,6 +240,8 @@ proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], int out_fd,
     p->ud = ud;
     ev_child_init(&p->w, child_cb, p->pid, 0);
     p->w.data = p;
+    ev_timer_init(&p->stop, stop_cb, 0., 0.);
+    p->stop.data = p;
     ev_child_start(p->loop, &p->w);
     p->res.ops = &proc_ops;
     (void)scope_add(s, &p->res);
@@ -261,6 +285,7 @@ struct lproc {
     char **argv;        /* malloc'd copy, for restarts */
     double delay, delay0;
     int restarts;
+    double stop_timeout;
     ev_timer rt;
     struct ev_loop *loop;
 };
@@ -319,6 +344,7 @@ static void restart_cb(struct ev_loop *loop, ev_timer *w, int revents)
     b->pid = proc_pid(p);
     b->done = 0;
     b->restarts++;
+    proc_set_stop_timeout(p, b->stop_timeout);
 }
 
 static void lproc_exit(void *ud, proc *p, int status)
@@ -374,6 +400,10 @@ static int l_spawn(lua_State *L)
     lua_getfield(L, 1, "restart");
     int restart = luaL_checkoption(L, -1, "never", policies);
     lua_pop(L, 1);
+    lua_getfield(L, 1, "stop_timeout");
+    lua_Number stop_to = lua_isnil(L, -1) ? 0 : luaL_checknumber(L, -1);
+    lua_pop(L, 1);
+    luaL_argcheck(L, stop_to >= 0 && stop_to <= 3600, 1, "stop_timeout out of range (0..3600 s)");
     lua_getfield(L, 1, "restart_delay");
     lua_Number delay = lua_isnil(L, -1) ? 1.0 : luaL_checknumber(L, -1);
     lua_pop(L, 1);
@@ -412,6 +442,8 @@ static int l_spawn(lua_State *L)
     b->p = p;
     b->pid = proc_pid(p);
     b->scope = s;
+    b->stop_timeout = (double)stop_to;
+    proc_set_stop_timeout(p, b->stop_timeout);
     b->loop = script_loop(sc);
     ev_timer_init(&b->rt, restart_cb, 0., 0.);
     b->rt.data = b;

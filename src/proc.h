@@ -29,6 +29,9 @@ proc *proc_spawn(scope *s, char *const argv[], char *const env[], proc_exit_fn *
 /* The same with stdout and stderr sent to out_fd / err_fd (-1: inherited). */
 proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], int out_fd, int err_fd,
                     proc_exit_fn *cb, void *ud, char *err, size_t errlen);
+/* When its scope ends it: SIGKILL this long after SIGTERM (if shorter than
+ * the scope's grace; the grace is the upper bound). */
+void proc_set_stop_timeout(proc *p, double secs);
 pid_t proc_pid(const proc *p);
 /* Signals the whole group; 0, or -1 if it has exited. */
 int proc_signal(proc *p, int sig);

@@ -123,6 +123,22 @@ def test_hook_that_never_waits_is_stopped():
         assert a.wait_exit(10) == 0
 
 
+def test_on_leader_error_ignore_keeps_the_term():
+    setenv("spin")
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "ia", path=PATH, script=POLICY,
+                    extra=["--hook-timeout", "200", "--on-leader-error", "ignore"])
+        la = a.wait_for("leader", timeout=10)
+        a.wait_for("hook_error", timeout=5)
+        time.sleep(0.5)
+        assert not a.find("stepdown"), a.describe()
+        assert h.leaders_now([a]) == [a]
+        ma = a.mark()
+        a.term()
+        assert a.wait_for("stepdown", timeout=5, since=ma)["epoch"] == la["epoch"]
+        assert a.wait_exit(10) == 0
+
+
 def test_hooks_run_one_at_a_time_in_order():
     setenv("exec")
     with h.ZooKeeper() as zk:
