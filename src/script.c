@@ -508,6 +508,17 @@ static int open_sandbox(lua_State *L)
         lua_setfield(L, -2, *k);
     }
     lua_pop(L, 1);
+    /* io: only the blocking calls people reach for, each raising a pointer
+     * to the asynchronous API (no files: a policy acts through commands) */
+    lua_newtable(L);
+    static const char *const io_block[] = { "popen", "read", "lines", "open", "input", "output",
+                                            "write", "close", "tmpfile", NULL };
+    for (const char *const *k = io_block; *k; k++) {
+        lua_pushfstring(L, "io.%s", *k);
+        lua_pushcclosure(L, l_blocked, 1);
+        lua_setfield(L, -2, *k);
+    }
+    lua_setglobal(L, "io");
     static const char *const g_drop[] = { "dofile", "loadfile", NULL };
     for (const char *const *k = g_drop; *k; k++) {
         lua_pushstring(L, *k);
@@ -629,6 +640,15 @@ static void run_finish(struct hookrun *r, int failed)
     pump(sc);
 }
 
+/* luaL_traceback of a coroutine; called under lua_pcall. */
+static int traceback_of(lua_State *L)
+{
+    lua_State *co = lua_touserdata(L, 1);
+    const char *msg = lua_touserdata(L, 2);
+    luaL_traceback(L, co, msg, 0);
+    return 1;
+}
+
 /* Resumes r with nargs values on its stack; returns when it waits or ends. */
 static void run_resume(struct hookrun *r, int nargs)
 {
@@ -699,14 +719,22 @@ static void run_resume(struct hookrun *r, int nargs)
         run_finish(r, 0);
         return;
     }
-    if (lua_checkstack(L, 4)) {
-        luaL_traceback(L, r->co, m ? m : "(error object is not a string)", 0);
-        if (sc->log)
-            sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", r->name, lua_tostring(L, -1));
+    /* the traceback allocates: under protection (the state may be at its
+     * memory cap), and none at all for an out-of-memory error */
+    int traced = 0;
+    if (st != LUA_ERRMEM && lua_checkstack(L, 4)) {
+        lua_pushcfunction(L, traceback_of);
+        lua_pushlightuserdata(L, r->co);
+        lua_pushlightuserdata(L, (void *)(m ? m : "(error object is not a string)"));
+        if (lua_pcall(L, 2, 1, 0) == LUA_OK) {
+            if (sc->log)
+                sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", r->name, lua_tostring(L, -1));
+            traced = 1;
+        }
         lua_pop(L, 1);
-    } else if (sc->log) {
-        sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", r->name, m ? m : "error");
     }
+    if (!traced && sc->log)
+        sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", r->name, m ? m : "error");
     run_finish(r, 1);
 }
 

@@ -1,4 +1,6 @@
-assert(io == nil, "io must not be there")
+assert(not pcall(io.popen, "true") and not pcall(io.read) and not pcall(io.open, "/etc/passwd"))
+local _, e = pcall(io.popen, "ls")
+assert(e:find("zkelect.exec"), e)
 assert(package == nil and debug == nil and type(require) == "function")
 assert(not pcall(require, "../x") and not pcall(require, "no_such_module"))
 assert(type(os.time()) == "number" and type(os.getenv("HOME")) == "string")
