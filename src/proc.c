@@ -285,6 +285,7 @@ struct lproc {
     char **argv;        /* malloc'd copy, for restarts */
     double delay, delay0;
     int restarts;
+    int64_t epoch;      /* of its scope (0: the script's own), to find it again */
     double stop_timeout;
     ev_timer rt;
     struct ev_loop *loop;
@@ -327,7 +328,9 @@ static void restart_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)loop;
     (void)revents;
     ev_timer_stop(b->loop, &b->rt);
-    if (b->argv == NULL || !script_scope_live(b->sc, b->scope)) {
+    /* its term may have ended (and its scope been freed) meanwhile */
+    b->scope = script_scope_for_epoch(b->sc, b->epoch);
+    if (b->argv == NULL || b->scope == NULL) {
         lproc_release(b);   /* the term (or the script) has ended */
         return;
     }
@@ -368,7 +371,7 @@ static void lproc_exit(void *ud, proc *p, int status)
     }
     int failed = !(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     if (status != -1 && b->argv != NULL && (b->restart == 2 || (b->restart == 1 && failed)) &&
-        script_scope_live(sc, b->scope)) {
+        script_scope_for_epoch(sc, b->epoch) != NULL) {
         ev_timer_set(&b->rt, b->delay, 0.);
         ev_timer_start(b->loop, &b->rt);
         b->delay = b->delay * 2 > 30.0 ? 30.0 : b->delay * 2;
@@ -442,6 +445,7 @@ static int l_spawn(lua_State *L)
     b->p = p;
     b->pid = proc_pid(p);
     b->scope = s;
+    b->epoch = script_scope_epoch(sc, s);
     b->stop_timeout = (double)stop_to;
     proc_set_stop_timeout(p, b->stop_timeout);
     b->loop = script_loop(sc);

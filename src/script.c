@@ -67,7 +67,7 @@ struct hookrun {
     int budget_ms;
     ev_timer budget;
     struct hook_wait *wait;     /* pending asynchronous operation */
-    int in_resume, cancelled, preempted;
+    int in_resume, cancelled, preempted, finish_later;
     char why[160];
 };
 
@@ -92,6 +92,8 @@ struct script {
     struct hookrun *run;     /* the hook coroutine in progress, or NULL */
     struct qitem *qhead, *qtail;
     int pumping;
+    int closing;             /* a hook's coroutine is being closed: nothing may start */
+    ev_timer later;          /* zero-delay: pump and deferred finishes, from the loop */
     int64_t skip_epoch;      /* a term whose on_leader was skipped: skip its on_stepdown */
     script_failed_fn *failed;
     struct timespec deadline;
@@ -549,7 +551,20 @@ static int open_sandbox(lua_State *L)
 /* --- hooks in coroutines -------------------------------------------- */
 
 /* Builds ev and calls the hook. Runs under the trampoline. */
+static int build_ev_table(lua_State *L);
+
+/* The ev table and its registry ref (*lightuserdata 2), under protection. */
 static int build_ev(lua_State *L)
+{
+    int *ref = lua_touserdata(L, 2);
+    lua_settop(L, 1);
+    build_ev_table(L);
+    lua_pushvalue(L, -1);
+    *ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return 1;
+}
+
+static int build_ev_table(lua_State *L)
 {
     script *sc = get_script(L);
     const struct zke_event *ev = lua_touserdata(L, 1);
@@ -625,7 +640,23 @@ static void run_finish(struct hookrun *r, int failed)
         r->wait = NULL;
         w->cancel(w);
     }
-    (void)lua_resetthread(r->co);          /* closes pending to-be-closed variables */
+    /* closing the coroutine runs its pending __close handlers: under a
+     * budget, and unable to start anything (no live scope) */
+    int nested = sc->armed;
+    if (!nested)
+        arm(sc, r->name, sc->hook_timeout_ms);
+    sc->closing = 1;
+    r->cancelled = 0;           /* its handlers get the budget, not an instant error */
+    int cst = lua_resetthread(r->co);
+    sc->closing = 0;
+    if (!nested)
+        disarm(sc);
+    /* an error of a __close handler (not the hook's own error, reported
+     * already) is worth a line */
+    if (cst != LUA_OK && sc->log && !failed) {
+        const char *m = lua_type(r->co, -1) == LUA_TSTRING ? lua_tostring(r->co, -1) : "error";
+        sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", r->name, m);
+    }
     luaL_unref(sc->L, LUA_REGISTRYINDEX, r->co_ref);
     if (sc->run == r)
         sc->run = NULL;
@@ -653,6 +684,8 @@ static int traceback_of(lua_State *L)
 static void run_resume(struct hookrun *r, int nargs)
 {
     script *sc = r->sc;
+    if (r->finish_later)
+        return;                 /* preempted: later_cb finishes it */
     lua_State *L = sc->L;
     scope *saved = sc->cur;
     int nres = 0;
@@ -697,7 +730,8 @@ static void run_resume(struct hookrun *r, int nargs)
         if (r->type == HK_HEALTH) {
             /* false (optionally with a reason) is unhealthy; anything else passes */
             int bad = nres > 0 && lua_isboolean(r->co, -nres) && !lua_toboolean(r->co, -nres);
-            const char *why = bad && nres > 1 ? lua_tostring(r->co, -nres + 1) : NULL;
+            const char *why = bad && nres > 1 && lua_type(r->co, -nres + 1) == LUA_TSTRING
+                                  ? lua_tostring(r->co, -nres + 1) : NULL;
             char buf[160];
             snprintf(buf, sizeof buf, "%s", why ? why : "health() returned false");
             lua_pop(r->co, nres);
@@ -707,7 +741,7 @@ static void run_resume(struct hookrun *r, int nargs)
         return;
     }
     /* the coroutine's stack is intact: trace it */
-    const char *m = lua_tostring(r->co, -1);
+    const char *m = lua_type(r->co, -1) == LUA_TSTRING ? lua_tostring(r->co, -1) : NULL;
     char buf[64];
     if (st == LUA_ERRMEM) {
         snprintf(buf, sizeof buf, "out of memory (limit %zu bytes)", sc->limit);
@@ -754,13 +788,49 @@ static void run_cancel(struct hookrun *r, const char *why, int preempted)
     run_finish(r, !preempted);
 }
 
+/* The term ended. Called from inside scope_cancel/scope_free: no Lua may
+ * run here (a __close handler could unlink other resources of the scope
+ * being walked), so the wait is cancelled now (C only) and the coroutine is
+ * closed from the loop. */
 static void run_res_cancel(struct scope_res *res)
 {
     struct hookrun *r = (struct hookrun *)res;
+    script *sc = r->sc;
     scope_remove(&r->res);      /* the term does not wait for the coroutine */
-    char why[96];
-    snprintf(why, sizeof why, "%s preempted: the term ended", r->name);
-    run_cancel(r, why, 1);
+    r->ctx = NULL;              /* its scope may be freed before we finish */
+    snprintf(r->why, sizeof r->why, "%s preempted: the term ended", r->name);
+    r->cancelled = 1;
+    r->preempted = 1;
+    if (r->in_resume)
+        return;                 /* it unwinds at its next wait or count check */
+    if (r->wait != NULL) {
+        struct hook_wait *w = r->wait;
+        r->wait = NULL;
+        w->cancel(w);
+    }
+    if (sc->loop != NULL)
+        ev_timer_stop(sc->loop, &r->budget);
+    r->finish_later = 1;
+    if (sc->loop != NULL && !ev_is_active(&sc->later)) {
+        ev_timer_set(&sc->later, 0., 0.);
+        ev_timer_start(sc->loop, &sc->later);
+    }
+}
+
+/* From the loop: finish preempted runs, then start queued hooks. */
+static void later_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    script *sc = w->data;
+    (void)loop;
+    (void)revents;
+    struct hookrun *r = sc->run;
+    if (r != NULL && r->finish_later) {
+        if (sc->log)
+            sc->log(sc->ud, ZKE_LOG_INFO, "hook_preempted", r->name, r->why);
+        run_finish(r, 0);       /* pumps */
+        return;
+    }
+    pump(sc);
 }
 
 static const struct scope_res_ops run_ops = { run_res_cancel, NULL, run_res_cancel };
@@ -776,10 +846,13 @@ static void budget_cb(struct ev_loop *loop, ev_timer *w, int revents)
     run_cancel(r, why, 0);
 }
 
-/* lua_newthread under protection (it can run out of memory). */
+/* lua_newthread and its registry ref, under protection (both allocate). */
 static int new_thread(lua_State *L)
 {
+    int *ref = lua_touserdata(L, 1);
     lua_newthread(L);
+    lua_pushvalue(L, -1);
+    *ref = luaL_ref(L, LUA_REGISTRYINDEX);
     return 1;
 }
 
@@ -794,6 +867,8 @@ static void start(script *sc, struct qitem *q)
     scope *ctx = sc->global;
     if (is_term_hook(q->type) && sc->agent != NULL) {
         ctx = agent_term(sc->agent);
+        if (ctx != NULL && agent_term_epoch(sc->agent) != q->epoch)
+            ctx = NULL;         /* queued behind a wait, its term is over */
         if (ctx == NULL) {
             /* the term ended before its hook could start: the script is
              * told of neither its start nor its end */
@@ -809,8 +884,10 @@ static void start(script *sc, struct qitem *q)
         return;
     }
     struct hookrun *r = calloc(1, sizeof *r);
+    int co_ref = LUA_NOREF;
     lua_pushcfunction(L, new_thread);
-    if (r == NULL || lua_pcall(L, 0, 1, 0) != LUA_OK) {
+    lua_pushlightuserdata(L, &co_ref);
+    if (r == NULL || lua_pcall(L, 1, 1, 0) != LUA_OK) {
         if (r != NULL)
             lua_pop(L, 1);
         free(r);
@@ -823,7 +900,8 @@ static void start(script *sc, struct qitem *q)
         return;
     }
     r->co = lua_tothread(L, -1);
-    r->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pop(L, 1);
+    r->co_ref = co_ref;
     r->sc = sc;
     r->type = q->type;
     r->name = hook_names[q->type];
@@ -860,6 +938,14 @@ static void pump(script *sc)
 {
     if (sc->pumping)
         return;
+    if (sc->armed || (sc->run != NULL && sc->run->finish_later)) {
+        /* inside a Lua call (a callback that resigned, say): not here */
+        if (sc->loop != NULL && !ev_is_active(&sc->later)) {
+            ev_timer_set(&sc->later, 0., 0.);
+            ev_timer_start(sc->loop, &sc->later);
+        }
+        return;
+    }
     sc->pumping = 1;
     while (sc->run == NULL && sc->qhead != NULL) {
         struct qitem *q = sc->qhead;
@@ -880,9 +966,11 @@ int script_dispatch(script *sc, const struct zke_event *ev)
         return 0;
     lua_State *L = sc->L;
     struct qitem *q = malloc(sizeof *q);
+    int ev_ref = LUA_NOREF;
     lua_pushcfunction(L, build_ev);
     lua_pushlightuserdata(L, (void *)ev);
-    if (q == NULL || lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    lua_pushlightuserdata(L, &ev_ref);
+    if (q == NULL || lua_pcall(L, 2, 1, 0) != LUA_OK) {
         if (q != NULL)
             lua_pop(L, 1);
         free(q);
@@ -891,7 +979,8 @@ int script_dispatch(script *sc, const struct zke_event *ev)
                     "out of memory: event lost");
         return -1;
     }
-    q->ev_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pop(L, 1);
+    q->ev_ref = ev_ref;
     q->type = ev->type;
     q->epoch = ev->epoch;
     enqueue(sc, q);
@@ -1065,6 +1154,26 @@ script *script_of(lua_State *L) { return get_script(L); }
 lua_State *script_lua(script *sc) { return sc->L; }
 struct ev_loop *script_loop(const script *sc) { return sc->loop; }
 
+int64_t script_scope_epoch(script *sc, scope *s)
+{
+    if (s != NULL && s == sc->global)
+        return 0;
+    if (s != NULL && sc->agent != NULL && s == agent_term(sc->agent))
+        return agent_term_epoch(sc->agent);
+    return -1;
+}
+
+scope *script_scope_for_epoch(script *sc, int64_t epoch)
+{
+    if (sc->closing || sc->loop == NULL)
+        return NULL;
+    if (epoch == 0)
+        return sc->global != NULL && !scope_cancelled(sc->global) ? sc->global : NULL;
+    if (sc->agent == NULL || agent_term_epoch(sc->agent) != epoch)
+        return NULL;
+    return agent_term(sc->agent);
+}
+
 int script_scope_live(script *sc, scope *s)
 {
     if (s == NULL || scope_cancelled(s))
@@ -1077,7 +1186,7 @@ int script_scope_live(script *sc, scope *s)
 
 scope *script_scope(script *sc)
 {
-    if (sc->loop == NULL)
+    if (sc->loop == NULL || sc->closing)
         return NULL;
     scope *s = sc->cur ? sc->cur : sc->global;
     return script_scope_live(sc, s) ? s : NULL;
@@ -1280,6 +1389,8 @@ script *script_load(const char *file, const struct script_opts *opts,
                               opts->stepdown_timeout_ms < sc->hook_timeout_ms
                                   ? opts->stepdown_timeout_ms : sc->hook_timeout_ms;
     sc->loop = opts ? opts->loop : NULL;
+    ev_timer_init(&sc->later, later_cb, 0., 0.);
+    sc->later.data = sc;
     {
         int wb = opts && opts->wait_budget_ms > 0 ? opts->wait_budget_ms : 30000;
         for (int i = 0; i < HK_COUNT; i++)
@@ -1350,6 +1461,8 @@ void script_free(script *sc)
      * detaches boxes left in a term scope */
     sc->failed = NULL;
     sc->on_health = NULL;
+    if (sc->loop != NULL)
+        ev_timer_stop(sc->loop, &sc->later);
     if (sc->loop != NULL && ev_is_active(&sc->health_timer)) {
         ev_ref(sc->loop);
         ev_timer_stop(sc->loop, &sc->health_timer);

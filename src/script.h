@@ -99,6 +99,11 @@ int script_call(script *sc, int fn_ref, int nargs, const char *what, struct scop
 /* Whether resources of scope s may still run: the script's own scope until
  * it is freed, a term's while it is the agent's term and its lease runs. */
 int script_scope_live(script *sc, struct scope *s);
+/* The epoch a live scope stands for (0: the script's own scope), or -1;
+ * and back: the live scope of that epoch, or NULL (never dereferences a
+ * scope that may have been freed). */
+int64_t script_scope_epoch(script *sc, struct scope *s);
+struct scope *script_scope_for_epoch(script *sc, int64_t epoch);
 /* "K=V" strings for a child started now in scope s (ZKELECT_ID, _EPOCH,
  * _ROLE, _PATH, _NODE): leader role and epoch only for the term's scope.
  * Returns how many were written (max >= 5). */

@@ -139,6 +139,33 @@ def test_on_leader_error_ignore_keeps_the_term():
         assert a.wait_exit(10) == 0
 
 
+def test_preempted_hook_with_misbehaving_closers():
+    setenv("closers")
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "ca", path=PATH, script=POLICY, extra=["--hook-timeout", "300"])
+        a.wait_for("leader", timeout=10)
+        wait_msg(a, "closers waiting", timeout=5)
+        ma = a.mark()
+        a.term()
+        a.wait_for("hook_preempted", timeout=5, since=ma)
+        # the endless __close was stopped by the budget; the agent left cleanly
+        assert a.wait_exit(10) == 0
+        assert any("exceeded its budget of 300 ms" in e["msg"] for e in a.find("hook_error")), \
+            a.describe()
+
+
+def test_restart_pending_when_the_term_ends():
+    setenv("restart_resign")
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "rr", path=PATH, script=POLICY)
+        a.wait_for("stepdown", timeout=10, reason="resign")
+        wait_msg(a, "restart_resign term=2", timeout=10)
+        time.sleep(1.0)          # the first term's restart timer fires in the second term
+        assert a.alive(), a.describe()
+        a.term()
+        assert a.wait_exit(10) == 0
+
+
 def test_hooks_run_one_at_a_time_in_order():
     setenv("exec")
     with h.ZooKeeper() as zk:

@@ -71,6 +71,27 @@ function modes.helpers(ev)
   zkelect.log("info", "helpers done")
 end
 
+-- a preempted hook whose to-be-closed variables misbehave: a term timer and
+-- a __close handler that never returns (both must be handled safely)
+function modes.closers(ev)
+  local t <close> = zkelect.every(1, function() end)
+  local x <close> = setmetatable({}, { __close = function() while true do end end })
+  zkelect.log("info", "closers waiting")
+  zkelect.sleep(60)
+end
+
+-- a supervised child waiting to restart when its term ends (first term only)
+local terms = 0
+function modes.restart_resign(ev)
+  terms = terms + 1
+  zkelect.spawn{ "false", restart = "always", restart_delay = 0.3 }
+  zkelect.log("info", "restart_resign term=" .. terms)
+  if terms == 1 then
+    zkelect.sleep(0.1)
+    zkelect.resign()
+  end
+end
+
 function modes.idle(ev)
   zkelect.log("info", "idle leader epoch=" .. ev.epoch)
 end
