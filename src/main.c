@@ -15,6 +15,11 @@
 
 #include <ev.h>
 
+#include <sys/time.h>
+
+#include <cjson/cJSON.h>
+
+#include "census.h"
 #include "log.h"
 #include "script.h"
 #include "zkelect.h"
@@ -32,6 +37,7 @@ static const char usage_text[] =
     "  zkelect run --zk HOST:PORT[,...][/chroot] --path /election/path --id NAME\n"
     "              [--script policy.lua] [options]\n"
     "  zkelect check --script policy.lua\n"
+    "  zkelect status --zk HOSTS --path /election/path [--json]\n"
     "  zkelect --help | --version\n"
     "\n"
     "run: join the election at --path and run the policy's hooks until SIGTERM/SIGINT.\n"
@@ -73,6 +79,9 @@ static const char usage_text[] =
     "                           who reads it can take over the session   [ZKELECT_SESSION_FILE]\n"
     "\n"
     "check: load the policy script and report its hooks, without connecting.\n"
+    "status: print the election's candidates in order (also Curator and kazoo ones), the\n"
+    "leader, its epoch and whether it published its leader data; --json for machines.\n"
+    "Exit 0, 66 no such election, 69 ZooKeeper unreachable, 77 permission denied.\n"
     "\n"
     "Signals: SIGTERM/SIGINT step down (on_stepdown, reason shutdown), delete our node,\n"
     "close the session and exit 0; a second one exits at once. SIGHUP reloads the script.\n"
@@ -87,6 +96,7 @@ struct opts {
     int stepdown_budget, lease_margin, hook_budget;
     int health_interval, health_fails, health_passes;
     int leader_error_ignore;
+    int json;
     double drift;
     enum zke_disconnect on_disconnect;
     enum log_format log;
@@ -223,6 +233,7 @@ static void parse(struct opts *o, int argc, char **argv)
         { "hook-budget", required_argument, NULL, 'H' },
         { "health-interval", required_argument, NULL, 'I' },
         { "on-leader-error", required_argument, NULL, 'E' },
+        { "json", no_argument, NULL, 'J' },
         { "health-fails", required_argument, NULL, 'F' },
         { "health-passes", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
@@ -248,6 +259,7 @@ static void parse(struct opts *o, int argc, char **argv)
         case 'M': o->lease_margin = parse_ms("--lease-margin", optarg, 1, 600000); break;
         case 'R': o->drift = parse_fraction("--drift", optarg); break;
         case 'H': o->hook_budget = parse_ms("--hook-budget", optarg, 1, 86400000); break;
+        case 'J': o->json = 1; break;
         case 'E':
             if (strcmp(optarg, "resign") != 0 && strcmp(optarg, "ignore") != 0)
                 die(EX_USAGE, "--on-leader-error '%s': expected resign or ignore", optarg);
@@ -601,6 +613,113 @@ static int cmd_run(struct opts *o)
     return app.exit_code;
 }
 
+/* --- status ------------------------------------------------------------ */
+
+struct status_run {
+    const char *zk, *path;
+    int json, code, done;
+};
+
+static void status_done(void *ud, const struct census *c)
+{
+    struct status_run *sr = ud;
+    struct timeval tv;
+    sr->done = 1;
+    sr->code = c->rc;
+    if (c->rc != 0) {
+        fprintf(stderr, "zkelect: error: %s: %s at %s\n", sr->path, c->errstr, sr->zk);
+        return;
+    }
+    gettimeofday(&tv, NULL);
+    int64_t now_ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+    const struct census_entry *lead = c->n > 0 && !c->e[0].gone ? &c->e[0] : NULL;
+    if (sr->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "path", sr->path);
+        cJSON *arr = cJSON_AddArrayToObject(o, "candidates");
+        for (int i = 0; i < c->n; i++) {
+            const struct census_entry *e = &c->e[i];
+            cJSON *x = cJSON_CreateObject();
+            char sess[24];
+            snprintf(sess, sizeof sess, "0x%llx", (unsigned long long)e->owner);
+            cJSON_AddNumberToObject(x, "position", i);
+            cJSON_AddStringToObject(x, "node", e->node);
+            cJSON_AddNumberToObject(x, "seq", e->seq);
+            cJSON_AddStringToObject(x, "kind", e->kind);
+            if (e->gone) {
+                cJSON_AddBoolToObject(x, "gone", 1);
+            } else {
+                cJSON_AddStringToObject(x, "id", e->id ? e->id : "");
+                cJSON_AddStringToObject(x, "data", e->data ? e->data : "");
+                cJSON_AddStringToObject(x, "session", sess);
+                cJSON_AddNumberToObject(x, "age_ms", (double)(now_ms - e->ctime_ms));
+                if (e->epoch > 0)
+                    cJSON_AddNumberToObject(x, "epoch", (double)e->epoch);
+            }
+            cJSON_AddItemToArray(arr, x);
+        }
+        if (lead != NULL) {
+            cJSON *l = cJSON_AddObjectToObject(o, "leader");
+            cJSON_AddStringToObject(l, "id", lead->id ? lead->id : "");
+            cJSON_AddStringToObject(l, "node", lead->node);
+            cJSON_AddStringToObject(l, "kind", lead->kind);
+            if (lead->epoch > 0)
+                cJSON_AddNumberToObject(l, "epoch", (double)lead->epoch);
+            cJSON_AddBoolToObject(l, "published", lead->epoch > 0);
+        } else {
+            cJSON_AddNullToObject(o, "leader");
+        }
+        char *txt = cJSON_PrintUnformatted(o);
+        if (txt != NULL)
+            printf("%s\n", txt);
+        free(txt);
+        cJSON_Delete(o);
+        return;
+    }
+    printf("election %s: %d candidate%s\n", sr->path, c->n, c->n == 1 ? "" : "s");
+    if (c->n > 0)
+        printf("  %-4s %-34s %-20s %-20s %9s  %s\n", "pos", "node", "id", "session", "age", "kind");
+    for (int i = 0; i < c->n; i++) {
+        const struct census_entry *e = &c->e[i];
+        char sess[24], age[32];
+        snprintf(sess, sizeof sess, "0x%llx", (unsigned long long)e->owner);
+        snprintf(age, sizeof age, "%.1fs", (double)(now_ms - e->ctime_ms) / 1000.0);
+        printf("  %-4d %-34s %-20s %-20s %9s  %s%s\n", i, e->node, e->gone ? "-" : e->id,
+               e->gone ? "-" : sess, e->gone ? "-" : age, e->kind, e->gone ? " (gone)" : "");
+    }
+    if (lead == NULL)
+        printf("leader: none\n");
+    else if (lead->epoch > 0)
+        printf("leader: %s (node %s, epoch %lld, leader data published)\n", lead->id, lead->node,
+               (long long)lead->epoch);
+    else
+        printf("leader: %s (node %s, %s)\n", lead->id, lead->node,
+               strcmp(lead->kind, "zkelect") == 0 ? "leader data not published (yet)"
+                                                   : "a foreign candidate: no epoch");
+}
+
+static int cmd_status(struct opts *o)
+{
+    char err[512];
+    struct status_run sr = { o->zk, o->path, o->json, 0, 0 };
+    if (o->zk == NULL)
+        die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
+    if (o->path == NULL)
+        die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
+    if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0)
+        die(EX_USAGE, "%s", err);
+    struct ev_loop *loop = ev_default_loop(EVFLAG_AUTO);
+    if (loop == NULL)
+        die(EX_SOFTWARE, "cannot initialise the event loop");
+    int to = o->connect_timeout > 0 ? o->connect_timeout : 15000;
+    if (census_run(loop, o->zk, o->path, to, status_done, &sr) != 0)
+        die(EX_SOFTWARE, "out of memory");
+    ev_run(loop, 0);
+    if (!sr.done)
+        die(EX_SOFTWARE, "the event loop ended early");
+    return sr.code;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o;
@@ -623,6 +742,10 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "run") == 0) {
         parse(&o, argc - 1, argv + 1);
         return cmd_run(&o);
+    }
+    if (strcmp(argv[1], "status") == 0) {
+        parse(&o, argc - 1, argv + 1);
+        return cmd_status(&o);
     }
     if (strcmp(argv[1], "check") == 0) {
         parse(&o, argc - 1, argv + 1);

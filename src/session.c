@@ -436,6 +436,7 @@ static void fill_stat(struct sess_result *res, const struct Stat *st)
     res->has_stat = 1;
     res->czxid = st->czxid;
     res->mzxid = st->mzxid;
+    res->ctime = st->ctime;
     res->owner = (uint64_t)st->ephemeralOwner;
     res->cversion = st->cversion;
     res->version = st->version;

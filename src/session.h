@@ -48,6 +48,7 @@ struct sess_result {
     const char *path;              /* create: the created path */
     int has_stat;
     int64_t czxid, mzxid;
+    int64_t ctime;                 /* creation time, ms since the epoch (server clock) */
     uint64_t owner;                /* ephemeralOwner */
     int32_t cversion, version;
     const char *data;

@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""`zkelect status`: the candidates in order with id, session, age and kind
+(zkelect, Curator, kazoo), the leader, its epoch and whether it published its
+leader data; --json; exit codes for a missing election and an unreachable
+server."""
+import json
+import os
+import sys
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "chaos"))
+import zkharness as h  # noqa: E402
+from ensemble import MiniZK  # noqa: E402  (a stdlib ZooKeeper client)
+
+PATH = "/app/status"
+
+
+def status(zk, *extra, path=PATH):
+    return h.run([h.ZKELECT_BIN, "status", "--zk", zk if isinstance(zk, str) else zk.hostport,
+                  "--path", path] + list(extra), timeout=30)
+
+
+def test_status_of_a_mixed_election():
+    with h.ZooKeeper() as zk:
+        agents = h.start_in_order(zk, ("st1", "st2", "st3"), path=PATH)
+        lead = agents[0].wait_for("leader", timeout=5)
+        cli = MiniZK("127.0.0.1", zk.port)
+        # foreign candidates behind ours (explicit names, as Curator and kazoo write them)
+        assert cli.create(PATH + "/_c_3f2b8c1e-8b6d-4d1e-9a51-0d3c1b2a4f00-latch-0000000098",
+                          b"curator-host", ephemeral=True)
+        assert cli.create(PATH + "/8d2c1b0a9e8f__lock__0000000099", b"kazoo-host", ephemeral=True)
+        assert cli.create(PATH + "/not-a-candidate", b"x")      # ignored: no sequence
+        time.sleep(0.3)                  # the leader's publish write
+        code, out, err, _ = status(zk, "--json")
+        assert code == 0, (code, err)
+        st = json.loads(out)
+        c = st["candidates"]
+        assert [x["kind"] for x in c] == ["zkelect"] * 3 + ["curator", "kazoo"], c
+        assert [x.get("id") for x in c] == ["st1", "st2", "st3", "curator-host", "kazoo-host"], c
+        assert [x["position"] for x in c] == list(range(5))
+        assert c[0]["node"] == lead["node"] and c[0]["epoch"] == lead["epoch"], (c[0], lead)
+        assert all("epoch" not in x for x in c[1:]), c
+        assert all(x["session"].startswith("0x") and 0 <= x["age_ms"] < 60000 for x in c), c
+        assert st["leader"] == {"id": "st1", "node": lead["node"], "kind": "zkelect",
+                                "epoch": lead["epoch"], "published": True}, st["leader"]
+        code, out, err, _ = status(zk)
+        assert code == 0 and "leader: st1" in out and "epoch %d" % lead["epoch"] in out, out
+        assert "curator" in out and "kazoo" in out and "not-a-candidate" not in out, out
+        # after a hand-over the new leader shows with its own epoch
+        m = agents[1].mark()
+        agents[0].term()
+        l2 = agents[1].wait_for("leader", timeout=5, since=m)
+        time.sleep(0.3)
+        st = json.loads(status(zk, "--json")[1])
+        assert st["leader"]["id"] == "st2" and st["leader"]["epoch"] == l2["epoch"], st
+        cli.close()
+        for a in agents:
+            a.term()
+        for a in agents:
+            assert a.wait_exit(10) == 0
+
+
+def test_status_errors():
+    with h.ZooKeeper() as zk:
+        code, out, err, _ = status(zk, path="/no/such/election")
+        assert code == 66 and "no such election path" in err, (code, err)
+        code, out, err, _ = status(zk, "--json", path="/")
+        assert code == 64, (code, err)
+    port = h.free_port()
+    code, out, err, t = status("127.0.0.1:%d" % port, "--connect-timeout", "1000")
+    assert code == 69 and t < 10, (code, err, t)
+
+
+if __name__ == "__main__":
+    h.run_tests(globals())
