@@ -129,7 +129,8 @@ const char *zke_role_name(enum zke_role r)
 const char *zke_event_name(enum zke_event_type t)
 {
     static const char *n[] = { "leader", "follower", "predecessor_change", "stepdown",
-                               "session", "joined", "stopped", "suspend", "resume" };
+                               "session", "joined", "stopped", "suspend", "resume",
+                               "leader_change" };
     return (unsigned)t < ZKE_EV_COUNT ? n[t] : "?";
 }
 

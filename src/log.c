@@ -256,6 +256,14 @@ void log_event(const struct zke_event *ev)
     case ZKE_EV_STOPPED:
         S("reason", ev->reason);
         break;
+    case ZKE_EV_LEADER_CHANGE:
+        S("leader", ev->leader);
+        S("leader_node", ev->leader_node);
+        I("leader_epoch", ev->leader_epoch);
+        S("leader_data", ev->leader_data);
+        I("candidates", ev->candidates);
+        S("reason", ev->reason);
+        break;
     default:
         break;
     }

@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "census.h"
+#include "observer.h"
 #include "log.h"
 #include "script.h"
 #include "zkelect.h"
@@ -38,6 +39,7 @@ static const char usage_text[] =
     "              [--script policy.lua] [options]\n"
     "  zkelect check --script policy.lua\n"
     "  zkelect status --zk HOSTS --path /election/path [--json]\n"
+    "  zkelect watch --zk HOSTS --path /election/path [--script observer.lua]\n"
     "  zkelect --help | --version\n"
     "\n"
     "run: join the election at --path and run the policy's hooks until SIGTERM/SIGINT.\n"
@@ -77,11 +79,17 @@ static const char usage_text[] =
     "  --log-level LEVEL        debug|info|warn|error, default info      [ZKELECT_LOG_LEVEL]\n"
     "  --session-file FILE      write the session id and password to FILE (0600); anyone\n"
     "                           who reads it can take over the session   [ZKELECT_SESSION_FILE]\n"
-    "\n"
+    "\n";
+
+/* the rest of the usage (one literal may not exceed 4095 characters) */
+static const char usage_more[] =
     "check: load the policy script and report its hooks, without connecting.\n"
     "status: print the election's candidates in order (also Curator and kazoo ones), the\n"
     "leader, its epoch and whether it published its leader data; --json for machines.\n"
     "Exit 0, 66 no such election, 69 ZooKeeper unreachable, 77 permission denied.\n"
+    "watch: follow the election without being a candidate: a leader_change line (and the\n"
+    "script's on_leader_change(ev)) on every change of leader, id, epoch or data; it\n"
+    "watches the leader's node only. Runs until SIGTERM/SIGINT.\n"
     "\n"
     "Signals: SIGTERM/SIGINT step down (on_stepdown, reason shutdown), delete our node,\n"
     "close the session and exit 0; a second one exits at once. SIGHUP reloads the script.\n"
@@ -269,7 +277,7 @@ static void parse(struct opts *o, int argc, char **argv)
         case 'F': o->health_fails = parse_ms("--health-fails", optarg, 1, 1000); break;
         case 'P': o->health_passes = parse_ms("--health-passes", optarg, 1, 1000); break;
         case 'L': set_level(o, "--log-level", optarg); break;
-        case 'h': fputs(usage_text, stdout); exit(EX_OK);
+        case 'h': fputs(usage_text, stdout); fputs(usage_more, stdout); exit(EX_OK);
         case ':': die(EX_USAGE, "option '%s' needs a value", argv[optind - 1]);
         default: die(EX_USAGE, "unknown option '%s'", argv[optind - 1]);
         }
@@ -720,6 +728,80 @@ static int cmd_status(struct opts *o)
     return sr.code;
 }
 
+/* --- watch ------------------------------------------------------------- */
+
+struct watch_app {
+    struct ev_loop *loop;
+    script *sc;
+    ev_signal sigterm, sigint;
+};
+
+static void watch_change(zke_agent *a, const struct zke_event *ev, void *ud)
+{
+    struct watch_app *w = ud;
+    (void)a;
+    log_event(ev);
+    if (w->sc != NULL)
+        (void)script_dispatch(w->sc, ev);
+}
+
+static void watch_log(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    (void)ud;
+    log_msg(lvl, "log", msg);
+}
+
+static void watch_signal(struct ev_loop *loop, ev_signal *s, int revents)
+{
+    (void)s;
+    (void)revents;
+    ev_break(loop, EVBREAK_ALL);
+}
+
+static int cmd_watch(struct opts *o)
+{
+    char err[512];
+    int code;
+    struct watch_app w;
+    memset(&w, 0, sizeof w);
+    if (o->zk == NULL)
+        die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
+    if (o->path == NULL)
+        die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
+    if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0)
+        die(EX_USAGE, "%s", err);
+    log_setup(stderr, o->log, o->level, o->id ? o->id : "watch");
+    w.loop = ev_default_loop(EVFLAG_AUTO);
+    if (w.loop == NULL)
+        die(EX_SOFTWARE, "cannot initialise the event loop");
+    signal(SIGPIPE, SIG_IGN);
+    if (o->script != NULL) {
+        struct script_opts so;
+        memset(&so, 0, sizeof so);
+        so.hook_timeout_ms = o->hook_timeout > 0 ? o->hook_timeout : 5000;
+        so.wait_budget_ms = o->hook_budget;
+        so.loop = w.loop;
+        w.sc = script_load(o->script, &so, on_script_log, NULL, err, sizeof err, &code);
+        if (w.sc == NULL)
+            die(code, "%s", err);
+    }
+    observer *ob = observer_new(w.loop, o->zk, o->path, o->session_timeout, watch_change, watch_log,
+                                &w);
+    if (ob == NULL)
+        die(EX_SOFTWARE, "out of memory");
+    ev_signal_init(&w.sigterm, watch_signal, SIGTERM);
+    ev_signal_init(&w.sigint, watch_signal, SIGINT);
+    ev_signal_start(w.loop, &w.sigterm);
+    ev_signal_start(w.loop, &w.sigint);
+    observer_start(ob);
+    ev_run(w.loop, 0);
+    observer_free(ob);
+    script_free(w.sc);
+    ev_signal_stop(w.loop, &w.sigterm);
+    ev_signal_stop(w.loop, &w.sigint);
+    return EX_OK;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o;
@@ -732,6 +814,7 @@ int main(int argc, char **argv)
         die(EX_USAGE, "missing command (run or check)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         fputs(usage_text, stdout);
+        fputs(usage_more, stdout);
         return EX_OK;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
@@ -742,6 +825,10 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "run") == 0) {
         parse(&o, argc - 1, argv + 1);
         return cmd_run(&o);
+    }
+    if (strcmp(argv[1], "watch") == 0) {
+        parse(&o, argc - 1, argv + 1);
+        return cmd_watch(&o);
     }
     if (strcmp(argv[1], "status") == 0) {
         parse(&o, argc - 1, argv + 1);

@@ -41,6 +41,7 @@ static const char *const hook_names[HK_COUNT] = {
     [ZKE_EV_STEPDOWN] = "on_stepdown",
     [ZKE_EV_SUSPEND] = "on_suspend",
     [ZKE_EV_RESUME] = "on_resume",
+    [ZKE_EV_LEADER_CHANGE] = "on_leader_change",
     [HK_HEALTH] = "health",
 };
 
@@ -586,6 +587,13 @@ static int build_ev_table(lua_State *L)
     case ZKE_EV_RESUME:
         setint(L, "epoch", ev->epoch);
         setint(L, "lease_ms", ev->lease_ms);
+        break;
+    case ZKE_EV_LEADER_CHANGE:
+        setstr(L, "leader", ev->leader);
+        setstr(L, "leader_data", ev->leader_data);
+        setstr(L, "leader_node", ev->leader_node);
+        setint(L, "leader_epoch", ev->leader_epoch);
+        setint(L, "candidates", ev->candidates);
         break;
     case ZKE_EV_LEADER:
         setint(L, "epoch", ev->epoch);

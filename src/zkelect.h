@@ -75,6 +75,7 @@ enum zke_event_type {
     ZKE_EV_STOPPED,      /* final event; reason: stop, free, unreachable, auth, config */
     ZKE_EV_SUSPEND,      /* leader lost its connection; leads until the lease ends */
     ZKE_EV_RESUME,       /* a suspended leader's session and node were confirmed */
+    ZKE_EV_LEADER_CHANGE,/* observers (zkelect watch): the election's leader changed */
     ZKE_EV_COUNT
 };
 
