@@ -67,7 +67,7 @@ struct zke_agent {
     ev_timer backoff, connect_to, disc_to, reopen, stop_to, kick;
     ev_timer renew, lease_to;
     struct zke_lease_plan plan;
-    int64_t lease_end_ns;       /* valid while the election says leader */
+    int64_t armed_end_ns;       /* lease end the lease_to timer is set for */
     int renewing;               /* a renewal request is outstanding */
     scope *term;                /* resources of the term the host was told about */
     int term_drained, lease_expired_logged;
@@ -611,7 +611,7 @@ static void submit(zke_agent *a, const struct el_req *r)
         ensure_step(c);
         return;
     case EL_REQ_LIST:
-        rc = session_list(a->sess, a->set.path, req_done, c);
+        rc = session_list(a->sess, a->set.path, 0, req_done, c);
         break;
     case EL_REQ_CONFIRM:
     case EL_REQ_ADOPT_STAT:
@@ -798,7 +798,9 @@ static void lease_tick(zke_agent *a)
         }
         return;
     }
-    if (leading) {
+    /* runs every loop iteration: re-arm only when a renewal moved the end */
+    if (leading && (end != a->armed_end_ns || !ev_is_active(&a->lease_to))) {
+        a->armed_end_ns = end;
         ev_timer_stop(a->loop, &a->lease_to);
         ev_now_update(a->loop);     /* relative to now, not to the cached loop time */
         ev_timer_set(&a->lease_to, (double)(end - now) / 1e9 + 0.0005, 0.);
@@ -880,7 +882,6 @@ int64_t agent_lease_left_ms(zke_agent *a)
     return agent_term(a) != NULL ? lease_left_ms(a) : 0;
 }
 
-struct ev_loop *agent_loop(const zke_agent *a) { return a->loop; }
 const char *agent_id(const zke_agent *a) { return a->set.id; }
 const char *agent_path(const zke_agent *a) { return a->set.path; }
 int64_t agent_term_epoch(const zke_agent *a) { return a->host_leader ? a->host_epoch : 0; }

@@ -13,8 +13,6 @@
 scope *agent_term(zke_agent *a);
 /* Lease left (ms) of the current term, 0 when there is none. */
 int64_t agent_lease_left_ms(zke_agent *a);
-/* The event loop the agent runs on. */
-struct ev_loop *agent_loop(const zke_agent *a);
 const char *agent_id(const zke_agent *a);
 const char *agent_path(const zke_agent *a);
 /* Epoch of the current term the host was told about (0: none). */

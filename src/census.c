@@ -149,7 +149,7 @@ static void state_cb(void *ud, enum sess_state st)
     if (r->finished)
         return;
     if (st == SESS_S_CONNECTED) {
-        if (session_list(r->s, r->path, list_done, r) != 0)
+        if (session_list(r->s, r->path, 0, list_done, r) != 0)
             finish(r, 69, session_error(r->s));
     } else if (st == SESS_S_AUTH_FAILED) {
         finish(r, 77, "authentication failed");

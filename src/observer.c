@@ -191,8 +191,7 @@ static void relist(observer *o)
     }
     /* a child watch only while there is no candidate to watch */
     c->watched = o->node == NULL;
-    int rc = c->watched ? session_list_watch(o->s, o->path, list_done, c)
-                        : session_list(o->s, o->path, list_done, c);
+    int rc = session_list(o->s, o->path, c->watched, list_done, c);
     if (rc != 0) {
         free(c);
         later(o, 0.5);

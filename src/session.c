@@ -503,7 +503,7 @@ static void list_done(int rc, const struct String_vector *sv, const struct Stat 
     done((struct req *)data, &res, rc);
 }
 
-int session_list(session *s, const char *path, sess_done_fn *cb, void *arg)
+int session_list(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
 {
     if (s->zh == NULL) {
         snprintf(s->err, sizeof s->err, "no session");
@@ -513,21 +513,9 @@ int session_list(session *s, const char *path, sess_done_fn *cb, void *arg)
     if (r == NULL)
         return -1;
     log_target = s;
-    return submitted(s, r, zoo_aget_children2(s->zh, path, 0, list_done, r), "list", path);
-}
-
-int session_list_watch(session *s, const char *path, sess_done_fn *cb, void *arg)
-{
-    if (s->zh == NULL) {
-        snprintf(s->err, sizeof s->err, "no session");
-        return -1;
-    }
-    struct req *r = new_req(s, cb, arg);
-    if (r == NULL)
-        return -1;
-    log_target = s;
-    return submitted(s, r, zoo_awget_children2(s->zh, path, path_watcher, s, list_done, r), "list",
-                     path);
+    int rc = zoo_awget_children2(s->zh, path, watch ? path_watcher : NULL, watch ? s : NULL,
+                                 list_done, r);
+    return submitted(s, r, rc, "list", path);
 }
 
 static void get_done(int rc, const char *value, int len, const struct Stat *stat, const void *data)

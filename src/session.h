@@ -93,9 +93,8 @@ int session_write_file(const session *s, const char *file);
 enum sess_create { SESS_PERSISTENT, SESS_EPHEMERAL_SEQ, SESS_CONTAINER };
 int session_create(session *s, const char *path, const char *data, size_t len,
                    enum sess_create mode, sess_done_fn *cb, void *arg);
-int session_list(session *s, const char *path, sess_done_fn *cb, void *arg);
-/* The same with a child watch (SESS_W_CHILD). */
-int session_list_watch(session *s, const char *path, sess_done_fn *cb, void *arg);
+/* watch: a child watch (SESS_W_CHILD) */
+int session_list(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
 int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
 int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
 int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg);
