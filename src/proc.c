@@ -283,6 +283,7 @@ struct lproc {
      * as long as its scope lives, with a doubling delay (at most 30 s) */
     int restart;        /* 0 never, 1 on-failure, 2 always */
     char **argv;        /* malloc'd copy, for restarts */
+    char **env;         /* malloc'd copy of its environment additions, for restarts */
     double delay, delay0;
     int restarts;
     int64_t epoch;      /* of its scope (0: the script's own), to find it again */
@@ -291,14 +292,33 @@ struct lproc {
     struct ev_loop *loop;
 };
 
+static void free_strv(char ***v)
+{
+    if (*v != NULL) {
+        for (char **a = *v; *a; a++)
+            free(*a);
+        free(*v);
+        *v = NULL;
+    }
+}
+
+/* A malloc'd copy of a NULL-terminated string array, or NULL. */
+static char **copy_strv(char *const *v)
+{
+    size_t n = 0;
+    while (v[n] != NULL)
+        n++;
+    char **c = calloc(n + 1, sizeof *c);
+    for (size_t i = 0; c != NULL && i < n; i++)
+        if ((c[i] = strdup(v[i])) == NULL)
+            free_strv(&c);
+    return c;
+}
+
 static void lproc_free_argv(struct lproc *b)
 {
-    if (b->argv != NULL) {
-        for (char **a = b->argv; *a; a++)
-            free(*a);
-        free(b->argv);
-        b->argv = NULL;
-    }
+    free_strv(&b->argv);
+    free_strv(&b->env);
 }
 
 static void unref(lua_State *L, int *ref)
@@ -323,8 +343,7 @@ static void lproc_release(struct lproc *b)
 static void restart_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct lproc *b = w->data;
-    static char envbuf[8][SCRIPT_ENV_LEN];
-    char *env[9], err[256];
+    char err[256];
     (void)loop;
     (void)revents;
     ev_timer_stop(b->loop, &b->rt);
@@ -334,11 +353,8 @@ static void restart_cb(struct ev_loop *loop, ev_timer *w, int revents)
         lproc_release(b);   /* the term (or the script) has ended */
         return;
     }
-    int ne = script_child_env(b->sc, b->scope, envbuf, 8);
-    for (int i = 0; i < ne; i++)
-        env[i] = envbuf[i];
-    env[ne] = NULL;
-    proc *p = proc_spawn(b->scope, b->argv, env, lproc_exit, b, err, sizeof err);
+    /* same term, same ZKELECT_* values: the environment of the first start */
+    proc *p = proc_spawn(b->scope, b->argv, b->env, lproc_exit, b, err, sizeof err);
     if (p == NULL) {
         lproc_release(b);
         return;
@@ -380,25 +396,72 @@ static void lproc_exit(void *ud, proc *p, int status)
     lproc_release(b);
 }
 
+#define ENV_USER_MAX 32
+
+/* The command of a spawn/exec table at index 1 as argv; the words (and the
+ * array, a userdata) stay on the stack, alive until the call returns. With
+ * shell, the one word is run by /bin/sh -c. Raises on bad words. */
+static char **check_command(lua_State *L, int shell)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer argc = luaL_len(L, 1);
+    luaL_argcheck(L, argc >= 1 && argc <= 256, 1, "expected 1..256 command words");
+    luaL_argcheck(L, !shell || argc == 1, 1, "shell = true takes one command string");
+    char **argv = lua_newuserdatauv(L, sizeof(char *) * (size_t)(argc + 3), 0);
+    luaL_checkstack(L, (int)argc + 16, "too many command words");
+    int k = 0;
+    if (shell) {
+        argv[k++] = "/bin/sh";
+        argv[k++] = "-c";
+    }
+    for (lua_Integer i = 1; i <= argc; i++) {
+        lua_geti(L, 1, i);
+        if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+            luaL_argerror(L, 1, lua_pushfstring(L, "word %d is not a string", (int)i));
+        argv[k++] = (char *)lua_tostring(L, -1);
+    }
+    argv[k] = NULL;
+    return argv;
+}
+
+/* env[] (ENV_USER_MAX + 9 slots): the ZKELECT_* variables of a child of
+ * scope s, then the table's env = { NAME = "value" } (strings kept on the
+ * stack). Raises on a bad or too large env table. */
+static void check_env(lua_State *L, script *sc, scope *s, char **env)
+{
+    static char envbuf[8][SCRIPT_ENV_LEN];
+    int ne = script_child_env(sc, s, envbuf, 8);
+    for (int i = 0; i < ne; i++)
+        env[i] = envbuf[i];
+    lua_getfield(L, 1, "env");
+    if (!lua_isnil(L, -1)) {
+        luaL_argcheck(L, lua_istable(L, -1), 1, "env must be a table of strings");
+        int t = lua_gettop(L), user = 0;
+        luaL_checkstack(L, ENV_USER_MAX + 8, "env too large");
+        lua_pushnil(L);
+        while (lua_next(L, t) != 0) {
+            if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+                luaL_argerror(L, 1, "env must map names to strings");
+            if (++user > ENV_USER_MAX)
+                luaL_argerror(L, 1, "env has more than 32 entries");
+            const char *k = lua_tostring(L, -2);
+            if (*k == '\0' || strchr(k, '=') != NULL)
+                luaL_argerror(L, 1, lua_pushfstring(L, "env name '%s' is empty or has '='", k));
+            env[ne++] = (char *)lua_pushfstring(L, "%s=%s", k, lua_tostring(L, -1));
+            lua_insert(L, t);          /* keep the string alive below the table */
+            t++;
+            lua_pop(L, 1);
+        }
+    }
+    env[ne] = NULL;
+}
+
 static int l_spawn(lua_State *L)
 {
     script *sc = script_of(L);
     char err[256];
-    static char envbuf[8][SCRIPT_ENV_LEN];
-    char *env[9];
-    luaL_checktype(L, 1, LUA_TTABLE);
-    lua_Integer argc = luaL_len(L, 1);
-    luaL_argcheck(L, argc >= 1 && argc <= 256, 1, "expected 1..256 command words");
-    char **argv = lua_newuserdatauv(L, sizeof(char *) * (size_t)(argc + 1), 0);
-    luaL_checkstack(L, (int)argc + 16, "too many command words");
-    for (lua_Integer i = 1; i <= argc; i++) {
-        /* the strings stay on the stack (alive) until the spawn is done */
-        lua_geti(L, 1, i);
-        if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
-            return luaL_argerror(L, 1, lua_pushfstring(L, "word %d is not a string", (int)i));
-        argv[i - 1] = (char *)lua_tostring(L, -1);
-    }
-    argv[argc] = NULL;
+    char *env[ENV_USER_MAX + 9];
+    char **argv = check_command(L, 0);
     static const char *const policies[] = { "never", "on-failure", "always", NULL };
     lua_getfield(L, 1, "restart");
     int restart = luaL_checkoption(L, -1, "never", policies);
@@ -418,10 +481,7 @@ static int l_spawn(lua_State *L)
     int cbidx = lua_gettop(L);
 
     scope *s = script_scope(sc);
-    int ne = script_child_env(sc, s, envbuf, 8);
-    for (int i = 0; i < ne; i++)
-        env[i] = envbuf[i];
-    env[ne] = NULL;
+    check_env(L, sc, s, env);
 
     struct lproc *b = lua_newuserdatauv(L, sizeof *b, 0);
     memset(b, 0, sizeof *b);
@@ -454,12 +514,10 @@ static int l_spawn(lua_State *L)
     b->restart = restart;
     b->delay = b->delay0 = (double)delay;
     if (restart != 0) {
-        b->argv = calloc((size_t)argc + 1, sizeof *b->argv);
-        for (lua_Integer i = 0; b->argv != NULL && i < argc; i++)
-            if ((b->argv[i] = strdup(argv[i])) == NULL) {
-                lproc_free_argv(b);
-                break;
-            }
+        b->argv = copy_strv(argv);
+        b->env = copy_strv(env);
+        if (b->argv == NULL || b->env == NULL)
+            lproc_free_argv(b);     /* no restarts, rather than wrong ones */
     }
     if (has_cb) {
         lua_pushvalue(L, cbidx);
@@ -722,15 +780,11 @@ static int l_exec(lua_State *L)
 {
     script *sc = script_of(L);
     char err[256];
-    static char envbuf[8][SCRIPT_ENV_LEN];
-    char *env[40];
+    char *env[ENV_USER_MAX + 9];
     luaL_checktype(L, 1, LUA_TTABLE);
-    lua_Integer argc = luaL_len(L, 1);
-    luaL_argcheck(L, argc >= 1 && argc <= 256, 1, "expected 1..256 command words");
     lua_getfield(L, 1, "shell");
     int shell = lua_toboolean(L, -1);
     lua_pop(L, 1);
-    luaL_argcheck(L, !shell || argc == 1, 1, "shell = true takes one command string");
     lua_getfield(L, 1, "timeout");
     lua_Number timeout = lua_isnil(L, -1) ? 0 : luaL_checknumber(L, -1);
     lua_pop(L, 1);
@@ -741,40 +795,9 @@ static int l_exec(lua_State *L)
     luaL_argcheck(L, maxout >= 0 && maxout <= EXEC_MAX_OUTPUT, 1, "max_output out of range (0..1 MiB)");
     /* only a hook can wait: raise now, before anything is allocated */
     (void)script_wait_begin(L, NULL, "zkelect.exec");
-    char **argv = lua_newuserdatauv(L, sizeof(char *) * (size_t)(argc + 3), 0);
-    luaL_checkstack(L, (int)argc + 40, "too many command words");
-    int k = 0;
-    if (shell) {
-        argv[k++] = "/bin/sh";
-        argv[k++] = "-c";
-    }
-    for (lua_Integer i = 1; i <= argc; i++) {
-        lua_geti(L, 1, i);
-        if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
-            return luaL_argerror(L, 1, lua_pushfstring(L, "word %d is not a string", (int)i));
-        argv[k++] = (char *)lua_tostring(L, -1);
-    }
-    argv[k] = NULL;
+    char **argv = check_command(L, shell);
     scope *s = script_scope(sc);
-    int ne = script_child_env(sc, s, envbuf, 8);
-    for (int i = 0; i < ne; i++)
-        env[i] = envbuf[i];
-    lua_getfield(L, 1, "env");
-    if (!lua_isnil(L, -1)) {
-        luaL_argcheck(L, lua_istable(L, -1), 1, "env must be a table of strings");
-        int t = lua_gettop(L);
-        lua_pushnil(L);
-        while (lua_next(L, t) != 0 && ne < 39) {
-            if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-                return luaL_argerror(L, 1, "env must map names to strings");
-            const char *kv = lua_pushfstring(L, "%s=%s", lua_tostring(L, -2), lua_tostring(L, -1));
-            env[ne++] = (char *)kv;
-            lua_insert(L, t);          /* keep the string alive below the table */
-            t++;
-            lua_pop(L, 1);
-        }
-    }
-    env[ne] = NULL;
+    check_env(L, sc, s, env);
     if (s == NULL) {
         luaL_pushfail(L);
         lua_pushliteral(L, "the term has ended");
@@ -844,17 +867,7 @@ void proc_open_lua(lua_State *L)
         { "restarts", l_restarts },
         { NULL, NULL },
     };
-    if (luaL_newmetatable(L, PROC_MT)) {
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, l_close);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, l_close);
-        lua_setfield(L, -2, "__close");
-        lua_pushboolean(L, 0);       /* getmetatable() must not strip __gc */
-        lua_setfield(L, -2, "__metatable");
-    }
-    lua_pop(L, 1);
+    script_handle_type(L, PROC_MT, methods, l_close);
     lua_pushcfunction(L, l_spawn);
     lua_setfield(L, -2, "spawn");
     lua_pushcfunction(L, l_exec);

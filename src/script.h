@@ -86,6 +86,12 @@ struct lua_State *script_wait_thread(struct hookrun *r);
 script *script_wait_script(struct hookrun *r);
 void script_wait_end(struct hookrun *r, int nres);
 script *script_of(struct lua_State *L);
+/* Registers a handle userdata type: methods as __index, and one idempotent
+ * close as :close (if listed), __gc and __close; the metatable is hidden
+ * from getmetatable(). Leaves the stack as it was. */
+struct luaL_Reg;
+void script_handle_type(struct lua_State *L, const char *name, const struct luaL_Reg *methods,
+                        int (*close)(struct lua_State *L));
 struct lua_State *script_lua(script *sc);
 struct ev_loop *script_loop(const script *sc);
 /* Scope for a resource started now: the term's inside leader hooks and

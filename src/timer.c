@@ -142,17 +142,7 @@ void timer_open_lua(lua_State *L)
     static const luaL_Reg methods[] = {
         { "stop", l_close }, { "close", l_close }, { "active", l_active }, { NULL, NULL },
     };
-    if (luaL_newmetatable(L, TIMER_MT)) {
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, l_close);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, l_close);
-        lua_setfield(L, -2, "__close");
-        lua_pushboolean(L, 0);       /* getmetatable() must not strip __gc */
-        lua_setfield(L, -2, "__metatable");
-    }
-    lua_pop(L, 1);
+    script_handle_type(L, TIMER_MT, methods, l_close);
     lua_pushcfunction(L, l_after);
     lua_setfield(L, -2, "after");
     lua_pushcfunction(L, l_every);

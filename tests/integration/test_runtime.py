@@ -281,7 +281,8 @@ def test_supervised_spawn_restarts_within_the_term():
         a = h.Agent(zk, "sv", path=PATH, script=POLICY)
         la = a.wait_for("leader", timeout=10)
         h.wait_until(lambda: count() >= 4, 10, "restarts of the failing child")
-        assert set(open(starts).read().split()) == {str(la["epoch"])}
+        # every restart has the first start's environment (ZKELECT_EPOCH, env = {...})
+        assert set(open(starts).read().split()) == {"%d-t1" % la["epoch"]}
         a.term()
         assert a.wait_exit(10) == 0
         n = count()
@@ -302,6 +303,7 @@ def test_lua_helpers():
         assert "debounced x=5" in m and "debounce calls=1" in m, m
         assert any(x.startswith("missing ok=false") and "not found" in x for x in m), m
         assert "badname ok=false" in m, m
+        assert any(x.startswith("badenv ok=false") and "env name 'A=B'" in x for x in m), m
         a.term()
         assert a.wait_exit(10) == 0
 

@@ -44,8 +44,8 @@ function modes.exec(ev)
 end
 
 function modes.supervise(ev)
-  local p = zkelect.spawn{ "sh", "-c", 'echo "$ZKELECT_EPOCH" >> "$0"; sleep 0.05; exit 1',
-    dir .. "/starts", restart = "on-failure", restart_delay = 0.05 }
+  local p = zkelect.spawn{ "sh", "-c", 'echo "$ZKELECT_EPOCH-$TAG" >> "$0"; sleep 0.05; exit 1',
+    dir .. "/starts", restart = "on-failure", restart_delay = 0.05, env = { TAG = "t1" } }
   assert(p, "spawn failed")
   zkelect.log("info", "supervised pid=" .. p:pid())
 end
@@ -66,6 +66,8 @@ function modes.helpers(ev)
   zkelect.log("info", "debounce calls=" .. calls)
   local okm, em = pcall(require, "no_such_module")
   zkelect.log("info", "missing ok=" .. tostring(okm) .. " err=" .. q(tostring(em)))
+  local oke1, ee1 = pcall(zkelect.exec, { "true", env = { ["A=B"] = "x" } })
+  zkelect.log("info", "badenv ok=" .. tostring(oke1) .. " err=" .. q(tostring(ee1)))
   local okn, en = pcall(require, "../etc/passwd")
   zkelect.log("info", "badname ok=" .. tostring(okn))
   zkelect.log("info", "helpers done")
