@@ -141,16 +141,21 @@ static void die(int code, const char *fmt, ...)
     exit(code);
 }
 
-static int parse_ms(const char *flag, const char *v, int min, int max)
+static int parse_int(const char *flag, const char *v, int min, int max, const char *unit)
 {
     char *end;
     errno = 0;
     long n = strtol(v, &end, 10);
     if (*v == '\0' || *end != '\0' || errno != 0)
-        die(EX_USAGE, "%s '%s': not a whole number of milliseconds", flag, v);
+        die(EX_USAGE, "%s '%s': not a whole number%s%s", flag, v, *unit ? " of " : "", unit);
     if (n < min || n > max)
-        die(EX_USAGE, "%s %ld: out of range (%d..%d ms)", flag, n, min, max);
+        die(EX_USAGE, "%s %ld: out of range (%d..%d%s%s)", flag, n, min, max, *unit ? " " : "", unit);
     return (int)n;
+}
+
+static int parse_ms(const char *flag, const char *v, int min, int max)
+{
+    return parse_int(flag, v, min, max, "ms");
 }
 
 static void set_log(struct opts *o, const char *flag, const char *v)
@@ -274,8 +279,8 @@ static void parse(struct opts *o, int argc, char **argv)
             o->leader_error_ignore = strcmp(optarg, "ignore") == 0;
             break;
         case 'I': o->health_interval = parse_ms("--health-interval", optarg, 10, 86400000); break;
-        case 'F': o->health_fails = parse_ms("--health-fails", optarg, 1, 1000); break;
-        case 'P': o->health_passes = parse_ms("--health-passes", optarg, 1, 1000); break;
+        case 'F': o->health_fails = parse_int("--health-fails", optarg, 1, 1000, ""); break;
+        case 'P': o->health_passes = parse_int("--health-passes", optarg, 1, 1000, ""); break;
         case 'L': set_level(o, "--log-level", optarg); break;
         case 'h': fputs(usage_text, stdout); fputs(usage_more, stdout); exit(EX_OK);
         case ':': die(EX_USAGE, "option '%s' needs a value", argv[optind - 1]);

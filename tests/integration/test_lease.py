@@ -41,19 +41,6 @@ def field(msg, key):
     return m.group(1) if m else None
 
 
-def pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead for our purpose
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def child_pid(agent, since=0):
     ev = agent.wait_for(lambda e: e.get("event") == "script" and
                         e.get("msg", "").startswith("child pid="), timeout=5, since=since)
@@ -85,7 +72,7 @@ def test_pause_past_the_lease():
         a.sigstop()
         lb = b.wait_for("leader", timeout=3 * T / 1000, since=mb)
         assert lb["epoch"] > la["epoch"], (lb, la)
-        assert pid_alive(cpid), "the frozen leader's child runs on (it is not frozen)"
+        assert h.pid_alive(cpid), "the frozen leader's child runs on (it is not frozen)"
         time.sleep(0.5)
         ma = a.mark()
         t_cont = time.monotonic_ns()
@@ -105,7 +92,7 @@ def test_pause_past_the_lease():
         od = a.wait_for(lambda e: e.get("event") == "script" and
                         e["msg"].startswith("on_stepdown"), timeout=5, since=ma)
         assert "child_running=false" in od["msg"] and "ticker_active=false" in od["msg"], od
-        h.wait_until(lambda: not pid_alive(cpid), 5, "the old term's child to be gone")
+        h.wait_until(lambda: not h.pid_alive(cpid), 5, "the old term's child to be gone")
         # the old leader rejoins as a follower; one leader
         a.wait_for("follower", timeout=10, since=ma)
         assert h.leaders_now([a, b]) == [b]
@@ -149,7 +136,7 @@ def test_graceful_handover_ends_the_term_first():
         assert od[0]["mono_ns"] < lbon["mono_ns"], (od, lbon)
         last_a = max(m for m, _ in scripts(a, "action"))
         assert last_a < lbon["mono_ns"], "old leader acted after the new one started"
-        assert not pid_alive(cpid)
+        assert not h.pid_alive(cpid)
         b.term()
         assert b.wait_exit(10) == 0
 
@@ -189,7 +176,7 @@ def test_strict_policy_steps_down_on_disconnect():
         # the node is released and a new one leads a new term
         l2 = a.wait_for("leader", timeout=10, since=ma)
         assert l2["epoch"] > la["epoch"] and l2["node"] != la["node"], (l2, la)
-        h.wait_until(lambda: not pid_alive(cpid), 5, "the old term's child to be gone")
+        h.wait_until(lambda: not h.pid_alive(cpid), 5, "the old term's child to be gone")
         a.term()
         assert a.wait_exit(10) == 0
 

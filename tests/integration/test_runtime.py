@@ -28,14 +28,6 @@ def wait_msg(agent, prefix, timeout=10, since=0):
                           timeout=timeout, since=since)
 
 
-def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def setenv(mode, budget="20"):
     d = h.mkdtemp("rt")
     os.environ.update(ZKT_MODE=mode, ZKT_DIR=d, ZKT_BUDGET=budget)
@@ -57,7 +49,7 @@ def test_exec_sleep_timers():
         assert get("exec5") == "exec5 ok=true len=1000", m
         assert get("exec6") == "exec6 ok=false code=timeout", m
         gpid = int(open(os.path.join(d, "grandchild")).read())
-        h.wait_until(lambda: not pid_alive(gpid), 5, "the timed-out command's grandchild to be gone")
+        h.wait_until(lambda: not h.pid_alive(gpid), 5, "the timed-out command's grandchild to be gone")
         ticks = int(re.search(r"ticks=(\d+)", get("slept")).group(1))
         assert 3 <= ticks <= 7, m
         assert "after fired" in m
@@ -78,7 +70,7 @@ def test_stepdown_preempts_a_waiting_on_leader():
         wait_msg(a, "hang start", timeout=10)
         h.wait_until(lambda: os.path.exists(os.path.join(d, "hang-child")), 5, "the child pid")
         cpid = int(open(os.path.join(d, "hang-child")).read())
-        assert pid_alive(cpid)
+        assert h.pid_alive(cpid)
         ma, mb = a.mark(), b.mark()
         a.term()
         pre = a.wait_for("hook_preempted", timeout=5, since=ma)
@@ -86,7 +78,7 @@ def test_stepdown_preempts_a_waiting_on_leader():
         sd = wait_msg(a, "on_stepdown reason=shutdown", timeout=5, since=ma)
         assert pre["mono_ns"] < sd["mono_ns"]
         assert a.wait_exit(10) == 0
-        assert not pid_alive(cpid), "the preempted hook's command survived"
+        assert not h.pid_alive(cpid), "the preempted hook's command survived"
         assert "never" not in msgs(a)
         b.wait_for("leader", timeout=5, since=mb)
         b.term()

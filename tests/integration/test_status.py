@@ -6,7 +6,6 @@ server."""
 import json
 import os
 import sys
-import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -23,6 +22,23 @@ def status(zk, *extra, path=PATH):
                   "--path", path] + list(extra), timeout=30)
 
 
+def status_when_published(zk, leader_id):
+    """status --json, once the leader's publish write (not awaited by the
+    agent) is visible."""
+    got = {}
+
+    def ready():
+        code, out, err, _ = status(zk, "--json")
+        got.update(code=code, out=out, err=err)
+        if code != 0:
+            return False
+        st = json.loads(out)
+        return st["leader"] is not None and st["leader"]["id"] == leader_id and \
+            st["leader"]["published"]
+    h.wait_until(ready, 10, "%s's leader data in status" % leader_id, interval=0.1)
+    return json.loads(got["out"])
+
+
 def test_status_of_a_mixed_election():
     with h.ZooKeeper() as zk:
         agents = h.start_in_order(zk, ("st1", "st2", "st3"), path=PATH)
@@ -33,10 +49,7 @@ def test_status_of_a_mixed_election():
                           b"curator-host", ephemeral=True)
         assert cli.create(PATH + "/8d2c1b0a9e8f__lock__0000000099", b"kazoo-host", ephemeral=True)
         assert cli.create(PATH + "/not-a-candidate", b"x")      # ignored: no sequence
-        time.sleep(0.3)                  # the leader's publish write
-        code, out, err, _ = status(zk, "--json")
-        assert code == 0, (code, err)
-        st = json.loads(out)
+        st = status_when_published(zk, "st1")
         c = st["candidates"]
         assert [x["kind"] for x in c] == ["zkelect"] * 3 + ["curator", "kazoo"], c
         assert [x.get("id") for x in c] == ["st1", "st2", "st3", "curator-host", "kazoo-host"], c
@@ -53,8 +66,7 @@ def test_status_of_a_mixed_election():
         m = agents[1].mark()
         agents[0].term()
         l2 = agents[1].wait_for("leader", timeout=5, since=m)
-        time.sleep(0.3)
-        st = json.loads(status(zk, "--json")[1])
+        st = status_when_published(zk, "st2")
         assert st["leader"]["id"] == "st2" and st["leader"]["epoch"] == l2["epoch"], st
         cli.close()
         for a in agents:

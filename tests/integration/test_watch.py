@@ -35,7 +35,6 @@ def test_observer_follows_three_failovers():
         w = Watcher(zk, "obs", path=PATH)
         l1 = agents[0].wait_for("leader", timeout=5)
         wait_change(w, "w1", l1["epoch"])
-        time.sleep(0.3)
         # the observer's cost: one data watch, on the leader's node
         mine = {h.sid(a.wait_for("joined", timeout=1)["session"]) for a in agents}
 

@@ -110,6 +110,15 @@ def wait_until(cond, timeout=10.0, desc="condition", interval=POLL):
     raise Timeout("timed out after %.1fs waiting for %s (last: %r)" % (timeout, desc, last))
 
 
+def pid_alive(pid):
+    """True while pid is a live process (a zombie counts as gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def free_port():
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
