@@ -14,7 +14,6 @@
 * Settings that cannot keep the promise are refused (exit 78), at start-up
   and after the server clamps the session timeout.
 """
-import json
 import os
 import re
 import subprocess
