@@ -70,7 +70,7 @@ struct zke_agent {
     int64_t armed_end_ns;       /* lease end the lease_to timer is set for */
     int renewing;               /* a renewal request is outstanding */
     scope *term;                /* resources of the term the host was told about */
-    int term_drained, lease_expired_logged;
+    int term_drained;
     struct item *head, *tail;
     int started, stopping, done, stopped_called, ever_connected, in_cb, freeing, free_requested;
     int host_leader;            /* the host got on_leader and no on_stepdown since */

@@ -284,7 +284,7 @@ struct lproc {
     int restart;        /* 0 never, 1 on-failure, 2 always */
     char **argv;        /* malloc'd copy, for restarts */
     char **env;         /* malloc'd copy of its environment additions, for restarts */
-    double delay, delay0;
+    double delay;        /* next restart delay (doubles, at most 30 s) */
     int restarts;
     int64_t epoch;      /* of its scope (0: the script's own), to find it again */
     double stop_timeout;
@@ -512,7 +512,7 @@ static int l_spawn(lua_State *L)
     ev_timer_init(&b->rt, restart_cb, 0., 0.);
     b->rt.data = b;
     b->restart = restart;
-    b->delay = b->delay0 = (double)delay;
+    b->delay = (double)delay;
     if (restart != 0) {
         b->argv = copy_strv(argv);
         b->env = copy_strv(env);
