@@ -17,6 +17,7 @@
 #include "zkelect.h"
 #include "agent_int.h"
 #include "election.h"
+#include "nodedata.h"
 #include "rng.h"
 #include "scope.h"
 #include "session.h"
@@ -66,6 +67,13 @@ struct zke_agent {
     ev_check check;             /* top priority: the lease, first thing after a poll */
     ev_timer backoff, connect_to, disc_to, reopen, stop_to, kick;
     ev_timer renew, lease_to;
+    ev_timer census;            /* settings.census_interval_ms */
+    int census_pending, election_size;
+    int32_t census_cversion;    /* of the path, at the last census listing */
+    int census_listed;
+    struct nodedata census_lead;/* the smallest node's data at the last census */
+    char census_node[256];      /* that node, "" if none */
+    int census_position;        /* nodes before ours in that listing, -1 unknown */
     struct zke_lease_plan plan;
     int64_t armed_end_ns;       /* lease end the lease_to timer is set for */
     int renewing;               /* a renewal request is outstanding */
@@ -822,6 +830,88 @@ static void lease_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     lease_tick(w->data);
 }
 
+static void census_get_done(void *arg, const struct sess_result *r)
+{
+    zke_agent *a = arg;
+    a->census_pending = 0;
+    nodedata_clear(&a->census_lead);
+    if (r->rc == SESS_OK && nodedata_decode(r->data, r->datalen, &a->census_lead) == 0)
+        return;
+    a->census_node[0] = '\0';
+    a->census_listed = 0;          /* gone meanwhile (or no memory): list again next time */
+}
+
+static void census_list_done(void *arg, const struct sess_result *r)
+{
+    zke_agent *a = arg;
+    const char *best = NULL;
+    int32_t bs = 0, s;
+    char path[1100];
+    a->census_pending = 0;
+    if (r->rc != SESS_OK) {
+        a->census_listed = 0;
+        return;
+    }
+    struct zke_status st;
+    el_status(a->el, &st);
+    int before = 0;
+    for (int i = 0; i < r->nchildren; i++) {
+        if (el_parse_seq(r->children[i], &s) != 0)
+            continue;
+        if (best == NULL || s < bs) {
+            best = r->children[i];
+            bs = s;
+        }
+        if (st.node != NULL && s < st.seq)
+            before++;
+    }
+    a->census_position = st.node != NULL ? before : -1;
+    nodedata_clear(&a->census_lead);
+    a->census_node[0] = '\0';
+    if (best == NULL || strlen(best) >= sizeof a->census_node)
+        return;
+    snprintf(a->census_node, sizeof a->census_node, "%s", best);
+    if (full_path(a, best, path, sizeof path) == 0 &&
+        session_get(a->sess, path, 0, census_get_done, a) == 0)
+        a->census_pending = 1;
+}
+
+static void census_done(void *arg, const struct sess_result *r)
+{
+    zke_agent *a = arg;
+    a->census_pending = 0;
+    if (r->rc != SESS_OK || !r->has_stat)
+        return;
+    a->election_size = r->numchildren;
+    /* the membership changed since our last reading: who leads now? */
+    if (a->census_listed && r->cversion == a->census_cversion)
+        return;
+    a->census_listed = 1;
+    a->census_cversion = r->cversion;
+    if (session_list(a->sess, a->set.path, 0, census_list_done, a) == 0)
+        a->census_pending = 1;
+}
+
+/* The election's size for status readers: the leader and the followers far
+ * from the front never list the children again, so their last listing
+ * ages. One exists() on the path, no watch (no herd). */
+static void census_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    (void)revents;
+    if (a->census_pending || a->done)
+        return;
+    if (!session_connected(a->sess)) {
+        /* soon after the (re)connection, then at the interval again */
+        ev_timer_stop(loop, w);
+        ev_timer_set(w, 0.1, a->set.census_interval_ms / 1000.0);
+        ev_timer_start(loop, w);
+        return;
+    }
+    if (session_exists(a->sess, a->set.path, 0, census_done, a) == 0)
+        a->census_pending = 1;
+}
+
 static void renew_done(void *arg, const struct sess_result *r)
 {
     zke_agent *a = arg;
@@ -1021,6 +1111,7 @@ static int run_pending(zke_agent *a)
         if (a->done && !session_is_open(a->sess) && !a->stopped_called) {
             ev_check_stop(a->loop, &a->check);
             ev_timer_stop(a->loop, &a->renew);
+            ev_timer_stop(a->loop, &a->census);
             ev_timer_stop(a->loop, &a->lease_to);
             ev_timer_stop(a->loop, &a->stop_to);
             ev_timer_stop(a->loop, &a->backoff);
@@ -1145,6 +1236,7 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
     a->set.lease_margin_ms = s->lease_margin_ms;
     a->set.drift = s->drift;
     a->set.hook_budget_ms = s->hook_budget_ms;
+    a->set.census_interval_ms = s->census_interval_ms > 0 ? s->census_interval_ms : 0;
     if (a->set.zk == NULL || a->set.path == NULL || a->set.id == NULL || a->set.data == NULL ||
         (s->session_file != NULL && a->set.session_file == NULL)) {
         snprintf(a->err, sizeof a->err, "out of memory");
@@ -1189,8 +1281,11 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
     ev_set_priority(&a->check, EV_MAXPRI);
     a->check.data = a;
     ev_timer_init(&a->renew, renew_cb, 0., 0.);
+    ev_timer_init(&a->census, census_cb, 0., 0.);
+    a->election_size = -1;
+    a->census_position = -1;
     ev_timer_init(&a->lease_to, lease_to_cb, 0., 0.);
-    a->renew.data = a->lease_to.data = a;
+    a->renew.data = a->lease_to.data = a->census.data = a;
     ev_timer_init(&a->kick, kick_cb, 0., 0.);
     ev_timer_init(&a->backoff, backoff_cb, 0., 0.);
     ev_timer_init(&a->connect_to, connect_to_cb, 0., 0.);
@@ -1219,6 +1314,10 @@ int zke_agent_start(zke_agent *a)
     if (a->set.connect_timeout_ms > 0) {
         ev_timer_set(&a->connect_to, a->set.connect_timeout_ms / 1000.0, 0.);
         ev_timer_start(a->loop, &a->connect_to);
+    }
+    if (a->set.census_interval_ms > 0) {
+        ev_timer_set(&a->census, 0.05, a->set.census_interval_ms / 1000.0);
+        ev_timer_start(a->loop, &a->census);
     }
     open_session(a);
     return 0;
@@ -1280,9 +1379,11 @@ void zke_agent_stop(zke_agent *a)
 
 static void real_free(zke_agent *a)
 {
+    nodedata_clear(&a->census_lead);
     ev_prepare_stop(a->loop, &a->prepare);
     ev_check_stop(a->loop, &a->check);
     ev_timer_stop(a->loop, &a->renew);
+    ev_timer_stop(a->loop, &a->census);
     ev_timer_stop(a->loop, &a->lease_to);
     scope_free(a->term);            /* SIGKILL to what is left, no wait */
     a->term = NULL;
@@ -1360,6 +1461,19 @@ int zke_agent_status(zke_agent *a, struct zke_status *out)
     el_status(a->el, out);
     out->connected = session_connected(a->sess);
     out->lease_ms = out->role == ZKE_ROLE_LEADER ? lease_left_ms(a) : -1;
+    out->election_size = a->election_size;
+    /* a follower's own view of the leader is its last listing, which only
+     * changes when its predecessor does; the census reads it again after
+     * every change of membership (within one interval) */
+    if (out->role != ZKE_ROLE_LEADER && a->census_listed && a->census_node[0] != '\0' &&
+        a->census_lead.id != NULL) {
+        out->leader = a->census_lead.id;
+        out->leader_data = a->census_lead.data;
+        out->leader_epoch = a->census_lead.epoch;
+        out->leader_node = a->census_node;
+        if (out->role == ZKE_ROLE_FOLLOWER && a->census_position > 0)
+            out->position = a->census_position;
+    }
     return 0;
 }
 

@@ -20,6 +20,8 @@
 #include <cjson/cJSON.h>
 
 #include "census.h"
+#include "httpd.h"
+#include "metrics.h"
 #include "observer.h"
 #include "log.h"
 #include "script.h"
@@ -79,6 +81,9 @@ static const char usage_text[] =
     "  --log-level LEVEL        debug|info|warn|error, default info      [ZKELECT_LOG_LEVEL]\n"
     "  --session-file FILE      write the session id and password to FILE (0600); anyone\n"
     "                           who reads it can take over the session   [ZKELECT_SESSION_FILE]\n"
+    "  --status [HOST:]PORT     serve GET /status (JSON), /metrics (Prometheus) and /leader\n"
+    "                           (200 leader, 503 not) on the loop; HOST defaults to 127.0.0.1,\n"
+    "                           port 0 picks a free one (logged)         [ZKELECT_STATUS]\n"
     "\n";
 
 /* the rest of the usage (one literal may not exceed 4095 characters) */
@@ -100,6 +105,7 @@ static const char usage_more[] =
 
 struct opts {
     const char *zk, *path, *id, *script, *data, *session_file;
+    const char *status_addr;
     int session_timeout, connect_timeout, hook_timeout;
     int stepdown_budget, lease_margin, hook_budget;
     int health_interval, health_fails, health_passes;
@@ -117,6 +123,8 @@ struct app {
     script *sc;
     const char *script_path;
     struct script_opts sopts;
+    metrics *metrics;
+    httpd *httpd;
     ev_signal sigterm, sigint, sighup;
     ev_timer reload;
     int leader_error_ignore;
@@ -203,6 +211,7 @@ static void from_env(struct opts *o)
     o->script = getenv("ZKELECT_SCRIPT");
     o->data = getenv("ZKELECT_DATA");
     o->session_file = getenv("ZKELECT_SESSION_FILE");
+    o->status_addr = getenv("ZKELECT_STATUS");
     if ((v = getenv("ZKELECT_SESSION_TIMEOUT")) != NULL)
         o->session_timeout = parse_ms("ZKELECT_SESSION_TIMEOUT", v, 1, 600000);
     if ((v = getenv("ZKELECT_CONNECT_TIMEOUT")) != NULL)
@@ -249,6 +258,7 @@ static void parse(struct opts *o, int argc, char **argv)
         { "json", no_argument, NULL, 'J' },
         { "health-fails", required_argument, NULL, 'F' },
         { "health-passes", required_argument, NULL, 'P' },
+        { "status", required_argument, NULL, 'S' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -263,6 +273,7 @@ static void parse(struct opts *o, int argc, char **argv)
         case 's': o->script = optarg; break;
         case 'd': o->data = optarg; break;
         case 'f': o->session_file = optarg; break;
+        case 'S': o->status_addr = optarg; break;
         case 't': o->session_timeout = parse_ms("--session-timeout", optarg, 1, 600000); break;
         case 'c': o->connect_timeout = parse_ms("--connect-timeout", optarg, 0, INT_MAX); break;
         case 'k': o->hook_timeout = parse_ms("--hook-timeout", optarg, 1, 3600000); break;
@@ -298,6 +309,7 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
     struct app *app = ud;
     (void)a;
     log_event(ev);
+    metrics_event(app->metrics, ev);
     if (app->sc != NULL)
         (void)script_dispatch(app->sc, ev);
 }
@@ -333,6 +345,7 @@ static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
 {
     struct app *app = ud;
     log_event(ev);
+    metrics_event(app->metrics, ev);
     app->stopped = 1;
     if (strcmp(ev->reason, "unreachable") == 0) {
         fprintf(stderr, "zkelect: error: %s\n", zke_agent_errstr(a));
@@ -361,6 +374,56 @@ static void on_script_log(void *ud, enum zke_log_level lvl, const char *event, c
     log_line(lvl, event, f, 2);
 }
 
+static void on_hook_done(void *ud, const char *hook, enum script_outcome o, double seconds)
+{
+    struct app *app = ud;
+    metrics_hook(app->metrics, hook, o, seconds);
+}
+
+/* GET /status, /metrics, /leader; called from the loop by the server. */
+static void on_http(void *ud, const char *method, const char *url, struct httpd_reply *r)
+{
+    struct app *app = ud;
+    static const char index[] =
+        "zkelect " ZKELECT_VERSION ": GET /status (JSON), /metrics (Prometheus), "
+        "/leader (200 if this candidate leads, else 503)\n";
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        r->status = 405;
+        r->allow = "GET, HEAD";
+        r->body = strdup("method not allowed: GET or HEAD only\n");
+    } else if (strcmp(url, "/status") == 0) {
+        r->type = "application/json";
+        r->body = metrics_status_json(app->metrics, app->agent, &r->len);
+        if (r->body != NULL)
+            return;
+        r->status = 500;
+    } else if (strcmp(url, "/metrics") == 0) {
+        r->type = "text/plain; version=0.0.4; charset=utf-8";
+        r->body = metrics_prometheus(app->metrics, app->agent, &r->len);
+        if (r->body != NULL)
+            return;
+        r->status = 500;
+    } else if (strcmp(url, "/leader") == 0) {
+        struct zke_status st;
+        int lead = app->agent != NULL && zke_agent_status(app->agent, &st) == 0 &&
+                   st.role == ZKE_ROLE_LEADER && !st.suspended;
+        r->status = lead ? 200 : 503;
+        r->body = strdup(lead ? "leader\n" : "not leader\n");
+    } else if (strcmp(url, "/") == 0) {
+        r->body = strdup(index);
+    } else {
+        r->status = 404;
+        r->body = strdup("not found: try /status, /metrics or /leader\n");
+    }
+    r->len = r->body != NULL ? strlen(r->body) : 0;
+}
+
+static void on_http_log(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    (void)ud;
+    log_msg(lvl, "http", msg);
+}
+
 /* Swaps in a freshly loaded script at a quiescent point (no hook running
  * or queued), keeping the candidacy; a script that fails to load is
  * refused and the old one keeps running. The new script is then told the
@@ -374,11 +437,14 @@ static void do_reload(struct app *app)
                             &code);
     if (n == NULL) {
         log_msg(ZKE_LOG_ERROR, "reload", err);
+        metrics_reload(app->metrics, 0);
         return;
     }
+    metrics_reload(app->metrics, 1);
     int have = app->agent != NULL && zke_agent_status(app->agent, &st) == 0;
     script_attach(n, app->agent);
     script_on_failure(n, on_hook_failed);
+    script_on_hook_done(n, on_hook_done);
     script_on_reload(n, on_reload_request);
     script_on_health(n, on_health, !have || !st.withdrawn);
     script_free(app->sc);
@@ -513,6 +579,8 @@ static int cmd_run(struct opts *o)
     if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0 ||
         zke_check_id(o->id, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
+    if (o->status_addr != NULL && httpd_check_addr(o->status_addr, NULL, err, sizeof err) != 0)
+        die(EX_USAGE, "%s", err);
 
     log_setup(stderr, o->log, o->level, o->id);
     struct zke_settings s = {
@@ -522,6 +590,12 @@ static int cmd_run(struct opts *o)
         .stepdown_budget_ms = o->stepdown_budget, .lease_margin_ms = o->lease_margin,
         .drift = o->drift,
     };
+    if (o->status_addr != NULL) {
+        /* the election's size for /status and /metrics: one exists() per
+         * interval, half the session timeout within [1 s, 5 s] */
+        int t = o->session_timeout > 0 ? o->session_timeout : 10000;
+        s.census_interval_ms = t / 2 < 1000 ? 1000 : t / 2 > 5000 ? 5000 : t / 2;
+    }
     /* Hooks still run on the loop: by default one may take a third of the
      * session timeout (at most 5 s), and never more than the lease leaves
      * between two renewals. The library refuses an explicit one that does
@@ -552,6 +626,9 @@ static int cmd_run(struct opts *o)
     app.sopts.stepdown_timeout_ms = plan.stepdown_budget_ms / 2 > 0 ? plan.stepdown_budget_ms / 2 : 1;
     app.sopts.loop = app.loop;
     app.script_path = o->script;
+    app.metrics = metrics_new(o->id, o->path);
+    if (app.metrics == NULL)
+        die(EX_SOFTWARE, "out of memory");
     if (o->script != NULL) {
         app.sc = script_load(o->script, &app.sopts, on_script_log, &app, err, sizeof err, &code);
         if (app.sc == NULL)
@@ -572,8 +649,19 @@ static int cmd_run(struct opts *o)
     if (app.sc != NULL) {
         script_attach(app.sc, app.agent);
         script_on_failure(app.sc, on_hook_failed);
+        script_on_hook_done(app.sc, on_hook_done);
         script_on_health(app.sc, on_health, 1);
         script_on_reload(app.sc, on_reload_request);
+    }
+    if (o->status_addr != NULL) {
+        int loopback = 1;
+        app.httpd = httpd_new(app.loop, o->status_addr, on_http, &app, on_http_log, err, sizeof err);
+        if (app.httpd == NULL)
+            die(EX_CONFIG, "%s", err);
+        (void)httpd_check_addr(o->status_addr, &loopback, err, sizeof err);
+        struct logf f[2] = { { "addr", LF_STR, httpd_addr(app.httpd), 0 },
+                             { "loopback", LF_STR, loopback ? "yes" : "no", 0 } };
+        log_line(loopback ? ZKE_LOG_INFO : ZKE_LOG_WARN, "status_listen", f, 2);
     }
     if (zke_agent_start(app.agent) != 0)
         die(EX_CONFIG, "%s", zke_agent_errstr(app.agent));
@@ -612,9 +700,11 @@ static int cmd_run(struct opts *o)
         app.exit_code = EX_SOFTWARE;
     }
 
+    httpd_free(app.httpd);
     if (app.agent != NULL)
         zke_agent_free(app.agent);
     script_free(app.sc);
+    metrics_free(app.metrics);
     ev_ref(app.loop);
     ev_ref(app.loop);
     ev_ref(app.loop);

@@ -69,6 +69,8 @@ struct hookrun {
     ev_timer budget;
     struct hook_wait *wait;     /* pending asynchronous operation */
     int in_resume, cancelled, preempted, finish_later;
+    int timed_out;              /* a budget (slice or whole) ran out */
+    struct timespec started;
     char why[160];
 };
 
@@ -97,6 +99,7 @@ struct script {
     ev_timer later;          /* zero-delay: pump and deferred finishes, from the loop */
     int64_t skip_epoch;      /* a term whose on_leader was skipped: skip its on_stepdown */
     script_failed_fn *failed;
+    script_hook_fn *hook_done;
     struct timespec deadline;
     int armed, expired;
     const char *running;     /* hook name while one runs */
@@ -668,6 +671,16 @@ static void run_finish(struct hookrun *r, int failed)
     luaL_unref(sc->L, LUA_REGISTRYINDEX, r->co_ref);
     if (sc->run == r)
         sc->run = NULL;
+    if (sc->hook_done != NULL) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double secs = (double)(now.tv_sec - r->started.tv_sec) +
+                      (double)(now.tv_nsec - r->started.tv_nsec) / 1e9;
+        enum script_outcome o = r->preempted ? SCRIPT_HOOK_PREEMPTED
+                                : !failed    ? SCRIPT_HOOK_OK
+                                : r->timed_out ? SCRIPT_HOOK_TIMEOUT : SCRIPT_HOOK_FAILED;
+        sc->hook_done(sc->ud, r->name, o, secs);
+    }
     free(r);
     if (type == HK_HEALTH) {
         sc->health_pending = 0;
@@ -719,6 +732,8 @@ static void run_resume(struct hookrun *r, int nargs)
     r->in_resume = 1;
     int st = lua_resume(r->co, L, nargs, &nres);
     r->in_resume = 0;
+    if (sc->expired && !r->cancelled)
+        r->timed_out = 1;
     disarm(sc);
     sc->cur = saved;
     if (st == LUA_YIELD) {
@@ -851,6 +866,7 @@ static void budget_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     snprintf(why, sizeof why, "%s exceeded its budget of %d ms (while waiting)", r->name,
              r->budget_ms);
+    r->timed_out = 1;
     run_cancel(r, why, 0);
 }
 
@@ -915,6 +931,7 @@ static void start(script *sc, struct qitem *q)
     r->name = hook_names[q->type];
     r->ctx = ctx;
     r->budget_ms = sc->budgets[q->type];
+    clock_gettime(CLOCK_MONOTONIC, &r->started);
     clock_gettime(CLOCK_MONOTONIC, &r->deadline);
     r->deadline.tv_sec += r->budget_ms / 1000;
     r->deadline.tv_nsec += (long)(r->budget_ms % 1000) * 1000000L;
@@ -1079,6 +1096,11 @@ int script_busy(const script *sc)
 void script_on_failure(script *sc, script_failed_fn *fn)
 {
     sc->failed = fn;
+}
+
+void script_on_hook_done(script *sc, script_hook_fn *fn)
+{
+    sc->hook_done = fn;
 }
 
 struct hookrun *script_wait_begin(lua_State *L, struct hook_wait *w, const char *what)
@@ -1485,6 +1507,7 @@ void script_free(script *sc)
      * (their close touches the state), then the state: its collection
      * detaches boxes left in a term scope */
     sc->failed = NULL;
+    sc->hook_done = NULL;
     sc->on_health = NULL;
     if (sc->loop != NULL)
         ev_timer_stop(sc->loop, &sc->later);

@@ -47,6 +47,11 @@ script *script_load(const char *file, const struct script_opts *opts,
 /* Called when a hook failed (error, budget); not for a preempted one. */
 typedef void script_failed_fn(void *ud, enum zke_event_type type);
 void script_on_failure(script *sc, script_failed_fn *fn);
+/* Every hook run that started (health() included) ends with exactly one
+ * call: how it ended and how long it took, waits included (seconds). */
+enum script_outcome { SCRIPT_HOOK_OK, SCRIPT_HOOK_FAILED, SCRIPT_HOOK_TIMEOUT, SCRIPT_HOOK_PREEMPTED };
+typedef void script_hook_fn(void *ud, const char *hook, enum script_outcome o, double seconds);
+void script_on_hook_done(script *sc, script_hook_fn *fn);
 /* health() crossed its threshold: healthy 0 after health_fails failures in
  * a row (error, budget, or `false`), 1 after health_passes passes. The
  * state starts as `healthy` (the host's current one, e.g. after a reload). */

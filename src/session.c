@@ -440,6 +440,7 @@ static void fill_stat(struct sess_result *res, const struct Stat *st)
     res->owner = (uint64_t)st->ephemeralOwner;
     res->cversion = st->cversion;
     res->version = st->version;
+    res->numchildren = st->numChildren;
 }
 
 static void done(struct req *r, struct sess_result *res, int rc)

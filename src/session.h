@@ -51,6 +51,7 @@ struct sess_result {
     int64_t ctime;                 /* creation time, ms since the epoch (server clock) */
     uint64_t owner;                /* ephemeralOwner */
     int32_t cversion, version;
+    int32_t numchildren;
     const char *data;
     int datalen;
     const char *const *children;

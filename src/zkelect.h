@@ -141,6 +141,8 @@ struct zke_settings {
     int lease_margin_ms;         /* m: 0: max(50, T/20) */
     double drift;                /* assumed clock-rate difference; 0: 0.01 */
     int hook_budget_ms;          /* longest leader hook of the host, checked against the lease; 0: none */
+    int census_interval_ms;      /* > 0: read the election's size (nodes under path, one exists
+                                  * call, no watch) this often, for zke_status.election_size */
 };
 
 struct zke_status {
@@ -159,7 +161,8 @@ struct zke_status {
     const char *leader_node;
     const char *predecessor;
     int position;                /* 0 leader, 1 next in line, ... ; -1 unknown */
-    int candidates;
+    int candidates;              /* in our last listing of the election (see README) */
+    int election_size;           /* nodes under the path at the last census, -1 unknown */
 };
 
 const char *zke_version(void);

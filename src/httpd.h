@@ -1,0 +1,50 @@
+/*
+ * httpd.h - a small HTTP/1.1 server on the caller's libev loop, for the
+ * status and metrics endpoints (libmicrohttpd in external epoll mode: one
+ * io watcher on its epoll fd and one timer for its timeouts; no threads).
+ *
+ * Calling rules: everything from the loop's thread. The handler is called
+ * from the loop (inside the io/timer callbacks), once per request, and must
+ * not block: it builds the whole reply in memory. httpd_free() may not be
+ * called from inside the handler. An open server keeps the loop alive.
+ *
+ * Protection: at most 64 connections at once, 32 KiB of memory each, idle
+ * connections closed after 10 s; malformed requests are answered 400 by the
+ * library; request bodies are never read.
+ */
+#ifndef ZKELECT_HTTPD_H
+#define ZKELECT_HTTPD_H
+
+#include <stddef.h>
+#include "zkelect.h"
+
+struct ev_loop;
+typedef struct httpd httpd;
+
+struct httpd_reply {
+    int status;                 /* default 200 */
+    const char *type;           /* Content-Type; default text/plain; charset=utf-8 */
+    char *body;                 /* malloc'd; the server frees it. NULL: an empty body */
+    size_t len;
+    const char *allow;          /* Allow header (for 405), or NULL */
+};
+
+/* method and url (path only, no query) are borrowed for the call. */
+typedef void httpd_handler(void *ud, const char *method, const char *url, struct httpd_reply *r);
+typedef void httpd_log_fn(void *ud, enum zke_log_level lvl, const char *msg);
+
+/* Checks a listen address: "PORT", "HOST:PORT" or "[V6]:PORT", HOST a
+ * numeric address or "localhost", PORT 0-65535 (0: any free port). Sets
+ * *loopback. Returns 0, or -1 with a one-line reason naming the value. */
+int httpd_check_addr(const char *spec, int *loopback, char *err, size_t errlen);
+
+/* Binds and starts serving. NULL with a one-line reason in err (bad
+ * address, address in use, out of memory). log may be NULL. */
+httpd *httpd_new(struct ev_loop *loop, const char *spec, httpd_handler *fn, void *ud,
+                 httpd_log_fn *log, char *err, size_t errlen);
+/* The bound address, "127.0.0.1:PORT" (the real port when 0 was asked). */
+const char *httpd_addr(const httpd *h);
+/* Closes the listening socket and every connection. NULL is a no-op. */
+void httpd_free(httpd *h);
+
+#endif

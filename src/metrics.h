@@ -1,0 +1,37 @@
+/*
+ * metrics.h - what a running candidate has been through, for operators:
+ * counters, the last transitions, hook statistics, rendered on demand as
+ * the /status JSON document and the /metrics Prometheus text.
+ *
+ * The owner feeds it: every agent event (metrics_event), every finished hook
+ * run (metrics_hook), every reload (metrics_reload). Rendering also reads the
+ * agent's live state (role, lease, leader) with zke_agent_status(), so it must
+ * be called from the loop, not from inside an agent callback's caller chain
+ * that is freeing the agent. Nothing here does I/O.
+ */
+#ifndef ZKELECT_METRICS_H
+#define ZKELECT_METRICS_H
+
+#include <stddef.h>
+#include "script.h"
+#include "zkelect.h"
+
+typedef struct metrics metrics;
+
+/* id and path are copied. NULL when out of memory. */
+metrics *metrics_new(const char *id, const char *path);
+void metrics_free(metrics *m);
+
+/* Records one agent event (transitions, session state, candidates). */
+void metrics_event(metrics *m, const struct zke_event *ev);
+/* Records one finished hook run. */
+void metrics_hook(metrics *m, const char *hook, enum script_outcome o, double seconds);
+/* Records a script reload: ok 1 loaded, 0 refused. */
+void metrics_reload(metrics *m, int ok);
+
+/* Rendered documents, malloc'd (the caller frees), NULL when out of memory.
+ * a may be NULL (the agent is gone): only what was recorded is shown. */
+char *metrics_status_json(const metrics *m, zke_agent *a, size_t *len);
+char *metrics_prometheus(const metrics *m, zke_agent *a, size_t *len);
+
+#endif
