@@ -22,6 +22,7 @@
 #include "census.h"
 #include "observer.h"
 #include "log.h"
+#include "notify.h"
 #include "script.h"
 #include "zkelect.h"
 
@@ -298,6 +299,7 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
     struct app *app = ud;
     (void)a;
     log_event(ev);
+    notify_event(ev);
     if (app->sc != NULL)
         (void)script_dispatch(app->sc, ev);
 }
@@ -374,6 +376,7 @@ static void do_reload(struct app *app)
                             &code);
     if (n == NULL) {
         log_msg(ZKE_LOG_ERROR, "reload", err);
+        notify_reloaded(err);
         return;
     }
     int have = app->agent != NULL && zke_agent_status(app->agent, &st) == 0;
@@ -384,6 +387,7 @@ static void do_reload(struct app *app)
     script_free(app->sc);
     app->sc = n;
     log_msg(ZKE_LOG_INFO, "reload", app->script_path);
+    notify_reloaded(NULL);
     if (!have || (st.role != ZKE_ROLE_LEADER && st.role != ZKE_ROLE_FOLLOWER))
         return;
     struct zke_event ev;
@@ -427,6 +431,7 @@ static void request_reload(struct app *app)
     if (!ev_is_active(&app->reload)) {
         ev_timer_set(&app->reload, 0., 0.05);
         ev_timer_start(app->loop, &app->reload);
+        notify_reloading();
     }
 }
 
@@ -461,6 +466,7 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
     }
     log_msg(ZKE_LOG_INFO, "log", w->signum == SIGTERM ? "SIGTERM: stepping down and leaving"
                                                       : "SIGINT: stepping down and leaving");
+    notify_stopping();
     zke_agent_stop(app->agent);
 }
 
@@ -606,7 +612,9 @@ static int cmd_run(struct opts *o)
         };
         log_line(ZKE_LOG_INFO, "start", f, 9);
     }
+    notify_start(app.loop);
     ev_run(app.loop, 0);
+    notify_stop();
     if (!app.stopped) {
         fprintf(stderr, "zkelect: error: the event loop ended while the agent was running\n");
         app.exit_code = EX_SOFTWARE;
