@@ -215,5 +215,38 @@ def test_without_notify_socket_nothing_changes():
         assert not [e for e in a.events() if "sd_notify" in json.dumps(e)], a.describe()
 
 
+def test_journal_stream_gets_priority_prefixes():
+    """With stderr being the stream named in $JOURNAL_STREAM, each line
+    starts with a syslog priority (<6> info, <4> warn...) that journald
+    strips; the rest is the same JSON object or text line. Text lines carry
+    the same fields as JSON lines."""
+    with h.ZooKeeper() as zk:
+        for fmt in ("json", "text"):
+            a = h.Agent(zk, "nj-" + fmt, path=PATH, log=fmt, start=False)
+            open(a.logfile, "wb").close()
+            st = os.stat(a.logfile)
+            os.environ["JOURNAL_STREAM"] = "%d:%d" % (st.st_dev, st.st_ino)
+            try:
+                a.start()
+            finally:
+                os.environ.pop("JOURNAL_STREAM", None)
+            h.wait_until(lambda: "leader" in open(a.logfile).read(), 10, "leader line")
+            a.term()
+            assert a.wait_exit(10) == 0
+            lines = [l for l in open(a.logfile).read().splitlines() if l.strip()]
+            assert lines and all(l[:3] in ("<6>", "<4>", "<7>", "<3>") for l in lines), lines[:5]
+            lead = [l[3:] for l in lines if " leader " in l or '"event":"leader"' in l]
+            assert lead and all(l.startswith("<6>") for l in lines if l[3:] in lead), lines
+            if fmt == "json":
+                ev = json.loads(lead[0])
+                json_keys = set(ev) - {"ts", "level", "id", "event"}
+            else:
+                # ts level [id] event k=v ...
+                parts = lead[0].split(" ")
+                assert parts[1] == "info" and parts[2] == "[nj-text]" and parts[3] == "leader", parts
+                text_keys = {p.split("=", 1)[0] for p in parts[4:]}
+        assert json_keys == text_keys, (json_keys, text_keys)
+
+
 if __name__ == "__main__":
     h.run_tests(globals())
