@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "census.h"
+#include "datadir.h"
 #include "observer.h"
 #include "log.h"
 #include "notify.h"
@@ -479,7 +480,8 @@ static int cmd_check(struct opts *o)
     if (o->script == NULL)
         die(EX_USAGE, "check needs --script FILE");
     log_setup(stderr, LOG_TEXT, ZKE_LOG_WARN, "check");     /* warnings (misspelt hooks) */
-    script *sc = script_load(o->script, NULL, on_script_log, NULL, err, sizeof err, &code);
+    struct script_opts so = { .lua_dir = datadir_lua() };
+    script *sc = script_load(o->script, &so, on_script_log, NULL, err, sizeof err, &code);
     if (sc == NULL)
         die(code, "%s", err);
     printf("%s: ok; hooks:", o->script);
@@ -557,6 +559,7 @@ static int cmd_run(struct opts *o)
     app.sopts.health_passes = o->health_passes;
     app.sopts.stepdown_timeout_ms = plan.stepdown_budget_ms / 2 > 0 ? plan.stepdown_budget_ms / 2 : 1;
     app.sopts.loop = app.loop;
+    app.sopts.lua_dir = datadir_lua();
     app.script_path = o->script;
     if (o->script != NULL) {
         app.sc = script_load(o->script, &app.sopts, on_script_log, &app, err, sizeof err, &code);
@@ -794,6 +797,7 @@ static int cmd_watch(struct opts *o)
         so.hook_timeout_ms = o->hook_timeout > 0 ? o->hook_timeout : 5000;
         so.wait_budget_ms = o->hook_budget;
         so.loop = w.loop;
+        so.lua_dir = datadir_lua();
         w.sc = script_load(o->script, &so, on_script_log, NULL, err, sizeof err, &code);
         if (w.sc == NULL)
             die(code, "%s", err);
