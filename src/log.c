@@ -3,13 +3,34 @@
 #include "log.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <sys/stat.h>
 
 static FILE *out;
 static enum log_format format = LOG_TEXT;
 static enum zke_log_level min_level = ZKE_LOG_INFO;
 static const char *self_id = "";
+static int syslog_prefix;       /* out is journald's stream: lines start with <N> */
+
+/* systemd connects a service's stderr to journald and names that stream in
+ * $JOURNAL_STREAM ("device:inode"); only when f is that very stream (not a
+ * redirection of it) do lines get a priority prefix, which journald strips
+ * and keeps as the entry's PRIORITY (sd-daemon(3)). */
+static int is_journal_stream(FILE *f)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+    char end;
+    if (js == NULL || sscanf(js, "%llu:%llu%c", &dev, &ino, &end) != 2)
+        return 0;
+    if (fstat(fileno(f), &st) != 0)
+        return 0;
+    return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
 
 void log_setup(FILE *f, enum log_format fmt, enum zke_log_level min, const char *id)
 {
@@ -17,6 +38,7 @@ void log_setup(FILE *f, enum log_format fmt, enum zke_log_level min, const char 
     format = fmt;
     min_level = min;
     self_id = id ? id : "";
+    syslog_prefix = f != NULL && is_journal_stream(f);
 }
 
 int log_parse_level(const char *s, enum zke_log_level *lvl)
@@ -117,10 +139,20 @@ void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, i
     if (out == NULL || lvl < min_level)
         return;
     b.n = 0;
+    if (syslog_prefix) {
+        /* syslog priorities: 7 debug, 6 info, 4 warning, 3 err */
+        static const char *const prio[] = { "<7>", "<6>", "<4>", "<3>" };
+        puts_(&b, prio[lvl >= ZKE_LOG_DEBUG && lvl <= ZKE_LOG_ERROR ? lvl : ZKE_LOG_ERROR]);
+    }
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
     size_t tl = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(ts + tl, sizeof ts - tl, ".%06ldZ", now.tv_nsec / 1000);
+    /* CLOCK_MONOTONIC is shared by every process of the host: tools (the
+     * chaos checker) order lines of different agents by it */
+    struct timespec mono;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    snprintf(num, sizeof num, "%" PRId64, (int64_t)mono.tv_sec * 1000000000 + mono.tv_nsec);
     if (format == LOG_JSON) {
         puts_(&b, "{\"ts\":\"");
         puts_(&b, ts);
@@ -130,12 +162,7 @@ void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, i
         put_json_str(&b, self_id);
         puts_(&b, ",\"event\":");
         put_json_str(&b, event);
-        /* CLOCK_MONOTONIC is shared by every process of the host: tools
-         * (the chaos checker) order lines of different agents by it */
-        struct timespec mono;
-        clock_gettime(CLOCK_MONOTONIC, &mono);
-        snprintf(num, sizeof num, ",\"mono_ns\":%" PRId64,
-                 (int64_t)mono.tv_sec * 1000000000 + mono.tv_nsec);
+        puts_(&b, ",\"mono_ns\":");
         puts_(&b, num);
     } else {
         puts_(&b, ts);
@@ -145,6 +172,8 @@ void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, i
         puts_(&b, self_id);
         puts_(&b, "] ");
         puts_(&b, event);
+        puts_(&b, " mono_ns=");      /* the same fields as a JSON line */
+        puts_(&b, num);
     }
     for (int i = 0; i < n; i++) {
         if (f[i].type == LF_STR && f[i].s == NULL)

@@ -22,8 +22,10 @@
 #include "census.h"
 #include "httpd.h"
 #include "metrics.h"
+#include "datadir.h"
 #include "observer.h"
 #include "log.h"
+#include "notify.h"
 #include "script.h"
 #include "zkelect.h"
 
@@ -310,6 +312,7 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
     (void)a;
     log_event(ev);
     metrics_event(app->metrics, ev);
+    notify_event(ev);
     if (app->sc != NULL)
         (void)script_dispatch(app->sc, ev);
 }
@@ -438,6 +441,7 @@ static void do_reload(struct app *app)
     if (n == NULL) {
         log_msg(ZKE_LOG_ERROR, "reload", err);
         metrics_reload(app->metrics, 0);
+        notify_reloaded(err);
         return;
     }
     metrics_reload(app->metrics, 1);
@@ -450,6 +454,7 @@ static void do_reload(struct app *app)
     script_free(app->sc);
     app->sc = n;
     log_msg(ZKE_LOG_INFO, "reload", app->script_path);
+    notify_reloaded(NULL);
     if (!have || (st.role != ZKE_ROLE_LEADER && st.role != ZKE_ROLE_FOLLOWER))
         return;
     struct zke_event ev;
@@ -493,6 +498,7 @@ static void request_reload(struct app *app)
     if (!ev_is_active(&app->reload)) {
         ev_timer_set(&app->reload, 0., 0.05);
         ev_timer_start(app->loop, &app->reload);
+        notify_reloading();
     }
 }
 
@@ -527,6 +533,7 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
     }
     log_msg(ZKE_LOG_INFO, "log", w->signum == SIGTERM ? "SIGTERM: stepping down and leaving"
                                                       : "SIGINT: stepping down and leaving");
+    notify_stopping();
     zke_agent_stop(app->agent);
 }
 
@@ -539,7 +546,8 @@ static int cmd_check(struct opts *o)
     if (o->script == NULL)
         die(EX_USAGE, "check needs --script FILE");
     log_setup(stderr, LOG_TEXT, ZKE_LOG_WARN, "check");     /* warnings (misspelt hooks) */
-    script *sc = script_load(o->script, NULL, on_script_log, NULL, err, sizeof err, &code);
+    struct script_opts so = { .lua_dir = datadir_lua() };
+    script *sc = script_load(o->script, &so, on_script_log, NULL, err, sizeof err, &code);
     if (sc == NULL)
         die(code, "%s", err);
     printf("%s: ok; hooks:", o->script);
@@ -625,6 +633,7 @@ static int cmd_run(struct opts *o)
     app.sopts.health_passes = o->health_passes;
     app.sopts.stepdown_timeout_ms = plan.stepdown_budget_ms / 2 > 0 ? plan.stepdown_budget_ms / 2 : 1;
     app.sopts.loop = app.loop;
+    app.sopts.lua_dir = datadir_lua();
     app.script_path = o->script;
     app.metrics = metrics_new(o->id, o->path);
     if (app.metrics == NULL)
@@ -694,7 +703,9 @@ static int cmd_run(struct opts *o)
         };
         log_line(ZKE_LOG_INFO, "start", f, 9);
     }
+    notify_start(app.loop);
     ev_run(app.loop, 0);
+    notify_stop();
     if (!app.stopped) {
         fprintf(stderr, "zkelect: error: the event loop ended while the agent was running\n");
         app.exit_code = EX_SOFTWARE;
@@ -876,6 +887,7 @@ static int cmd_watch(struct opts *o)
         so.hook_timeout_ms = o->hook_timeout > 0 ? o->hook_timeout : 5000;
         so.wait_budget_ms = o->hook_budget;
         so.loop = w.loop;
+        so.lua_dir = datadir_lua();
         w.sc = script_load(o->script, &so, on_script_log, NULL, err, sizeof err, &code);
         if (w.sc == NULL)
             die(code, "%s", err);

@@ -77,6 +77,7 @@ struct hookrun {
 struct script {
     lua_State *L;
     char *file;
+    char lua_dir[1024];         /* require's last directory (script_opts.lua_dir) */
     script_log_fn *log;
     void *ud;
     zke_agent *agent;
@@ -354,12 +355,14 @@ static int l_status(lua_State *L)
 
 static int l_sleep(lua_State *L);
 
+/* Where the library's build was configured to install lua/ (CMake sets
+ * it); hosts that know better pass script_opts.lua_dir. */
 #ifndef ZKELECT_LUA_DIR
-#define ZKELECT_LUA_DIR "/usr/share/zkelect/lua"
+#define ZKELECT_LUA_DIR "/usr/local/share/zkelect/lua"
 #endif
 
 /* Finds name.lua (dots are directories) in $ZKELECT_LUA_PATH (dirs
- * separated by ':'), the script's own directory, then ZKELECT_LUA_DIR. */
+ * separated by ':'), the script's own directory, then sc->lua_dir. */
 static int find_module(script *sc, const char *name, char *out, size_t outlen)
 {
     char rel[256], dirs[4096];
@@ -372,7 +375,7 @@ static int find_module(script *sc, const char *name, char *out, size_t outlen)
     const char *slash = strrchr(sc->file, '/');
     int dl = slash ? (int)(slash - sc->file) : 1;
     snprintf(dirs, sizeof dirs, "%s%s%.*s:%s", env ? env : "", env ? ":" : "", dl,
-             slash ? sc->file : ".", ZKELECT_LUA_DIR);
+             slash ? sc->file : ".", sc->lua_dir);
     for (char *d = dirs, *next; d != NULL; d = next) {
         next = strchr(d, ':');
         if (next != NULL)
@@ -410,7 +413,7 @@ static int l_require(lua_State *L)
     lua_pop(L, 1);
     if (find_module(sc, name, path, sizeof path) != 0)
         return luaL_error(L, "module '%s' not found (searched $ZKELECT_LUA_PATH, the script's "
-                             "directory and %s)", name, ZKELECT_LUA_DIR);
+                             "directory and %s)", name, sc->lua_dir);
     if (luaL_loadfilex(L, path, "t") != LUA_OK)
         return lua_error(L);
     lua_pushstring(L, name);
@@ -1430,6 +1433,8 @@ script *script_load(const char *file, const struct script_opts *opts,
     }
     sc->log = log;
     sc->ud = ud;
+    snprintf(sc->lua_dir, sizeof sc->lua_dir, "%s",
+             opts && opts->lua_dir ? opts->lua_dir : ZKELECT_LUA_DIR);
     sc->limit = opts && opts->mem_limit ? opts->mem_limit : (size_t)64 << 20;
     sc->hook_timeout_ms = opts && opts->hook_timeout_ms > 0 ? opts->hook_timeout_ms : 5000;
     sc->stepdown_timeout_ms = opts && opts->stepdown_timeout_ms > 0 &&

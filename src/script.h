@@ -36,6 +36,9 @@ struct script_opts {
     int health_fails;        /* consecutive failures that withdraw; 0: 3 */
     int health_passes;       /* consecutive passes that rejoin; 0: 2 */
     struct ev_loop *loop;    /* for timers and child processes; NULL: none (check mode) */
+    const char *lua_dir;     /* the last directory require() searches (after $ZKELECT_LUA_PATH
+                              * and the script's own); NULL: where this build installs lua/;
+                              * copied, at most 1023 bytes */
 };
 
 /* Loads and runs the file's top level. On failure returns NULL, writes a
