@@ -47,7 +47,10 @@ struct el_req {
     int delay_ms;       /* BACKOFF */
 };
 
-enum el_rc { EL_OK = 0, EL_NONODE, EL_NODEEXISTS, EL_CONNLOSS, EL_EXPIRED, EL_CLOSING, EL_FAILED };
+/* EL_DENIED: the ACL denies us (NOAUTH); the owner has told the operator,
+ * the machine only backs off (capped) and retries, without a log line. */
+enum el_rc { EL_OK = 0, EL_NONODE, EL_NODEEXISTS, EL_CONNLOSS, EL_EXPIRED, EL_CLOSING, EL_FAILED,
+             EL_DENIED };
 
 /* Borrowed for the duration of el_on_result(). */
 struct el_result {
