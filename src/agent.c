@@ -550,6 +550,8 @@ static int denied(zke_agent *a, struct rctx *c)
     char what[360];
     const char *perm = "READ";
     int fatal = !a->ever_settled;
+    if (!el_wants(a->el, c->type, c->token))
+        return 0;       /* stale: the election drops it */
     switch (c->type) {
     case EL_REQ_CREATE:
         perm = "CREATE";

@@ -687,6 +687,20 @@ void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
     }
 }
 
+int el_wants(const election *e, enum el_req_type type, uint32_t token)
+{
+    if (token == 0)
+        return 0;
+    switch (type) {
+    case EL_REQ_WATCH: return token == e->want_watch && e->phase == P_WATCH;
+    case EL_REQ_GET_LEADER: return token == e->want_data && e->phase == P_WATCH;
+    case EL_REQ_PUBLISH: return token == e->want_pub;
+    case EL_REQ_WATCH_SELF: return token == e->want_self;
+    case EL_REQ_DELETE_STALE: return 0;
+    default: return token == e->want_main;
+    }
+}
+
 void el_on_watch(election *e, enum el_watch_type type, const char *node)
 {
     if (node == NULL)

@@ -780,7 +780,10 @@ static void test_denied_backs_off_quietly(void)
     int last = 0;
     for (int round = 0; round < 12; round++) {
         CHECK(last_req(&x)->type == EL_REQ_CREATE);
+        uint32_t tok = last_req(&x)->token;
+        CHECK(el_wants(e, EL_REQ_CREATE, tok) && !el_wants(e, EL_REQ_WATCH, tok));
         reply(e, last_req(&x), EL_DENIED);
+        CHECK(!el_wants(e, EL_REQ_CREATE, tok));     /* answered: stale from now on */
         CHECK(last_req(&x)->type == EL_REQ_BACKOFF);
         last = last_req(&x)->delay_ms;
         CHECK(last >= 25 && last <= 5000);
