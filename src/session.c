@@ -237,8 +237,10 @@ static void auth_failed(session *s, const char *fmt, const char *detail)
 
 /* zoo_add_auth's completion: called from inside the library for the current
  * handle (an old one's is closed before a new one opens, and during that
- * close s->zh is NULL). Digest credentials are never rejected here: a wrong
- * password is just another identity, and shows as NOAUTH on a request. */
+ * close s->zh is NULL), with ZAUTHFAILED for a rejection, but also with a
+ * connection error when a connect fails before the auth was answered (not a
+ * rejection). Digest credentials are never rejected here: a wrong password is
+ * just another identity, and shows as NOAUTH on a request. */
 static void add_auth_done(int rc, const void *data)
 {
     session *s = (session *)data;
@@ -246,9 +248,12 @@ static void add_auth_done(int rc, const void *data)
         return;
     if (rc == ZOK)
         slog(s, ZKE_LOG_DEBUG, "authenticated as %s", s->who);
-    else
+    else if (rc == ZAUTHFAILED)
         auth_failed(s, "ZooKeeper rejected the credentials of %s (check the scheme and the "
                        "server's authProvider settings)", s->who);
+    else    /* a failed connection also fails the pending auth: the library sends it again */
+        slog(s, ZKE_LOG_DEBUG, "add_auth for %s: %s (sent again on the next connection)", s->who,
+             zerror(rc));
 }
 
 static void global_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)

@@ -177,6 +177,33 @@ def test_auth_file_keeps_the_secret_out_of_sight():
         assert code == 0 and "warning" in err and "0644" in err and SECRET not in err, (code, err)
 
 
+def test_auth_survives_reconnect_and_expiry():
+    """The library sends the credentials again on every reconnect of a
+    handle; a new handle (after an expiry) adds them again: with creator-all
+    every listing and read needs them."""
+    with h.ZooKeeper() as zk:
+        d = h.mkdtemp("reauth")
+        extra = ["--auth", ALICE, "--acl", "creator-all"]
+        a = h.Agent(zk, "a", path="/re/e", extra=extra)
+        a.wait_for("leader", timeout=10)
+        sf = os.path.join(d, "b.session")
+        b = h.Agent(zk, "b", path="/re/e", extra=extra, session_file=sf)
+        b.wait_for("follower", timeout=10)
+        m = b.mark()
+        zk.restart()
+        b.wait_for("session", reason="reconnected", since=m, timeout=15)
+        m = b.mark()
+        h.expire_session(zk, sf)                  # a new handle, a new add_auth
+        b.wait_for("follower", since=m, timeout=15)
+        m = b.mark()
+        a.term()
+        assert a.wait_exit(10) == 0
+        b.wait_for("leader", since=m, timeout=5)
+        assert not [e for e in b.events() if "permission denied" in str(e.get("msg", ""))], b.describe()
+        b.term()
+        assert b.wait_exit(10) == 0
+
+
 def test_bad_auth_settings():
     d = h.mkdtemp("badauth")
     base = ["run", "--zk", "127.0.0.1:1", "--path", "/app/e", "--id", "x", "--connect-timeout", "1000"]
@@ -194,10 +221,13 @@ def test_bad_auth_settings():
         (base + ["--auth-file", d], None, 66, "not a regular file"),
         (base + ["--auth-file", empty], None, 78, "empty"),
         (base, {"ZKELECT_AUTH": "digest:a:b"}, 64, "ZKELECT_AUTH_FILE"),
+        # a refused connection also fails the pending add_auth: not a rejection
+        (base + ["--auth", "digest:a:b"], None, 69, "cannot connect"),
     ]
     for args, env, code, word in cases:
         rc, out, err, t = h.run([h.ZKELECT_BIN] + args, env=env, timeout=15)
         assert rc == code and t < 5, (args, env, rc, err)
+        assert code != 69 or t >= 0.9, "gave up after %.2fs, before the connect timeout" % t
         assert word in one_error(err), (args, err)
         assert not h.crash_markers(err), err
 
