@@ -184,10 +184,11 @@ def test_auth_survives_reconnect_and_expiry():
     with h.ZooKeeper() as zk:
         d = h.mkdtemp("reauth")
         extra = ["--auth", ALICE, "--acl", "creator-all"]
-        a = h.Agent(zk, "a", path="/re/e", extra=extra)
+        # sessions long enough to outlive the restart, also on a loaded host
+        a = h.Agent(zk, "a", path="/re/e", extra=extra, session_timeout=8000)
         a.wait_for("leader", timeout=10)
         sf = os.path.join(d, "b.session")
-        b = h.Agent(zk, "b", path="/re/e", extra=extra, session_file=sf)
+        b = h.Agent(zk, "b", path="/re/e", extra=extra, session_file=sf, session_timeout=8000)
         b.wait_for("follower", timeout=10)
         m = b.mark()
         zk.restart()
@@ -197,7 +198,7 @@ def test_auth_survives_reconnect_and_expiry():
         b.wait_for("follower", since=m, timeout=15)
         m = b.mark()
         a.term()
-        assert a.wait_exit(10) == 0
+        assert a.wait_exit(15) == 0
         b.wait_for("leader", since=m, timeout=5)
         assert not [e for e in b.events() if "permission denied" in str(e.get("msg", ""))], b.describe()
         b.term()
