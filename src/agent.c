@@ -54,6 +54,7 @@ struct rctx {
     enum el_req_type type;
     uint32_t token;
     size_t ensure_pos;          /* ENSURE: end of the prefix being created */
+    char node[64];              /* the child it is about, for messages (may be cut) */
 };
 
 struct zke_agent {
@@ -81,6 +82,9 @@ struct zke_agent {
     int term_drained;
     struct item *head, *tail;
     int started, stopping, done, stopped_called, ever_connected, in_cb, freeing, free_requested;
+    int ever_settled;           /* took a role once: later permission errors are runtime ones */
+    char denied[400];           /* the permission error being retried, logged once; "" if none */
+    enum el_req_type denied_type;   /* the request it came from */
     int host_leader;            /* the host got on_leader and no on_stepdown since */
     int64_t host_epoch;
     char *host_node;            /* node of that term */
@@ -88,7 +92,7 @@ struct zke_agent {
     uint64_t last_session;
     const char *stop_reason;
     double reopen_delay;
-    char err[512];
+    char err[1024];
 };
 
 /* --- helpers --------------------------------------------------------- */
@@ -255,6 +259,64 @@ int zke_check_hosts(const char *zk, char *err, size_t errlen)
         }
     }
     return 0;
+}
+
+int zke_check_auth(const char *scheme, const char *cred, char *err, size_t errlen)
+{
+    if (scheme == NULL && cred == NULL)
+        return 0;
+    if (scheme == NULL || *scheme == '\0') {
+        snprintf(err, errlen, "authentication credentials given without a scheme "
+                 "(expected SCHEME:CREDENTIALS, e.g. digest:user:password)");
+        return -1;
+    }
+    size_t n = strlen(scheme);
+    for (const char *c = scheme; *c; c++) {
+        if (!isalnum((unsigned char)*c) && *c != '_' && *c != '-') {
+            n = 0;
+            break;
+        }
+    }
+    if (n == 0 || n > 64) {
+        snprintf(err, errlen, "authentication scheme '%.64s' is not a scheme name (letters, "
+                 "digits, '_', '-'; e.g. digest)", scheme);
+        return -1;
+    }
+    if (cred == NULL || *cred == '\0') {
+        snprintf(err, errlen, "authentication scheme '%s' has empty credentials", scheme);
+        return -1;
+    }
+    if (strlen(cred) > 4096) {
+        snprintf(err, errlen, "authentication credentials of scheme '%s' are longer than 4096 bytes",
+                 scheme);
+        return -1;
+    }
+    for (const char *c = cred; *c; c++) {
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+            snprintf(err, errlen, "authentication credentials of scheme '%s' contain a control "
+                     "character (a stray newline or carriage return?)", scheme);
+            return -1;
+        }
+    }
+    if (strcmp(scheme, "digest") == 0) {
+        const char *colon = strchr(cred, ':');
+        if (colon == NULL || colon == cred) {
+            snprintf(err, errlen, "digest credentials must be USER:PASSWORD with a non-empty user "
+                     "(%s)", colon == NULL ? "no ':' after the user" : "the user is empty");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+const char *zke_acl_name(enum zke_acl acl)
+{
+    switch (acl) {
+    case ZKE_ACL_OPEN: return "open";
+    case ZKE_ACL_CREATOR_ALL: return "creator-all";
+    case ZKE_ACL_WORLD_READ: return "world-read";
+    default: return "default";
+    }
 }
 
 /* --- the lease arithmetic -------------------------------------------- */
@@ -447,6 +509,8 @@ static void el_event_cb(void *ud, const struct zke_event *ev)
      * stop and its children get SIGTERM at once */
     if (ev->type == ZKE_EV_STEPDOWN && a->host_leader && ev->epoch == a->host_epoch)
         revoke_term(a);
+    if (ev->type == ZKE_EV_LEADER || ev->type == ZKE_EV_FOLLOWER)
+        a->ever_settled = 1;
     queue_event(a, ev);
 }
 
@@ -466,7 +530,7 @@ static enum el_rc to_el_rc(enum sess_rc rc)
     case SESS_CONNLOSS: return EL_CONNLOSS;
     case SESS_EXPIRED: return EL_EXPIRED;
     case SESS_CLOSING: return EL_CLOSING;
-    case SESS_NOAUTH: return EL_FAILED;
+    case SESS_NOAUTH: return EL_DENIED;
     default: return EL_FAILED;
     }
 }
@@ -478,6 +542,85 @@ static int full_path(zke_agent *a, const char *node, char *buf, size_t len)
 }
 
 static void ensure_step(struct rctx *c);
+static void lose_session(zke_agent *a, const char *event_reason, const char *why);
+static void fail_now(zke_agent *a, const char *reason);
+
+/* A NOAUTH answer: the ACL of `path` does not give our identity `perm`.
+ * Before the candidate ever took a role this is a configuration error: the
+ * agent stops (reason "auth", exit 77). Later (an ACL changed while running)
+ * it is logged once per change and the election retries with its capped
+ * backoff (EL_DENIED); leadership follows the node, which a folder's ACL
+ * does not touch. A node we may not delete is released by closing the
+ * session (the server removes ephemeral nodes without an ACL check).
+ * Returns 1 when the result is consumed here. */
+static int denied(zke_agent *a, struct rctx *c)
+{
+    char what[360];
+    const char *perm = "READ";
+    int fatal = !a->ever_settled;
+    if (!el_wants(a->el, c->type, c->token))
+        return 0;       /* stale: the election drops it */
+    switch (c->type) {
+    case EL_REQ_CREATE:
+        perm = "CREATE";
+        snprintf(what, sizeof what, "CREATE on '%s'", a->set.path);
+        break;
+    case EL_REQ_ENSURE: {
+        /* the component at ensure_pos could not be created in its parent */
+        size_t p = c->ensure_pos;
+        while (p > 0 && a->set.path[p - 1] != '/')
+            p--;
+        perm = "CREATE";
+        snprintf(what, sizeof what, "CREATE on '%.*s'", p > 1 ? (int)(p - 1) : 1, a->set.path);
+        break;
+    }
+    case EL_REQ_LIST:
+        snprintf(what, sizeof what, "READ on '%s'", a->set.path);
+        break;
+    case EL_REQ_WATCH:
+    case EL_REQ_GET_LEADER:
+        snprintf(what, sizeof what, "READ on '%s/%s'", a->set.path, c->node);
+        fatal = fatal && c->type == EL_REQ_WATCH;
+        break;
+    case EL_REQ_DELETE:
+        perm = "DELETE";
+        snprintf(what, sizeof what, "DELETE on '%s'", a->set.path);
+        fatal = 0;
+        break;
+    case EL_REQ_PUBLISH:
+        perm = "WRITE";
+        snprintf(what, sizeof what, "WRITE on '%s/%s'", a->set.path, c->node);
+        fatal = 0;
+        break;
+    default:
+        return 0;       /* exists and stale deletes: nothing to say */
+    }
+    if (fatal) {
+        const char *who = session_auth_who(a->sess);
+        snprintf(a->err, sizeof a->err, "permission denied: %.300s for %.100s: its ACL does not grant %s "
+                 "to this identity (see getAcl)%s", what, who, perm,
+                 strncmp(who, "digest:", 7) == 0 ? "; digest auth accepts any password, a wrong "
+                 "one is just another identity: check the password" : "");
+        fail_now(a, "auth");
+        return 1;
+    }
+    if (c->type == EL_REQ_DELETE) {
+        alog(a, ZKE_LOG_WARN, "permission denied: %s for %s: cannot delete our node; closing the "
+             "session so that the server removes it", what, session_auth_who(a->sess));
+        lose_session(a, "closed", "closed by us to release our node");
+        return 1;
+    }
+    if (strcmp(a->denied, what) != 0) {
+        snprintf(a->denied, sizeof a->denied, "%s", what);
+        a->denied_type = c->type;
+        alog(a, ZKE_LOG_WARN, "permission denied: %s for %s (an ACL changed?): %s", what,
+             session_auth_who(a->sess),
+             c->type == EL_REQ_GET_LEADER ? "the leader's data is unknown"
+             : c->type == EL_REQ_PUBLISH ? "our leader data is not published"
+                                         : "retrying with backoff (at most every 5 s)");
+    }
+    return 0;           /* on to the election as EL_DENIED */
+}
 
 /* A join error that retrying cannot fix (a->err says which): stop without
  * going through the election (we hold no node), close, report `reason`. */
@@ -511,18 +654,24 @@ static void req_done(void *arg, const struct sess_result *r)
         ensure_step(c);
         return;
     }
-    if ((c->type == EL_REQ_ENSURE || c->type == EL_REQ_CREATE) && r->rc == SESS_NOAUTH) {
-        snprintf(a->err, sizeof a->err, "permission denied creating nodes under '%s' (check its ACL)",
-                 a->set.path);
+    if (r->rc == SESS_NOAUTH && denied(a, c)) {
         free(c);
-        fail_now(a, "auth");
         return;
+    }
+    if (r->rc == SESS_OK && a->denied[0] != '\0' &&
+        (c->type == a->denied_type || (c->type == EL_REQ_CREATE && a->denied_type == EL_REQ_ENSURE))) {
+        /* the kind of request that was denied went through again */
+        alog(a, ZKE_LOG_INFO, "permission granted again (%s was denied before)", a->denied);
+        a->denied[0] = '\0';
     }
     if (c->type == EL_REQ_ENSURE && r->rc == SESS_NONODE && c->ensure_pos <= plen) {
         /* creating top-down, only a missing chroot gives NONODE */
         const char *chroot = strchr(a->set.zk, '/');
-        snprintf(a->err, sizeof a->err, "cannot create '%s': %s", a->set.path,
-                 chroot ? "the chroot in the connect string does not exist" : "parent vanished");
+        if (chroot != NULL)
+            snprintf(a->err, sizeof a->err, "cannot create '%.300s': the chroot '%.300s' in the "
+                     "connect string does not exist", a->set.path, chroot);
+        else
+            snprintf(a->err, sizeof a->err, "cannot create '%.300s': parent vanished", a->set.path);
         if (chroot != NULL) {
             free(c);
             fail_now(a, "config");
@@ -530,7 +679,8 @@ static void req_done(void *arg, const struct sess_result *r)
         }
     }
     if (r->rc != SESS_OK && r->rc != SESS_NONODE && r->rc != SESS_CLOSING)
-        alog(a, r->rc == SESS_CONNLOSS ? ZKE_LOG_DEBUG : ZKE_LOG_WARN,
+        alog(a, r->rc == SESS_CONNLOSS || r->rc == SESS_NOAUTH || r->rc == SESS_AUTHFAILED
+                    ? ZKE_LOG_DEBUG : ZKE_LOG_WARN,
              "request %d on %s: %s", (int)c->type, a->set.path, sess_rc_name(r->rc));
     memset(&res, 0, sizeof res);
     res.token = c->token;
@@ -611,6 +761,7 @@ static void submit(zke_agent *a, const struct el_req *r)
     c->type = r->type;
     c->token = r->token;
     c->ensure_pos = 0;
+    snprintf(c->node, sizeof c->node, "%s", r->node ? r->node : "");
     switch (r->type) {
     case EL_REQ_CREATE:
         rc = session_create(a->sess, path, r->data, r->datalen, SESS_EPHEMERAL_SEQ, req_done, c);
@@ -671,11 +822,13 @@ static void reopen_later(zke_agent *a)
     ev_timer_start(a->loop, &a->reopen);
 }
 
-static void lose_session(zke_agent *a, const char *why)
+/* The session is gone or given up: event_reason "expired" (or "closed" when
+ * we close it on purpose), then a new one unless stopping. */
+static void lose_session(zke_agent *a, const char *event_reason, const char *why)
 {
     ev_timer_stop(a->loop, &a->disc_to);
     ev_timer_stop(a->loop, &a->backoff);       /* its retry belongs to the old session */
-    queue_session_event(a, "expired", a->last_session);
+    queue_session_event(a, event_reason, a->last_session);
     alog(a, ZKE_LOG_WARN, "session 0x%" PRIx64 " %s", a->last_session, why);
     el_on_session(a->el, EL_SESS_EXPIRED, 0);
     session_request_close(a->sess);
@@ -731,11 +884,12 @@ static void sess_state_cb(void *ud, enum sess_state st)
         ev_timer_set(&a->disc_to, session_timeout_ms(a->sess) / 1000.0, 0.);
         ev_timer_start(a->loop, &a->disc_to);
     } else if (st == SESS_S_EXPIRED) {
-        lose_session(a, "expired");
+        lose_session(a, "expired", "expired");
     } else {
-        snprintf(a->err, sizeof a->err, "ZooKeeper authentication failed");
+        /* fatal: a new handle would be refused the same way */
+        snprintf(a->err, sizeof a->err, "%s", session_auth_error(a->sess));
         a->stop_reason = "auth";
-        lose_session(a, "authentication failed");
+        lose_session(a, "auth_failed", "is dead: authentication failed");
         zke_agent_stop(a);
     }
 }
@@ -1189,7 +1343,7 @@ static void disc_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     if (session_connected(a->sess) || !session_is_open(a->sess))
         return;
-    lose_session(a, "lost: no contact with ZooKeeper for a whole session timeout");
+    lose_session(a, "expired", "lost: no contact with ZooKeeper for a whole session timeout");
 }
 
 static void stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -1237,6 +1391,19 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
     a->set.drift = s->drift;
     a->set.hook_budget_ms = s->hook_budget_ms;
     a->set.census_interval_ms = s->census_interval_ms > 0 ? s->census_interval_ms : 0;
+    a->set.acl = s->acl;
+    if (zke_check_auth(s->auth_scheme, s->auth_credentials, a->err, sizeof a->err) != 0)
+        return a;
+    if ((s->acl == ZKE_ACL_CREATOR_ALL || s->acl == ZKE_ACL_WORLD_READ) && s->auth_scheme == NULL) {
+        snprintf(a->err, sizeof a->err, "ACL '%s' names the creator's identity, which needs "
+                 "authentication (ZooKeeper would answer INVALIDACL): give credentials or use "
+                 "'open'", zke_acl_name(s->acl));
+        return a;
+    }
+    if ((unsigned)s->acl > ZKE_ACL_WORLD_READ) {
+        snprintf(a->err, sizeof a->err, "ACL choice %d is not one of enum zke_acl", (int)s->acl);
+        return a;
+    }
     if (a->set.zk == NULL || a->set.path == NULL || a->set.id == NULL || a->set.data == NULL ||
         (s->session_file != NULL && a->set.session_file == NULL)) {
         snprintf(a->err, sizeof a->err, "out of memory");
@@ -1270,10 +1437,13 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
     a->rng = seed | 1;
     a->sess = session_new(loop, a->set.zk, a->set.session_timeout_ms, &scb, a);
     a->el = el_new(a->set.path, a->set.id, a->set.data, &eops, a, seed);
-    if (a->sess == NULL || a->el == NULL) {
+    if (a->sess == NULL || a->el == NULL ||
+        session_set_auth(a->sess, s->auth_scheme, s->auth_credentials) != 0) {
         snprintf(a->err, sizeof a->err, "out of memory");
         return a;
     }
+    /* the only copy of the credentials is the session's (wiped at free) */
+    session_set_acl(a->sess, a->set.acl);
     el_set_strict(a->el, a->set.on_disconnect == ZKE_DISCONNECT_STEPDOWN);
     ev_prepare_init(&a->prepare, prepare_cb);
     a->prepare.data = a;

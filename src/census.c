@@ -15,6 +15,8 @@ struct run {
     struct ev_loop *loop;
     session *s;
     char *path;
+    const char *chroot;         /* in the connect string (borrowed for the call), or NULL */
+    char chroot_buf[256];
     ev_timer to, later;
     ev_prepare prep;
     struct census c;
@@ -81,12 +83,32 @@ static void get_done(void *arg, const struct sess_result *res)
         e->ctime_ms = res->ctime;
     } else if (res->rc == SESS_NONODE) {
         e->gone = 1;
+    } else if (!r->finished && res->rc == SESS_NOAUTH) {
+        char why[256];
+        snprintf(why, sizeof why, "permission denied: READ on '%.60s' for %.60s", e->node,
+                 session_auth_who(r->s));
+        finish(r, 77, why);
     } else if (!r->finished) {
-        finish(r, res->rc == SESS_NOAUTH ? 77 : 69, "cannot read a candidate's node");
+        finish(r, res->rc == SESS_AUTHFAILED ? 77 : 69, "cannot read a candidate's node");
     }
     if (--r->pending == 0 && !r->finished) {
         qsort(r->c.e, (size_t)r->c.n, sizeof *r->c.e, cmp);
         finish(r, 0, NULL);
+    }
+}
+
+static void chroot_done(void *arg, const struct sess_result *res)
+{
+    struct run *r = arg;
+    char why[300];
+    if (r->finished)
+        return;
+    if (res->rc == SESS_NONODE) {
+        snprintf(why, sizeof why, "the chroot '%.200s' in the connect string does not exist",
+                 r->chroot);
+        finish(r, 78, why);
+    } else {
+        finish(r, 66, "no such election path");
     }
 }
 
@@ -96,12 +118,25 @@ static void list_done(void *arg, const struct sess_result *res)
     char p[1400];
     if (r->finished)
         return;
+    if (res->rc == SESS_NONODE && r->chroot != NULL) {
+        /* "/" is the chroot itself: is it the chroot that is missing? */
+        if (session_exists(r->s, "/", 0, chroot_done, r) != 0)
+            finish(r, 66, "no such election path");
+        return;
+    }
     if (res->rc == SESS_NONODE) {
         finish(r, 66, "no such election path");
         return;
     }
+    if (res->rc == SESS_NOAUTH) {
+        char why[256];
+        snprintf(why, sizeof why, "permission denied: READ (list) for %.100s",
+                 session_auth_who(r->s));
+        finish(r, 77, why);
+        return;
+    }
     if (res->rc != SESS_OK) {
-        finish(r, res->rc == SESS_NOAUTH ? 77 : 69, sess_rc_name(res->rc));
+        finish(r, res->rc == SESS_AUTHFAILED ? 77 : 69, sess_rc_name(res->rc));
         return;
     }
     int n = 0;
@@ -152,7 +187,7 @@ static void state_cb(void *ud, enum sess_state st)
         if (session_list(r->s, r->path, 0, list_done, r) != 0)
             finish(r, 69, session_error(r->s));
     } else if (st == SESS_S_AUTH_FAILED) {
-        finish(r, 77, "authentication failed");
+        finish(r, 77, session_auth_error(r->s));
     } else if (st == SESS_S_EXPIRED) {
         finish(r, 69, "session expired");
     }
@@ -211,6 +246,7 @@ static void later_cb(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 int census_run(struct ev_loop *loop, const char *zk, const char *path, int timeout_ms,
+               const char *auth_scheme, const char *auth_credentials,
                census_done_fn *done, void *ud)
 {
     struct run *r = calloc(1, sizeof *r);
@@ -223,10 +259,15 @@ int census_run(struct ev_loop *loop, const char *zk, const char *path, int timeo
     r->done = done;
     r->ud = ud;
     r->s = session_new(loop, zk, 10000, &cbs, r);
-    if (r->s == NULL) {
+    if (r->s == NULL || session_set_auth(r->s, auth_scheme, auth_credentials) != 0) {
+        session_free(r->s);
         free(r->path);
         free(r);
         return -1;
+    }
+    if (strchr(zk, '/') != NULL) {
+        snprintf(r->chroot_buf, sizeof r->chroot_buf, "%s", strchr(zk, '/'));
+        r->chroot = r->chroot_buf;
     }
     ev_timer_init(&r->to, to_cb, timeout_ms / 1000.0, 0.);
     ev_timer_init(&r->later, later_cb, 0., 0.);

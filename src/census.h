@@ -27,8 +27,9 @@ struct census_entry {
 };
 
 struct census {
-    int rc;                 /* 0, or a sysexits code: 66 no such election, 69 unreachable, 77 no permission */
-    char errstr[256];
+    int rc;                 /* 0, or a sysexits code: 66 no such election, 69 unreachable,
+                             * 77 no permission or authentication failed, 78 no such chroot */
+    char errstr[400];
     int n;
     struct census_entry *e; /* sorted by sequence; e[0] is the leader (if not gone) */
 };
@@ -36,8 +37,10 @@ struct census {
 typedef void census_done_fn(void *ud, const struct census *c);
 
 /* Starts; done() is called exactly once. Returns -1 (and calls nothing)
- * only when out of memory. */
+ * only when out of memory. auth_scheme NULL: no credentials; they are
+ * copied (and wiped when the run ends). */
 int census_run(struct ev_loop *loop, const char *zk, const char *path, int timeout_ms,
+               const char *auth_scheme, const char *auth_credentials,
                census_done_fn *done, void *ud);
 
 #endif

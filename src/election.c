@@ -471,7 +471,8 @@ static void failed(election *e, const struct el_result *r, const char *what)
 {
     if (r->rc == EL_CONNLOSS || r->rc == EL_EXPIRED || r->rc == EL_CLOSING)
         return;             /* the session event drives what happens next */
-    elog(e, ZKE_LOG_WARN, "%s failed (rc %d); retrying", what, (int)r->rc);
+    if (r->rc != EL_DENIED)
+        elog(e, ZKE_LOG_WARN, "%s failed (rc %d); retrying", what, (int)r->rc);
     backoff(e);
 }
 
@@ -644,7 +645,7 @@ void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
             elog(e, ZKE_LOG_DEBUG, "leader data published: epoch %" PRId64 ", write zxid %" PRId64,
                  e->epoch, r->mzxid);
         } else if (r->rc != EL_CONNLOSS && r->rc != EL_EXPIRED && r->rc != EL_CLOSING &&
-                   r->rc != EL_NONODE) {
+                   r->rc != EL_NONODE && r->rc != EL_DENIED) {
             elog(e, ZKE_LOG_WARN, "leader data of epoch %" PRId64 " not published (rc %d): "
                  "someone else wrote our node", e->epoch, (int)r->rc);
         }
@@ -683,6 +684,20 @@ void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
     case EL_REQ_CONFIRM:    on_confirm(e, r); break;
     case EL_REQ_DELETE:     on_delete(e, r); break;
     default: break;
+    }
+}
+
+int el_wants(const election *e, enum el_req_type type, uint32_t token)
+{
+    if (token == 0)
+        return 0;
+    switch (type) {
+    case EL_REQ_WATCH: return token == e->want_watch && e->phase == P_WATCH;
+    case EL_REQ_GET_LEADER: return token == e->want_data && e->phase == P_WATCH;
+    case EL_REQ_PUBLISH: return token == e->want_pub;
+    case EL_REQ_WATCH_SELF: return token == e->want_self;
+    case EL_REQ_DELETE_STALE: return 0;
+    default: return token == e->want_main;
     }
 }
 

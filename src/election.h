@@ -47,7 +47,10 @@ struct el_req {
     int delay_ms;       /* BACKOFF */
 };
 
-enum el_rc { EL_OK = 0, EL_NONODE, EL_NODEEXISTS, EL_CONNLOSS, EL_EXPIRED, EL_CLOSING, EL_FAILED };
+/* EL_DENIED: the ACL denies us (NOAUTH); the owner has told the operator,
+ * the machine only backs off (capped) and retries, without a log line. */
+enum el_rc { EL_OK = 0, EL_NONODE, EL_NODEEXISTS, EL_CONNLOSS, EL_EXPIRED, EL_CLOSING, EL_FAILED,
+             EL_DENIED };
 
 /* Borrowed for the duration of el_on_result(). */
 struct el_result {
@@ -80,6 +83,9 @@ void el_free(election *e);
 
 void el_on_session(election *e, enum el_session_state st, uint64_t session_id);
 void el_on_result(election *e, enum el_req_type type, const struct el_result *r);
+/* 1 if el_on_result() would act on a result of this request (not stale):
+ * lets the owner react to an error (stop, close) only for a current step. */
+int el_wants(const election *e, enum el_req_type type, uint32_t token);
 void el_on_watch(election *e, enum el_watch_type type, const char *node);
 void el_kick(election *e);          /* retry the pending step (after a backoff) */
 int  el_resign(election *e);        /* -1 if not leader */

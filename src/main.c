@@ -15,7 +15,10 @@
 
 #include <ev.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -42,8 +45,8 @@ static const char usage_text[] =
     "  zkelect run --zk HOST:PORT[,...][/chroot] --path /election/path --id NAME\n"
     "              [--script policy.lua] [options]\n"
     "  zkelect check --script policy.lua\n"
-    "  zkelect status --zk HOSTS --path /election/path [--json]\n"
-    "  zkelect watch --zk HOSTS --path /election/path [--script observer.lua]\n"
+    "  zkelect status --zk HOSTS --path /election/path [--json] [--auth-file FILE]\n"
+    "  zkelect watch --zk HOSTS --path /election/path [--script observer.lua] [--auth-file FILE]\n"
     "  zkelect --help | --version\n"
     "\n"
     "run: join the election at --path and run the policy's hooks until SIGTERM/SIGINT.\n"
@@ -81,33 +84,48 @@ static const char usage_text[] =
     "                                                                    [ZKELECT_DRIFT]\n"
     "  --log text|json          log format on stderr, default text       [ZKELECT_LOG]\n"
     "  --log-level LEVEL        debug|info|warn|error, default info      [ZKELECT_LOG_LEVEL]\n"
+    "";
+
+/* the rest of the usage (one literal may not exceed 4095 characters) */
+static const char usage_more[] =
     "  --session-file FILE      write the session id and password to FILE (0600); anyone\n"
     "                           who reads it can take over the session   [ZKELECT_SESSION_FILE]\n"
     "  --status [HOST:]PORT     serve GET /status (JSON), /metrics (Prometheus) and /leader\n"
     "                           (200 leader, 503 not) on the loop; HOST defaults to 127.0.0.1,\n"
     "                           port 0 picks a free one (logged)         [ZKELECT_STATUS]\n"
-    "\n";
-
-/* the rest of the usage (one literal may not exceed 4095 characters) */
-static const char usage_more[] =
+    "  --auth-file FILE         ZooKeeper credentials, one line SCHEME:CREDENTIALS, e.g.\n"
+    "                           digest:user:password (keep it 0600)      [ZKELECT_AUTH_FILE]\n"
+    "  --auth SCHEME:CREDS      the same on the command line (erased from ps once parsed,\n"
+    "                           visible until then: prefer --auth-file; no env form)\n"
+    "  --acl ACL                ACL of the nodes we create: creator-all (only our identity),\n"
+    "                           world-read (ours, and read for everyone: the default with\n"
+    "                           credentials), open (the default without) [ZKELECT_ACL]\n"
+    "\n"
     "check: load the policy script and report its hooks, without connecting.\n"
     "status: print the election's candidates in order (also Curator and kazoo ones), the\n"
     "leader, its epoch and whether it published its leader data; --json for machines.\n"
-    "Exit 0, 66 no such election, 69 ZooKeeper unreachable, 77 permission denied.\n"
+    "Exit 0, 66 no such election, 69 ZooKeeper unreachable, 77 permission denied or\n"
+    "authentication failed, 78 the chroot in --zk does not exist.\n"
     "watch: follow the election without being a candidate: a leader_change line (and the\n"
     "script's on_leader_change(ev)) on every change of leader, id, epoch or data; it\n"
-    "watches the leader's node only. Runs until SIGTERM/SIGINT.\n"
+    "watches the leader's node only. Runs until SIGTERM/SIGINT (exit 77 and 78 as status).\n"
+    "status and watch take --auth/--auth-file too, for elections with a creator-all ACL.\n"
     "\n"
     "Signals: SIGTERM/SIGINT step down (on_stepdown, reason shutdown), delete our node,\n"
     "close the session and exit 0; a second one exits at once. SIGHUP reloads the script.\n"
     "Exit codes: 0 clean stop, 64 usage, 66 missing script, 69 ZooKeeper unreachable at\n"
-    "start, 70 internal error, 77 permission or authentication, 78 bad configuration or script\n"
+    "start, 70 internal error, 77 permission or authentication (at start; an ACL changed\n"
+    "while running is retried with backoff), 78 bad configuration or script\n"
     "(also: settings that cannot keep the lease promise, checked again against the session\n"
     "timeout the server grants).\n";
 
 struct opts {
     const char *zk, *path, *id, *script, *data, *session_file;
     const char *status_addr;
+    const char *auth_file;
+    char *auth;                 /* "scheme:credentials" (ours, wiped after use), or NULL */
+    int auth_from_argv, auth_file_flag;   /* --auth given; --auth-file given (not the env) */
+    enum zke_acl acl;
     int session_timeout, connect_timeout, hook_timeout;
     int stepdown_budget, lease_margin, hook_budget;
     int health_interval, health_fails, health_passes;
@@ -204,6 +222,143 @@ static void set_disconnect(struct opts *o, const char *flag, const char *v)
         die(EX_USAGE, "%s '%s': expected suspend or stepdown", flag, v);
 }
 
+static void set_acl(struct opts *o, const char *flag, const char *v)
+{
+    if (strcmp(v, "open") == 0)
+        o->acl = ZKE_ACL_OPEN;
+    else if (strcmp(v, "creator-all") == 0)
+        o->acl = ZKE_ACL_CREATOR_ALL;
+    else if (strcmp(v, "world-read") == 0)
+        o->acl = ZKE_ACL_WORLD_READ;
+    else
+        die(EX_USAGE, "%s '%s': expected creator-all, world-read or open", flag, v);
+}
+
+static void wipe(char *p)
+{
+    if (p == NULL)
+        return;
+    volatile char *v = p;
+    for (size_t i = 0; v[i] != '\0'; i++)
+        v[i] = 0;
+}
+
+/* --auth's value: copied, and overwritten in argv so that ps and
+ * /proc/PID/cmdline show "scheme:" (digest: "digest:user:") and blanks from
+ * now on. It was visible from exec until here: --auth-file is the safe way. */
+static void take_auth_arg(struct opts *o, char *arg)
+{
+    if (o->auth != NULL) {
+        wipe(o->auth);
+        free(o->auth);
+    }
+    o->auth = strdup(arg);
+    if (o->auth == NULL)
+        die(EX_SOFTWARE, "out of memory");
+    o->auth_from_argv = 1;
+    char *keep = strchr(arg, ':');
+    if (keep != NULL && strncmp(arg, "digest:", 7) == 0 && strchr(keep + 1, ':') != NULL)
+        keep = strchr(keep + 1, ':');
+    wipe(keep != NULL ? keep + 1 : arg);
+}
+
+/* Reads "scheme:credentials" from FILE (one line; trailing CR/LF dropped).
+ * 66: missing or not a regular file; 77: not readable by us; 78: empty or
+ * too long. Warns when the group or others may read it. */
+static char *read_auth_file(const char *file)
+{
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0)
+        die(errno == EACCES || errno == EPERM ? EX_NOPERM : EX_NOINPUT, "auth file %s: %s", file,
+            strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        die(EX_NOINPUT, "auth file %s: not a regular file", file);
+    }
+    if (st.st_size > 4200) {
+        close(fd);
+        die(EX_CONFIG, "auth file %s: longer than 4200 bytes (expected one line, "
+            "SCHEME:CREDENTIALS)", file);
+    }
+    if (st.st_mode & (S_IRGRP | S_IROTH))
+        fprintf(stderr, "zkelect: warning: auth file %s may be read by its %s (mode %04o): "
+                "chmod 600 it\n", file, (st.st_mode & S_IROTH) ? "group and others" : "group",
+                (unsigned)(st.st_mode & 07777));
+    char *buf = calloc(1, 4202);
+    size_t n = 0;
+    if (buf == NULL)
+        die(EX_SOFTWARE, "out of memory");
+    for (int i = 0; i < 64 && n < 4201; i++) {
+        ssize_t r = read(fd, buf + n, 4201 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            die(e == EACCES ? EX_NOPERM : EX_NOINPUT, "auth file %s: %s", file, strerror(e));
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    if (memchr(buf, '\0', n) != NULL)
+        die(EX_CONFIG, "auth file %s: contains a NUL byte (expected one line, "
+            "SCHEME:CREDENTIALS)", file);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    if (n == 0)
+        die(EX_CONFIG, "auth file %s: empty (expected SCHEME:CREDENTIALS, e.g. "
+            "digest:user:password)", file);
+    return buf;
+}
+
+/* The credentials from --auth or --auth-file (ZKELECT_AUTH_FILE), checked;
+ * *scheme and *cred point into o->auth. "who" names them without the
+ * secret. Exits on errors (64 for a flag, 78 for a file's content). */
+static void resolve_auth(struct opts *o, const char **scheme, const char **cred, char *who,
+                         size_t wholen)
+{
+    char err[512];
+    *scheme = *cred = NULL;
+    snprintf(who, wholen, "none");
+    if (o->auth_from_argv && o->auth_file_flag)
+        die(EX_USAGE, "--auth and --auth-file exclude each other");
+    if (!o->auth_from_argv && o->auth_file != NULL && o->auth_file[0] != '\0')
+        o->auth = read_auth_file(o->auth_file);
+    if (o->auth == NULL)
+        return;
+    char *colon = strchr(o->auth, ':');
+    if (colon == NULL)
+        die(o->auth_from_argv ? EX_USAGE : EX_CONFIG, "%s%s: expected SCHEME:CREDENTIALS "
+            "(e.g. digest:user:password), found no ':'", o->auth_from_argv ? "--auth" : "auth file ",
+            o->auth_from_argv ? "" : o->auth_file);
+    *colon = '\0';
+    *scheme = o->auth;
+    *cred = colon + 1;
+    if (zke_check_auth(*scheme, *cred, err, sizeof err) != 0)
+        die(o->auth_from_argv ? EX_USAGE : EX_CONFIG, "%s%s: %s",
+            o->auth_from_argv ? "--auth" : "auth file ", o->auth_from_argv ? "" : o->auth_file, err);
+    const char *c2 = strchr(*cred, ':');
+    if (strcmp(*scheme, "digest") == 0 && c2 != NULL)
+        snprintf(who, wholen, "digest:%.*s", (int)(c2 - *cred < 100 ? c2 - *cred : 100), *cred);
+    else
+        snprintf(who, wholen, "scheme '%.64s'", *scheme);
+}
+
+/* Drops our copy of the credentials once the library has its own. */
+static void forget_auth(struct opts *o, const char *scheme, const char *cred)
+{
+    if (o->auth == NULL)
+        return;
+    wipe((char *)cred);
+    wipe((char *)scheme);
+    wipe(o->auth);
+    free(o->auth);
+    o->auth = NULL;
+}
+
 static void from_env(struct opts *o)
 {
     const char *v;
@@ -214,6 +369,13 @@ static void from_env(struct opts *o)
     o->data = getenv("ZKELECT_DATA");
     o->session_file = getenv("ZKELECT_SESSION_FILE");
     o->status_addr = getenv("ZKELECT_STATUS");
+    o->auth_file = getenv("ZKELECT_AUTH_FILE");
+    if (getenv("ZKELECT_AUTH") != NULL)
+        die(EX_USAGE, "ZKELECT_AUTH is not read: the environment is passed on to every process "
+            "the hooks start; put the credentials in a file and use ZKELECT_AUTH_FILE or "
+            "--auth-file");
+    if ((v = getenv("ZKELECT_ACL")) != NULL)
+        set_acl(o, "ZKELECT_ACL", v);
     if ((v = getenv("ZKELECT_SESSION_TIMEOUT")) != NULL)
         o->session_timeout = parse_ms("ZKELECT_SESSION_TIMEOUT", v, 1, 600000);
     if ((v = getenv("ZKELECT_CONNECT_TIMEOUT")) != NULL)
@@ -261,6 +423,9 @@ static void parse(struct opts *o, int argc, char **argv)
         { "health-fails", required_argument, NULL, 'F' },
         { "health-passes", required_argument, NULL, 'P' },
         { "status", required_argument, NULL, 'S' },
+        { "auth", required_argument, NULL, 'A' },
+        { "auth-file", required_argument, NULL, 'a' },
+        { "acl", required_argument, NULL, 'C' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -295,6 +460,9 @@ static void parse(struct opts *o, int argc, char **argv)
         case 'F': o->health_fails = parse_int("--health-fails", optarg, 1, 1000, ""); break;
         case 'P': o->health_passes = parse_int("--health-passes", optarg, 1, 1000, ""); break;
         case 'L': set_level(o, "--log-level", optarg); break;
+        case 'A': take_auth_arg(o, optarg); break;
+        case 'a': o->auth_file = optarg; o->auth_file_flag = 1; break;
+        case 'C': set_acl(o, "--acl", optarg); break;
         case 'h': fputs(usage_text, stdout); fputs(usage_more, stdout); exit(EX_OK);
         case ':': die(EX_USAGE, "option '%s' needs a value", argv[optind - 1]);
         default: die(EX_USAGE, "unknown option '%s'", argv[optind - 1]);
@@ -590,13 +758,23 @@ static int cmd_run(struct opts *o)
     if (o->status_addr != NULL && httpd_check_addr(o->status_addr, NULL, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
 
+    const char *ascheme, *acred;
+    char who[160];
+    resolve_auth(o, &ascheme, &acred, who, sizeof who);
+    if ((o->acl == ZKE_ACL_CREATOR_ALL || o->acl == ZKE_ACL_WORLD_READ) && ascheme == NULL)
+        die(EX_USAGE, "--acl %s names the creator's identity and needs --auth or --auth-file "
+            "(ZooKeeper would refuse it with INVALIDACL); without credentials use --acl open",
+            zke_acl_name(o->acl));
+    enum zke_acl acl = o->acl != ZKE_ACL_DEFAULT ? o->acl
+                     : ascheme != NULL ? ZKE_ACL_WORLD_READ : ZKE_ACL_OPEN;
+
     log_setup(stderr, o->log, o->level, o->id);
     struct zke_settings s = {
         .zk = o->zk, .path = o->path, .id = o->id, .data = o->data,
         .session_timeout_ms = o->session_timeout, .connect_timeout_ms = o->connect_timeout,
         .session_file = o->session_file, .on_disconnect = o->on_disconnect,
         .stepdown_budget_ms = o->stepdown_budget, .lease_margin_ms = o->lease_margin,
-        .drift = o->drift,
+        .drift = o->drift, .auth_scheme = ascheme, .auth_credentials = acred, .acl = acl,
     };
     if (o->status_addr != NULL) {
         /* the election's size for /status and /metrics: one exists() per
@@ -653,6 +831,8 @@ static int cmd_run(struct opts *o)
         .on_suspend = on_event, .on_resume = on_event,
     };
     app.agent = zke_agent_new(app.loop, &s, &cb, &app);
+    forget_auth(o, ascheme, acred);     /* the agent has its copy */
+    s.auth_scheme = s.auth_credentials = NULL;
     if (app.agent == NULL)
         die(EX_SOFTWARE, "out of memory");
     if (app.sc != NULL) {
@@ -691,7 +871,7 @@ static int cmd_run(struct opts *o)
     ev_unref(app.loop);
 
     {
-        struct logf f[9] = {
+        struct logf f[11] = {
             { "version", LF_STR, ZKELECT_VERSION, 0 }, { "zk", LF_STR, o->zk, 0 },
             { "path", LF_STR, o->path, 0 }, { "script", LF_STR, o->script, 0 },
             { "lease_ms", LF_INT, NULL, plan.lease_ms },
@@ -700,8 +880,9 @@ static int cmd_run(struct opts *o)
             { "hook_timeout_ms", LF_INT, NULL, o->hook_timeout },
             { "on_disconnect", LF_STR, o->on_disconnect == ZKE_DISCONNECT_STEPDOWN ? "stepdown"
                                                                                 : "suspend", 0 },
+            { "auth", LF_STR, who, 0 }, { "acl", LF_STR, zke_acl_name(acl), 0 },
         };
-        log_line(ZKE_LOG_INFO, "start", f, 9);
+        log_line(ZKE_LOG_INFO, "start", f, 11);
     }
     notify_start(app.loop);
     ev_run(app.loop, 0);
@@ -825,8 +1006,13 @@ static int cmd_status(struct opts *o)
     struct ev_loop *loop = ev_default_loop(EVFLAG_AUTO);
     if (loop == NULL)
         die(EX_SOFTWARE, "cannot initialise the event loop");
+    const char *ascheme, *acred;
+    char who[160];
+    resolve_auth(o, &ascheme, &acred, who, sizeof who);
     int to = o->connect_timeout > 0 ? o->connect_timeout : 15000;
-    if (census_run(loop, o->zk, o->path, to, status_done, &sr) != 0)
+    int rc = census_run(loop, o->zk, o->path, to, ascheme, acred, status_done, &sr);
+    forget_auth(o, ascheme, acred);
+    if (rc != 0)
         die(EX_SOFTWARE, "out of memory");
     ev_run(loop, 0);
     if (!sr.done)
@@ -840,7 +1026,17 @@ struct watch_app {
     struct ev_loop *loop;
     script *sc;
     ev_signal sigterm, sigint;
+    int code;
 };
+
+static void watch_fatal(void *ud, int code, const char *msg)
+{
+    struct watch_app *w = ud;
+    log_msg(ZKE_LOG_ERROR, "log", msg);
+    fprintf(stderr, "zkelect: error: %s\n", msg);
+    w->code = code;
+    ev_break(w->loop, EVBREAK_ALL);
+}
 
 static void watch_change(zke_agent *a, const struct zke_event *ev, void *ud)
 {
@@ -892,8 +1088,12 @@ static int cmd_watch(struct opts *o)
         if (w.sc == NULL)
             die(code, "%s", err);
     }
-    observer *ob = observer_new(w.loop, o->zk, o->path, o->session_timeout, watch_change, watch_log,
-                                &w);
+    const char *ascheme, *acred;
+    char who[160];
+    resolve_auth(o, &ascheme, &acred, who, sizeof who);
+    observer *ob = observer_new(w.loop, o->zk, o->path, o->session_timeout, ascheme, acred,
+                                watch_change, watch_log, watch_fatal, &w);
+    forget_auth(o, ascheme, acred);
     if (ob == NULL)
         die(EX_SOFTWARE, "out of memory");
     ev_signal_init(&w.sigterm, watch_signal, SIGTERM);
@@ -906,7 +1106,7 @@ static int cmd_watch(struct opts *o)
     script_free(w.sc);
     ev_signal_stop(w.loop, &w.sigterm);
     ev_signal_stop(w.loop, &w.sigint);
-    return EX_OK;
+    return w.code;
 }
 
 int main(int argc, char **argv)

@@ -18,7 +18,11 @@ struct observer {
     char *zk, *path;
     zke_event_fn *on_change;
     zke_log_fn *log;
+    observer_fatal_fn *on_fatal;
     void *ud;
+    int failed;                 /* on_fatal was called: do nothing more */
+    double deny_delay;          /* backoff while an ACL denies us (runtime) */
+    char denied[300];           /* the permission error being retried, logged once */
     ev_prepare prep;
     ev_timer retry, reopen;
     uint32_t gen;               /* results of an older step are dropped */
@@ -48,6 +52,18 @@ static void olog(observer *o, enum zke_log_level lvl, const char *fmt, ...)
 
 static void relist(observer *o);
 
+static void fatal(observer *o, int code, const char *msg)
+{
+    if (o->failed)
+        return;
+    o->failed = 1;
+    o->gen++;                   /* results still in flight are dropped */
+    ev_timer_stop(o->loop, &o->retry);
+    ev_timer_stop(o->loop, &o->reopen);
+    if (o->on_fatal != NULL)
+        o->on_fatal(o->ud, code, msg);
+}
+
 static struct octx *ctx(observer *o)
 {
     struct octx *c = malloc(sizeof *c);
@@ -69,6 +85,35 @@ static void later(observer *o, double secs)
 static int same(const char *a, const char *b)
 {
     return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* NOAUTH on `what`: before the first report a configuration error (exit
+ * 77); later (an ACL changed) logged once and retried with a capped
+ * backoff. */
+static void denied(observer *o, const char *what)
+{
+    char msg[400];
+    snprintf(msg, sizeof msg, "permission denied: READ on '%s' for %s", what,
+             session_auth_who(o->s));
+    if (!o->reported) {
+        fatal(o, 77, msg);
+        return;
+    }
+    if (strcmp(o->denied, what) != 0) {
+        snprintf(o->denied, sizeof o->denied, "%s", what);
+        olog(o, ZKE_LOG_WARN, "%s (an ACL changed?): retrying with backoff (at most every 5 s)", msg);
+    }
+    o->deny_delay = o->deny_delay < 0.25 ? 0.25 : o->deny_delay * 2 > 5.0 ? 5.0 : o->deny_delay * 2;
+    later(o, o->deny_delay);
+}
+
+static void allowed(observer *o)
+{
+    if (o->denied[0] != '\0') {
+        olog(o, ZKE_LOG_INFO, "permission granted again (READ on '%s' was denied)", o->denied);
+        o->denied[0] = '\0';
+    }
+    o->deny_delay = 0;
 }
 
 static void report(observer *o, const char *node, const struct nodedata *nd, const char *reason)
@@ -112,11 +157,18 @@ static void get_done(void *arg, const struct sess_result *r)
         relist(o);              /* gone before the watch was set */
         return;
     }
+    if (r->rc == SESS_NOAUTH) {
+        char p[1400];
+        snprintf(p, sizeof p, "%s/%s", o->path, o->node ? o->node : "");
+        denied(o, p);
+        return;
+    }
     if (r->rc != SESS_OK) {
-        if (r->rc != SESS_CONNLOSS && r->rc != SESS_EXPIRED)
+        if (r->rc != SESS_CONNLOSS && r->rc != SESS_EXPIRED && r->rc != SESS_AUTHFAILED)
             later(o, 0.5);
         return;
     }
+    allowed(o);
     struct nodedata nd;
     if (nodedata_decode(r->data, r->datalen, &nd) != 0) {
         later(o, 0.5);
@@ -137,6 +189,29 @@ static void watch_leader(observer *o)
     }
 }
 
+static void report_list(observer *o, const struct sess_result *r, int watched);
+
+static void chroot_done(void *arg, const struct sess_result *r)
+{
+    struct octx *c = arg;
+    observer *o = c->o;
+    uint32_t gen = c->gen;
+    free(c);
+    if (r->rc == SESS_CLOSING || gen != o->gen)
+        return;
+    if (r->rc == SESS_NONODE) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "the chroot '%s' in the connect string does not exist",
+                 strchr(o->zk, '/'));
+        fatal(o, 78, msg);
+        return;
+    }
+    struct sess_result none;
+    memset(&none, 0, sizeof none);
+    none.rc = SESS_NONODE;      /* the chroot is there, the election is not (yet) */
+    report_list(o, &none, 0);
+}
+
 static void list_done(void *arg, const struct sess_result *r)
 {
     struct octx *c = arg;
@@ -146,11 +221,29 @@ static void list_done(void *arg, const struct sess_result *r)
     free(c);
     if (r->rc == SESS_CLOSING || gen != o->gen)
         return;
+    if (r->rc == SESS_NOAUTH) {
+        denied(o, o->path);
+        return;
+    }
+    if (r->rc == SESS_NONODE && !o->reported && strchr(o->zk, '/') != NULL) {
+        /* before the first report: is it the chroot that is missing? ("/"
+         * is the chroot itself) */
+        struct octx *x = ctx(o);
+        if (x != NULL && session_exists(o->s, "/", 0, chroot_done, x) == 0)
+            return;
+        free(x);
+    }
     if (r->rc != SESS_OK && r->rc != SESS_NONODE) {
-        if (r->rc != SESS_CONNLOSS && r->rc != SESS_EXPIRED)
+        if (r->rc != SESS_CONNLOSS && r->rc != SESS_EXPIRED && r->rc != SESS_AUTHFAILED)
             later(o, 0.5);
         return;
     }
+    allowed(o);
+    report_list(o, r, watched);
+}
+
+static void report_list(observer *o, const struct sess_result *r, int watched)
+{
     const char *best = NULL;
     int32_t bseq = 0;
     int n = 0;
@@ -185,7 +278,7 @@ static void relist(observer *o)
 {
     o->gen++;
     struct octx *c = ctx(o);
-    if (c == NULL || !session_connected(o->s)) {
+    if (c == NULL || !session_connected(o->s) || o->failed) {
         free(c);
         return;
     }
@@ -203,9 +296,11 @@ static void state_cb(void *ud, enum sess_state st)
     observer *o = ud;
     if (st == SESS_S_CONNECTED) {
         relist(o);
-    } else if (st == SESS_S_EXPIRED || st == SESS_S_AUTH_FAILED) {
-        olog(o, ZKE_LOG_WARN, "observer session %s; opening a new one",
-             st == SESS_S_EXPIRED ? "expired" : "failed authentication");
+    } else if (st == SESS_S_AUTH_FAILED) {
+        session_request_close(o->s);    /* a new one would be refused the same way */
+        fatal(o, 77, session_auth_error(o->s));
+    } else if (st == SESS_S_EXPIRED) {
+        olog(o, ZKE_LOG_WARN, "observer session expired; opening a new one");
         session_request_close(o->s);
         ev_timer_stop(o->loop, &o->reopen);
         ev_timer_set(&o->reopen, 0.5, 0.);
@@ -268,7 +363,9 @@ static void reopen_cb(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 observer *observer_new(struct ev_loop *loop, const char *zk, const char *path, int session_ms,
-                       zke_event_fn *on_change, zke_log_fn *log, void *ud)
+                       const char *auth_scheme, const char *auth_credentials,
+                       zke_event_fn *on_change, zke_log_fn *log, observer_fatal_fn *on_fatal,
+                       void *ud)
 {
     observer *o = calloc(1, sizeof *o);
     struct sess_cbs cbs = { state_cb, watch_cb, log_cb };
@@ -279,10 +376,11 @@ observer *observer_new(struct ev_loop *loop, const char *zk, const char *path, i
     o->path = strdup(path);
     o->on_change = on_change;
     o->log = log;
+    o->on_fatal = on_fatal;
     o->ud = ud;
     o->s = o->zk && o->path ? session_new(loop, zk, session_ms > 0 ? session_ms : 10000, &cbs, o)
                             : NULL;
-    if (o->s == NULL) {
+    if (o->s == NULL || session_set_auth(o->s, auth_scheme, auth_credentials) != 0) {
         observer_free(o);
         return NULL;
     }

@@ -40,6 +40,13 @@ struct session {
     double last_loud;           /* time of the last client line passed on above debug */
     double backoff;
     int64_t last_ack_ns;        /* send time of the latest answered request */
+    char *auth_scheme, *auth_cred;  /* owned; the credentials are wiped before free */
+    size_t auth_len;
+    enum zke_acl acl;
+    struct ACL acl_buf[2];
+    struct ACL_vector acl_vec;  /* points into acl_buf */
+    char who[160];              /* "digest:user": no secret */
+    char auth_err[320];
     char err[160];
 };
 
@@ -92,6 +99,18 @@ static void zk_log(const char *message)
     slog(s, lvl, "zookeeper: %s", message);
 }
 
+/* Overwrites a secret before it is freed (a loop through a volatile pointer
+ * is not optimised away, unlike a memset right before free). */
+static void wipe_free(char *p, size_t n)
+{
+    if (p == NULL)
+        return;
+    volatile char *v = p;
+    for (size_t i = 0; i < n; i++)
+        v[i] = 0;
+    free(p);
+}
+
 static enum sess_rc map_rc(int rc)
 {
     if (rc == ZOK) return SESS_OK;
@@ -100,7 +119,8 @@ static enum sess_rc map_rc(int rc)
     if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) return SESS_CONNLOSS;
     if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) return SESS_EXPIRED;
     if (rc == ZCLOSING) return SESS_CLOSING;
-    if (rc == ZNOAUTH || rc == ZAUTHFAILED) return SESS_NOAUTH;
+    if (rc == ZNOAUTH) return SESS_NOAUTH;
+    if (rc == ZAUTHFAILED || rc == ZSESSIONCLOSEDREQUIRESASLAUTH) return SESS_AUTHFAILED;
     if (rc == ZNOTEMPTY) return SESS_NOTEMPTY;
     if (rc == ZBADARGUMENTS) return SESS_BADARGS;
     if (rc == ZBADVERSION) return SESS_BADVERSION;
@@ -110,7 +130,8 @@ static enum sess_rc map_rc(int rc)
 const char *sess_rc_name(enum sess_rc rc)
 {
     static const char *names[] = { "ok", "nonode", "nodeexists", "connloss", "expired",
-                                   "closing", "noauth", "notempty", "badargs", "badversion", "failed" };
+                                   "closing", "noauth", "notempty", "badargs", "badversion", "failed",
+                                   "authfailed" };
     return (unsigned)rc < sizeof names / sizeof names[0] ? names[rc] : "?";
 }
 
@@ -136,7 +157,103 @@ session *session_new(struct ev_loop *loop, const char *hosts, int timeout_ms,
     s->io.data = s;
     ev_timer_init(&s->timer, timer_cb, 0., 0.);
     s->timer.data = s;
+    session_set_acl(s, ZKE_ACL_DEFAULT);
+    snprintf(s->who, sizeof s->who, "no credentials");
     return s;
+}
+
+int session_set_auth(session *s, const char *scheme, const char *cred)
+{
+    wipe_free(s->auth_cred, s->auth_len);
+    free(s->auth_scheme);
+    s->auth_cred = s->auth_scheme = NULL;
+    s->auth_len = 0;
+    snprintf(s->who, sizeof s->who, "no credentials");
+    if (scheme == NULL)
+        return 0;
+    if (cred == NULL)
+        cred = "";
+    s->auth_len = strlen(cred);
+    s->auth_scheme = strdup(scheme);
+    s->auth_cred = malloc(s->auth_len + 1);
+    if (s->auth_scheme == NULL || s->auth_cred == NULL) {
+        free(s->auth_scheme);
+        free(s->auth_cred);
+        s->auth_cred = s->auth_scheme = NULL;
+        s->auth_len = 0;
+        return -1;
+    }
+    memcpy(s->auth_cred, cred, s->auth_len + 1);
+    const char *colon = strchr(cred, ':');
+    if (strcmp(scheme, "digest") == 0 && colon != NULL)
+        snprintf(s->who, sizeof s->who, "digest:%.*s", (int)(colon - cred < 100 ? colon - cred : 100),
+                 cred);
+    else
+        snprintf(s->who, sizeof s->who, "scheme '%.64s'", scheme);
+    session_set_acl(s, s->acl);     /* the default depends on the credentials */
+    return 0;
+}
+
+void session_set_acl(session *s, enum zke_acl acl)
+{
+    s->acl = acl;
+    if (acl == ZKE_ACL_DEFAULT)
+        acl = s->auth_scheme != NULL ? ZKE_ACL_WORLD_READ : ZKE_ACL_OPEN;
+    /* the library's ids and permission bits are extern const: built here */
+    s->acl_vec.data = s->acl_buf;
+    if (acl == ZKE_ACL_OPEN) {
+        s->acl_buf[0].perms = ZOO_PERM_ALL;
+        s->acl_buf[0].id = ZOO_ANYONE_ID_UNSAFE;
+        s->acl_vec.count = 1;
+    } else {
+        s->acl_buf[0].perms = ZOO_PERM_ALL;
+        s->acl_buf[0].id = ZOO_AUTH_IDS;
+        s->acl_buf[1].perms = ZOO_PERM_READ;
+        s->acl_buf[1].id = ZOO_ANYONE_ID_UNSAFE;
+        s->acl_vec.count = acl == ZKE_ACL_WORLD_READ ? 2 : 1;
+    }
+}
+
+const char *session_auth_who(const session *s)
+{
+    return s->who;
+}
+
+const char *session_auth_error(const session *s)
+{
+    return s->auth_err;
+}
+
+/* The handle is dead for a reason that a new one would meet again. */
+static void auth_failed(session *s, const char *fmt, const char *detail)
+{
+    snprintf(s->auth_err, sizeof s->auth_err, fmt, detail);
+    s->connected = 0;
+    if (!s->dead) {
+        s->dead = 1;
+        s->cb.state(s->ud, SESS_S_AUTH_FAILED);
+    }
+}
+
+/* zoo_add_auth's completion: called from inside the library for the current
+ * handle (an old one's is closed before a new one opens, and during that
+ * close s->zh is NULL), with ZAUTHFAILED for a rejection, but also with a
+ * connection error when a connect fails before the auth was answered (not a
+ * rejection). Digest credentials are never rejected here: a wrong password is
+ * just another identity, and shows as NOAUTH on a request. */
+static void add_auth_done(int rc, const void *data)
+{
+    session *s = (session *)data;
+    if (s->zh == NULL || rc == ZCLOSING)
+        return;
+    if (rc == ZOK)
+        slog(s, ZKE_LOG_DEBUG, "authenticated as %s", s->who);
+    else if (rc == ZAUTHFAILED)
+        auth_failed(s, "ZooKeeper rejected the credentials of %s (check the scheme and the "
+                       "server's authProvider settings)", s->who);
+    else    /* a failed connection also fails the pending auth: the library sends it again */
+        slog(s, ZKE_LOG_DEBUG, "add_auth for %s: %s (sent again on the next connection)", s->who,
+             zerror(rc));
 }
 
 static void global_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
@@ -153,12 +270,13 @@ static void global_watcher(zhandle_t *zh, int type, int state, const char *path,
     } else if (state == ZOO_CONNECTING_STATE) {
         s->connected = 0;
         s->cb.state(s->ud, SESS_S_DISCONNECTED);
-    } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
+    } else if (state == ZOO_AUTH_FAILED_STATE) {
+        auth_failed(s, "ZooKeeper rejected the credentials of %s", s->who);
+    } else if (state == ZOO_EXPIRED_SESSION_STATE) {
         s->connected = 0;
         if (!s->dead) {
             s->dead = 1;
-            s->cb.state(s->ud, state == ZOO_EXPIRED_SESSION_STATE ? SESS_S_EXPIRED
-                                                                  : SESS_S_AUTH_FAILED);
+            s->cb.state(s->ud, SESS_S_EXPIRED);
         }
     }
 }
@@ -198,6 +316,20 @@ int session_open(session *s)
     }
     /* Resolve once; never re-resolve (blocking DNS) on every interest call. */
     zoo_set_servers_resolution_delay(s->zh, -1);
+    /* Queued now, sent by the library right after the handshake ahead of
+     * any request, and again after every reconnect of this handle. */
+    if (s->auth_scheme != NULL) {
+        int rc = zoo_add_auth(s->zh, s->auth_scheme, s->auth_cred, (int)s->auth_len,
+                              add_auth_done, s);
+        if (rc != ZOK) {
+            snprintf(s->err, sizeof s->err, "cannot add the credentials of %.100s: %s", s->who,
+                     zerror(rc));
+            zhandle_t *zh = s->zh;
+            s->zh = NULL;
+            zookeeper_close(zh);
+            return -1;
+        }
+    }
     s->connected = 0;
     s->dead = 0;
     s->close_requested = 0;
@@ -258,6 +390,8 @@ static void rearm(session *s)
     ev_io_stop(s->loop, &s->io);
     if (rc != ZOK) {
         if (is_unrecoverable(s->zh) == ZINVALIDSTATE) {
+            if (zoo_state(s->zh) == ZOO_AUTH_FAILED_STATE)
+                auth_failed(s, "ZooKeeper rejected the credentials of %s", s->who);
             if (!s->dead) {
                 s->dead = 1;
                 s->cb.state(s->ud, SESS_S_EXPIRED);
@@ -340,6 +474,8 @@ void session_free(session *s)
     if (s == NULL)
         return;
     do_close(s);
+    wipe_free(s->auth_cred, s->auth_len);
+    free(s->auth_scheme);
     free(s->hosts);
     free(s);
 }
@@ -445,6 +581,18 @@ static void fill_stat(struct sess_result *res, const struct Stat *st)
 
 static void done(struct req *r, struct sess_result *res, int rc)
 {
+    session *s = r->s;
+    /* enforce.auth.enabled: the server answers the first request of a
+     * connection without accepted credentials with this code and closes the
+     * connection; the client would reconnect and meet it again, forever. */
+    if (s->zh != NULL && (rc == ZSESSIONCLOSEDREQUIRESASLAUTH || rc == ZAUTHFAILED)) {
+        if (s->auth_scheme == NULL)
+            auth_failed(s, "ZooKeeper requires authentication and closed the session "
+                           "(%s given: use --auth or --auth-file)", s->who);
+        else
+            auth_failed(s, "ZooKeeper requires authentication with a scheme it enforces "
+                           "(enforce.auth.schemes) and closed the session: %s is not one", s->who);
+    }
     res->zrc = rc;
     res->rc = map_rc(rc);
     if (r->s->zh == NULL && res->rc != SESS_OK)
@@ -487,7 +635,7 @@ int session_create(session *s, const char *path, const char *data, size_t len,
     log_target = s;
     int flags = mode == SESS_EPHEMERAL_SEQ ? ZOO_EPHEMERAL_SEQUENTIAL
               : mode == SESS_CONTAINER ? ZOO_CONTAINER : ZOO_PERSISTENT;
-    int rc = zoo_acreate2(s->zh, path, data, data ? (int)len : -1, &ZOO_OPEN_ACL_UNSAFE,
+    int rc = zoo_acreate2(s->zh, path, data, data ? (int)len : -1, &s->acl_vec,
                           flags, create_done, r);
     return submitted(s, r, rc, "create", path);
 }

@@ -29,14 +29,17 @@ typedef struct session session;
 
 enum sess_rc {
     SESS_OK = 0, SESS_NONODE, SESS_NODEEXISTS, SESS_CONNLOSS, SESS_EXPIRED,
-    SESS_CLOSING, SESS_NOAUTH, SESS_NOTEMPTY, SESS_BADARGS, SESS_BADVERSION, SESS_FAILED
+    SESS_CLOSING, SESS_NOAUTH, SESS_NOTEMPTY, SESS_BADARGS, SESS_BADVERSION, SESS_FAILED,
+    SESS_AUTHFAILED     /* the handle is dead (SESS_S_AUTH_FAILED came first) */
 };
 
 enum sess_state {
     SESS_S_CONNECTED,      /* handshake done (first time or again) */
     SESS_S_DISCONNECTED,   /* a connected session lost its connection */
     SESS_S_EXPIRED,        /* the server expired the session: handle is dead */
-    SESS_S_AUTH_FAILED     /* handle is dead */
+    SESS_S_AUTH_FAILED     /* handle is dead: the server rejected our credentials, or it
+                            * requires authentication we did not give (enforce.auth);
+                            * session_auth_error() says which. Reopening fails again. */
 };
 
 enum sess_watch { SESS_W_CREATED, SESS_W_DELETED, SESS_W_CHANGED, SESS_W_CHILD, SESS_W_OTHER };
@@ -69,6 +72,19 @@ struct sess_cbs {
 
 session *session_new(struct ev_loop *loop, const char *hosts, int timeout_ms,
                      const struct sess_cbs *cb, void *ud);
+/* Credentials for zoo_add_auth(), sent on every handle session_open() makes,
+ * before any request (scheme NULL: none). Copied; the copy is wiped by the
+ * next call and by session_free(). Call before session_open(). -1 when out
+ * of memory. */
+int session_set_auth(session *s, const char *scheme, const char *credentials);
+/* ACL of the nodes session_create() makes (ZKE_ACL_DEFAULT: open without
+ * credentials, world-read with them). */
+void session_set_acl(session *s, enum zke_acl acl);
+/* Who we authenticate as, for messages: "digest:user", "scheme 'x'", or
+ * "no credentials". Never the secret. */
+const char *session_auth_who(const session *s);
+/* Why the last SESS_S_AUTH_FAILED happened (one line, no secret). */
+const char *session_auth_error(const session *s);
 /* Closes the handle (blocking up to a few seconds if connected) and frees.
  * Not from inside a session callback. */
 void session_free(session *s);

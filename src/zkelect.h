@@ -70,7 +70,8 @@ enum zke_event_type {
     ZKE_EV_FOLLOWER,
     ZKE_EV_PREDECESSOR_CHANGE,
     ZKE_EV_STEPDOWN,
-    ZKE_EV_SESSION,      /* reason: connected, disconnected, expired, reconnected */
+    ZKE_EV_SESSION,      /* reason: connected, disconnected, expired, reconnected, closed
+                          * (given up by us: a node we may not delete), auth_failed */
     ZKE_EV_JOINED,       /* our node was created (or adopted); node, seq set */
     ZKE_EV_STOPPED,      /* final event; reason: stop, free, unreachable, auth, config */
     ZKE_EV_SUSPEND,      /* leader lost its connection; leads until the lease ends */
@@ -125,6 +126,16 @@ struct zke_callbacks {
 
 enum zke_disconnect { ZKE_DISCONNECT_SUSPEND = 0, ZKE_DISCONNECT_STEPDOWN };
 
+/* The ACL of every node the agent creates (its candidate node and the
+ * missing parents of the election path). "creator" is the identity of the
+ * credentials (ZooKeeper's "auth" ids), so both need auth_scheme. */
+enum zke_acl {
+    ZKE_ACL_DEFAULT = 0,    /* ZKE_ACL_OPEN without credentials, ZKE_ACL_WORLD_READ with them */
+    ZKE_ACL_OPEN,           /* world:anyone:cdrwa (ZOO_OPEN_ACL_UNSAFE) */
+    ZKE_ACL_CREATOR_ALL,    /* only our identity, all permissions (ZOO_CREATOR_ALL_ACL) */
+    ZKE_ACL_WORLD_READ,     /* our identity all, everyone else read (status, watch) */
+};
+
 /* Copied by zke_agent_new(); the caller keeps ownership of its strings. */
 struct zke_settings {
     const char *zk;              /* "host:port[,host:port...][/chroot]" */
@@ -143,6 +154,15 @@ struct zke_settings {
     int hook_budget_ms;          /* longest leader hook of the host, checked against the lease; 0: none */
     int census_interval_ms;      /* > 0: read the election's size (nodes under path, one exists
                                   * call, no watch) this often, for zke_status.election_size */
+    /* Authentication (NULL: none). Added with zoo_add_auth on every new
+     * session before any request, e.g. scheme "digest" with credentials
+     * "user:password". The agent's copy is wiped when it is freed; the
+     * secret never appears in a log line or an error string. A rejection
+     * (or a server that requires auth we do not give) stops the agent with
+     * reason "auth". */
+    const char *auth_scheme;
+    const char *auth_credentials;
+    enum zke_acl acl;            /* see enum zke_acl; CREATOR_ALL/WORLD_READ need auth_scheme */
 };
 
 struct zke_status {
@@ -208,6 +228,12 @@ const char *zke_log_level_name(enum zke_log_level l);
 int zke_check_path(const char *path, char *err, size_t errlen);
 int zke_check_id(const char *id, char *err, size_t errlen);
 int zke_check_hosts(const char *zk, char *err, size_t errlen);
+/* scheme: letters, digits, '_' or '-'; "digest" credentials must be
+ * "user:password" with a non-empty user. The message never contains the
+ * credentials. Both NULL is fine (no auth). */
+int zke_check_auth(const char *scheme, const char *credentials, char *err, size_t errlen);
+/* "open", "creator-all", "world-read" ("default" for ZKE_ACL_DEFAULT). */
+const char *zke_acl_name(enum zke_acl acl);
 
 /* The lease arithmetic for a session timeout T (ms), with the settings'
  * defaults applied. Returns 0, or -1 with a one-line reason naming the

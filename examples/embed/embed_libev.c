@@ -94,6 +94,10 @@ int main(int argc, char **argv)
         return 64;
     }
     h.loop = ev_default_loop(0);
+    /* With ZooKeeper credentials: .auth_scheme = "digest", .auth_credentials =
+     * "user:password" (read from a 0600 file, not from argv or the
+     * environment), and .acl = ZKE_ACL_CREATOR_ALL or ZKE_ACL_WORLD_READ (the
+     * default with credentials); the agent keeps its own copy. */
     struct zke_settings s = { .zk = argv[1], .path = argv[2], .id = argv[3], .session_timeout_ms = 4000 };
     struct zke_callbacks cb = {
         .on_leader = on_event, .on_follower = on_event, .on_predecessor_change = on_event,

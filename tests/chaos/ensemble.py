@@ -368,15 +368,28 @@ class Ensemble:
 
 
 # --------------------------------------------------------------------------
-# MiniZK: just enough of the ZooKeeper wire protocol (jute) for read-only
-# inspection: connect, getChildren, exists, close. Synchronous, bounded.
+# MiniZK: just enough of the ZooKeeper wire protocol (jute) for inspection
+# and operator actions: connect, getChildren, exists, create, addAuth,
+# getACL, setACL, close. Synchronous, bounded.
 
 class ZKError(Exception):
     pass
 
 
 OP_CREATE, OP_EXISTS, OP_GETCHILDREN, OP_CLOSE = 1, 3, 8, -11
-ZNONODE, ZNODEEXISTS = -101, -110
+OP_GETACL, OP_SETACL, OP_AUTH = 6, 7, 100
+ZNONODE, ZNODEEXISTS, ZNOAUTH = -101, -110, -102
+AUTH_XID = -4
+PERM_READ, PERM_WRITE, PERM_CREATE, PERM_DELETE, PERM_ADMIN, PERM_ALL = 1, 2, 4, 8, 16, 31
+OPEN_ACL = [(PERM_ALL, "world", "anyone")]
+
+
+def digest_id(user, password):
+    """The id ZooKeeper's digest scheme gives user:password ("user:base64(sha1)")."""
+    import base64
+    import hashlib
+    h = hashlib.sha1(("%s:%s" % (user, password)).encode()).digest()
+    return "%s:%s" % (user, base64.b64encode(h).decode())
 _STAT = struct.Struct(">qqqqiiiqiiq")
 _STAT_KEYS = ("czxid", "mzxid", "ctime", "mtime", "version", "cversion", "aversion",
               "ephemeralOwner", "dataLength", "numChildren", "pzxid")
@@ -438,6 +451,53 @@ class MiniZK:
             # watch events (-1) / pings (-2) are skipped
         raise ZKError("no reply to xid %d" % xid)
 
+    @staticmethod
+    def _acl(acl):
+        out = struct.pack(">i", len(acl))
+        for perms, scheme, ident in acl:
+            out += struct.pack(">i", perms) + MiniZK._path(scheme) + MiniZK._path(ident)
+        return out
+
+    def add_auth(self, scheme, credentials):
+        """addAuth; returns the server's error code (0: accepted)."""
+        cred = credentials.encode() if isinstance(credentials, str) else credentials
+        body = struct.pack(">ii", AUTH_XID, OP_AUTH) + struct.pack(">i", 0) + self._path(scheme) + \
+            struct.pack(">i", len(cred)) + cred
+        self._send(body)
+        for _ in range(1000):
+            resp = self._recv()
+            rxid, zxid, err = struct.unpack(">iqi", resp[:16])
+            if rxid == AUTH_XID:
+                return err
+        raise ZKError("no reply to addAuth")
+
+    def get_acl(self, path):
+        """[(perms, scheme, id), ...], or None if there is no such node."""
+        err, rest = self._call(OP_GETACL, self._path(path))
+        if err == ZNONODE:
+            return None
+        if err != 0:
+            raise ZKError("getACL %s: error %d" % (path, err))
+        (count,) = struct.unpack(">i", rest[:4])
+        off = 4
+        out = []
+        for _ in range(max(count, 0)):
+            (perms,) = struct.unpack(">i", rest[off:off + 4])
+            off += 4
+            strs = []
+            for _ in range(2):
+                (ln,) = struct.unpack(">i", rest[off:off + 4])
+                off += 4
+                strs.append(rest[off:off + ln].decode("utf-8", "replace"))
+                off += ln
+            out.append((perms, strs[0], strs[1]))
+        return out
+
+    def set_acl(self, path, acl, version=-1):
+        """setACL; returns the server's error code (0, ZNOAUTH, ZNONODE...)."""
+        err, _ = self._call(OP_SETACL, self._path(path) + self._acl(acl) + struct.pack(">i", version))
+        return err
+
     def exists(self, path):
         err, rest = self._call(OP_EXISTS, self._path(path) + b"\0")
         if err == ZNONODE:
@@ -462,9 +522,9 @@ class MiniZK:
             off += ln
         return out
 
-    def create(self, path, data=b"", ephemeral=False):
-        """Creates a node (open ACL); True if created, False if it existed."""
-        acl = struct.pack(">ii", 1, 31) + self._path("world") + self._path("anyone")
+    def create(self, path, data=b"", ephemeral=False, acl=None):
+        """Creates a node (open ACL unless given); True if created, False if it existed."""
+        acl = self._acl(acl or OPEN_ACL)
         body = self._path(path) + struct.pack(">i", len(data)) + data + acl + \
             struct.pack(">i", 1 if ephemeral else 0)
         err, _ = self._call(OP_CREATE, body)

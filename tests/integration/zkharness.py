@@ -188,7 +188,8 @@ def crash_markers(text):
 class ZooKeeper:
     """A standalone ZooKeeper 3.8 server on a free loopback port."""
 
-    def __init__(self, start=True, tick=200, startup_timeout=30.0):
+    def __init__(self, start=True, tick=200, startup_timeout=30.0, extra_cfg=()):
+        """extra_cfg: more zoo.cfg lines, e.g. ("enforce.auth.enabled=true",)."""
         self.port = free_port()
         self.tick = tick
         self.dir = mkdtemp("zk")
@@ -214,8 +215,7 @@ class ZooKeeper:
                 "minSessionTimeout=400",
                 "maxSessionTimeout=20000",
                 "autopurge.purgeInterval=0",
-                "",
-            ]))
+            ] + list(extra_cfg) + [""]))
         _servers.append(self)
         if start:
             self.start()

@@ -758,8 +758,48 @@ static void test_withdraw_and_rejoin(void)
     el_free(e);
 }
 
+static int nlogs;
+static void count_log(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    (void)ud;
+    (void)lvl;
+    (void)msg;
+    nlogs++;
+}
+
+/* NOAUTH (EL_DENIED, the owner logs it once): the machine backs off with a
+ * doubling delay capped at 5 s, without a log line per retry. */
+static void test_denied_backs_off_quietly(void)
+{
+    struct rec x = { 0 };
+    struct el_ops lops = ops;
+    lops.log = count_log;
+    nlogs = 0;
+    election *e = el_new("/app/election", "me", NULL, &lops, &x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    int last = 0;
+    for (int round = 0; round < 12; round++) {
+        CHECK(last_req(&x)->type == EL_REQ_CREATE);
+        uint32_t tok = last_req(&x)->token;
+        CHECK(el_wants(e, EL_REQ_CREATE, tok) && !el_wants(e, EL_REQ_WATCH, tok));
+        reply(e, last_req(&x), EL_DENIED);
+        CHECK(!el_wants(e, EL_REQ_CREATE, tok));     /* answered: stale from now on */
+        CHECK(last_req(&x)->type == EL_REQ_BACKOFF);
+        last = last_req(&x)->delay_ms;
+        CHECK(last >= 25 && last <= 5000);
+        x.nreq = 0;
+        el_kick(e);                         /* P_CREATE: look for our node first */
+        CHECK(last_req(&x)->type == EL_REQ_LIST);
+        reply_list(e, last_req(&x), NULL, 0);
+    }
+    CHECK(last >= 2500);                    /* at the cap by now */
+    CHECK(nlogs == 0);
+    el_free(e);
+}
+
 int main(void)
 {
+    RUN(test_denied_backs_off_quietly);
     RUN(test_withdraw_and_rejoin);
     RUN(test_publish_after_lead);
     RUN(test_nodedata);
