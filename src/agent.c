@@ -1237,6 +1237,7 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
     a->set.drift = s->drift;
     a->set.hook_budget_ms = s->hook_budget_ms;
     a->set.census_interval_ms = s->census_interval_ms > 0 ? s->census_interval_ms : 0;
+    a->set.compat = s->compat;
     if (a->set.zk == NULL || a->set.path == NULL || a->set.id == NULL || a->set.data == NULL ||
         (s->session_file != NULL && a->set.session_file == NULL)) {
         snprintf(a->err, sizeof a->err, "out of memory");
@@ -1275,6 +1276,11 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
         return a;
     }
     el_set_strict(a->el, a->set.on_disconnect == ZKE_DISCONNECT_STEPDOWN);
+    if (el_set_compat(a->el, s->compat) != 0) {
+        snprintf(a->err, sizeof a->err, "compat mode %d is not one of none, curator, kazoo",
+                 (int)s->compat);
+        return a;
+    }
     ev_prepare_init(&a->prepare, prepare_cb);
     a->prepare.data = a;
     ev_check_init(&a->check, check_cb);

@@ -125,6 +125,14 @@ struct zke_callbacks {
 
 enum zke_disconnect { ZKE_DISCONNECT_SUSPEND = 0, ZKE_DISCONNECT_STEPDOWN };
 
+/* Node naming for mixed elections (README "Mixed elections"). NONE: our own
+ * "n_<guid>-<seq>" with JSON data. CURATOR: "_c_zke<guid>-latch-<seq>", which
+ * Curator's LeaderLatch orders by sequence; KAZOO: "zke<guid>__lock__<seq>",
+ * which kazoo's Election/Lock orders by sequence. In both compat modes the
+ * node carries the data bytes verbatim (no JSON, no epoch written), since
+ * those clients read a participant's id from its node's data. */
+enum zke_compat { ZKE_COMPAT_NONE = 0, ZKE_COMPAT_CURATOR, ZKE_COMPAT_KAZOO };
+
 /* Copied by zke_agent_new(); the caller keeps ownership of its strings. */
 struct zke_settings {
     const char *zk;              /* "host:port[,host:port...][/chroot]" */
@@ -143,6 +151,7 @@ struct zke_settings {
     int hook_budget_ms;          /* longest leader hook of the host, checked against the lease; 0: none */
     int census_interval_ms;      /* > 0: read the election's size (nodes under path, one exists
                                   * call, no watch) this often, for zke_status.election_size */
+    enum zke_compat compat;      /* node naming and data for mixed elections; default NONE */
 };
 
 struct zke_status {
