@@ -347,8 +347,6 @@ static void become_leader(election *e, const char *reason)
     e->phase = P_SETTLED;
     e->backoff_ms = 0;
     e->position = 0;
-    set_str(&e->pred, NULL);
-    nodedata_clear(&e->pred_nd);
     if (e->role != ZKE_ROLE_LEADER) {
         e->role = ZKE_ROLE_LEADER;
         e->led = 1;
@@ -369,6 +367,9 @@ static void become_leader(election *e, const char *reason)
         if (!e->published && e->want_pub == 0)
             publish(e, -1);
     }
+    /* only now: the LEADER event names our last predecessor as `previous` */
+    set_str(&e->pred, NULL);
+    nodedata_clear(&e->pred_nd);
     set_str(&e->leader_node, e->node);
     set_str(&e->settled_pred, NULL);
     ensure_self_watch(e);

@@ -394,6 +394,23 @@ static void test_position_two_relists(void)
     el_free(e);
 }
 
+/* `previous` is the candidate directly ahead of us, not the leader we read
+ * when we joined: here the leader left unseen, then our predecessor (which
+ * led meanwhile) went away too. */
+static void test_previous_is_predecessor(void)
+{
+    struct rec x = { 0 };
+    char name[128], others[8][64];
+    election *e = follow_at(&x, 2, name, others);
+    CHECK(strcmp(x.ev_leader[x.nev - 1], "leader-id") == 0);
+    el_on_watch(e, EL_W_DELETED, others[1]);
+    CHECK(last_req(&x)->type == EL_REQ_LIST);
+    const char *names[] = { name };
+    reply_list(e, last_req(&x), names, 1);
+    CHECK(last_ev(&x)->type == ZKE_EV_LEADER && strcmp(x.ev_prev[x.nev - 1], "pred-id") == 0);
+    el_free(e);
+}
+
 static void test_unrelated_watch_ignored(void)
 {
     struct rec x = { 0 };
@@ -976,6 +993,7 @@ int main(void)
     RUN(test_stop);
     RUN(test_own_node_deleted);
     RUN(test_reconnected_leader_stays);
+    RUN(test_previous_is_predecessor);
     RUN(test_compat_names);
     RUN(test_compat_orders);
     RUN(test_compat_adopt_after_connloss);
