@@ -1404,6 +1404,7 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
         snprintf(a->err, sizeof a->err, "ACL choice %d is not one of enum zke_acl", (int)s->acl);
         return a;
     }
+    a->set.compat = s->compat;
     if (a->set.zk == NULL || a->set.path == NULL || a->set.id == NULL || a->set.data == NULL ||
         (s->session_file != NULL && a->set.session_file == NULL)) {
         snprintf(a->err, sizeof a->err, "out of memory");
@@ -1445,6 +1446,11 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
     /* the only copy of the credentials is the session's (wiped at free) */
     session_set_acl(a->sess, a->set.acl);
     el_set_strict(a->el, a->set.on_disconnect == ZKE_DISCONNECT_STEPDOWN);
+    if (el_set_compat(a->el, s->compat) != 0) {
+        snprintf(a->err, sizeof a->err, "compat mode %d is not one of none, curator, kazoo",
+                 (int)s->compat);
+        return a;
+    }
     ev_prepare_init(&a->prepare, prepare_cb);
     a->prepare.data = a;
     ev_check_init(&a->check, check_cb);

@@ -32,7 +32,7 @@ struct getctx {
 
 static const char *kind_of(const char *name, int ours)
 {
-    if (ours)
+    if (ours || el_is_our_name(name))     /* compat-mode names carry plain data */
         return "zkelect";
     if (strncmp(name, "_c_", 3) == 0 || strstr(name, "-latch-") != NULL)
         return "curator";

@@ -33,7 +33,8 @@ enum phase {
 
 struct election {
     char *path, *id, *data;
-    char *enc;                  /* node data at create: nodedata_encode(id, data, 0) */
+    char *enc;                  /* node data at create: nodedata_encode(id, data, 0), or the
+                                 * data bytes verbatim in a compat mode */
     size_t enclen;
     struct el_ops ops;
     void *ud;
@@ -51,8 +52,10 @@ struct election {
     int led;                    /* our current node has led a term: it never leads again */
     int published;              /* the leader data of this term was written */
     int near_wrap, wrap_warned;
+    enum zke_compat compat;     /* node naming and data (el_set_compat) */
+    int started;                /* el_on_session was called: compat is fixed */
 
-    char prefix[32];            /* "n_<16 hex>-" */
+    char prefix[64];            /* "n_<16 hex>-", "_c_zke<uuid rest>-latch-", "zke<29 hex>__lock__" */
     char *node;                 /* our node name, or NULL */
     int32_t seq;
     int64_t czxid;
@@ -112,9 +115,27 @@ static uint64_t rnd(election *e)
     return rng_next(&e->rng);
 }
 
+/* A fresh create prefix carrying a new guid, in the naming of e->compat.
+ * Curator: its protected-mode shape "_c_<36-character id>-latch-" with an id
+ * shaped like a UUID; kazoo: "<32 characters>__lock__" like uuid4().hex. Both
+ * start the guid with "zke", which no hex UUID does (el_is_our_name). */
 static void new_guid(election *e)
 {
-    snprintf(e->prefix, sizeof e->prefix, "n_%016" PRIx64 "-", rnd(e));
+    uint64_t a = rnd(e), b = rnd(e);
+    switch (e->compat) {
+    case ZKE_COMPAT_CURATOR:
+        snprintf(e->prefix, sizeof e->prefix, "_c_zke%05" PRIx64 "-%04" PRIx64 "-%04" PRIx64
+                 "-%04" PRIx64 "-%012" PRIx64 "-latch-", a >> 44, (a >> 28) & 0xffff,
+                 (a >> 12) & 0xffff, b >> 48, b & UINT64_C(0xffffffffffff));
+        break;
+    case ZKE_COMPAT_KAZOO:
+        snprintf(e->prefix, sizeof e->prefix, "zke%013" PRIx64 "%016" PRIx64 "__lock__",
+                 a >> 12, b);
+        break;
+    default:
+        snprintf(e->prefix, sizeof e->prefix, "n_%016" PRIx64 "-", a);
+        break;
+    }
 }
 
 static uint32_t request_data(election *e, enum el_req_type t, const char *node, int delay_ms,
@@ -292,6 +313,13 @@ static void end_term(election *e, const char *reason)
  * version when retried after a reconnect. */
 static void publish(election *e, int version)
 {
+    if (e->compat != ZKE_COMPAT_NONE) {
+        /* Curator and kazoo read a participant's id from its node's data:
+         * the node keeps the bytes it was created with, and the epoch (its
+         * czxid) is not written */
+        e->published = 1;
+        return;
+    }
     char *enc = nodedata_encode(e->id, e->data, e->epoch);
     if (enc == NULL) {
         elog(e, ZKE_LOG_WARN, "out of memory: leader data of epoch %" PRId64 " not published",
@@ -319,8 +347,6 @@ static void become_leader(election *e, const char *reason)
     e->phase = P_SETTLED;
     e->backoff_ms = 0;
     e->position = 0;
-    set_str(&e->pred, NULL);
-    nodedata_clear(&e->pred_nd);
     if (e->role != ZKE_ROLE_LEADER) {
         e->role = ZKE_ROLE_LEADER;
         e->led = 1;
@@ -341,6 +367,9 @@ static void become_leader(election *e, const char *reason)
         if (!e->published && e->want_pub == 0)
             publish(e, -1);
     }
+    /* only now: the LEADER event names our last predecessor as `previous` */
+    set_str(&e->pred, NULL);
+    nodedata_clear(&e->pred_nd);
     set_str(&e->leader_node, e->node);
     set_str(&e->settled_pred, NULL);
     ensure_self_watch(e);
@@ -746,6 +775,7 @@ void el_on_watch(election *e, enum el_watch_type type, const char *node)
 
 void el_on_session(election *e, enum el_session_state st, uint64_t sid)
 {
+    e->started = 1;
     if (st == EL_SESS_DISCONNECTED) {
         e->connected = 0;
         e->verified = e->watched = 0;
@@ -873,6 +903,39 @@ int el_lease_expired(election *e, const char *reason)
 void el_set_strict(election *e, int strict)
 {
     e->strict = strict != 0;
+}
+
+int el_set_compat(election *e, enum zke_compat compat)
+{
+    char *enc;
+    if (e->started || compat < ZKE_COMPAT_NONE || compat > ZKE_COMPAT_KAZOO)
+        return -1;
+    enc = compat == ZKE_COMPAT_NONE ? nodedata_encode(e->id, e->data, 0) : xstrdup(e->data);
+    if (enc == NULL)
+        return -1;
+    free(e->enc);
+    e->enc = enc;
+    e->enclen = strlen(enc);
+    e->compat = compat;
+    new_guid(e);
+    return 0;
+}
+
+int el_is_our_name(const char *name)
+{
+    if (name == NULL)
+        return 0;
+    if (strncmp(name, "n_", 2) == 0) {
+        for (int i = 2; i < 18; i++)
+            if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+                return 0;
+        return name[18] == '-';
+    }
+    if (strncmp(name, "_c_zke", 6) == 0)
+        return strstr(name, "-latch-") != NULL;
+    if (strncmp(name, "zke", 3) == 0)
+        return strstr(name, "__lock__") != NULL;
+    return 0;
 }
 
 void el_set_lease_ok(election *e, int ok)

@@ -21,7 +21,7 @@
 typedef struct election election;
 
 enum el_req_type {
-    EL_REQ_CREATE = 0,  /* create path/<node> EPHEMERAL|SEQUENTIAL, node = "n_<guid>-" */
+    EL_REQ_CREATE = 0,  /* create path/<node> EPHEMERAL|SEQUENTIAL, node = the prefix ("n_<guid>-", ...) */
     EL_REQ_ENSURE,      /* create the election path and its parents (exists is fine) */
     EL_REQ_LIST,        /* get children of the election path */
     EL_REQ_CONFIRM,     /* exists(our node), no watch: ownership check */
@@ -92,6 +92,9 @@ int  el_resign(election *e);        /* -1 if not leader */
 /* Disconnect policy: 0 (default) suspends a leader (ZKE_EV_SUSPEND) until the
  * owner's lease decides; 1 steps down at once (reason "disconnect"). */
 void el_set_strict(election *e, int strict);
+/* Node naming and data (enum zke_compat). Call before the first
+ * el_on_session(); later calls are ignored (returns -1). */
+int  el_set_compat(election *e, enum zke_compat compat);
 /* The owner's lease would be valid if we led now (a recent answered request):
  * the fast path (lead on the predecessor's deletion without a listing) is
  * only taken then. Set before el_on_watch(). */
@@ -113,5 +116,10 @@ void el_status(const election *e, struct zke_status *st);
  * signed 32-bit counter ("%010d"), or the 11-character "-2147483648". Returns
  * 0 and sets *seq, or -1 for a name that carries no sequence. */
 int el_parse_seq(const char *name, int32_t *seq);
+
+/* 1 if a child name was made by a zkelect candidate in any naming mode
+ * ("n_<16 hex>-", "_c_zke...-latch-", "zke...__lock__"), else 0. Curator's
+ * and kazoo's own guids are hex, so "zke" never starts theirs. */
+int el_is_our_name(const char *name);
 
 #endif

@@ -71,6 +71,10 @@ static const char usage_text[] =
     "  --health-fails N         withdraw (a leader steps down, reason health) after N\n"
     "                           failed checks in a row, default 3\n"
     "  --health-passes M        rejoin after M passed checks in a row, default 2\n"
+    "  --compat none|curator|kazoo\n"
+    "                           node names (and plain data) that Curator's LeaderLatch or\n"
+    "                           kazoo's Election order correctly in a mixed election\n"
+    "                                                                    [ZKELECT_COMPAT]\n"
     "  --on-disconnect suspend|stepdown\n"
     "                           a disconnected leader keeps leading until its lease ends\n"
     "                           (suspend, default) or steps down at once [ZKELECT_ON_DISCONNECT]\n"
@@ -133,6 +137,7 @@ struct opts {
     int json;
     double drift;
     enum zke_disconnect on_disconnect;
+    enum zke_compat compat;
     enum log_format log;
     enum zke_log_level level;
 };
@@ -359,6 +364,18 @@ static void forget_auth(struct opts *o, const char *scheme, const char *cred)
     o->auth = NULL;
 }
 
+static void set_compat(struct opts *o, const char *flag, const char *v)
+{
+    if (strcmp(v, "none") == 0)
+        o->compat = ZKE_COMPAT_NONE;
+    else if (strcmp(v, "curator") == 0)
+        o->compat = ZKE_COMPAT_CURATOR;
+    else if (strcmp(v, "kazoo") == 0)
+        o->compat = ZKE_COMPAT_KAZOO;
+    else
+        die(EX_USAGE, "%s '%s': expected none, curator or kazoo", flag, v);
+}
+
 static void from_env(struct opts *o)
 {
     const char *v;
@@ -382,6 +399,8 @@ static void from_env(struct opts *o)
         o->connect_timeout = parse_ms("ZKELECT_CONNECT_TIMEOUT", v, 0, INT_MAX);
     if ((v = getenv("ZKELECT_HOOK_TIMEOUT")) != NULL)
         o->hook_timeout = parse_ms("ZKELECT_HOOK_TIMEOUT", v, 1, 3600000);
+    if ((v = getenv("ZKELECT_COMPAT")) != NULL)
+        set_compat(o, "ZKELECT_COMPAT", v);
     if ((v = getenv("ZKELECT_ON_DISCONNECT")) != NULL)
         set_disconnect(o, "ZKELECT_ON_DISCONNECT", v);
     if ((v = getenv("ZKELECT_STEPDOWN_BUDGET")) != NULL)
@@ -413,6 +432,7 @@ static void parse(struct opts *o, int argc, char **argv)
         { "log-level", required_argument, NULL, 'L' },
         { "session-file", required_argument, NULL, 'f' },
         { "on-disconnect", required_argument, NULL, 'D' },
+        { "compat", required_argument, NULL, 'X' },
         { "stepdown-budget", required_argument, NULL, 'B' },
         { "lease-margin", required_argument, NULL, 'M' },
         { "drift", required_argument, NULL, 'R' },
@@ -446,6 +466,7 @@ static void parse(struct opts *o, int argc, char **argv)
         case 'k': o->hook_timeout = parse_ms("--hook-timeout", optarg, 1, 3600000); break;
         case 'l': set_log(o, "--log", optarg); break;
         case 'D': set_disconnect(o, "--on-disconnect", optarg); break;
+        case 'X': set_compat(o, "--compat", optarg); break;
         case 'B': o->stepdown_budget = parse_ms("--stepdown-budget", optarg, 1, 600000); break;
         case 'M': o->lease_margin = parse_ms("--lease-margin", optarg, 1, 600000); break;
         case 'R': o->drift = parse_fraction("--drift", optarg); break;
@@ -775,6 +796,7 @@ static int cmd_run(struct opts *o)
         .session_file = o->session_file, .on_disconnect = o->on_disconnect,
         .stepdown_budget_ms = o->stepdown_budget, .lease_margin_ms = o->lease_margin,
         .drift = o->drift, .auth_scheme = ascheme, .auth_credentials = acred, .acl = acl,
+        .compat = o->compat,
     };
     if (o->status_addr != NULL) {
         /* the election's size for /status and /metrics: one exists() per
@@ -871,7 +893,8 @@ static int cmd_run(struct opts *o)
     ev_unref(app.loop);
 
     {
-        struct logf f[11] = {
+        static const char *const compat_names[] = { "none", "curator", "kazoo" };
+        struct logf f[12] = {
             { "version", LF_STR, ZKELECT_VERSION, 0 }, { "zk", LF_STR, o->zk, 0 },
             { "path", LF_STR, o->path, 0 }, { "script", LF_STR, o->script, 0 },
             { "lease_ms", LF_INT, NULL, plan.lease_ms },
@@ -881,8 +904,9 @@ static int cmd_run(struct opts *o)
             { "on_disconnect", LF_STR, o->on_disconnect == ZKE_DISCONNECT_STEPDOWN ? "stepdown"
                                                                                 : "suspend", 0 },
             { "auth", LF_STR, who, 0 }, { "acl", LF_STR, zke_acl_name(acl), 0 },
+            { "compat", LF_STR, compat_names[o->compat], 0 },
         };
-        log_line(ZKE_LOG_INFO, "start", f, 11);
+        log_line(ZKE_LOG_INFO, "start", f, 12);
     }
     notify_start(app.loop);
     ev_run(app.loop, 0);

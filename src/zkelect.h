@@ -135,6 +135,13 @@ enum zke_acl {
     ZKE_ACL_CREATOR_ALL,    /* only our identity, all permissions (ZOO_CREATOR_ALL_ACL) */
     ZKE_ACL_WORLD_READ,     /* our identity all, everyone else read (status, watch) */
 };
+/* Node naming for mixed elections (README "Mixed elections"). NONE: our own
+ * "n_<guid>-<seq>" with JSON data. CURATOR: "_c_zke<guid>-latch-<seq>", which
+ * Curator's LeaderLatch orders by sequence; KAZOO: "zke<guid>__lock__<seq>",
+ * which kazoo's Election/Lock orders by sequence. In both compat modes the
+ * node carries the data bytes verbatim (no JSON, no epoch written), since
+ * those clients read a participant's id from its node's data. */
+enum zke_compat { ZKE_COMPAT_NONE = 0, ZKE_COMPAT_CURATOR, ZKE_COMPAT_KAZOO };
 
 /* Copied by zke_agent_new(); the caller keeps ownership of its strings. */
 struct zke_settings {
@@ -163,6 +170,7 @@ struct zke_settings {
     const char *auth_scheme;
     const char *auth_credentials;
     enum zke_acl acl;            /* see enum zke_acl; CREATOR_ALL/WORLD_READ need auth_scheme */
+    enum zke_compat compat;      /* node naming and data for mixed elections; default NONE */
 };
 
 struct zke_status {

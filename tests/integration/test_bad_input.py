@@ -79,6 +79,12 @@ def test_session_timeout_not_a_number():
     expect(argv(session_timeout="abc"), 64, "abc")
 
 
+def test_compat_unknown():
+    expect(argv(compat="zookeeper"), 64, "--compat", "zookeeper", "curator", "kazoo")
+    rc, out, err, _ = h.run(argv(), timeout=10, env={"ZKELECT_COMPAT": "Curator"})
+    assert rc == 64 and "ZKELECT_COMPAT" in err and "Curator" in err, (rc, err)
+
+
 def test_missing_id():
     expect(argv(drop=("--id",)), 64, "--id")
 

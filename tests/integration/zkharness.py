@@ -642,6 +642,64 @@ class Agent:
             _wait_proc(self.proc, 10.0)
 
 
+# --------------------------------------------------------------------------
+# foreign candidates: Curator LeaderLatch and kazoo Election (tests/interop)
+
+INTEROP = os.path.join(REPO, "tests", "interop")
+# Curator 5.4 and its ZooKeeper 3.8 client from Debian (libcurator-recipes-java,
+# zookeeper); the client needs no netty (NIO socket); slf4j-nop keeps stdout clean.
+CURATOR_JARS = ["curator-recipes", "curator-framework", "curator-client", "zookeeper",
+                "zookeeper-jute", "slf4j-api", "slf4j-nop", "guava"]
+
+
+def curator_classpath():
+    jars = ["/usr/share/java/%s.jar" % j for j in CURATOR_JARS]
+    missing = [j for j in jars if not os.path.exists(j)]
+    assert not missing, "missing %s (run scripts/setup.sh)" % ", ".join(missing)
+    return ":".join(jars)
+
+
+class Foreign(Agent):
+    """A Curator LeaderLatch participant (kind "curator") or a kazoo Election
+    contender (kind "kazoo"), one JSON line per event on stdout, with the
+    events of an Agent where they mean the same: "started" (node known),
+    "leader", "stepdown" (the claim ends), "follower", "stopped"; "t" is
+    CLOCK_MONOTONIC in ns, like an agent's "mono_ns"."""
+
+    def __init__(self, zk, kind, id, path="/app/election", session_timeout=2000, start=True):
+        assert kind in ("curator", "kazoo"), kind
+        self.kind = kind
+        Agent.__init__(self, zk, id, path=path, session_timeout=session_timeout, log=None,
+                       start=start)
+
+    def __repr__(self):
+        return "Foreign(%s %s pid=%s)" % (self.kind, self.id, self.pid)
+
+    def argv(self):
+        args = [self.zk.hostport, self.path, self.id, str(self.session_timeout)]
+        if self.kind == "curator":
+            return ["java", "-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                    "-cp", curator_classpath(), os.path.join(INTEROP, "CuratorCandidate.java")] + args
+        return ["/usr/bin/python3", os.path.join(INTEROP, "kazoo_candidate.py")] + args
+
+    def start(self):
+        assert self.proc is None, "candidate %s started twice" % self.id
+        out = open(self.logfile, "wb")
+        self.t_start = time.time()
+        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.STDOUT, cwd=self.dir, env=_child_env(),
+                                     preexec_fn=_pdeathsig)
+        out.close()
+        self.pid = self.proc.pid
+        return self
+
+    def _read(self):
+        Agent._read(self)
+        for ev in self._events:
+            if "t" in ev and "mono_ns" not in ev:
+                ev["mono_ns"] = ev["t"]
+
+
 def stop_all_agents():
     for a in list(_agents):
         a.stop()

@@ -394,6 +394,23 @@ static void test_position_two_relists(void)
     el_free(e);
 }
 
+/* `previous` is the candidate directly ahead of us, not the leader we read
+ * when we joined: here the leader left unseen, then our predecessor (which
+ * led meanwhile) went away too. */
+static void test_previous_is_predecessor(void)
+{
+    struct rec x = { 0 };
+    char name[128], others[8][64];
+    election *e = follow_at(&x, 2, name, others);
+    CHECK(strcmp(x.ev_leader[x.nev - 1], "leader-id") == 0);
+    el_on_watch(e, EL_W_DELETED, others[1]);
+    CHECK(last_req(&x)->type == EL_REQ_LIST);
+    const char *names[] = { name };
+    reply_list(e, last_req(&x), names, 1);
+    CHECK(last_ev(&x)->type == ZKE_EV_LEADER && strcmp(x.ev_prev[x.nev - 1], "pred-id") == 0);
+    el_free(e);
+}
+
 static void test_unrelated_watch_ignored(void)
 {
     struct rec x = { 0 };
@@ -797,6 +814,189 @@ static void test_denied_backs_off_quietly(void)
     el_free(e);
 }
 
+/* ---- mixed elections: compat naming (README "Mixed elections") ---------- */
+
+static int is_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* Curator's rule (StandardLockInternalsDriver.standardFixForSorting, 5.4.0):
+ * the text after the last "latch-", or the whole name without one; then
+ * String.compareTo (ASCII here). */
+static const char *curator_key(const char *name)
+{
+    const char *k = NULL;
+    for (const char *p = strstr(name, "latch-"); p != NULL; p = strstr(p + 1, "latch-"))
+        k = p + 6;
+    return k ? k : name;
+}
+
+static int curator_cmp(const void *a, const void *b)
+{
+    return strcmp(curator_key(*(const char *const *)a), curator_key(*(const char *const *)b));
+}
+
+/* kazoo's rule (Lock._get_predecessor, 2.8.0): only names matching
+ * "__lock__(-?\d{10})$" are contenders, ordered by that string. NULL: not one. */
+static const char *kazoo_key(const char *name)
+{
+    const char *p = strstr(name, "__lock__");
+    const char *last = NULL;
+    while (p != NULL) {
+        last = p;
+        p = strstr(p + 1, "__lock__");
+    }
+    if (last == NULL)
+        return NULL;
+    last += 8;
+    size_t n = strlen(last), d = last[0] == '-' ? 1 : 0;
+    return n == d + 10 && strspn(last + d, "0123456789") == 10 ? last : NULL;
+}
+
+static int kazoo_cmp(const void *a, const void *b)
+{
+    return strcmp(kazoo_key(*(const char *const *)a), kazoo_key(*(const char *const *)b));
+}
+
+static void test_compat_names(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = el_new("/app/election", "me", "payload", &ops, &x, 42);
+    CHECK(el_set_compat(e, ZKE_COMPAT_CURATOR) == 0);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    CHECK(el_set_compat(e, ZKE_COMPAT_KAZOO) == -1);          /* fixed once connected */
+    const struct el_req *c = last_req(&x);
+    /* "_c_" + a 36-character UUID-shaped id starting with "zke" + "-latch-" */
+    CHECK(c->type == EL_REQ_CREATE && strlen(c->node) == 46);
+    CHECK(strncmp(c->node, "_c_zke", 6) == 0 && strcmp(c->node + 39, "-latch-") == 0);
+    CHECK(c->node[11] == '-' && c->node[16] == '-' && c->node[21] == '-' && c->node[26] == '-');
+    CHECK(is_hex(c->node + 6, 5) && is_hex(c->node + 27, 12));
+    CHECK(strcmp(c->data, "payload") == 0);                  /* verbatim: Curator's participant id */
+    reply_create(e, &x, 3, 100, 1, name);
+    CHECK(el_is_our_name(name));
+    const char *names[] = { name };
+    reply_list(e, last_req(&x), names, 1);
+    CHECK(last_ev(&x)->type == ZKE_EV_LEADER && last_ev(&x)->epoch == 100);
+    CHECK(find_req(&x, EL_REQ_PUBLISH) == NULL);             /* the node keeps its plain data */
+    el_free(e);
+
+    struct rec y = { 0 };
+    e = el_new("/app/election", "me", NULL, &ops, &y, 43);
+    CHECK(el_set_compat(e, ZKE_COMPAT_KAZOO) == 0);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    c = last_req(&y);
+    /* 32 characters like uuid4().hex, starting with "zke", then "__lock__" */
+    CHECK(strlen(c->node) == 40 && strncmp(c->node, "zke", 3) == 0 && is_hex(c->node + 3, 29));
+    CHECK(strcmp(c->node + 32, "__lock__") == 0);
+    CHECK(strcmp(c->data, "me") == 0);                       /* kazoo's identifier: our id */
+    el_free(e);
+
+    CHECK(el_is_our_name("n_0123456789abcdef-0000000001"));
+    CHECK(!el_is_our_name("n_0000000001"));                   /* ZooKeeper's own recipe */
+    CHECK(!el_is_our_name("_c_3f2b8c1e-8b6d-4d1e-9a51-0d3c1b2a4f00-latch-0000000001"));
+    CHECK(!el_is_our_name("8d2c1b0a9e8f4e3d8c2b1a0f9e8d7c6b__lock__0000000001"));
+    CHECK(el_is_our_name("zke0123456789abcdef0123456789a__lock__0000000001"));
+}
+
+/* The three orders of one mixed folder: ours (trailing sequence), Curator's
+ * and kazoo's, computed with their documented rules. With compat naming each
+ * pair agrees; Curator and kazoo cannot agree with each other. */
+static void test_compat_orders(void)
+{
+    /* zkelect (curator compat) and Curator, interleaved */
+    const char *cur[] = {
+        "_c_zke12345-0000-1111-2222-333333333333-latch-0000000012",
+        "_c_3f2b8c1e-8b6d-4d1e-9a51-0d3c1b2a4f00-latch-0000000009",
+        "_c_zkeabcde-0000-1111-2222-333333333333-latch-0000000010",
+        "_c_00000000-8b6d-4d1e-9a51-0d3c1b2a4f00-latch-0000000011",
+    };
+    const char *want_cur[] = { cur[1], cur[2], cur[3], cur[0] };
+    const char *sorted[4];
+    memcpy(sorted, cur, sizeof cur);
+    qsort(sorted, 4, sizeof *sorted, curator_cmp);
+    for (int i = 0; i < 4; i++)
+        CHECK(strcmp(sorted[i], want_cur[i]) == 0);
+
+    /* zkelect (kazoo compat) and kazoo: every name is a kazoo contender */
+    const char *kaz[] = {
+        "zke0123456789abcdef0123456789a__lock__0000000007",
+        "8d2c1b0a9e8f4e3d8c2b1a0f9e8d7c6b__lock__0000000005",
+        "zkeffffffffffffffffffffffffff__lock__0000000006",
+    };
+    const char *want_kaz[] = { kaz[1], kaz[2], kaz[0] };
+    for (int i = 0; i < 3; i++)
+        CHECK(kazoo_key(kaz[i]) != NULL);
+    memcpy(sorted, kaz, sizeof kaz);
+    qsort(sorted, 3, sizeof *sorted, kazoo_cmp);
+    for (int i = 0; i < 3; i++)
+        CHECK(strcmp(sorted[i], want_kaz[i]) == 0);
+
+    /* our machine picks the same predecessor and leader in both folders */
+    for (int set = 0; set < 2; set++) {
+        struct rec x = { 0 };
+        char name[128];
+        election *e = el_new("/app/election", "me", NULL, &ops, &x, 44);
+        CHECK(el_set_compat(e, set == 0 ? ZKE_COMPAT_CURATOR : ZKE_COMPAT_KAZOO) == 0);
+        el_on_session(e, EL_SESS_CONNECTED, 1);
+        reply_create(e, &x, set == 0 ? 11 : 7, 100, 1, name);
+        const char *curn[] = { cur[1], cur[0], name, cur[2] };   /* seq 9, 12, 11, 10 */
+        const char *kazn[] = { kaz[0], name, kaz[1], kaz[2] };   /* seq 7 (another), ours, 5, 6 */
+        const char *names[4];
+        memcpy(names, set == 0 ? curn : kazn, sizeof names);
+        if (set == 1)
+            names[0] = "zkeaaaaaaaaaaaaaaaaaaaaaaaaaa__lock__0000000009";   /* after us */
+        reply_list(e, last_req(&x), names, 4);
+        const struct el_req *w = find_req(&x, EL_REQ_WATCH);
+        const struct el_req *g = find_req(&x, EL_REQ_GET_LEADER);
+        CHECK(w != NULL && strcmp(w->node, set == 0 ? cur[2] : kaz[2]) == 0);  /* seq 10 / 6 */
+        CHECK(g != NULL && strcmp(g->node, set == 0 ? cur[1] : kaz[1]) == 0);  /* seq 9 / 5 */
+        el_free(e);
+    }
+
+    /* Curator and kazoo together: kazoo ignores Curator's nodes (no
+     * "__lock__"), and Curator compares a kazoo name whole ("8d2c...") with
+     * its own sequences ("0000000009"): kazoo seq 5 sorts after Curator seq 9. */
+    const char *both[] = { "8d2c1b0a9e8f4e3d8c2b1a0f9e8d7c6b__lock__0000000005", cur[1] };
+    memcpy(sorted, both, sizeof both);
+    qsort(sorted, 2, sizeof *sorted, curator_cmp);
+    CHECK(sorted[0] == cur[1]);                       /* Curator: "I lead" (seq 9) */
+    CHECK(kazoo_key(cur[1]) == NULL);                 /* kazoo: "I lead" (seq 5, alone) */
+    /* and no name is both "...latch-<seq>" and "...__lock__<seq>" */
+    CHECK(kazoo_key("x-latch-__lock__0000000001") != NULL &&
+          strcmp(curator_key("x-latch-__lock__0000000001"), "0000000001") != 0);
+}
+
+/* A lost create reply in a compat mode: found again by the guid in the name. */
+static void test_compat_adopt_after_connloss(void)
+{
+    for (int m = ZKE_COMPAT_CURATOR; m <= ZKE_COMPAT_KAZOO; m++) {
+        struct rec x = { 0 };
+        election *e = el_new("/app/election", "me", NULL, &ops, &x, 45);
+        CHECK(el_set_compat(e, (enum zke_compat)m) == 0);
+        el_on_session(e, EL_SESS_CONNECTED, 1);
+        const struct el_req *c = last_req(&x);
+        char ours[128];
+        snprintf(ours, sizeof ours, "%s0000000004", c->node);
+        el_on_session(e, EL_SESS_DISCONNECTED, 1);
+        reply(e, c, EL_CONNLOSS);
+        el_on_session(e, EL_SESS_CONNECTED, 1);
+        CHECK(last_req(&x)->type == EL_REQ_LIST);
+        const char *names[] = { "_c_3f2b8c1e-8b6d-4d1e-9a51-0d3c1b2a4f00-latch-0000000003",
+                                "8d2c1b0a9e8f4e3d8c2b1a0f9e8d7c6b__lock__0000000002", ours };
+        reply_list(e, last_req(&x), names, 3);
+        CHECK(last_req(&x)->type == EL_REQ_ADOPT_STAT && strcmp(last_req(&x)->node, ours) == 0);
+        reply_stat(e, last_req(&x), 555, 1);
+        CHECK(last_ev(&x)->type == ZKE_EV_JOINED && strcmp(x.ev_reason[x.nev - 1], "adopted") == 0);
+        CHECK(find_req(&x, EL_REQ_CREATE) == &x.req[0]);     /* no second create */
+        el_free(e);
+    }
+}
+
 int main(void)
 {
     RUN(test_denied_backs_off_quietly);
@@ -832,5 +1032,9 @@ int main(void)
     RUN(test_stop);
     RUN(test_own_node_deleted);
     RUN(test_reconnected_leader_stays);
+    RUN(test_previous_is_predecessor);
+    RUN(test_compat_names);
+    RUN(test_compat_orders);
+    RUN(test_compat_adopt_after_connloss);
     return check_done();
 }
