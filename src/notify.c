@@ -2,11 +2,17 @@
 #define _POSIX_C_SOURCE 200809L
 #include "notify.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <ev.h>
 #include <systemd/sd-daemon.h>
@@ -20,24 +26,115 @@ static char role[256];          /* the last role STATUS, repeated after a reload
 static struct ev_loop *wd_loop;
 static ev_timer wd;
 
-static void notify_send(const char *msg)
+/* Our own sender for AF_UNIX addresses (a path, or @abstract): libsystemd's
+ * sd_notify() sends on a blocking socket, and a receiver whose queue is full
+ * (net.unix.max_dgram_qlen, 10 here) stalls it, and with it the loop and the
+ * lease. Ours never blocks: a message that does not fit now is kept (READY,
+ * RELOADING, STOPPING, the latest STATUS) and sent again from a timer; a
+ * watchdog ping that does not fit is dropped (the next one follows). Other
+ * address kinds (vsock:) go through sd_notify(). */
+static int sock = -1;
+static struct sockaddr_un sa;
+static socklen_t salen;
+#define NPEND 8
+static char pend[NPEND][640];
+static int npend;
+static struct ev_loop *retry_loop;
+static ev_timer retry;
+
+static void warn_once(int err)
+{
+    if (failed_logged)
+        return;
+    char m[160];
+    snprintf(m, sizeof m, "sd_notify to $NOTIFY_SOCKET failed: %s", strerror(err));
+    log_msg(ZKE_LOG_WARN, "log", m);
+    failed_logged = 1;
+}
+
+/* 0 sent, 1 try later, -1 failed for good */
+static int try_send(const char *msg)
+{
+    if (sock < 0) {
+        int r = sd_notify(0, msg);
+        if (r < 0)
+            warn_once(-r);
+        return r < 0 ? -1 : 0;
+    }
+    if (sendto(sock, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&sa,
+               salen) >= 0)
+        return 0;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ENOBUFS)
+        return 1;
+    warn_once(errno);
+    return -1;
+}
+
+static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)revents;
+    while (npend > 0) {
+        if (try_send(pend[0]) == 1)
+            return;             /* still full: the timer repeats */
+        memmove(pend[0], pend[1], sizeof pend[0] * (size_t)(npend - 1));
+        npend--;
+    }
+    ev_timer_stop(loop, w);
+}
+
+/* droppable: a watchdog ping, worthless later */
+static void notify_send_kind(const char *msg, int droppable)
 {
     if (!enabled)
         return;
-    int r = sd_notify(0, msg);
-    if (r < 0 && !failed_logged) {
-        char m[160];
-        snprintf(m, sizeof m, "sd_notify to $NOTIFY_SOCKET failed: %s", strerror(-r));
-        log_msg(ZKE_LOG_WARN, "log", m);
-        failed_logged = 1;
+    if (npend == 0) {
+        int r = try_send(msg);
+        if (r != 1 || droppable)
+            return;
+    } else if (droppable) {
+        return;
     }
+    if (npend == NPEND) {       /* keep the oldest (READY...) and the newest */
+        memmove(pend[1], pend[2], sizeof pend[0] * (NPEND - 2));
+        npend--;
+    }
+    snprintf(pend[npend++], sizeof pend[0], "%s", msg);
+    if (retry_loop != NULL && !ev_is_active(&retry)) {
+        ev_timer_set(&retry, 0.05, 0.05);
+        ev_timer_start(retry_loop, &retry);
+    }
+}
+
+static void notify_send(const char *msg)
+{
+    notify_send_kind(msg, 0);
+}
+
+static void open_socket(const char *e)
+{
+    size_t n = strlen(e);
+    sock = -1;
+    if ((e[0] != '/' && e[0] != '@') || n < 2 || n >= sizeof sa.sun_path)
+        return;                 /* vsock: or odd: sd_notify() */
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, e, n);
+    if (e[0] == '@')
+        sa.sun_path[0] = '\0';
+    salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + (e[0] == '/'));
+    sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 }
 
 /* STATUS=status, after READY=1 if ready_too */
 static void send_status(int ready_too, const char *status)
 {
     char m[600];
-    snprintf(m, sizeof m, "%sSTATUS=%.511s", ready_too ? "READY=1\n" : "", status);
+    int n = snprintf(m, sizeof m, "%sSTATUS=", ready_too ? "READY=1\n" : "");
+    /* ids and leader data come from ZooKeeper nodes, foreign ones too: a
+     * newline in them would be a notify command of its own */
+    for (const char *p = status; *p != '\0' && n < 520; p++)
+        m[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p;
+    m[n] = '\0';
     notify_send(m);
 }
 
@@ -46,17 +143,22 @@ static void wd_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)loop;
     (void)w;
     (void)revents;
-    notify_send("WATCHDOG=1");
+    notify_send_kind("WATCHDOG=1", 1);
 }
 
 void notify_start(struct ev_loop *loop)
 {
     uint64_t usec = 0;
-    enabled = getenv("NOTIFY_SOCKET") != NULL;
+    const char *e = getenv("NOTIFY_SOCKET");
+    enabled = e != NULL && e[0] != '\0';
     ready = 0;
     role[0] = '\0';
+    npend = 0;
     if (!enabled)
         return;
+    open_socket(e);
+    ev_init(&retry, retry_cb);
+    retry_loop = loop;
     /* > 0 only when WATCHDOG_USEC is set and WATCHDOG_PID (if set) is us */
     if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
         double half = (double)usec / 2e6;
@@ -70,6 +172,23 @@ void notify_start(struct ev_loop *loop)
 
 void notify_stop(void)
 {
+    if (retry_loop != NULL) {
+        /* the loop is over (the session is closed): what is still queued
+         * (STOPPING=1) gets up to 200 ms for the receiver to make room */
+        for (int i = 0; i < 20 && npend > 0; i++) {
+            retry_cb(retry_loop, &retry, 0);
+            if (npend > 0 && sock >= 0) {
+                struct pollfd p = { sock, POLLOUT, 0 };
+                (void)poll(&p, 1, 10);
+            }
+        }
+        ev_timer_stop(retry_loop, &retry);
+        retry_loop = NULL;
+    }
+    if (sock >= 0) {
+        close(sock);
+        sock = -1;
+    }
     if (wd_loop == NULL)
         return;
     ev_ref(wd_loop);

@@ -1,6 +1,8 @@
 /*
  * notify.h - systemd's service notification protocol for `zkelect run`
- * (sd_notify(3) through libsystemd): READY=1 once the candidate has joined
+ * (sd_notify(3)'s protocol; libsystemd for the watchdog settings, and our own
+ * non-blocking sender for AF_UNIX sockets, since sd_notify() can block the
+ * loop when the receiver's queue is full): READY=1 once the candidate has joined
  * and knows its role, STATUS= on every role change, RELOADING=1 / READY=1
  * around a script reload, STOPPING=1 on shutdown, and WATCHDOG=1 from a
  * loop timer when the unit sets WatchdogSec=.

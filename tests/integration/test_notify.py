@@ -192,6 +192,37 @@ def test_abstract_socket_and_watchdog():
         n.close()
 
 
+def test_a_receiver_that_stops_reading_never_stalls_the_loop():
+    """The receiver reads nothing for 3 s (longer than the session timeout)
+    while 10 ms watchdog pings fill its queue (net.unix.max_dgram_qlen is
+    small): the leader still keeps its session and its lease, hands over on SIGTERM and exits at once; the important messages
+    queued meanwhile (STOPPING=1) arrive once the receiver reads again."""
+    n = Notify()
+    try:
+        with h.ZooKeeper() as zk:
+            a = agent_with_notify(zk, "nq", n, env={"WATCHDOG_USEC": "20000"})
+            n.wait("READY", "1", timeout=10)
+            b = h.Agent(zk, "nq2", path=PATH)
+            b.wait_for("follower", timeout=10)
+            m = n.mark()
+            time.sleep(3.0)             # not reading: the queue fills up
+            # a stalled loop would have lost its session (2 s) by now
+            assert not b.find("leader"), b.describe()
+            assert not a.find("session", reason="expired") and not a.find("stepdown"), a.describe()
+            mark = a.mark()
+            a.term()
+            # with a blocking sd_notify() the agent would hang in STOPPING=1;
+            # ours queues it and sends it once the receiver reads again
+            n.wait("STOPPING", "1", since=m, timeout=5)
+            b.wait_for("leader", timeout=5)
+            assert a.wait_exit(10) == 0
+            assert not a.find("stepdown", since=mark, reason="lease"), a.describe()
+            b.term()
+            assert b.wait_exit(10) == 0
+    finally:
+        n.close()
+
+
 def test_watchdog_of_another_pid_is_not_ours():
     n = Notify()
     try:
