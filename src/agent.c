@@ -92,6 +92,7 @@ struct zke_agent {
     uint64_t last_session;
     const char *stop_reason;
     double reopen_delay;
+    double auth_retry;          /* runtime authentication failures: 1 s doubling to 30 s */
     char err[1024];
 };
 
@@ -509,8 +510,10 @@ static void el_event_cb(void *ud, const struct zke_event *ev)
      * stop and its children get SIGTERM at once */
     if (ev->type == ZKE_EV_STEPDOWN && a->host_leader && ev->epoch == a->host_epoch)
         revoke_term(a);
-    if (ev->type == ZKE_EV_LEADER || ev->type == ZKE_EV_FOLLOWER)
+    if (ev->type == ZKE_EV_LEADER || ev->type == ZKE_EV_FOLLOWER) {
         a->ever_settled = 1;
+        a->auth_retry = 0;
+    }
     queue_event(a, ev);
 }
 
@@ -885,8 +888,24 @@ static void sess_state_cb(void *ud, enum sess_state st)
         ev_timer_start(a->loop, &a->disc_to);
     } else if (st == SESS_S_EXPIRED) {
         lose_session(a, "expired", "expired");
+    } else if (a->ever_settled) {
+        /* After a role was taken, one server rejecting us (a rolling change
+         * of enforce.auth, say) is not worth stopping for good: the session
+         * is lost like an expiry and a new one is tried, slowly, on the
+         * next servers of the connect string. */
+        alog(a, ZKE_LOG_ERROR, "%s (a runtime failure: retrying)", session_auth_error(a->sess));
+        lose_session(a, "auth_failed", "is dead: authentication failed");
+        if (!a->stopping) {
+            a->auth_retry = a->auth_retry < 1.0 ? 1.0 : a->auth_retry * 2;
+            if (a->auth_retry > 30.0)
+                a->auth_retry = 30.0;
+            ev_timer_stop(a->loop, &a->reopen);
+            ev_timer_set(&a->reopen, a->auth_retry * (1.0 + rng_unit(&a->rng) / 4.0), 0.);
+            ev_timer_start(a->loop, &a->reopen);
+        }
     } else {
-        /* fatal: a new handle would be refused the same way */
+        /* before the first role: a configuration error, and a new handle
+         * would be refused the same way */
         snprintf(a->err, sizeof a->err, "%s", session_auth_error(a->sess));
         a->stop_reason = "auth";
         lose_session(a, "auth_failed", "is dead: authentication failed");
@@ -1038,8 +1057,16 @@ static void census_done(void *arg, const struct sess_result *r)
         return;
     a->election_size = r->numchildren;
     /* the membership changed since our last reading: who leads now? */
-    if (a->census_listed && r->cversion == a->census_cversion)
+    if (a->census_listed && r->cversion == a->census_cversion) {
+        /* same members, but a zkelect leader read before it published (a
+         * data change does not move cversion): read it again */
+        char path[1100];
+        if (a->census_node[0] != '\0' && a->census_lead.ours && a->census_lead.epoch == 0 &&
+            full_path(a, a->census_node, path, sizeof path) == 0 &&
+            session_get(a->sess, path, 0, census_get_done, a) == 0)
+            a->census_pending = 1;
         return;
+    }
     a->census_listed = 1;
     a->census_cversion = r->cversion;
     if (session_list(a->sess, a->set.path, 0, census_list_done, a) == 0)
@@ -1056,9 +1083,12 @@ static void census_cb(struct ev_loop *loop, ev_timer *w, int revents)
     if (a->census_pending || a->done)
         return;
     if (!session_connected(a->sess)) {
-        /* soon after the (re)connection, then at the interval again */
+        /* soon after the (re)connection, then at the interval again; the
+         * delay is random so that a fleet reconnecting together after a
+         * server restart does not list the election all at once */
+        double iv = a->set.census_interval_ms / 1000.0;
         ev_timer_stop(loop, w);
-        ev_timer_set(w, 0.1, a->set.census_interval_ms / 1000.0);
+        ev_timer_set(w, 0.1 + iv * rng_unit(&a->rng), iv);
         ev_timer_start(loop, w);
         return;
     }
@@ -1492,7 +1522,9 @@ int zke_agent_start(zke_agent *a)
         ev_timer_start(a->loop, &a->connect_to);
     }
     if (a->set.census_interval_ms > 0) {
-        ev_timer_set(&a->census, 0.05, a->set.census_interval_ms / 1000.0);
+        /* a random phase: candidates started together do not census together */
+        double iv = a->set.census_interval_ms / 1000.0;
+        ev_timer_set(&a->census, 0.05 + iv * rng_unit(&a->rng), iv);
         ev_timer_start(a->loop, &a->census);
     }
     open_session(a);
@@ -1643,10 +1675,14 @@ int zke_agent_status(zke_agent *a, struct zke_status *out)
      * every change of membership (within one interval) */
     if (out->role != ZKE_ROLE_LEADER && a->census_listed && a->census_node[0] != '\0' &&
         a->census_lead.id != NULL) {
-        out->leader = a->census_lead.id;
-        out->leader_data = a->census_lead.data;
-        out->leader_epoch = a->census_lead.epoch;
-        out->leader_node = a->census_node;
+        /* the same leader node: whichever read saw its published epoch */
+        int same = out->leader_node != NULL && strcmp(out->leader_node, a->census_node) == 0;
+        if (!same || a->census_lead.epoch > out->leader_epoch) {
+            out->leader = a->census_lead.id;
+            out->leader_data = a->census_lead.data;
+            out->leader_epoch = a->census_lead.epoch;
+            out->leader_node = a->census_node;
+        }
         if (out->role == ZKE_ROLE_FOLLOWER && a->census_position > 0)
             out->position = a->census_position;
     }

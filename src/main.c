@@ -150,6 +150,7 @@ struct app {
     struct script_opts sopts;
     metrics *metrics;
     httpd *httpd;
+    int leader_ready;           /* leading, and on_leader (if any) has finished its work */
     ev_signal sigterm, sigint, sighup;
     ev_timer reload;
     int leader_error_ignore;
@@ -501,6 +502,10 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
     (void)a;
     log_event(ev);
     metrics_event(app->metrics, ev);
+    if (ev->type == ZKE_EV_LEADER)
+        app->leader_ready = !script_has_hook(app->sc, ZKE_EV_LEADER);
+    else if (ev->type == ZKE_EV_STEPDOWN)
+        app->leader_ready = 0;
     notify_event(ev);
     if (app->sc != NULL)
         (void)script_dispatch(app->sc, ev);
@@ -570,6 +575,11 @@ static void on_hook_done(void *ud, const char *hook, enum script_outcome o, doub
 {
     struct app *app = ud;
     metrics_hook(app->metrics, hook, o, seconds);
+    /* /leader says 200 once on_leader did its work (a failed one counts
+     * only under --on-leader-error ignore; otherwise the term is resigned) */
+    if (strcmp(hook, "on_leader") == 0 &&
+        (o == SCRIPT_HOOK_OK || (app->leader_error_ignore && o != SCRIPT_HOOK_PREEMPTED)))
+        app->leader_ready = 1;
 }
 
 /* GET /status, /metrics, /leader; called from the loop by the server. */
@@ -598,7 +608,8 @@ static void on_http(void *ud, const char *method, const char *url, struct httpd_
     } else if (strcmp(url, "/leader") == 0) {
         struct zke_status st;
         int lead = app->agent != NULL && zke_agent_status(app->agent, &st) == 0 &&
-                   st.role == ZKE_ROLE_LEADER && !st.suspended;
+                   st.role == ZKE_ROLE_LEADER && !st.suspended && st.lease_ms > 0 &&
+                   app->leader_ready;
         r->status = lead ? 200 : 503;
         r->body = strdup(lead ? "leader\n" : "not leader\n");
     } else if (strcmp(url, "/") == 0) {

@@ -205,6 +205,39 @@ def test_auth_survives_reconnect_and_expiry():
         assert b.wait_exit(10) == 0
 
 
+def test_auth_required_at_runtime_is_retried_not_fatal():
+    """A candidate that took a role, and then meets a server that requires
+    authentication it does not give (enforce.auth switched on by a restart),
+    does not exit: the leader gives up its term (its renewals go unanswered)
+    and the agent keeps trying; once the server accepts it again, it leads
+    again. Here the client never reports AUTH_FAILED: the server drops the
+    resumed session's connection right after each handshake, so the agent
+    sees disconnects (about 13 a second, the client's own reconnects) and
+    the leader's lease runs out. The AUTH_FAILED path (retried after 1 s,
+    doubling to 30 s, once a role was taken) is not reached by this test.
+    README Pitfalls."""
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "r", path="/rt/e", session_timeout=8000)
+        a.wait_for("leader", timeout=10)
+        with open(zk.cfg) as f:
+            plain = f.read()
+        with open(zk.cfg, "a") as f:
+            f.write("\n".join(ENFORCE) + "\n")
+        m = a.mark()
+        zk.restart()
+        a.wait_for("stepdown", since=m, timeout=20)
+        t0 = time.monotonic()
+        h.wait_until(lambda: time.monotonic() - t0 > 4.0 or not a.alive(), 6, "4 s of retries")
+        assert a.alive(), "exited on a runtime auth failure:\n" + a.describe()
+        with open(zk.cfg, "w") as f:
+            f.write(plain)
+        m = a.mark()
+        zk.restart()
+        a.wait_for("leader", since=m, timeout=40)
+        a.term()
+        assert a.wait_exit(15) == 0
+
+
 def test_bad_auth_settings():
     d = h.mkdtemp("badauth")
     base = ["run", "--zk", "127.0.0.1:1", "--path", "/app/e", "--id", "x", "--connect-timeout", "1000"]
