@@ -107,8 +107,11 @@ static void chroot_done(void *arg, const struct sess_result *res)
         snprintf(why, sizeof why, "the chroot '%.200s' in the connect string does not exist",
                  r->chroot);
         finish(r, 78, why);
-    } else {
+    } else if (res->rc == SESS_OK) {
         finish(r, 66, "no such election path");
+    } else {
+        finish(r, res->rc == SESS_AUTHFAILED || res->rc == SESS_NOAUTH ? 77 : 69,
+               sess_rc_name(res->rc));
     }
 }
 

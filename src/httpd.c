@@ -196,9 +196,10 @@ static void tm_cb(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 httpd *httpd_new(struct ev_loop *loop, const char *spec, httpd_handler *fn, void *ud,
-                 httpd_log_fn *log, char *err, size_t errlen)
+                 httpd_log_fn *log, char *err, size_t errlen, int *sys_err)
 {
     struct parsed p;
+    *sys_err = 0;
     if (parse_addr(spec, &p, err, errlen) != 0)
         return NULL;
     httpd *h = calloc(1, sizeof *h);
@@ -214,7 +215,8 @@ httpd *httpd_new(struct ev_loop *loop, const char *spec, httpd_handler *fn, void
     int one = 1;
     if (h->lfd < 0 || setsockopt(h->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         bind(h->lfd, (struct sockaddr *)&p.ss, p.len) != 0 || listen(h->lfd, 64) != 0) {
-        snprintf(err, errlen, "--status '%s': cannot listen: %s", spec, strerror(errno));
+        *sys_err = errno;
+        snprintf(err, errlen, "--status '%s': cannot listen: %s", spec, strerror(*sys_err));
         if (h->lfd >= 0)
             close(h->lfd);
         free(h);
@@ -222,6 +224,8 @@ httpd *httpd_new(struct ev_loop *loop, const char *spec, httpd_handler *fn, void
     }
     struct sockaddr_storage got;
     socklen_t gl = sizeof got;
+    memset(&got, 0, sizeof got);
+    got.ss_family = p.ss.ss_family;
     char host[INET6_ADDRSTRLEN] = "?";
     int port = 0;
     if (getsockname(h->lfd, (struct sockaddr *)&got, &gl) == 0) {

@@ -39,9 +39,10 @@ typedef void httpd_log_fn(void *ud, enum zke_log_level lvl, const char *msg);
 int httpd_check_addr(const char *spec, int *loopback, char *err, size_t errlen);
 
 /* Binds and starts serving. NULL with a one-line reason in err (bad
- * address, address in use, out of memory). log may be NULL. */
+ * address, address in use, out of memory) and the errno of a failed
+ * socket call in *sys_err (0 otherwise). log may be NULL. */
 httpd *httpd_new(struct ev_loop *loop, const char *spec, httpd_handler *fn, void *ud,
-                 httpd_log_fn *log, char *err, size_t errlen);
+                 httpd_log_fn *log, char *err, size_t errlen, int *sys_err);
 /* The bound address, "127.0.0.1:PORT" (the real port when 0 was asked). */
 const char *httpd_addr(const httpd *h);
 /* Closes the listening socket and every connection. NULL is a no-op. */

@@ -37,6 +37,7 @@
 #define EX_NOINPUT 66
 #define EX_UNAVAILABLE 69
 #define EX_SOFTWARE 70
+#define EX_TEMPFAIL 75
 #define EX_NOPERM 77
 #define EX_CONFIG 78
 
@@ -876,10 +877,13 @@ static int cmd_run(struct opts *o)
         script_on_reload(app.sc, on_reload_request);
     }
     if (o->status_addr != NULL) {
-        int loopback = 1;
-        app.httpd = httpd_new(app.loop, o->status_addr, on_http, &app, on_http_log, err, sizeof err);
+        int loopback = 1, e = 0;
+        app.httpd = httpd_new(app.loop, o->status_addr, on_http, &app, on_http_log, err, sizeof err,
+                              &e);
+        /* in use: perhaps only for now (an old instance still closing), so
+         * 75 (temporary: systemd restarts it), not 78 (configuration) */
         if (app.httpd == NULL)
-            die(EX_CONFIG, "%s", err);
+            die(e == EADDRINUSE ? EX_TEMPFAIL : e == EACCES ? EX_NOPERM : EX_CONFIG, "%s", err);
         (void)httpd_check_addr(o->status_addr, &loopback, err, sizeof err);
         struct logf f[2] = { { "addr", LF_STR, httpd_addr(app.httpd), 0 },
                              { "loopback", LF_STR, loopback ? "yes" : "no", 0 } };

@@ -206,6 +206,10 @@ static void chroot_done(void *arg, const struct sess_result *r)
         fatal(o, 78, msg);
         return;
     }
+    if (r->rc != SESS_OK) {
+        later(o, 0.5);          /* no answer about the chroot: ask again */
+        return;
+    }
     struct sess_result none;
     memset(&none, 0, sizeof none);
     none.rc = SESS_NONODE;      /* the chroot is there, the election is not (yet) */
