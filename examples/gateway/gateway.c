@@ -171,7 +171,13 @@ static void glog(struct gw *g, enum zke_log_level lvl, const char *event, const 
 /* the library's log lines (agent and observer) */
 static void lib_log(void *ud, enum zke_log_level lvl, const char *msg)
 {
-    glog(ud, lvl, "log", "msg=\"%s\"", msg);
+    char clean[1000];
+    size_t i = 0;
+    /* one line, and a quoted value without quotes inside */
+    for (; msg[i] != '\0' && i < sizeof clean - 1; i++)
+        clean[i] = msg[i] == '"' ? '\'' : (msg[i] == '\n' || msg[i] == '\r') ? ' ' : msg[i];
+    clean[i] = '\0';
+    glog(ud, lvl, "log", "msg=\"%s\"", clean);
 }
 
 /* --- addresses ------------------------------------------------------------ */
@@ -957,10 +963,11 @@ int main(int argc, char **argv)
     cb.log = lib_log;
     g.agent = zke_agent_new(g.loop, &s, &cb, &g);
     if (g.agent == NULL || zke_agent_start(g.agent) != 0) {
+        int code = g.agent != NULL ? 78 : 70;    /* invalid settings (the lease), or memory */
         fprintf(stderr, "zkelect_gateway: error: %s\n",
                 g.agent ? zke_agent_errstr(g.agent) : "out of memory");
         zke_agent_free(g.agent);
-        return g.agent ? 78 : 70;
+        return code;
     }
 
     /* the observer: its own session, one data watch on the leader's node */
@@ -975,6 +982,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "zkelect_gateway: error: observer: %s\n",
                 g.obs ? zke_observer_errstr(g.obs) : "out of memory");
         zke_observer_free(g.obs);
+        g.obs = NULL;           /* zke_agent_free calls on_agent_stopped, which frees g.obs */
+        g.stopping = 1;
         zke_agent_free(g.agent);
         return 70;
     }
@@ -993,7 +1002,8 @@ int main(int argc, char **argv)
     close_all(&g, "exit");
     close_listener(&g);
     zke_observer_free(g.obs);
-    zke_agent_free(g.agent);
+    g.obs = NULL;
+    zke_agent_free(g.agent);    /* on_stopped was called already: this only releases it */
     glog(&g, ZKE_LOG_INFO, "exit", "code=%d", g.exit_code);
     ev_loop_destroy(g.loop);
     return g.exit_code;
