@@ -253,6 +253,95 @@ struct zke_lease_plan {
 int zke_lease_check(const struct zke_settings *s, int session_ms, struct zke_lease_plan *out,
                     char *err, size_t errlen);
 
+/* ===================================================================== */
+/* Observer: follow an election's leader without being a candidate        */
+/* (zkelect watch, a gateway that routes to the leader).                  */
+/* ===================================================================== */
+/*
+ * An observer has its own ZooKeeper session (not shared with any agent) and
+ * holds one data watch, on the current leader's node (a child watch on the
+ * election folder only while it is empty). Its cost per change of leader is
+ * one notification, one listing and one read; nothing while the leader
+ * stays. It never creates, writes or deletes a node.
+ *
+ * Threading and callbacks: as for agents. Every function from the loop's
+ * thread; every callback from the loop (an ev_prepare at the top of an
+ * iteration), never from inside the ZooKeeper client, one at a time, in
+ * order. Pointers inside the event and the message strings are borrowed:
+ * valid only during the callback.
+ *
+ * Lifecycle:  zke_observer_new -> zke_observer_start -> (on_change ...) ->
+ *             zke_observer_free
+ * There is no stop: zke_observer_free() is the end. It may be called at any
+ * time, also from inside any callback of the observer (the memory is then
+ * released when the callback returns); no callback runs after it. It closes
+ * the session, which blocks for up to a few seconds when the server does not
+ * answer (zookeeper_close). A started observer keeps the loop alive until it
+ * is freed.
+ *
+ * on_change(o, ev, ud): a ZKE_EV_LEADER_CHANGE event every time the leader's
+ * node, id, published data or published epoch differ from the last report.
+ * Set: ev->path, ev->reason ("changed", "no_candidates", "no_election"),
+ * ev->leader (NULL: no leader), ev->leader_node, ev->leader_data (for a
+ * zkelect candidate its `data` setting, else the node's bytes),
+ * ev->leader_epoch (0 until the leader published it: a new leader is often
+ * reported twice, first with epoch 0, then with its epoch) and
+ * ev->candidates; ev->id is NULL, seq and position are -1. The leader is the
+ * owner of the smallest node at the time of the read: it may not have
+ * confirmed its leadership yet (a zkelect leader does within a round trip),
+ * and while the observer's own session is disconnected the last report
+ * stays in force (nothing is reported for a disconnect).
+ *
+ * on_fatal(o, reason, msg, ud): called at most once, after which the
+ * observer reports nothing more (free it). reason: "unreachable" (no first
+ * report within connect_timeout_ms), "auth" (credentials rejected, the
+ * server requires some, or the election is not readable before the first
+ * report), "config" (the chroot of the connect string does not exist).
+ * msg is one line naming the values (never the secret). A permission error
+ * after the first report (an ACL changed) is not fatal: it is logged once
+ * and retried with a backoff capped at 5 s.
+ *
+ * log(ud, level, msg): the observer's and its session's warnings and
+ * errors, delivered from the loop like the events.
+ */
+typedef struct zke_observer zke_observer;
+
+/* Copied by zke_observer_new(); the caller keeps ownership of its strings. */
+struct zke_observer_settings {
+    const char *zk;              /* "host:port[,host:port...][/chroot]" */
+    const char *path;            /* absolute election path */
+    int session_timeout_ms;      /* requested; 0: 10000 */
+    int connect_timeout_ms;      /* first report within; 0: 15000, -1: forever */
+    const char *auth_scheme;     /* NULL: none; as in struct zke_settings (copied, */
+    const char *auth_credentials;/* wiped at free, never logged) */
+};
+
+typedef void zke_observer_fn(zke_observer *o, const struct zke_event *ev, void *ud);
+typedef void zke_observer_fatal_fn(zke_observer *o, const char *reason, const char *msg,
+                                   void *ud);
+
+/* Any member may be NULL. */
+struct zke_observer_callbacks {
+    zke_observer_fn *on_change;
+    zke_observer_fatal_fn *on_fatal;
+    zke_log_fn *log;
+};
+
+/* Validates and copies the settings. Returns NULL only when out of memory;
+ * with invalid settings (zk, path, auth) it returns an observer whose
+ * zke_observer_errstr() is set and whose zke_observer_start() fails (free it
+ * all the same). */
+zke_observer *zke_observer_new(struct ev_loop *loop, const struct zke_observer_settings *s,
+                               const struct zke_observer_callbacks *cb, void *ud);
+/* Starts connecting; reports follow from the loop. May be called once;
+ * -1 (reason in zke_observer_errstr) for invalid settings or a second call. */
+int zke_observer_start(zke_observer *o);
+/* Ends the observer: closes its session, drops its queued reports and
+ * releases everything. NULL is fine. Safe inside its callbacks. */
+void zke_observer_free(zke_observer *o);
+const char *zke_observer_errstr(const zke_observer *o);
+void *zke_observer_userdata(const zke_observer *o);
+
 #ifdef __cplusplus
 }
 #endif
