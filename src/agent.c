@@ -88,6 +88,7 @@ struct zke_agent {
     scope *term;                /* resources of the term the host was told about */
     int term_drained;
     struct item *head, *tail;
+    unsigned pumped;            /* 1 + the loop iteration conn_pump last ran us in */
     int started, stopping, done, stopped_called, ever_connected, in_cb, freeing, free_requested;
     int ever_settled;           /* took a role once: later permission errors are runtime ones */
     char denied[400];           /* the permission error being retried, logged once; "" if none */
@@ -1285,11 +1286,26 @@ static int run_pending(zke_agent *a)
     return 0;
 }
 
+/* Every agent of a conn is run from here, in creation order (conn_pump). */
 static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
+    zke_agent *a = w->data;
     (void)loop;
     (void)revents;
-    (void)run_pending(w->data);
+    conn_pump(a->conn);
+}
+
+int agent_pump_due(zke_agent *a, unsigned iter)
+{
+    if (!ev_is_active(&a->prepare) || a->pumped == iter + 1)
+        return 0;
+    a->pumped = iter + 1;
+    return 1;
+}
+
+void agent_pump(zke_agent *a)
+{
+    (void)run_pending(a);
 }
 
 static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -1574,6 +1590,8 @@ static void real_free(zke_agent *a)
     ev_timer_stop(a->loop, &a->connect_to);
     ev_timer_stop(a->loop, &a->stop_to);
     a->freeing = 1;
+    if (a->sess != NULL)
+        session_cancel(a->sess, a);     /* completions see a->freeing */
     if (a->conn != NULL && a->sess != NULL && !conn_is_private(a->conn)) {
         /* the shared session stays: a node we still hold would lead (or
          * block) its election until the session ends, so delete it now,
@@ -1588,7 +1606,6 @@ static void real_free(zke_agent *a)
             full_path(a, st.node, path, sizeof path) == 0 &&
             session_delete(a->sess, path, forget_done, NULL) == 0)
             alog(a, ZKE_LOG_DEBUG, "freed without a finished stop: deleting %s", st.node);
-        session_cancel(a->sess, a);     /* completions see a->freeing */
     }
     if (a->conn != NULL)
         conn_detach(a->conn, a);        /* a private conn closes: completions see a->freeing */

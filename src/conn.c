@@ -48,13 +48,16 @@ struct zke_conn {
     int idle_closing;           /* closed because no agent runs: may be taken back */
     int auth_dead;              /* credentials refused: no new handle until an agent starts */
     int in_cb, free_requested;
-    char err[512];
+    char verr[512];             /* why the settings were refused, "" if they were not */
+    char err[512];              /* the last error: that, or a refused zke_conn_free */
 };
 
 static char *xstrdup(const char *s)
 {
     return s != NULL ? strdup(s) : NULL;
 }
+
+static void destroy(zke_conn *c);
 
 static void clog_(zke_conn *c, enum zke_log_level lvl, const char *fmt, ...)
 {
@@ -109,6 +112,24 @@ static void fan_state(zke_conn *c, enum sess_state st)
     for (int i = 0; i < c->n; i++)
         if (agent_running(c->agents[i]))
             agent_session_state(c->agents[i], st);
+}
+
+void conn_pump(zke_conn *c)
+{
+    unsigned iter = ev_iteration(c->loop);
+    c->in_cb++;                 /* no destroy under our feet */
+    for (;;) {
+        zke_agent *next = NULL;
+        for (int i = 0; i < c->n && next == NULL; i++)
+            if (agent_pump_due(c->agents[i], iter))
+                next = c->agents[i];
+        if (next == NULL)
+            break;
+        agent_pump(next);       /* may free agents (the array shrinks): scan again */
+    }
+    c->in_cb--;
+    if (c->free_requested && c->n == 0 && c->in_cb == 0)
+        destroy(c);
 }
 
 void conn_lose(zke_conn *c, const char *event_reason, const char *why)
@@ -257,8 +278,8 @@ static void disc_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* Validates and copies; on a validation error c->err is set (c is kept so
  * that the caller can read it). */
-static zke_conn *make(struct ev_loop *loop, const struct zke_conn_settings *s, zke_agent *owner,
-                      zke_log_fn *log, void *ud)
+static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings *s, zke_agent *owner,
+                           zke_log_fn *log, void *ud)
 {
     zke_conn *c = calloc(1, sizeof *c);
     if (c == NULL)
@@ -313,6 +334,15 @@ static zke_conn *make(struct ev_loop *loop, const struct zke_conn_settings *s, z
     return c;
 }
 
+static zke_conn *make(struct ev_loop *loop, const struct zke_conn_settings *s, zke_agent *owner,
+                      zke_log_fn *log, void *ud)
+{
+    zke_conn *c = make_body(loop, s, owner, log, ud);
+    if (c != NULL)
+        snprintf(c->verr, sizeof c->verr, "%s", c->err);
+    return c;
+}
+
 zke_conn *conn_new_private(struct ev_loop *loop, const struct zke_settings *s, zke_agent *owner)
 {
     struct zke_conn_settings cs = {
@@ -323,7 +353,7 @@ zke_conn *conn_new_private(struct ev_loop *loop, const struct zke_settings *s, z
     return make(loop, &cs, owner, NULL, NULL);
 }
 
-const char *conn_error(const zke_conn *c) { return c->err; }
+const char *conn_error(const zke_conn *c) { return c->verr; }
 session *conn_session(zke_conn *c) { return c->sess; }
 struct ev_loop *conn_loop(const zke_conn *c) { return c->loop; }
 const char *conn_hosts(const zke_conn *c) { return c->hosts; }
@@ -393,7 +423,11 @@ void conn_detach(zke_conn *c, zke_agent *a)
             c->agents[j++] = c->agents[i];
     c->n = j;
     if (c->owner == a) {
-        destroy(c);
+        c->owner = NULL;        /* its log is gone */
+        c->log = NULL;
+        c->free_requested = 1;
+        if (c->in_cb == 0)
+            destroy(c);         /* else when conn_pump returns */
         return;
     }
     if (c->sess != NULL && !conn_others_running(c, NULL) && session_is_open(c->sess)) {

@@ -49,6 +49,11 @@ int conn_others_running(const zke_conn *c, const zke_agent *a);
 /* Removes the agent (being freed). Destroys a private conn, or a shared one
  * whose zke_conn_free() was deferred until its agents were gone. */
 void conn_detach(zke_conn *c, zke_agent *a);
+/* Runs the queued callbacks of every agent of the conn, in the order the
+ * agents were made, each at most once per loop iteration (from any of their
+ * ev_prepare watchers): so one session event reaches the agents' callbacks
+ * in a defined order. Agents may be freed meanwhile. */
+void conn_pump(zke_conn *c);
 /* Gives the session up now (we close it on purpose): every running agent
  * loses it (event_reason "expired" or "closed"), the handle is closed and
  * a new one opened after a backoff. From anywhere on the loop thread. */
@@ -64,6 +69,11 @@ int agent_wants_session(const zke_agent *a);
 void agent_session_state(zke_agent *a, enum sess_state st);
 void agent_session_lost(zke_agent *a, const char *event_reason, const char *why);
 void agent_session_watch(zke_agent *a, enum sess_watch type, const char *path);
+/* 1 if the agent is to be pumped in loop iteration iter (started, on_stopped
+ * not yet called, not pumped in iter yet), and marks it pumped. */
+int agent_pump_due(zke_agent *a, unsigned iter);
+/* Drains its queue (callbacks), sends its requests, flushes the session. */
+void agent_pump(zke_agent *a);
 /* A log line queued with the agent's events (private conns log this way). */
 void agent_queue_log(zke_agent *a, enum zke_log_level lvl, const char *msg);
 
