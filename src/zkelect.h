@@ -10,6 +10,25 @@
  *             zke_agent_stop -> on_stopped -> zke_agent_free
  * zke_agent_free() may be called at any time, also from inside a callback
  * (the memory is then released when the callback returns).
+ * Several elections on one ZooKeeper session: zke_conn_new, then
+ * zke_agent_new_on per election (see "Shared connections" below).
+ *
+ * When each function may be called:
+ *  - zke_agent_new/_new_on, zke_conn_new: any time on the loop thread,
+ *    also inside callbacks. zke_agent_start: once, after new.
+ *  - zke_agent_resign/withdraw/rejoin/stop/status/errstr/userdata: any time
+ *    after new and before free, also inside any callback of any agent (the
+ *    agent's own included); what they cause is delivered later, from the loop.
+ *  - zke_agent_free: any time, inside any callback too (deferred until that
+ *    callback returns); never twice; the pointer is invalid afterwards. Inside
+ *    callbacks of the teardown it calls (on_stepdown "shutdown", on_stopped
+ *    "free"), calls on that agent are allowed and have no lasting effect.
+ *  - zke_conn_free: see below; the conn must outlive its agents.
+ *
+ * Ownership: settings structs and their strings are copied (the caller
+ * keeps its own); struct zke_event and the strings of struct zke_status are
+ * borrowed (valid during the callback / until the next call into that
+ * agent); the library owns the agent and conn until *_free.
  *
  * Callback contract: each callback of struct zke_callbacks is called once per
  * event, in event order, one at a time, from the loop. on_stopped is called
@@ -18,9 +37,18 @@
  * zke_event are borrowed: valid only during the callback.
  *
  * Errors: functions return 0 on success and -1 on failure; the reason is kept
- * in the agent (zke_agent_errstr). The library never prints, never exits,
- * never installs signal handlers: it logs through callbacks.log, whose lines
- * are queued and delivered from the loop like events.
+ * in the agent (zke_agent_errstr) or conn (zke_conn_errstr). The library
+ * never prints, never exits, never installs signal handlers, never forks
+ * (this API starts no process; the Lua layer only does with the host's
+ * consent, script_opts.allow_processes): it logs through callbacks.log (and
+ * the conn's log), whose lines are queued and delivered from the loop like
+ * events.
+ *
+ * Exactly once: every event gives one call of its callback (none if that
+ * member is NULL), teardown included: an agent freed while leading gets its
+ * on_stepdown (reason "shutdown") before on_stopped; every on_leader is
+ * followed by exactly one on_stepdown before the next on_leader or
+ * on_stopped; nothing is called after on_stopped.
  *
  * A started agent keeps the loop alive (like an open connection) until
  * on_stopped. on_stopped's reason: "stop" (zke_agent_stop finished), "free"
