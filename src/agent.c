@@ -16,6 +16,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "zkelect.h"
 #include "agent_int.h"
+#include "conn.h"
 #include "election.h"
 #include "nodedata.h"
 #include "rng.h"
@@ -34,6 +35,11 @@
 #include <ev.h>
 
 #define MAX_ROUNDS 16
+
+/* The agent's session, with the next request marked as this agent's, so
+ * that freeing the agent on a shared session can cancel what it still
+ * waits for (session_cancel). Every request of the agent goes through it. */
+#define SESS(a) (session_tag((a)->sess, (a)), (a)->sess)
 
 enum item_kind { IT_REQUEST, IT_EVENT, IT_LOG };
 
@@ -62,11 +68,12 @@ struct zke_agent {
     struct zke_settings set;    /* strings owned */
     struct zke_callbacks cb;
     void *ud;
-    session *sess;
+    zke_conn *conn;             /* private (zke_agent_new) or shared (zke_agent_new_on) */
+    session *sess;              /* the conn's, borrowed */
     election *el;
     ev_prepare prepare;
     ev_check check;             /* top priority: the lease, first thing after a poll */
-    ev_timer backoff, connect_to, disc_to, reopen, stop_to, kick;
+    ev_timer backoff, connect_to, stop_to, kick;
     ev_timer renew, lease_to;
     ev_timer census;            /* settings.census_interval_ms */
     int census_pending, election_size;
@@ -81,6 +88,7 @@ struct zke_agent {
     scope *term;                /* resources of the term the host was told about */
     int term_drained;
     struct item *head, *tail;
+    unsigned pumped;            /* 1 + the loop iteration conn_pump last ran us in */
     int started, stopping, done, stopped_called, ever_connected, in_cb, freeing, free_requested;
     int ever_settled;           /* took a role once: later permission errors are runtime ones */
     char denied[400];           /* the permission error being retried, logged once; "" if none */
@@ -91,8 +99,6 @@ struct zke_agent {
     uint64_t rng;
     uint64_t last_session;
     const char *stop_reason;
-    double reopen_delay;
-    double auth_retry;          /* runtime authentication failures: 1 s doubling to 30 s */
     char err[1024];
 };
 
@@ -510,10 +516,8 @@ static void el_event_cb(void *ud, const struct zke_event *ev)
      * stop and its children get SIGTERM at once */
     if (ev->type == ZKE_EV_STEPDOWN && a->host_leader && ev->epoch == a->host_epoch)
         revoke_term(a);
-    if (ev->type == ZKE_EV_LEADER || ev->type == ZKE_EV_FOLLOWER) {
+    if (ev->type == ZKE_EV_LEADER || ev->type == ZKE_EV_FOLLOWER)
         a->ever_settled = 1;
-        a->auth_retry = 0;
-    }
     queue_event(a, ev);
 }
 
@@ -545,7 +549,6 @@ static int full_path(zke_agent *a, const char *node, char *buf, size_t len)
 }
 
 static void ensure_step(struct rctx *c);
-static void lose_session(zke_agent *a, const char *event_reason, const char *why);
 static void fail_now(zke_agent *a, const char *reason);
 
 /* A NOAUTH answer: the ACL of `path` does not give our identity `perm`.
@@ -609,8 +612,9 @@ static int denied(zke_agent *a, struct rctx *c)
     }
     if (c->type == EL_REQ_DELETE) {
         alog(a, ZKE_LOG_WARN, "permission denied: %s for %s: cannot delete our node; closing the "
-             "session so that the server removes it", what, session_auth_who(a->sess));
-        lose_session(a, "closed", "closed by us to release our node");
+             "session so that the server removes it%s", what, session_auth_who(a->sess),
+             conn_is_private(a->conn) ? "" : " (every election on this connection rejoins)");
+        conn_lose(a->conn, "closed", "closed by us to release our node");
         return 1;
     }
     if (strcmp(a->denied, what) != 0) {
@@ -629,13 +633,23 @@ static int denied(zke_agent *a, struct rctx *c)
  * going through the election (we hold no node), close, report `reason`. */
 static void fail_now(zke_agent *a, const char *reason)
 {
+    struct zke_status st;
+    a->stop_reason = reason;
+    ev_timer_stop(a->loop, &a->connect_to);
+    el_status(a->el, &st);
+    if (!conn_is_private(a->conn) && !a->stopping && st.node != NULL && session_connected(a->sess)) {
+        /* a shared session stays: release our node the normal way */
+        a->stopping = 1;
+        el_stop(a->el);
+        ev_timer_set(&a->stop_to, 5.0, 0.);
+        ev_timer_start(a->loop, &a->stop_to);
+        kick_now(a);
+        return;
+    }
     a->stopping = 1;
     a->done = 1;
-    a->stop_reason = reason;
     ev_timer_stop(a->loop, &a->backoff);
-    ev_timer_stop(a->loop, &a->reopen);
-    ev_timer_stop(a->loop, &a->connect_to);
-    session_request_close(a->sess);
+    conn_agent_done(a->conn, a);    /* a private session closes, and its node goes with it */
     kick_now(a);
 }
 
@@ -645,8 +659,8 @@ static void req_done(void *arg, const struct sess_result *r)
     zke_agent *a = c->a;
     struct el_result res;
 
-    if (a->freeing || a->el == NULL) {
-        free(c);
+    if (a->freeing || a->el == NULL || a->done) {
+        free(c);                /* SESS_CLOSING of a cancel or a close, or too late to matter */
         return;
     }
     size_t plen = strlen(a->set.path);
@@ -720,7 +734,7 @@ static void ensure_step(struct rctx *c)
     c->ensure_pos = end;
     memcpy(buf, path, end);
     buf[end] = '\0';
-    if (session_create(a->sess, buf, NULL, 0, SESS_CONTAINER, req_done, c) != 0) {
+    if (session_create(SESS(a), buf, NULL, 0, SESS_CONTAINER, req_done, c) != 0) {
         struct sess_result r;
         memset(&r, 0, sizeof r);
         r.rc = SESS_FAILED;
@@ -748,8 +762,7 @@ static void submit(zke_agent *a, const struct el_req *r)
     }
     if (r->type == EL_REQ_DONE) {
         a->done = 1;
-        if (session_is_open(a->sess))
-            session_request_close(a->sess);
+        conn_agent_done(a->conn, a);
         kick_now(a);
         return;
     }
@@ -767,33 +780,33 @@ static void submit(zke_agent *a, const struct el_req *r)
     snprintf(c->node, sizeof c->node, "%s", r->node ? r->node : "");
     switch (r->type) {
     case EL_REQ_CREATE:
-        rc = session_create(a->sess, path, r->data, r->datalen, SESS_EPHEMERAL_SEQ, req_done, c);
+        rc = session_create(SESS(a), path, r->data, r->datalen, SESS_EPHEMERAL_SEQ, req_done, c);
         break;
     case EL_REQ_ENSURE:
         ensure_step(c);
         return;
     case EL_REQ_LIST:
-        rc = session_list(a->sess, a->set.path, 0, req_done, c);
+        rc = session_list(SESS(a), a->set.path, 0, req_done, c);
         break;
     case EL_REQ_CONFIRM:
     case EL_REQ_ADOPT_STAT:
-        rc = session_exists(a->sess, path, 0, req_done, c);
+        rc = session_exists(SESS(a), path, 0, req_done, c);
         break;
     case EL_REQ_WATCH_SELF:
-        rc = session_exists(a->sess, path, 1, req_done, c);
+        rc = session_exists(SESS(a), path, 1, req_done, c);
         break;
     case EL_REQ_WATCH:
-        rc = session_get(a->sess, path, 1, req_done, c);
+        rc = session_get(SESS(a), path, 1, req_done, c);
         break;
     case EL_REQ_GET_LEADER:
-        rc = session_get(a->sess, path, 0, req_done, c);
+        rc = session_get(SESS(a), path, 0, req_done, c);
         break;
     case EL_REQ_DELETE:
     case EL_REQ_DELETE_STALE:
-        rc = session_delete(a->sess, path, req_done, c);
+        rc = session_delete(SESS(a), path, req_done, c);
         break;
     case EL_REQ_PUBLISH:
-        rc = session_set(a->sess, path, r->data, r->datalen, r->version, req_done, c);
+        rc = session_set(SESS(a), path, r->data, r->datalen, r->version, req_done, c);
         break;
     default:
         free(c);
@@ -814,46 +827,26 @@ retry:
 
 /* --- session -> agent ------------------------------------------------ */
 
-static void reopen_later(zke_agent *a)
+/* The session is gone or given up (conn_lose fans this out): event_reason
+ * "expired" (or "closed" when we close it on purpose, "auth_failed"). The
+ * conn closes the handle and opens a new one unless nobody wants it. */
+void agent_session_lost(zke_agent *a, const char *event_reason, const char *why)
 {
-    a->reopen_delay = a->reopen_delay < 0.1 ? 0.1 : a->reopen_delay * 2;
-    if (a->reopen_delay > 2.0)
-        a->reopen_delay = 2.0;
-    double jitter = a->reopen_delay * rng_unit(&a->rng) / 4.0;
-    ev_timer_stop(a->loop, &a->reopen);
-    ev_timer_set(&a->reopen, a->reopen_delay + jitter, 0.);
-    ev_timer_start(a->loop, &a->reopen);
-}
-
-/* The session is gone or given up: event_reason "expired" (or "closed" when
- * we close it on purpose), then a new one unless stopping. */
-static void lose_session(zke_agent *a, const char *event_reason, const char *why)
-{
-    ev_timer_stop(a->loop, &a->disc_to);
     ev_timer_stop(a->loop, &a->backoff);       /* its retry belongs to the old session */
     queue_session_event(a, event_reason, a->last_session);
     alog(a, ZKE_LOG_WARN, "session 0x%" PRIx64 " %s", a->last_session, why);
     el_on_session(a->el, EL_SESS_EXPIRED, 0);
-    session_request_close(a->sess);
-    if (!a->stopping)
-        reopen_later(a);
 }
 
-static void sess_state_cb(void *ud, enum sess_state st)
+void agent_session_state(zke_agent *a, enum sess_state st)
 {
-    zke_agent *a = ud;
     if (st == SESS_S_CONNECTED) {
         uint64_t sid = session_id(a->sess);
         int first = !a->ever_connected;
         a->ever_connected = 1;
-        a->reopen_delay = 0;
         ev_timer_stop(a->loop, &a->connect_to);
-        ev_timer_stop(a->loop, &a->disc_to);
         ev_timer_stop(a->loop, &a->backoff);   /* el_on_session() below re-drives */
         queue_session_event(a, sid == a->last_session ? "reconnected" : "connected", sid);
-        if (sid != a->last_session && a->set.session_file != NULL &&
-            session_write_file(a->sess, a->set.session_file) != 0)
-            alog(a, ZKE_LOG_WARN, "cannot write session file %s", a->set.session_file);
         int T = session_timeout_ms(a->sess);
         if (first && T != a->set.session_timeout_ms)
             alog(a, ZKE_LOG_WARN, "session timeout: asked %d ms, server granted %d ms",
@@ -878,44 +871,22 @@ static void sess_state_cb(void *ud, enum sess_state st)
     } else if (st == SESS_S_DISCONNECTED) {
         queue_session_event(a, "disconnected", a->last_session);
         el_on_session(a->el, EL_SESS_DISCONNECTED, a->last_session);
-        /* The client notices a dead connection up to 2/3 of the timeout
-         * after the server last heard from us, and the server may expire us
-         * one timeout after that last contact: one more timeout from here
-         * is past that, so the session is as good as gone by then. (The
-         * lease that bounds what a cut-off leader does is issue 3.) */
-        ev_timer_stop(a->loop, &a->disc_to);
-        ev_timer_set(&a->disc_to, session_timeout_ms(a->sess) / 1000.0, 0.);
-        ev_timer_start(a->loop, &a->disc_to);
-    } else if (st == SESS_S_EXPIRED) {
-        lose_session(a, "expired", "expired");
-    } else if (a->ever_settled) {
-        /* After a role was taken, one server rejecting us (a rolling change
-         * of enforce.auth, say) is not worth stopping for good: the session
-         * is lost like an expiry and a new one is tried, slowly, on the
-         * next servers of the connect string. */
-        alog(a, ZKE_LOG_ERROR, "%s (a runtime failure: retrying)", session_auth_error(a->sess));
-        lose_session(a, "auth_failed", "is dead: authentication failed");
-        if (!a->stopping) {
-            a->auth_retry = a->auth_retry < 1.0 ? 1.0 : a->auth_retry * 2;
-            if (a->auth_retry > 30.0)
-                a->auth_retry = 30.0;
-            ev_timer_stop(a->loop, &a->reopen);
-            ev_timer_set(&a->reopen, a->auth_retry * (1.0 + rng_unit(&a->rng) / 4.0), 0.);
-            ev_timer_start(a->loop, &a->reopen);
-        }
-    } else {
-        /* before the first role: a configuration error, and a new handle
-         * would be refused the same way */
+    } else if (st == SESS_S_AUTH_FAILED) {
+        /* fatal: a new handle would be refused the same way */
         snprintf(a->err, sizeof a->err, "%s", session_auth_error(a->sess));
         a->stop_reason = "auth";
-        lose_session(a, "auth_failed", "is dead: authentication failed");
+        agent_session_lost(a, "auth_failed", "is dead: authentication failed");
         zke_agent_stop(a);
     }
 }
 
-static void sess_watch_cb(void *ud, enum sess_watch type, const char *path)
+int agent_ever_settled(const zke_agent *a)
 {
-    zke_agent *a = ud;
+    return a->ever_settled;
+}
+
+void agent_session_watch(zke_agent *a, enum sess_watch type, const char *path)
+{
     size_t pl = strlen(a->set.path);
     if (strncmp(path, a->set.path, pl) != 0 || path[pl] != '/')
         return;
@@ -924,9 +895,24 @@ static void sess_watch_cb(void *ud, enum sess_watch type, const char *path)
                        type == SESS_W_CHANGED ? EL_W_CHANGED : EL_W_OTHER, path + pl + 1);
 }
 
-static void sess_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
+int agent_running(const zke_agent *a)
 {
-    queue_log(ud, lvl, msg);
+    return a->started && !a->done && !a->freeing;
+}
+
+int agent_wants_session(const zke_agent *a)
+{
+    return a->started && !a->stopping && !a->freeing;
+}
+
+int agent_free_requested(const zke_agent *a)
+{
+    return a->free_requested;
+}
+
+void agent_queue_log(zke_agent *a, enum zke_log_level lvl, const char *msg)
+{
+    queue_log(a, lvl, msg);
 }
 
 /* --- loop glue ------------------------------------------------------- */
@@ -1045,7 +1031,7 @@ static void census_list_done(void *arg, const struct sess_result *r)
         return;
     snprintf(a->census_node, sizeof a->census_node, "%s", best);
     if (full_path(a, best, path, sizeof path) == 0 &&
-        session_get(a->sess, path, 0, census_get_done, a) == 0)
+        session_get(SESS(a), path, 0, census_get_done, a) == 0)
         a->census_pending = 1;
 }
 
@@ -1063,13 +1049,13 @@ static void census_done(void *arg, const struct sess_result *r)
         char path[1100];
         if (a->census_node[0] != '\0' && a->census_lead.ours && a->census_lead.epoch == 0 &&
             full_path(a, a->census_node, path, sizeof path) == 0 &&
-            session_get(a->sess, path, 0, census_get_done, a) == 0)
+            session_get(SESS(a), path, 0, census_get_done, a) == 0)
             a->census_pending = 1;
         return;
     }
     a->census_listed = 1;
     a->census_cversion = r->cversion;
-    if (session_list(a->sess, a->set.path, 0, census_list_done, a) == 0)
+    if (session_list(SESS(a), a->set.path, 0, census_list_done, a) == 0)
         a->census_pending = 1;
 }
 
@@ -1092,7 +1078,7 @@ static void census_cb(struct ev_loop *loop, ev_timer *w, int revents)
         ev_timer_start(loop, w);
         return;
     }
-    if (session_exists(a->sess, a->set.path, 0, census_done, a) == 0)
+    if (session_exists(SESS(a), a->set.path, 0, census_done, a) == 0)
         a->census_pending = 1;
 }
 
@@ -1117,7 +1103,7 @@ static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
     el_status(a->el, &st);
     if (st.node == NULL || full_path(a, st.node, path, sizeof path) != 0)
         snprintf(path, sizeof path, "%s", a->set.path);
-    if (session_exists(a->sess, path, 0, renew_done, a) == 0)
+    if (session_exists(SESS(a), path, 0, renew_done, a) == 0)
         a->renewing = 1;
 }
 
@@ -1292,16 +1278,19 @@ static int run_pending(zke_agent *a)
         }
         session_flush(a->sess);
         update_renew(a);
-        if (a->done && !session_is_open(a->sess) && !a->stopped_called) {
+        /* done: on_stopped once the handle is closed, or at once when
+         * other agents keep a shared one open (then what we still wait for
+         * is cancelled: each completion runs now, with SESS_CLOSING) */
+        if (a->done && !a->stopped_called &&
+            (!session_is_open(a->sess) || conn_others_running(a->conn, a))) {
+            session_cancel(a->sess, a);
             ev_check_stop(a->loop, &a->check);
             ev_timer_stop(a->loop, &a->renew);
             ev_timer_stop(a->loop, &a->census);
             ev_timer_stop(a->loop, &a->lease_to);
             ev_timer_stop(a->loop, &a->stop_to);
             ev_timer_stop(a->loop, &a->backoff);
-            ev_timer_stop(a->loop, &a->reopen);
             ev_timer_stop(a->loop, &a->connect_to);
-            ev_timer_stop(a->loop, &a->disc_to);
             ev_prepare_stop(a->loop, &a->prepare);
             if (emit_stopped(a, a->stop_reason ? a->stop_reason : "stop") < 0)
                 return -1;
@@ -1313,11 +1302,26 @@ static int run_pending(zke_agent *a)
     return 0;
 }
 
+/* Every agent of a conn is run from here, in creation order (conn_pump). */
 static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
+    zke_agent *a = w->data;
     (void)loop;
     (void)revents;
-    (void)run_pending(w->data);
+    conn_pump(a->conn);
+}
+
+int agent_pump_due(zke_agent *a, unsigned iter)
+{
+    if (!ev_is_active(&a->prepare) || a->pumped == iter + 1)
+        return 0;
+    a->pumped = iter + 1;
+    return 1;
+}
+
+void agent_pump(zke_agent *a)
+{
+    (void)run_pending(a);
 }
 
 static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -1335,24 +1339,6 @@ static void backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
     el_kick(a->el);
 }
 
-static void open_session(zke_agent *a)
-{
-    if (session_open(a->sess) != 0) {
-        alog(a, ZKE_LOG_WARN, "%s; retrying", session_error(a->sess));
-        reopen_later(a);
-    }
-}
-
-static void reopen_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    zke_agent *a = w->data;
-    (void)loop;
-    (void)revents;
-    if (a->stopping || session_is_open(a->sess))
-        return;
-    open_session(a);
-}
-
 static void connect_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     zke_agent *a = w->data;
@@ -1364,16 +1350,6 @@ static void connect_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
              a->set.zk, a->set.connect_timeout_ms);
     a->stop_reason = "unreachable";
     zke_agent_stop(a);
-}
-
-static void disc_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    zke_agent *a = w->data;
-    (void)loop;
-    (void)revents;
-    if (session_connected(a->sess) || !session_is_open(a->sess))
-        return;
-    lose_session(a, "expired", "lost: no contact with ZooKeeper for a whole session timeout");
 }
 
 static void stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -1390,16 +1366,22 @@ static void stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
         ev_timer_start(a->loop, &a->stop_to);
         return;
     }
-    alog(a, ZKE_LOG_WARN, "stop: could not release our node in time; closing the session "
-                          "(the server removes the node)");
+    if (conn_is_private(a->conn))
+        alog(a, ZKE_LOG_WARN, "stop: could not release our node in time; closing the session "
+                              "(the server removes the node)");
+    else
+        alog(a, ZKE_LOG_WARN, "stop: could not release our node in time; it stays until the "
+                              "shared session ends or a later delete of it gets through");
     a->done = 1;
-    session_request_close(a->sess);
+    conn_agent_done(a->conn, a);
+    kick_now(a);
 }
 
 /* --- public API ------------------------------------------------------ */
 
-zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
-                         const struct zke_callbacks *cb, void *ud)
+/* Everything but the conn's part; a->conn is set (or NULL: out of memory). */
+static zke_agent *make_agent(struct ev_loop *loop, zke_conn *shared, const struct zke_settings *s,
+                             const struct zke_callbacks *cb, void *ud)
 {
     zke_agent *a = calloc(1, sizeof *a);
     if (a == NULL)
@@ -1408,79 +1390,7 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
     if (cb != NULL)
         a->cb = *cb;
     a->ud = ud;
-    a->set.session_timeout_ms = s->session_timeout_ms > 0 ? s->session_timeout_ms : 10000;
-    a->set.connect_timeout_ms = s->connect_timeout_ms != 0 ? s->connect_timeout_ms : 15000;
-    a->set.zk = xstrdup(s->zk ? s->zk : "");
-    a->set.path = xstrdup(s->path ? s->path : "");
-    a->set.id = xstrdup(s->id ? s->id : "");
-    a->set.data = xstrdup(s->data ? s->data : s->id ? s->id : "");
-    a->set.session_file = xstrdup(s->session_file);
-    a->set.on_disconnect = s->on_disconnect;
-    a->set.stepdown_budget_ms = s->stepdown_budget_ms;
-    a->set.lease_margin_ms = s->lease_margin_ms;
-    a->set.drift = s->drift;
-    a->set.hook_budget_ms = s->hook_budget_ms;
-    a->set.census_interval_ms = s->census_interval_ms > 0 ? s->census_interval_ms : 0;
-    a->set.acl = s->acl;
-    if (zke_check_auth(s->auth_scheme, s->auth_credentials, a->err, sizeof a->err) != 0)
-        return a;
-    if ((s->acl == ZKE_ACL_CREATOR_ALL || s->acl == ZKE_ACL_WORLD_READ) && s->auth_scheme == NULL) {
-        snprintf(a->err, sizeof a->err, "ACL '%s' names the creator's identity, which needs "
-                 "authentication (ZooKeeper would answer INVALIDACL): give credentials or use "
-                 "'open'", zke_acl_name(s->acl));
-        return a;
-    }
-    if ((unsigned)s->acl > ZKE_ACL_WORLD_READ) {
-        snprintf(a->err, sizeof a->err, "ACL choice %d is not one of enum zke_acl", (int)s->acl);
-        return a;
-    }
-    a->set.compat = s->compat;
-    if (a->set.zk == NULL || a->set.path == NULL || a->set.id == NULL || a->set.data == NULL ||
-        (s->session_file != NULL && a->set.session_file == NULL)) {
-        snprintf(a->err, sizeof a->err, "out of memory");
-        return a;
-    }
-    if (zke_check_hosts(a->set.zk, a->err, sizeof a->err) != 0 ||
-        zke_check_path(a->set.path, a->err, sizeof a->err) != 0 ||
-        zke_check_id(a->set.id, a->err, sizeof a->err) != 0)
-        return a;
-    if (strlen(a->set.data) > 512 * 1024) {
-        snprintf(a->err, sizeof a->err, "candidate data is longer than 512 KiB");
-        return a;
-    }
-    if (s->session_timeout_ms < 0 || s->session_timeout_ms > 600000) {
-        snprintf(a->err, sizeof a->err, "session timeout %d ms is out of range (1..600000)",
-                 s->session_timeout_ms);
-        return a;
-    }
-    if (zke_lease_check(&a->set, a->set.session_timeout_ms, &a->plan, a->err, sizeof a->err) != 0)
-        return a;
-    /* the budget and margin are fixed now (the host sized its hooks with
-     * them); a different granted timeout is checked against these values */
-    a->set.stepdown_budget_ms = a->plan.stepdown_budget_ms;
-    a->set.lease_margin_ms = a->plan.margin_ms;
-    struct sess_cbs scb = { sess_state_cb, sess_watch_cb, sess_log_cb };
-    struct el_ops eops = { el_request_cb, el_event_cb, el_log_cb };
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t seed = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 17) ^
-                    (uint64_t)(uintptr_t)a;
-    a->rng = seed | 1;
-    a->sess = session_new(loop, a->set.zk, a->set.session_timeout_ms, &scb, a);
-    a->el = el_new(a->set.path, a->set.id, a->set.data, &eops, a, seed);
-    if (a->sess == NULL || a->el == NULL ||
-        session_set_auth(a->sess, s->auth_scheme, s->auth_credentials) != 0) {
-        snprintf(a->err, sizeof a->err, "out of memory");
-        return a;
-    }
-    /* the only copy of the credentials is the session's (wiped at free) */
-    session_set_acl(a->sess, a->set.acl);
-    el_set_strict(a->el, a->set.on_disconnect == ZKE_DISCONNECT_STEPDOWN);
-    if (el_set_compat(a->el, s->compat) != 0) {
-        snprintf(a->err, sizeof a->err, "compat mode %d is not one of none, curator, kazoo",
-                 (int)s->compat);
-        return a;
-    }
+    /* watchers first: real_free() stops them whatever fails below */
     ev_prepare_init(&a->prepare, prepare_cb);
     a->prepare.data = a;
     ev_check_init(&a->check, check_cb);
@@ -1495,12 +1405,97 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
     ev_timer_init(&a->kick, kick_cb, 0., 0.);
     ev_timer_init(&a->backoff, backoff_cb, 0., 0.);
     ev_timer_init(&a->connect_to, connect_to_cb, 0., 0.);
-    ev_timer_init(&a->disc_to, disc_to_cb, 0., 0.);
-    ev_timer_init(&a->reopen, reopen_cb, 0., 0.);
     ev_timer_init(&a->stop_to, stop_to_cb, 0., 0.);
-    a->kick.data = a->backoff.data = a->connect_to.data = a->disc_to.data = a;
-    a->reopen.data = a->stop_to.data = a;
+    a->kick.data = a->backoff.data = a->connect_to.data = a->stop_to.data = a;
+
+    if (shared != NULL) {
+        a->conn = shared;
+        if (conn_attach(shared, a) != 0) {
+            a->conn = NULL;
+            snprintf(a->err, sizeof a->err, "out of memory");
+            return a;
+        }
+        if (s->zk != NULL || s->session_timeout_ms != 0 || s->connect_timeout_ms != 0 ||
+            s->session_file != NULL || s->auth_scheme != NULL || s->auth_credentials != NULL ||
+            s->acl != ZKE_ACL_DEFAULT) {
+            snprintf(a->err, sizeof a->err, "an agent on a shared connection takes zk, "
+                     "session_timeout_ms, connect_timeout_ms, session_file, auth and acl from the "
+                     "connection: leave them zero in its settings");
+            return a;
+        }
+    } else {
+        a->conn = conn_new_private(loop, s, a);
+        if (a->conn == NULL) {
+            snprintf(a->err, sizeof a->err, "out of memory");
+            return a;
+        }
+        (void)conn_attach(a->conn, a);      /* on failure the agent still owns (frees) it */
+    }
+    if (conn_error(a->conn)[0] != '\0') {
+        snprintf(a->err, sizeof a->err, "%s%s", shared ? "connection: " : "", conn_error(a->conn));
+        return a;
+    }
+    a->sess = conn_session(a->conn);
+    a->set.session_timeout_ms = conn_requested_timeout_ms(a->conn);
+    a->set.connect_timeout_ms = conn_connect_timeout_ms(a->conn);
+    a->set.zk = xstrdup(conn_hosts(a->conn));
+    a->set.path = xstrdup(s->path ? s->path : "");
+    a->set.id = xstrdup(s->id ? s->id : "");
+    a->set.data = xstrdup(s->data ? s->data : s->id ? s->id : "");
+    a->set.on_disconnect = s->on_disconnect;
+    a->set.stepdown_budget_ms = s->stepdown_budget_ms;
+    a->set.lease_margin_ms = s->lease_margin_ms;
+    a->set.drift = s->drift;
+    a->set.hook_budget_ms = s->hook_budget_ms;
+    a->set.census_interval_ms = s->census_interval_ms > 0 ? s->census_interval_ms : 0;
+    a->set.compat = s->compat;
+    if (a->set.zk == NULL || a->set.path == NULL || a->set.id == NULL || a->set.data == NULL) {
+        snprintf(a->err, sizeof a->err, "out of memory");
+        return a;
+    }
+    if (zke_check_path(a->set.path, a->err, sizeof a->err) != 0 ||
+        zke_check_id(a->set.id, a->err, sizeof a->err) != 0)
+        return a;
+    if (strlen(a->set.data) > 512 * 1024) {
+        snprintf(a->err, sizeof a->err, "candidate data is longer than 512 KiB");
+        return a;
+    }
+    if (zke_lease_check(&a->set, a->set.session_timeout_ms, &a->plan, a->err, sizeof a->err) != 0)
+        return a;
+    /* the budget and margin are fixed now (the host sized its hooks with
+     * them); a different granted timeout is checked against these values */
+    a->set.stepdown_budget_ms = a->plan.stepdown_budget_ms;
+    a->set.lease_margin_ms = a->plan.margin_ms;
+    struct el_ops eops = { el_request_cb, el_event_cb, el_log_cb };
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t seed = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 17) ^
+                    (uint64_t)(uintptr_t)a;
+    a->rng = seed | 1;
+    a->el = el_new(a->set.path, a->set.id, a->set.data, &eops, a, seed);
+    if (a->el == NULL) {
+        snprintf(a->err, sizeof a->err, "out of memory");
+        return a;
+    }
+    el_set_strict(a->el, a->set.on_disconnect == ZKE_DISCONNECT_STEPDOWN);
+    if (el_set_compat(a->el, s->compat) != 0) {
+        snprintf(a->err, sizeof a->err, "compat mode %d is not one of none, curator, kazoo",
+                 (int)s->compat);
+        return a;
+    }
     return a;
+}
+
+zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
+                         const struct zke_callbacks *cb, void *ud)
+{
+    return make_agent(loop, NULL, s, cb, ud);
+}
+
+zke_agent *zke_agent_new_on(zke_conn *c, const struct zke_settings *s,
+                            const struct zke_callbacks *cb, void *ud)
+{
+    return make_agent(conn_loop(c), c, s, cb, ud);
 }
 
 int zke_agent_start(zke_agent *a)
@@ -1527,7 +1522,14 @@ int zke_agent_start(zke_agent *a)
         ev_timer_set(&a->census, 0.05 + iv * rng_unit(&a->rng), iv);
         ev_timer_start(a->loop, &a->census);
     }
-    open_session(a);
+    if (conn_agent_start(a->conn, a, a->err, sizeof a->err) != 0) {
+        a->started = 0;
+        ev_prepare_stop(a->loop, &a->prepare);
+        ev_check_stop(a->loop, &a->check);
+        ev_timer_stop(a->loop, &a->connect_to);
+        ev_timer_stop(a->loop, &a->census);
+        return -1;
+    }
     return 0;
 }
 
@@ -1568,10 +1570,10 @@ void zke_agent_stop(zke_agent *a)
     if (!a->started || a->stopping)
         return;
     a->stopping = 1;
-    ev_timer_stop(a->loop, &a->reopen);
     ev_timer_stop(a->loop, &a->connect_to);
     if (!session_is_open(a->sess)) {
         a->done = 1;
+        conn_agent_done(a->conn, a);
     } else {
         el_stop(a->el);
         int ms = session_timeout_ms(a->sess);
@@ -1583,6 +1585,12 @@ void zke_agent_stop(zke_agent *a)
         ev_timer_start(a->loop, &a->stop_to);
     }
     kick_now(a);
+}
+
+static void forget_done(void *arg, const struct sess_result *r)
+{
+    (void)arg;
+    (void)r;
 }
 
 static void real_free(zke_agent *a)
@@ -1598,12 +1606,27 @@ static void real_free(zke_agent *a)
     ev_timer_stop(a->loop, &a->kick);
     ev_timer_stop(a->loop, &a->backoff);
     ev_timer_stop(a->loop, &a->connect_to);
-    ev_timer_stop(a->loop, &a->disc_to);
-    ev_timer_stop(a->loop, &a->reopen);
     ev_timer_stop(a->loop, &a->stop_to);
     a->freeing = 1;
     if (a->sess != NULL)
-        session_free(a->sess);      /* completions see a->freeing */
+        session_cancel(a->sess, a);     /* completions see a->freeing */
+    if (a->conn != NULL && a->sess != NULL && !conn_is_private(a->conn)) {
+        /* the shared session stays: a node we still hold would lead (or
+         * block) its election until the session ends, so delete it now,
+         * without waiting for the answer (untagged: nothing of ours) */
+        struct zke_status st;
+        char path[1100];
+        if (a->el != NULL && a->started)
+            el_status(a->el, &st);
+        else
+            st.node = NULL;
+        if (st.node != NULL && session_connected(a->sess) &&
+            full_path(a, st.node, path, sizeof path) == 0 &&
+            session_delete(a->sess, path, forget_done, NULL) == 0)
+            alog(a, ZKE_LOG_DEBUG, "freed without a finished stop: deleting %s", st.node);
+    }
+    if (a->conn != NULL)
+        conn_detach(a->conn, a);        /* a private conn closes: completions see a->freeing */
     el_free(a->el);
     while (a->head != NULL) {
         struct item *it = a->head;
@@ -1614,7 +1637,6 @@ static void real_free(zke_agent *a)
     free((char *)a->set.path);
     free((char *)a->set.id);
     free((char *)a->set.data);
-    free((char *)a->set.session_file);
     free(a->host_node);
     free(a);
 }

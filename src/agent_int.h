@@ -15,6 +15,8 @@ scope *agent_term(zke_agent *a);
 int64_t agent_lease_left_ms(zke_agent *a);
 const char *agent_id(const zke_agent *a);
 const char *agent_path(const zke_agent *a);
+/* zke_agent_free() was called (the free may still be deferred). */
+int agent_free_requested(const zke_agent *a);
 /* Epoch of the current term the host was told about (0: none). */
 int64_t agent_term_epoch(const zke_agent *a);
 

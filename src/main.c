@@ -846,6 +846,7 @@ static int cmd_run(struct opts *o)
     app.sopts.stepdown_timeout_ms = plan.stepdown_budget_ms / 2 > 0 ? plan.stepdown_budget_ms / 2 : 1;
     app.sopts.loop = app.loop;
     app.sopts.lua_dir = datadir_lua();
+    app.sopts.allow_processes = 1;      /* the agent is the host: its policies may start processes */
     app.script_path = o->script;
     app.metrics = metrics_new(o->id, o->path);
     if (app.metrics == NULL)
@@ -1123,6 +1124,7 @@ static int cmd_watch(struct opts *o)
         so.wait_budget_ms = o->hook_budget;
         so.loop = w.loop;
         so.lua_dir = datadir_lua();
+        so.allow_processes = 1;
         w.sc = script_load(o->script, &so, on_script_log, NULL, err, sizeof err, &code);
         if (w.sc == NULL)
             die(code, "%s", err);

@@ -479,6 +479,12 @@ static int l_spawn(lua_State *L)
     if (has_cb)
         luaL_argcheck(L, lua_isfunction(L, -1), 1, "on_exit must be a function");
     int cbidx = lua_gettop(L);
+    if (!script_allows_processes(sc)) {
+        luaL_pushfail(L);
+        lua_pushliteral(L, "child processes are not allowed by the host (script_opts.allow_processes)");
+        lua_pushliteral(L, "EPERM");
+        return 3;
+    }
 
     scope *s = script_scope(sc);
     check_env(L, sc, s, env);
@@ -796,6 +802,12 @@ static int l_exec(lua_State *L)
     /* only a hook can wait: raise now, before anything is allocated */
     (void)script_wait_begin(L, NULL, "zkelect.exec");
     char **argv = check_command(L, shell);
+    if (!script_allows_processes(sc)) {
+        luaL_pushfail(L);
+        lua_pushliteral(L, "child processes are not allowed by the host (script_opts.allow_processes)");
+        lua_pushliteral(L, "EPERM");
+        return 3;
+    }
     scope *s = script_scope(sc);
     check_env(L, sc, s, env);
     if (s == NULL) {

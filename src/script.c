@@ -78,6 +78,7 @@ struct script {
     lua_State *L;
     char *file;
     char lua_dir[1024];         /* require's last directory (script_opts.lua_dir) */
+    int allow_processes;        /* script_opts.allow_processes */
     script_log_fn *log;
     void *ud;
     zke_agent *agent;
@@ -1203,6 +1204,7 @@ void script_handle_type(lua_State *L, const char *name, const luaL_Reg *methods,
 }
 lua_State *script_lua(script *sc) { return sc->L; }
 struct ev_loop *script_loop(const script *sc) { return sc->loop; }
+int script_allows_processes(const script *sc) { return sc->allow_processes; }
 
 int64_t script_scope_epoch(script *sc, scope *s)
 {
@@ -1441,6 +1443,7 @@ script *script_load(const char *file, const struct script_opts *opts,
                               opts->stepdown_timeout_ms < sc->hook_timeout_ms
                                   ? opts->stepdown_timeout_ms : sc->hook_timeout_ms;
     sc->loop = opts ? opts->loop : NULL;
+    sc->allow_processes = opts ? opts->allow_processes : 0;
     ev_timer_init(&sc->later, later_cb, 0., 0.);
     sc->later.data = sc;
     {

@@ -39,6 +39,12 @@ struct script_opts {
     const char *lua_dir;     /* the last directory require() searches (after $ZKELECT_LUA_PATH
                               * and the script's own); NULL: where this build installs lua/;
                               * copied, at most 1023 bytes */
+    int allow_processes;     /* 0 (default): zkelect.spawn and zkelect.exec return
+                              * nil, msg, "EPERM" and nothing is forked. 1: the host allows
+                              * child processes: they fork, and are reaped by libev's child
+                              * watchers, which only work on libev's default loop (its SIGCHLD
+                              * handler, installed when the host called ev_default_loop());
+                              * on another loop they return nil, msg, "ESPAWN". The CLI sets 1. */
 };
 
 /* Loads and runs the file's top level. On failure returns NULL, writes a
@@ -102,6 +108,8 @@ void script_handle_type(struct lua_State *L, const char *name, const struct luaL
                         int (*close)(struct lua_State *L));
 struct lua_State *script_lua(script *sc);
 struct ev_loop *script_loop(const script *sc);
+/* script_opts.allow_processes */
+int script_allows_processes(const script *sc);
 /* Scope for a resource started now: the term's inside leader hooks and
  * their callbacks, the script's own otherwise; NULL when that scope has
  * ended (or there is no loop). */

@@ -45,6 +45,8 @@ struct session {
     enum zke_acl acl;
     struct ACL acl_buf[2];
     struct ACL_vector acl_vec;  /* points into acl_buf */
+    void *tag;                  /* owner of the next request (session_tag), then NULL */
+    struct req *pending;        /* requests whose completion has not run yet */
     char who[160];              /* "digest:user": no secret */
     char auth_err[320];
     char err[160];
@@ -52,8 +54,11 @@ struct session {
 
 struct req {
     session *s;
-    sess_done_fn *cb;
+    sess_done_fn *cb;           /* NULL once cancelled (session_cancel) */
     void *arg;
+    void *owner;                /* session_tag() at submission, or NULL */
+    struct req *prev, *next;    /* s->pending while linked */
+    int linked;
     int64_t sent_ns;            /* CLOCK_BOOTTIME when handed to the library */
 };
 
@@ -353,6 +358,14 @@ void session_request_close(session *s)
         s->close_requested = 1;
 }
 
+int session_keep(session *s)
+{
+    if (s->zh == NULL || s->dead)
+        return -1;
+    s->close_requested = 0;
+    return 0;
+}
+
 static void do_close(session *s)
 {
     /* stop the watchers first: the library closes the fd, which can be reused */
@@ -545,8 +558,59 @@ static struct req *new_req(session *s, sess_done_fn *cb, void *arg)
     r->s = s;
     r->cb = cb;
     r->arg = arg;
+    r->owner = s->tag;
+    s->tag = NULL;
     r->sent_ns = sess_now_ns();
+    r->prev = NULL;
+    r->next = s->pending;
+    if (s->pending != NULL)
+        s->pending->prev = r;
+    s->pending = r;
+    r->linked = 1;
     return r;
+}
+
+static void unlink_req(struct req *r)
+{
+    if (!r->linked)
+        return;
+    if (r->prev != NULL)
+        r->prev->next = r->next;
+    else
+        r->s->pending = r->next;
+    if (r->next != NULL)
+        r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+    r->linked = 0;
+}
+
+void session_tag(session *s, void *owner)
+{
+    s->tag = owner;
+}
+
+void session_cancel(session *s, void *owner)
+{
+    struct sess_result res;
+    if (owner == NULL)
+        return;
+    /* one at a time from the head: a completion may issue (and so link)
+     * new requests, which are not this owner's to cancel if untagged, and
+     * are cancelled too if tagged */
+    for (;;) {
+        struct req *r = s->pending;
+        while (r != NULL && (r->owner != owner || r->cb == NULL))
+            r = r->next;
+        if (r == NULL)
+            return;
+        sess_done_fn *cb = r->cb;
+        r->cb = NULL;           /* the library's later completion only frees it */
+        memset(&res, 0, sizeof res);
+        res.rc = SESS_CLOSING;
+        res.zrc = 0;
+        res.sent_ns = r->sent_ns;
+        cb(r->arg, &res);
+    }
 }
 
 static int submitted(session *s, struct req *r, int rc, const char *what, const char *path)
@@ -557,11 +621,14 @@ static int submitted(session *s, struct req *r, int rc, const char *what, const 
         return 0;
     }
     snprintf(s->err, sizeof s->err, "%s %s: %s", what, path, zerror(rc));
+    unlink_req(r);
     /* On ZMARSHALLINGERROR (out of memory) the completion may already be
      * registered and still be called: leak the context rather than free
-     * it twice. */
+     * it twice (cancelled: that call would only free it). */
     if (rc != ZMARSHALLINGERROR)
         free(r);
+    else
+        r->cb = NULL;
     return -1;
 }
 
@@ -607,7 +674,9 @@ static void done(struct req *r, struct sess_result *res, int rc)
         (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOAUTH || rc == ZBADVERSION ||
          rc == ZNOTEMPTY || rc == ZNOCHILDRENFOREPHEMERALS))
         r->s->last_ack_ns = r->sent_ns;
-    r->cb(r->arg, res);
+    unlink_req(r);              /* before the callback: a cancel there cannot see it */
+    if (r->cb != NULL)
+        r->cb(r->arg, res);
     free(r);
 }
 

@@ -94,6 +94,9 @@ void session_free(session *s);
 int session_open(session *s);
 /* Asks for the handle to be closed at the next session_flush(). */
 void session_request_close(session *s);
+/* Takes back a close request that was not performed yet (the handle is
+ * still usable: not expired, not dead). 0, or -1 if there is no live handle. */
+int session_keep(session *s);
 int session_is_open(const session *s);
 void session_flush(session *s);
 
@@ -104,6 +107,16 @@ const char *session_error(const session *s);  /* reason of the last -1 */
 /* Writes "0x<id> <password hex>\n" (mode 0600) for tooling that must resume
  * or expire this session. */
 int session_write_file(const session *s, const char *file);
+
+/* Several owners (agents) may share one session. session_tag(s, owner)
+ * marks the next request issued on s (only that one) as the owner's;
+ * session_cancel(s, owner) calls the completion of each of that owner's
+ * pending requests at once with SESS_CLOSING, and the library's later answer
+ * only frees the request: every completion is still called exactly once, and
+ * the owner may be freed right after the cancel. Not from inside a
+ * completion of that owner's. Untagged requests are never cancelled. */
+void session_tag(session *s, void *owner);
+void session_cancel(session *s, void *owner);
 
 /* Requests. 0: the completion will be called; -1: it will not (error in
  * session_error()). Paths are copied. */

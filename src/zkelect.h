@@ -10,6 +10,25 @@
  *             zke_agent_stop -> on_stopped -> zke_agent_free
  * zke_agent_free() may be called at any time, also from inside a callback
  * (the memory is then released when the callback returns).
+ * Several elections on one ZooKeeper session: zke_conn_new, then
+ * zke_agent_new_on per election (see "Shared connections" below).
+ *
+ * When each function may be called:
+ *  - zke_agent_new/_new_on, zke_conn_new: any time on the loop thread,
+ *    also inside callbacks. zke_agent_start: once, after new.
+ *  - zke_agent_resign/withdraw/rejoin/stop/status/errstr/userdata: any time
+ *    after new and before free, also inside any callback of any agent (the
+ *    agent's own included); what they cause is delivered later, from the loop.
+ *  - zke_agent_free: any time, inside any callback too (deferred until that
+ *    callback returns); never twice; the pointer is invalid afterwards. Inside
+ *    callbacks of the teardown it calls (on_stepdown "shutdown", on_stopped
+ *    "free"), calls on that agent are allowed and have no lasting effect.
+ *  - zke_conn_free: see below; the conn must outlive its agents.
+ *
+ * Ownership: settings structs and their strings are copied (the caller
+ * keeps its own); struct zke_event and the strings of struct zke_status are
+ * borrowed (valid during the callback / until the next call into that
+ * agent); the library owns the agent and conn until *_free.
  *
  * Callback contract: each callback of struct zke_callbacks is called once per
  * event, in event order, one at a time, from the loop. on_stopped is called
@@ -18,9 +37,18 @@
  * zke_event are borrowed: valid only during the callback.
  *
  * Errors: functions return 0 on success and -1 on failure; the reason is kept
- * in the agent (zke_agent_errstr). The library never prints, never exits,
- * never installs signal handlers: it logs through callbacks.log, whose lines
- * are queued and delivered from the loop like events.
+ * in the agent (zke_agent_errstr) or conn (zke_conn_errstr). The library
+ * never prints, never exits, never installs signal handlers, never forks
+ * (this API starts no process; the Lua layer only does with the host's
+ * consent, script_opts.allow_processes): it logs through callbacks.log (and
+ * the conn's log), whose lines are queued and delivered from the loop like
+ * events.
+ *
+ * Exactly once: every event gives one call of its callback (none if that
+ * member is NULL), teardown included: an agent freed while leading gets its
+ * on_stepdown (reason "shutdown") before on_stopped; every on_leader is
+ * followed by exactly one on_stepdown before the next on_leader or
+ * on_stopped; nothing is called after on_stopped.
  *
  * A started agent keeps the loop alive (like an open connection) until
  * on_stopped. on_stopped's reason: "stop" (zke_agent_stop finished), "free"
@@ -56,6 +84,7 @@ extern "C" {
 
 struct ev_loop;
 typedef struct zke_agent zke_agent;
+typedef struct zke_conn zke_conn;
 
 enum zke_log_level { ZKE_LOG_DEBUG = 0, ZKE_LOG_INFO, ZKE_LOG_WARN, ZKE_LOG_ERROR };
 
@@ -225,6 +254,91 @@ void zke_agent_free(zke_agent *a);
 int zke_agent_status(zke_agent *a, struct zke_status *out);
 const char *zke_agent_errstr(const zke_agent *a);
 void *zke_agent_userdata(const zke_agent *a);
+
+/* --- Shared connections (one ZooKeeper session, several elections) -------
+ *
+ * A zke_conn is one ZooKeeper session (one handle at a time, one socket, one
+ * io watcher on the host's loop) that several agents share, each running its
+ * own election on its own path:
+ *
+ *   c = zke_conn_new(loop, &cs, log, ud);            (may fail: zke_conn_errstr)
+ *   a = zke_agent_new_on(c, &s1, &cb, ud1);  zke_agent_start(a);
+ *   b = zke_agent_new_on(c, &s2, &cb, ud2);  zke_agent_start(b);
+ *   ... zke_agent_stop(a), zke_agent_stop(b) -> on_stopped x2 ...
+ *   zke_agent_free(a); zke_agent_free(b); zke_conn_free(c);
+ *
+ * zke_agent_new() is unchanged: it makes a private conn that belongs to the
+ * agent (freed with it; its log lines go to the agent's log callback).
+ *
+ * Sharing rules:
+ *  - Session events (on_session: connected, reconnected, disconnected,
+ *    expired, closed, auth_failed) reach every running agent of the conn
+ *    (started, on_stopped not yet due), in the order the agents were made;
+ *    each agent's callbacks still run from its own queue, at the top of the
+ *    loop.
+ *  - Expiry (or the session given up after a disconnect of a whole session
+ *    timeout) ends the session for all of them: every leader steps down
+ *    ("expired"), one new handle is opened for all, and each agent rejoins.
+ *    A leader that may not delete its node (NOAUTH on DELETE) releases it by
+ *    closing the session, which on a shared conn makes every agent rejoin.
+ *  - The lease of every agent counts from the last request of the shared
+ *    session that the server answered, and is checked against the timeout
+ *    the server granted to that session (an agent whose lease settings do
+ *    not fit stops with reason "config"; the others go on). Each leader
+ *    renews with a request of its own.
+ *  - At most one running agent per election path on a conn (zke_agent_start
+ *    fails otherwise): watches are routed by path.
+ *  - The handle is open while at least one agent runs; it is closed when the
+ *    last one is done (on_stopped of that one comes after the close) and
+ *    opened again when an agent starts. An idle conn keeps no watcher that
+ *    holds the loop alive.
+ *  - zke_agent_stop/free of one agent does not touch the others. A free
+ *    without a finished stop deletes the agent's node without waiting for
+ *    the answer (on a private conn the close does it); until ZooKeeper has
+ *    applied it a successor cannot lead, so prefer stop, then free in
+ *    on_stopped.
+ */
+struct zke_conn_settings {          /* copied by zke_conn_new() */
+    const char *zk;                 /* "host:port[,host:port...][/chroot]" */
+    int session_timeout_ms;         /* requested; 0: 10000 (the server may clamp it) */
+    int connect_timeout_ms;         /* each agent stops with "unreachable" if not connected
+                                     * within this long after its start; 0: 15000, -1: never */
+    const char *session_file;       /* if set, "sessionid passwdhex" is written there per session */
+    const char *auth_scheme;        /* as in struct zke_settings (wiped at free) */
+    const char *auth_credentials;
+    enum zke_acl acl;               /* ACL of every node any agent on the conn creates */
+};
+
+/* Validates and copies the settings. NULL only when out of memory; with
+ * invalid settings zke_conn_errstr() is set and every agent made on it fails
+ * to start. log (may be NULL) receives the connection's own lines (the
+ * ZooKeeper client's, reconnect retries, the session file), from the loop,
+ * never from inside the ZooKeeper library; it may call any zke_* function.
+ * The conn does not keep the loop alive by itself. */
+zke_conn *zke_conn_new(struct ev_loop *loop, const struct zke_conn_settings *s, zke_log_fn *log,
+                       void *ud);
+/* An agent on a shared conn. The connection members of s (zk,
+ * session_timeout_ms, connect_timeout_ms, session_file, auth_scheme,
+ * auth_credentials, acl) must be zero/NULL: they are the conn's (an error
+ * otherwise, in zke_agent_errstr). The lease settings are validated against
+ * the conn's requested timeout now and against the granted one at every new
+ * session. The conn must outlive the agent. Not from inside a callback of
+ * an agent that is being freed. */
+zke_agent *zke_agent_new_on(zke_conn *c, const struct zke_settings *s,
+                            const struct zke_callbacks *cb, void *ud);
+/* Frees the conn. Returns -1 (zke_conn_errstr says why) while an agent is
+ * on it that the host has not zke_agent_free()d: free the agents first (in
+ * their on_stopped, for instance). An agent whose free was deferred (called
+ * inside its own callback) does not count: the conn is then freed right
+ * after that agent. Safe from inside any callback, the conn's log included
+ * (deferred until it returns). Closes the handle if still open (blocking up
+ * to a few seconds when the server does not answer). -1 also for a private
+ * conn (there is no way to get one; listed for completeness). */
+int zke_conn_free(zke_conn *c);
+const char *zke_conn_errstr(const zke_conn *c);
+/* The current session's id (0: none) and whether it is connected now. */
+uint64_t zke_conn_session(const zke_conn *c);
+int zke_conn_connected(const zke_conn *c);
 
 /* Helpers shared with the CLI and bindings. */
 const char *zke_role_name(enum zke_role r);

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ev.h>
+
 #include "check.h"
 #include "script.h"
 
@@ -180,6 +182,34 @@ static void test_finalizer_budget(void)
     script_free(sc);
 }
 
+/* The library forks only when the host allows it (script_opts.allow_processes),
+ * and then only on libev's default loop. */
+static void test_processes_need_consent(void)
+{
+    char err[512], path[1024];
+    int code = 0;
+    struct zke_event ev = event(ZKE_EV_FOLLOWER);
+    struct ev_loop *other = ev_loop_new(0);
+    snprintf(path, sizeof path, "%s/procs.lua", dir);
+    struct script_opts o = { .hook_timeout_ms = 300, .loop = ev_default_loop(0) };
+    script *sc = script_load(path, &o, logfn, NULL, err, sizeof err, &code);
+    CHECK(sc != NULL);
+    CHECK(dispatch(sc, &ev) == 0);
+    CHECK(strstr(lastlog, "spawn=nil child processes are not allowed by the host") == lastlog);
+    CHECK(strstr(lastlog, "EPERM exec=nil child processes are not allowed") != NULL);
+    CHECK(strstr(strstr(lastlog, "exec="), "EPERM") != NULL);
+    script_free(sc);
+    /* allowed, but on a loop that is not libev's default one: refused too */
+    o.allow_processes = 1;
+    o.loop = other;
+    sc = script_load(path, &o, logfn, NULL, err, sizeof err, &code);
+    CHECK(sc != NULL);
+    CHECK(dispatch(sc, &ev) == 0);
+    CHECK(strstr(lastlog, "spawn=nil child processes need libev's default loop ESPAWN") == lastlog);
+    script_free(sc);
+    ev_loop_destroy(other);
+}
+
 int main(int argc, char **argv)
 {
     dir = argc > 1 ? argv[1] : "tests/unit/scripts";
@@ -189,5 +219,6 @@ int main(int argc, char **argv)
     RUN(test_hook_failures);
     RUN(test_strict_globals);
     RUN(test_finalizer_budget);
+    RUN(test_processes_need_consent);
     return check_done();
 }

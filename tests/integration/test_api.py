@@ -1,0 +1,249 @@
+"""The embedding C API under one host loop (tests/tools/api_host.c): two
+elections on ONE shared zke_conn and two on their own conns at the same time;
+events reach the right election with the right fields; leadership moves in
+each election independently; expiry of the shared session makes both of its
+elections step down and rejoin on one new session; resign, stop and free from
+inside on_leader / on_follower / on_stepdown; every callback counted."""
+import os
+import re
+import subprocess
+
+import zkharness as h
+
+HOST = os.environ.get("ZKELECT_API_HOST_BIN") or os.path.join(h.REPO, "build", "tests", "tools", "api_host")
+E1, E2, E3 = "/api/e1", "/api/e2", "/api/e3"
+EV_RE = re.compile(r"^ev (\S+) (\S+) (.*)$")
+
+
+class ApiHost:
+    def __init__(self, zk):
+        self.zk = zk
+        self.dir = h.mkdtemp("api")
+        self.out = os.path.join(self.dir, "out.log")
+        self.sessfile = os.path.join(self.dir, "shared.session")
+        self.outf = open(self.out, "wb")
+        self.proc = subprocess.Popen([HOST, zk.hostport, self.sessfile], stdin=subprocess.PIPE,
+                                     stdout=self.outf, stderr=subprocess.STDOUT, preexec_fn=h._pdeathsig)
+        self.wait_line(lambda l: l == "ready")
+
+    def lines(self):
+        with open(self.out, errors="replace") as f:
+            return [l.rstrip("\n") for l in f]
+
+    def describe(self, n=40):
+        return "\n".join(self.lines()[-n:])
+
+    def send(self, cmd):
+        self.proc.stdin.write((cmd + "\n").encode())
+        self.proc.stdin.flush()
+
+    def mark(self):
+        return len(self.lines())
+
+    def wait_line(self, pred, since=0, timeout=15, desc="line"):
+        def f():
+            for l in self.lines()[since:]:
+                if pred(l):
+                    return l
+            return None
+        try:
+            return h.wait_until(f, timeout=timeout, desc=desc)
+        except h.Timeout as e:
+            raise h.Timeout("%s; host output:\n%s" % (e, self.describe())) from None
+
+    def events(self, name=None, type=None, since=0):
+        out = []
+        for l in self.lines()[since:]:
+            m = EV_RE.match(l)
+            if not m or (name and m.group(1) != name) or (type and m.group(2) != type):
+                continue
+            ev = {"name": m.group(1), "type": m.group(2)}
+            for kv in m.group(3).split(" "):
+                k, _, v = kv.partition("=")
+                ev[k] = v
+            out.append(ev)
+        return out
+
+    def wait_ev(self, name, type, since=0, timeout=15, **fields):
+        def f():
+            for ev in self.events(name, type, since):
+                if all(ev.get(k) == str(v) for k, v in fields.items()):
+                    return ev
+            return None
+        try:
+            return h.wait_until(f, timeout=timeout, desc="%s %s %r" % (name, type, fields))
+        except h.Timeout as e:
+            raise h.Timeout("%s; host output:\n%s" % (e, self.describe())) from None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.outf.close()
+
+
+def no_violation(host):
+    bad = [l for l in host.lines() if l.startswith("VIOLATION") or "AddressSanitizer" in l
+           or "runtime error" in l]
+    assert not bad, "\n".join(bad) + "\n" + host.describe()
+
+
+def test_two_elections_shared_and_own():
+    with h.ZooKeeper() as zk:
+        host = ApiHost(zk)
+        try:
+            run_scenario(zk, host)
+        finally:
+            host.kill()
+
+
+def run_scenario(zk, host):
+    # 1. s1, s2 on the shared conn lead e1 and e2; p1, p2 (own conns) follow
+    host.send("add s1 shared " + E1)
+    host.send("add s2 shared " + E2)
+    l1 = host.wait_ev("s1", "leader", path=E1, id="s1", reason="elected")
+    l2 = host.wait_ev("s2", "leader", path=E2, id="s2")
+    assert l1["session"] == l2["session"], (l1, l2)
+    shared = h.sid(l1["session"])
+    host.send("add p1 own " + E1)
+    host.send("add p2 own " + E2)
+    f1 = host.wait_ev("p1", "follower", path=E1, leader="s1", position=1)
+    f2 = host.wait_ev("p2", "follower", path=E2, leader="s2", position=1)
+    sessions = {h.sid(f1["session"]), h.sid(f2["session"]), shared}
+    assert len(sessions) == 3, sessions
+    # the server sees three sessions (one per conn), and the shared one carries both
+    # elections' nodes
+    cons = zk.cons()
+    assert sessions <= set(cons), (sessions, cons)
+    assert len([s for s in cons if s in sessions]) == 3, cons
+    assert int(zk.mntr().get("zk_num_alive_connections", "0")) >= 3
+    eph = zk.ephemerals()
+    assert {p.rsplit("/", 1)[0] for p in eph.get(shared, ())} == {E1, E2}, eph
+    assert h.read_session_file(host.sessfile)[0] == shared
+    # zke_conn_free refuses while agents are on the conn
+    m = host.mark()
+    host.send("conn_free")
+    assert "rc=-1" in host.wait_line(lambda l: l.startswith("conn_free"), since=m)
+
+    # 2. leadership moves in e1 only: s1 resigns (from the host), p1 leads
+    m = host.mark()
+    host.send("resign s1")
+    host.wait_ev("s1", "stepdown", since=m, reason="resign", epoch=l1["epoch"])
+    p1l = host.wait_ev("p1", "leader", since=m, previous="s1", path=E1)
+    assert int(p1l["epoch"]) > int(l1["epoch"])
+    host.wait_ev("s1", "follower", since=m, leader="p1", position=1)
+    assert not host.events("s2", "stepdown", since=m) and not host.events("p2", "leader", since=m)
+
+    # 3. resign from inside on_leader: s1 (next in line) leads when p1 resigns, and
+    #    resigns in its callback; then whoever rejoined first leads e1
+    m = host.mark()
+    host.send("arm s1 leader resign")
+    host.send("resign p1")
+    host.wait_ev("p1", "stepdown", since=m, reason="resign")
+    host.wait_ev("s1", "leader", since=m, previous="p1")
+    host.wait_line(lambda l: l == "action s1 resign rc=0 in=leader", since=m)
+    host.wait_ev("s1", "stepdown", since=m, reason="resign")
+    m3 = host.mark()
+    h.wait_until(lambda: host.events("s1", "leader", since=m3) or host.events("p1", "leader", since=m3),
+                 desc="a leader in e1 again")
+    h.wait_until(lambda: host.events("s1", "follower", since=m3) or host.events("p1", "follower", since=m3),
+                 desc="a follower in e1 again")
+    assert not host.events("s2", since=m) and not host.events("p2", since=m), host.describe()
+
+    # 4. the shared session expires: s2 (leader of e2) and s1 both lose it, s2 steps
+    #    down, both come back on ONE new session and rejoin
+    m = host.mark()
+    h.expire_session(zk, host.sessfile)
+    host.wait_ev("s1", "session", since=m, reason="expired")
+    host.wait_ev("s2", "session", since=m, reason="expired")
+    # (its client may first see its node vanish on a reconnect: reason lost, as in test_expire)
+    sd = h.wait_until(lambda: host.events("s2", "stepdown", since=m), desc="s2 stepdown")[0]
+    assert sd["reason"] in ("expired", "lost"), sd
+    host.wait_ev("p2", "leader", since=m, previous="s2", timeout=20)
+    c1 = host.wait_ev("s1", "session", since=m, reason="connected", timeout=20)
+    c2 = host.wait_ev("s2", "session", since=m, reason="connected", timeout=20)
+    assert c1["session"] == c2["session"] and h.sid(c1["session"]) != shared, (c1, c2)
+    host.wait_ev("s2", "follower", since=m, leader="p2")
+    h.wait_until(lambda: host.events("s1", "follower", since=m) or host.events("s1", "leader", since=m),
+                 desc="s1 rejoined")
+    # the session events reached the host's callbacks in creation order: s1, then s2
+    sess = [(e["name"], e["reason"]) for e in host.events(type="session", since=m)
+            if e["name"] in ("s1", "s2")]
+    assert sess.index(("s1", "expired")) < sess.index(("s2", "expired")), sess
+    assert sess.index(("s1", "connected")) < sess.index(("s2", "connected")), sess
+    # the own sessions were not touched
+    assert not host.events("p1", "session", since=m) and not host.events("p2", "session", since=m)
+    new_shared = h.sid(c1["session"])
+    h.wait_until(lambda: {p.rsplit("/", 1)[0] for p in zk.ephemerals().get(new_shared, ())} == {E1, E2},
+                 desc="both shared nodes on the new session")
+
+    # 5. stop from inside on_stepdown: p2 resigns and stops in its on_stepdown; s2 leads e2
+    m = host.mark()
+    host.send("arm p2 stepdown stop")
+    host.send("resign p2")
+    host.wait_line(lambda l: l == "action p2 stop in=stepdown", since=m)
+    host.wait_ev("p2", "stopped", since=m, reason="stop")
+    host.wait_ev("s2", "leader", since=m, previous="p2")
+
+    # 6. free from inside on_follower: p6 joins e2 behind s2 and is freed in on_follower
+    m = host.mark()
+    host.send("arm p6 follower free")
+    host.send("add p6 own " + E2)
+    host.wait_ev("p6", "follower", since=m, leader="s2")
+    host.wait_line(lambda l: l == "action p6 free in=follower", since=m)
+    host.wait_ev("p6", "stopped", since=m, reason="free")
+
+    # 7. stop from inside on_follower, on the shared conn: s4 joins e4 behind p4
+    m = host.mark()
+    host.send("add p4 own /api/e4")
+    host.wait_ev("p4", "leader", since=m)
+    host.send("arm s4 follower stop")
+    host.send("add s4 shared /api/e4")
+    host.wait_ev("s4", "follower", since=m, leader="p4")
+    host.wait_line(lambda l: l == "action s4 stop in=follower", since=m)
+    host.wait_ev("s4", "stopped", since=m, reason="stop")
+    # one running agent per election path on a conn: a second one on e1 is refused
+    host.send("add s5 shared " + E1)
+    host.wait_line(lambda l: l.startswith("error add s5") and "one candidate per election path" in l,
+                   since=m)
+
+    # 8. free from inside on_leader on the shared conn: its node is deleted at once
+    m = host.mark()
+    host.send("arm s3 leader free")
+    host.send("add s3 shared " + E3)
+    host.wait_line(lambda l: l == "action s3 free in=leader", since=m)
+    host.wait_ev("s3", "stepdown", since=m, reason="shutdown")
+    host.wait_ev("s3", "stopped", since=m, reason="free")
+    h.wait_until(lambda: not any(p.startswith(E3 + "/") for p in zk.ephemerals().get(new_shared, ())),
+                 desc="s3's node deleted although the shared session lives on")
+    # the other elections on the shared conn went on undisturbed
+    assert not host.events("s1", "session", since=m) and not host.events("s2", "stepdown", since=m)
+
+    # 9. quit: every agent stops (s1, s2 leaders step down), each freed in its on_stopped
+    m = host.mark()
+    host.send("quit")
+    assert host.proc.wait(30) == 0, host.describe()
+    lines = host.lines()
+    assert "conn_free rc=0" in lines, host.describe()
+    no_violation(host)
+    counts = {}
+    for l in lines:
+        if l.startswith("count "):
+            _, name, typ, n = l.split()
+            counts[(name, typ)] = int(n)
+    names = ("s1", "s2", "p1", "p2", "p4", "s3", "s4", "p6")
+    for name in names:
+        evs = host.events(name)
+        # the host's own counts match the lines it printed: one callback per event
+        for typ in {e["type"] for e in evs}:
+            assert counts.get((name, typ)) == len([e for e in evs if e["type"] == typ]), (name, typ)
+        assert counts.get((name, "stopped")) == 1, (name, counts)
+        assert counts.get((name, "leader"), 0) == counts.get((name, "stepdown"), 0), (name, counts)
+    assert host.events("s2", "stepdown")[-1]["reason"] == "shutdown"     # it led e2 to the end
+    # nothing of ours is left in ZooKeeper
+    h.wait_until(lambda: not any(p.startswith("/api/") for ps in zk.ephemerals().values() for p in ps),
+                 desc="no node left")
+
+
+if __name__ == "__main__":
+    h.run_tests(globals(), timeout=150)
