@@ -94,6 +94,12 @@ struct zke_agent {
     char denied[400];           /* the permission error being retried, logged once; "" if none */
     enum el_req_type denied_type;   /* the request it came from */
     int host_leader;            /* the host got on_leader and no on_stepdown since */
+    /* zke_agent_hold_node(): the FIFO (and with it the node's release,
+     * queued behind the step-down) waits after on_stepdown until every hold
+     * of this step-down is released or half the step-down budget is over */
+    int in_stepdown_cb, holds, holding;
+    int hold_token;             /* this step-down's token; older ones are stale */
+    ev_timer hold_to;
     int64_t host_epoch;
     char *host_node;            /* node of that term */
     uint64_t rng;
@@ -1198,6 +1204,8 @@ static int call_host(zke_agent *a, const struct zke_event *in)
         if (!a->host_leader || in->epoch != a->host_epoch)
             return 0;       /* the host was never told of this term */
         a->host_leader = 0;
+        a->hold_token++;
+        a->holds = 0;
     } else if (in->type == ZKE_EV_SUSPEND || in->type == ZKE_EV_RESUME) {
         if (!a->host_leader || in->epoch != a->host_epoch || agent_term(a) == NULL)
             return 0;       /* the term is over (the lease check ended it) */
@@ -1206,13 +1214,62 @@ static int call_host(zke_agent *a, const struct zke_event *in)
     if (fn == NULL)
         return 0;
     a->in_cb++;
+    a->in_stepdown_cb = in->type == ZKE_EV_STEPDOWN;
     fn(a, ev, a->ud);
+    a->in_stepdown_cb = 0;
     a->in_cb--;
     if (a->free_requested && a->in_cb == 0) {
         teardown(a);
         return -1;
     }
+    if (in->type == ZKE_EV_STEPDOWN && a->holds > 0 && !a->freeing) {
+        /* the host's on_stepdown goes on after its callback returned (a
+         * hook that waits): the rest of the FIFO, our node's release
+         * first, waits for it, within the second half of the budget (the
+         * first half went to the term's processes) */
+        int ms = a->plan.stepdown_budget_ms / 2 > 0 ? a->plan.stepdown_budget_ms / 2 : 1;
+        a->holding = 1;
+        ev_timer_stop(a->loop, &a->hold_to);
+        ev_timer_set(&a->hold_to, ms / 1000.0, 0.);
+        ev_timer_start(a->loop, &a->hold_to);
+    }
     return 0;
+}
+
+static void end_hold(zke_agent *a)
+{
+    a->holding = 0;
+    a->holds = 0;
+    ev_timer_stop(a->loop, &a->hold_to);
+    kick_now(a);
+}
+
+static void hold_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    (void)loop;
+    (void)revents;
+    if (!a->holding)
+        return;
+    alog(a, ZKE_LOG_WARN, "on_stepdown still running after half the step-down budget (%d ms): "
+         "releasing our node now", a->plan.stepdown_budget_ms / 2);
+    end_hold(a);
+}
+
+int zke_agent_hold_node(zke_agent *a)
+{
+    if (a == NULL || !a->in_stepdown_cb || a->freeing)
+        return 0;
+    a->holds++;
+    return a->hold_token;
+}
+
+void zke_agent_release_node(zke_agent *a, int token)
+{
+    if (a == NULL || token <= 0 || token != a->hold_token || a->holds <= 0)
+        return;                 /* stale (its step-down was released already) */
+    if (--a->holds == 0 && a->holding)
+        end_hold(a);
 }
 
 static int call_log(zke_agent *a, enum zke_log_level lvl, const char *msg)
@@ -1243,7 +1300,7 @@ static int emit_stopped(zke_agent *a, const char *reason)
 static int run_pending(zke_agent *a)
 {
     for (int round = 0; round < MAX_ROUNDS; round++) {
-        while (a->head != NULL) {
+        while (a->head != NULL && !a->holding) {
             struct item *it = a->head;
             if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_STEPDOWN && a->host_leader &&
                 it->ev.epoch == a->host_epoch && a->term != NULL) {
@@ -1295,8 +1352,8 @@ static int run_pending(zke_agent *a)
             if (emit_stopped(a, a->stop_reason ? a->stop_reason : "stop") < 0)
                 return -1;
         }
-        if (a->head == NULL)
-            return 0;
+        if (a->head == NULL || a->holding)
+            return 0;           /* a hold ends with end_hold(), which kicks */
     }
     kick_now(a);       /* work left: turn again without blocking */
     return 0;
@@ -1406,6 +1463,8 @@ static zke_agent *make_agent(struct ev_loop *loop, zke_conn *shared, const struc
     ev_timer_init(&a->backoff, backoff_cb, 0., 0.);
     ev_timer_init(&a->connect_to, connect_to_cb, 0., 0.);
     ev_timer_init(&a->stop_to, stop_to_cb, 0., 0.);
+    ev_timer_init(&a->hold_to, hold_to_cb, 0., 0.);
+    a->hold_to.data = a;
     a->kick.data = a->backoff.data = a->connect_to.data = a->stop_to.data = a;
 
     if (shared != NULL) {
@@ -1601,6 +1660,7 @@ static void real_free(zke_agent *a)
     ev_timer_stop(a->loop, &a->renew);
     ev_timer_stop(a->loop, &a->census);
     ev_timer_stop(a->loop, &a->lease_to);
+    ev_timer_stop(a->loop, &a->hold_to);
     scope_free(a->term);            /* SIGKILL to what is left, no wait */
     a->term = NULL;
     ev_timer_stop(a->loop, &a->kick);

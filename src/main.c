@@ -933,6 +933,8 @@ static int cmd_run(struct opts *o)
     }
 
     httpd_free(app.httpd);
+    if (app.sc != NULL)
+        script_attach(app.sc, NULL);    /* its timers and holds must not reach a freed agent */
     if (app.agent != NULL)
         zke_agent_free(app.agent);
     script_free(app.sc);

@@ -52,6 +52,7 @@ struct qitem {
     int type;                   /* an event type, or HK_HEALTH */
     int64_t epoch;
     int ev_ref;
+    int hold;                   /* on_stepdown: zke_agent_hold_node() token, 0 none */
 };
 
 /* One hook invocation. A leader hook is a resource of the term's scope:
@@ -70,6 +71,7 @@ struct hookrun {
     struct hook_wait *wait;     /* pending asynchronous operation */
     int in_resume, cancelled, preempted, finish_later;
     int timed_out;              /* a budget (slice or whole) ran out */
+    int hold;                   /* on_stepdown: the node stays until this run ends */
     struct timespec started;
     char why[160];
 };
@@ -675,6 +677,8 @@ static void run_finish(struct hookrun *r, int failed)
     luaL_unref(sc->L, LUA_REGISTRYINDEX, r->co_ref);
     if (sc->run == r)
         sc->run = NULL;
+    if (r->hold != 0 && sc->agent != NULL)
+        zke_agent_release_node(sc->agent, r->hold);   /* the successor may start */
     if (sc->hook_done != NULL) {
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -931,6 +935,8 @@ static void start(script *sc, struct qitem *q)
     lua_pop(L, 1);
     r->co_ref = co_ref;
     r->sc = sc;
+    r->hold = q->hold;          /* released when the run ends */
+    q->hold = 0;
     r->type = q->type;
     r->name = hook_names[q->type];
     r->ctx = ctx;
@@ -982,6 +988,8 @@ static void pump(script *sc)
         if (sc->qhead == NULL)
             sc->qtail = NULL;
         start(sc, q);
+        if (q->hold != 0 && sc->agent != NULL)
+            zke_agent_release_node(sc->agent, q->hold);   /* did not run */
         if (q->ev_ref != LUA_NOREF)
             luaL_unref(sc->L, LUA_REGISTRYINDEX, q->ev_ref);
         free(q);
@@ -994,7 +1002,7 @@ int script_dispatch(script *sc, const struct zke_event *ev)
     if (sc == NULL || (unsigned)ev->type >= ZKE_EV_COUNT || sc->refs[ev->type] == LUA_NOREF)
         return 0;
     lua_State *L = sc->L;
-    struct qitem *q = malloc(sizeof *q);
+    struct qitem *q = calloc(1, sizeof *q);
     int ev_ref = LUA_NOREF;
     lua_pushcfunction(L, build_ev);
     lua_pushlightuserdata(L, (void *)ev);
@@ -1012,6 +1020,10 @@ int script_dispatch(script *sc, const struct zke_event *ev)
     q->ev_ref = ev_ref;
     q->type = ev->type;
     q->epoch = ev->epoch;
+    /* Called from the host's on_stepdown: our node is kept until the hook
+     * has run to its end (waits included), not only to its first wait,
+     * within half the step-down budget (the agent's bound and the hook's) */
+    q->hold = ev->type == ZKE_EV_STEPDOWN && sc->agent != NULL ? zke_agent_hold_node(sc->agent) : 0;
     enqueue(sc, q);
     pump(sc);
     return 0;
@@ -1064,7 +1076,7 @@ static void health_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     if (sc->health_pending || sc->refs[HK_HEALTH] == LUA_NOREF)
         return;             /* the previous check is still queued or running */
-    struct qitem *q = malloc(sizeof *q);
+    struct qitem *q = calloc(1, sizeof *q);
     if (q == NULL)
         return;
     q->type = HK_HEALTH;
@@ -1517,6 +1529,7 @@ void script_free(script *sc)
     sc->failed = NULL;
     sc->hook_done = NULL;
     sc->on_health = NULL;
+    sc->agent = NULL;           /* may be gone already: holds end with it */
     if (sc->loop != NULL)
         ev_timer_stop(sc->loop, &sc->later);
     if (sc->loop != NULL && ev_is_active(&sc->health_timer)) {

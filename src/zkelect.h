@@ -251,6 +251,20 @@ void zke_agent_stop(zke_agent *a);
  * inside any callback of this agent. */
 void zke_agent_free(zke_agent *a);
 
+/* Keeping the node while on_stepdown goes on. By default our node is
+ * released as soon as the host's on_stepdown callback returns. A host whose
+ * step-down work goes on after that (it waits on a process, a timer)
+ * calls zke_agent_hold_node() from inside on_stepdown and gets a token > 0
+ * (0: not inside on_stepdown, or the agent is being freed); the node, and
+ * every event behind the step-down, then wait until each token is given
+ * back with zke_agent_release_node() (any time later, from the loop) or
+ * until half the step-down budget has passed (then a warning is logged and
+ * the node goes anyway: the lease arithmetic counts on that bound). A token
+ * of an earlier step-down is ignored. The Lua layer does this for every
+ * on_stepdown hook, so the successor starts only after it ended. */
+int zke_agent_hold_node(zke_agent *a);
+void zke_agent_release_node(zke_agent *a, int token);
+
 int zke_agent_status(zke_agent *a, struct zke_status *out);
 const char *zke_agent_errstr(const zke_agent *a);
 void *zke_agent_userdata(const zke_agent *a);

@@ -140,6 +140,56 @@ def test_graceful_handover_ends_the_term_first():
         assert b.wait_exit(10) == 0
 
 
+STEPDOWN_WAIT = os.path.join(h.POLICIES, "stepdown_wait.lua")
+
+
+def test_a_waiting_on_stepdown_holds_the_node():
+    """on_stepdown that waits (a command undoing the duty, say) keeps our
+    node until it ends: the successor leads after "undo_done", not at the
+    hook's first wait. Longer than half the step-down budget, the node goes
+    anyway (the lease arithmetic counts on that bound), with a warning."""
+    os.environ["ZKT_UNDO_S"] = "0.3"
+    extra = ["--stepdown-budget", "1000"]
+    with h.ZooKeeper() as zk:
+        a, b = h.start_in_order(zk, ("ha", "hb"), path=PATH, script=STEPDOWN_WAIT,
+                                session_timeout=T, extra=extra)
+        a.wait_for("leader", timeout=5)
+        mb = b.mark()
+        a.term()
+        lb = b.wait_for("leader", timeout=5, since=mb)
+        assert a.wait_exit(10) == 0
+        done = [e for e in a.find("script") if e["msg"].startswith("undo_done")]
+        assert done, a.describe()
+        assert done[0]["mono_ns"] < lb["mono_ns"], (done, lb)
+        assert not [e for e in a.events() if "still running" in str(e.get("msg"))], a.describe()
+        # past the bound: 3 s of undo, half the budget is 500 ms
+        os.environ["ZKT_UNDO_S"] = "3"
+        c = h.Agent(zk, "hc", path=PATH, script=STEPDOWN_WAIT, session_timeout=T, extra=extra)
+        c.wait_for("follower", timeout=5)
+        d = h.Agent(zk, "hd", path=PATH, session_timeout=T, extra=extra)
+        d.wait_for("follower", timeout=5)
+        mc = c.mark()
+        b.term()
+        c.wait_for("leader", timeout=5, since=mc)
+        assert b.wait_exit(10) == 0
+        md = d.mark()
+        c.term()
+        ld = d.wait_for("leader", timeout=5, since=md)
+        start = c.wait_for(lambda e: e.get("event") == "script" and
+                           e["msg"].startswith("undo_start"), timeout=5, since=mc)
+        gap = (ld["mono_ns"] - start["mono_ns"]) / 1e6
+        print("  info: node released %.0f ms after on_stepdown began (bound 500 ms)" % gap, flush=True)
+        assert c.wait_exit(10) == 0
+        # whichever bound fired first: the agent's, or the hook's own budget
+        # (on_stepdown gets half the step-down budget too)
+        assert [e for e in c.events()[mc:] if "still running" in str(e.get("msg")) or
+                (e.get("event") == "hook_error" and e.get("hook") == "on_stepdown")], c.describe()
+        assert not [e for e in c.find("script", since=mc) if e["msg"].startswith("undo_done")]
+        d.term()
+        assert d.wait_exit(10) == 0
+    os.environ.pop("ZKT_UNDO_S", None)
+
+
 def test_blip_suspends_and_resumes():
     tmp = h.mkdtemp("blip")
     os.environ["ZKT_DIR"] = tmp
