@@ -470,6 +470,55 @@ void zke_observer_free(zke_observer *o);
 const char *zke_observer_errstr(const zke_observer *o);
 void *zke_observer_userdata(const zke_observer *o);
 
+/* --- Lua policies -----------------------------------------------------
+ * The Lua layer of `zkelect run` for a host that embeds the library: the
+ * same hooks (on_leader, on_follower, on_predecessor_change, on_stepdown,
+ * on_suspend, on_resume, health), sandbox, budgets and zkelect.* API
+ * (README "The policy script"). Loop thread only.
+ *
+ * Use: zke_policy_load(), zke_policy_attach() to the agent whose events it
+ * gets (zkelect.resign/status and the term scope act on that agent), then
+ * forward every event from the agent's callbacks with zke_policy_dispatch()
+ * (a hook runs in a coroutine: it may wait without blocking the loop, and
+ * the next event's hook waits for it; the end of a term preempts a leader
+ * hook). Before zke_agent_free(), detach (zke_policy_attach(p, NULL)), then
+ * zke_policy_free() when the loop no longer needs it; not from inside a
+ * hook. A hook error never reaches the host: it is logged through log
+ * (lines "hook_error on_leader: ...") and, for on_leader with
+ * resign_on_leader_error, resigns the term. */
+typedef struct zke_policy zke_policy;
+
+/* Copied at load; the strings only during the call. */
+struct zke_policy_settings {
+    const char *file;            /* the Lua script */
+    size_t mem_limit;            /* bytes; 0: 64 MiB */
+    int hook_timeout_ms;         /* longest a hook may run without waiting; 0: 5000. It stalls
+                                  * the loop: keep it within the lease (zke_lease_check with
+                                  * hook_budget_ms set to it) */
+    int hook_budget_ms;          /* a hook's whole budget, waits included; 0: 30000 */
+    int stepdown_budget_ms;      /* the agent's (zke_lease_plan.stepdown_budget_ms): on_stepdown
+                                  * gets half of it; 0: 250 */
+    int health_interval_ms;      /* health() this often, if defined; 0: 5000 */
+    int allow_processes;         /* 0: zkelect.spawn/exec return nil, msg, "EPERM" and nothing
+                                  * forks; 1: allowed (libev's default loop only) */
+    int resign_on_leader_error;  /* 1: a failed on_leader gives the term up (the CLI's default) */
+    const char *lua_dir;         /* where require() looks last; NULL: where this build installs */
+};
+
+/* Loads the file and runs its top level. NULL with a one-line reason in err
+ * (missing file, syntax error, failing top level, out of memory). */
+zke_policy *zke_policy_load(struct ev_loop *loop, const struct zke_policy_settings *s,
+                            zke_log_fn *log, void *ud, char *err, size_t errlen);
+/* a may be NULL (detached: hooks see no agent). */
+void zke_policy_attach(zke_policy *p, zke_agent *a);
+/* From any agent callback: queues the event's hook (if the script has one)
+ * and runs it now if none is running. 0, or -1 (out of memory, logged). */
+int zke_policy_dispatch(zke_policy *p, const struct zke_event *ev);
+/* A hook is running (waiting) or queued: a host that reloads waits for 0. */
+int zke_policy_busy(const zke_policy *p);
+/* Ends what the script started outside a term and frees it; NULL is a no-op. */
+void zke_policy_free(zke_policy *p);
+
 #ifdef __cplusplus
 }
 #endif
