@@ -64,11 +64,14 @@ def test_preferred_candidate_takes_over_once():
         no_new_leader([a, b, p], 3)                       # no flapping afterwards
 
         # the preferred one leaves: whoever is next leads and stays
-        ma = a.mark()
+        # the line is p, then a and b in the order they rejoined after their
+        # resignations (each after its own random backoff)
+        seq = {x: [e for e in x.events() if e.get("event") == "joined"][-1]["seq"] for x in (a, b)}
+        nxt = min((a, b), key=lambda x: seq[x])
+        mn = nxt.mark()
         p.term()
         assert p.wait_exit(10) == 0
-        la = a.wait_for("leader", timeout=5, since=ma)    # the line was p, a, b
-        assert la
+        assert nxt.wait_for("leader", timeout=5, since=mn)
         no_new_leader([a, b], 3)
         for x in (a, b, p):
             errs = [e for e in x.events() if e.get("event") == "hook_error"]
