@@ -405,6 +405,8 @@ int el_parse_seq(const char *name, int32_t *seq)
         v = v * 10 + (t[i] - '0');
     }
     if (neg) {
+        if (v == 0)
+            return -1;      /* "-000000000": not how "%010d" writes any number */
         v = -v;
     } else if (v > INT32_MAX) {
         /* only "%010d" of INT32_MIN is longer than 10: "-2147483648" */

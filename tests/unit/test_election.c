@@ -138,6 +138,9 @@ static void test_parse_seq(void)
 {
     int32_t s = 0;
     CHECK(el_parse_seq("n_0123456789abcdef-0000000007", &s) == 0 && s == 7);
+    /* found by fuzz_children: "%010d" never writes a negative zero */
+    CHECK(el_parse_seq("_c_x-latch--000000000", &s) == -1);
+    CHECK(el_parse_seq("-000000001", &s) == 0 && s == -1);
     CHECK(el_parse_seq("_c_2f1e4a5b-7d1a-4a2b-9c3d-0e5f6a7b8c9d-latch-0000000012", &s) == 0 && s == 12);
     CHECK(el_parse_seq("0f9e8d7c6b5a__lock__0000000003", &s) == 0 && s == 3);
     CHECK(el_parse_seq("n_-000000001", &s) == 0 && s == -1);
