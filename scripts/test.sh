@@ -38,5 +38,19 @@ for b in build build-asan; do
     run_ctest "$b" -R '^chaos\.suite$'
   fi
 done
+# the fuzz targets, a few seconds each (scripts/fuzz.sh 600 for a longer run):
+# one test per target
+if [ $# -eq 0 ]; then
+  echo "=== fuzz (${FUZZ_SECONDS:-8} s per target)"
+  fout=$(bash scripts/fuzz.sh "${FUZZ_SECONDS:-8}" 2>&1); printf '%s\n' "$fout"
+  fline=$(printf '%s\n' "$fout" | grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed' | tail -n1)
+  if [ -n "$fline" ]; then
+    passed=$((passed + $(sed -E 's/^fuzz: ([0-9]+) passed.*/\1/' <<<"$fline")))
+    failed=$((failed + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$fline")))
+    [ "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$fline")" -eq 0 ] || rc=1
+  else
+    failed=$((failed + 1)); rc=1          # the fuzz build failed
+  fi
+fi
 echo "$passed passed, $failed failed"
 exit $rc

@@ -24,6 +24,7 @@
 #include "session.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -165,10 +166,24 @@ const char *zke_log_level_name(enum zke_log_level l)
     return (unsigned)l <= ZKE_LOG_ERROR ? n[l] : "?";
 }
 
+/* 1 if s has a control character: such a value is named in no reason
+ * (the reasons are one line, and go to terminals and logs). */
+static int has_ctl(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return 1;
+    return 0;
+}
+
 int zke_check_path(const char *p, char *err, size_t errlen)
 {
     if (p == NULL || *p == '\0') {
         snprintf(err, errlen, "election path is empty");
+        return -1;
+    }
+    if (has_ctl(p)) {
+        snprintf(err, errlen, "election path contains a control character");
         return -1;
     }
     if (p[0] != '/') {
@@ -184,10 +199,6 @@ int zke_check_path(const char *p, char *err, size_t errlen)
         return -1;
     }
     for (const char *c = p; *c; c++) {
-        if ((unsigned char)*c < 0x20 || *c == 0x7f) {
-            snprintf(err, errlen, "election path '%s' contains a control character", p);
-            return -1;
-        }
         if (c[0] == '/' && (c[1] == '/')) {
             snprintf(err, errlen, "election path '%s' has an empty component", p);
             return -1;
@@ -211,15 +222,17 @@ int zke_check_id(const char *id, char *err, size_t errlen)
         snprintf(err, errlen, "candidate id is empty");
         return -1;
     }
+    if (has_ctl(id)) {
+        snprintf(err, errlen, "candidate id contains a control character");
+        return -1;
+    }
     if (strlen(id) > 128) {
         snprintf(err, errlen, "candidate id '%.32s...' is longer than 128 characters", id);
         return -1;
     }
-    for (const char *c = id; *c; c++) {
-        if ((unsigned char)*c < 0x20 || *c == 0x7f || *c == '/') {
-            snprintf(err, errlen, "candidate id '%s' contains '/' or a control character", id);
-            return -1;
-        }
+    if (strchr(id, '/') != NULL) {
+        snprintf(err, errlen, "candidate id '%s' contains '/' or a control character", id);
+        return -1;
     }
     return 0;
 }
@@ -230,8 +243,16 @@ int zke_check_hosts(const char *zk, char *err, size_t errlen)
         snprintf(err, errlen, "ZooKeeper connect string is empty");
         return -1;
     }
+    if (has_ctl(zk)) {
+        snprintf(err, errlen, "ZooKeeper connect string contains a control character");
+        return -1;
+    }
     const char *end = strchr(zk, '/');
     size_t len = end ? (size_t)(end - zk) : strlen(zk);
+    if (len == 0) {
+        snprintf(err, errlen, "ZooKeeper connect string '%s' has no HOST:PORT before the chroot", zk);
+        return -1;
+    }
     if (end != NULL) {
         char e2[256];
         if (zke_check_path(end, e2, sizeof e2) != 0) {
@@ -292,7 +313,7 @@ int zke_check_auth(const char *scheme, const char *cred, char *err, size_t errle
     }
     if (n == 0 || n > 64) {
         snprintf(err, errlen, "authentication scheme '%.64s' is not a scheme name (letters, "
-                 "digits, '_', '-'; e.g. digest)", scheme);
+                 "digits, '_', '-'; e.g. digest)", has_ctl(scheme) ? "?" : scheme);
         return -1;
     }
     if (cred == NULL || *cred == '\0') {
@@ -359,14 +380,17 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
         snprintf(err, errlen, "stepdown budget, lease margin and hook budget must not be negative");
         return -1;
     }
-    p.lease_ms = (int)((double)T * (1.0 - p.drift)) - p.stepdown_budget_ms - p.margin_ms;
+    /* in 64 bits: a host may pass budgets and margins up to INT_MAX */
+    int64_t lease = (int64_t)((double)T * (1.0 - p.drift)) - p.stepdown_budget_ms - p.margin_ms;
+    p.lease_ms = lease < INT_MIN ? INT_MIN : (int)lease;     /* lease <= T */
     if (out != NULL)
         *out = p;
-    if (p.lease_ms < 2 * p.renew_ms) {
+    if (lease < 2 * p.renew_ms) {
         snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown budget "
-                 "%d ms - margin %d ms = %d ms) must be at least a fifth of the session timeout "
-                 "(%d ms): lower --stepdown-budget or --lease-margin, or raise --session-timeout",
-                 T, p.drift, p.stepdown_budget_ms, p.margin_ms, p.lease_ms, 2 * p.renew_ms);
+                 "%d ms - margin %d ms = %" PRId64 " ms) must be at least a fifth of the session "
+                 "timeout (%d ms): lower --stepdown-budget or --lease-margin, or raise "
+                 "--session-timeout", T, p.drift, p.stepdown_budget_ms, p.margin_ms, lease,
+                 2 * p.renew_ms);
         return -1;
     }
     if (s->hook_budget_ms > 0 && s->hook_budget_ms > p.lease_ms - p.renew_ms) {

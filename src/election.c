@@ -264,6 +264,7 @@ static void start_create(election *e)
 {
     if (e->withdrawn) {
         e->phase = P_IDLE;      /* no node until el_rejoin */
+        e->want_main = 0;       /* and no answer to wait for */
         return;
     }
     e->phase = P_CREATE;
@@ -404,6 +405,8 @@ int el_parse_seq(const char *name, int32_t *seq)
         v = v * 10 + (t[i] - '0');
     }
     if (neg) {
+        if (v == 0)
+            return -1;      /* "-000000000": not how "%010d" writes any number */
         v = -v;
     } else if (v > INT32_MAX) {
         /* only "%010d" of INT32_MIN is longer than 10: "-2147483648" */
@@ -449,7 +452,7 @@ static void evaluate(election *e, const char *const *names, int n, int32_t cvers
              "): rotate the election path", e->path, cversion);
     }
     qsort(c, (size_t)m, sizeof *c, child_cmp);
-    for (int i = 0; i < m; i++)
+    for (int i = 0; i < m && e->node != NULL; i++)
         if (strcmp(c[i].name, e->node) == 0)
             me = i;
     if (me < 0) {
@@ -813,6 +816,10 @@ void el_on_session(election *e, enum el_session_state st, uint64_t sid)
         }
         e->session = sid;
         e->verified = e->watched = 0;
+        /* every answer still due belongs to the old session: stale (without
+         * this a listing of the old session, answered late, was taken as
+         * the current one while we had no node) */
+        e->want_main = e->want_watch = e->want_data = e->want_self = 0;
         if (e->stale_node != NULL) {
             request(e, EL_REQ_DELETE_STALE, e->stale_node, 0);
             set_str(&e->stale_node, NULL);

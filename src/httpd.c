@@ -11,6 +11,7 @@
 #include "httpd.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -50,6 +51,13 @@ static int parse_addr(const char *spec, struct parsed *p, char *err, size_t errl
         snprintf(err, errlen, "--status: empty address (expected PORT or HOST:PORT)");
         return -1;
     }
+    for (const char *c = spec; *c; c++) {
+        if ((unsigned char)*c <= 0x20 || *c == 0x7f) {
+            /* the reason is one line: the value is not shown */
+            snprintf(err, errlen, "--status: the address contains a space or a control character");
+            return -1;
+        }
+    }
     const char *colon = strrchr(spec, ':');
     if (spec[0] == '[') {
         const char *close = strchr(spec, ']');
@@ -75,8 +83,7 @@ static int parse_addr(const char *spec, struct parsed *p, char *err, size_t errl
     char *end;
     errno = 0;
     long pn = strtol(port, &end, 10);
-    if (*port == '\0' || *end != '\0' || errno != 0 || pn < 0 || pn > 65535 || port[0] == '-' ||
-        port[0] == '+') {
+    if (!isdigit((unsigned char)port[0]) || *end != '\0' || errno != 0 || pn < 0 || pn > 65535) {
         snprintf(err, errlen, "--status '%s': port '%s' is not a number from 0 to 65535", spec, port);
         return -1;
     }

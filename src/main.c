@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 
 #include "census.h"
+#include "flags.h"
 #include "httpd.h"
 #include "metrics.h"
 #include "datadir.h"
@@ -176,16 +177,14 @@ static void die(int code, const char *fmt, ...)
     exit(code);
 }
 
+/* The value parsers live in flags.c (fuzzed without exiting); these exit. */
 static int parse_int(const char *flag, const char *v, int min, int max, const char *unit)
 {
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || errno != 0)
-        die(EX_USAGE, "%s '%s': not a whole number%s%s", flag, v, *unit ? " of " : "", unit);
-    if (n < min || n > max)
-        die(EX_USAGE, "%s %ld: out of range (%d..%d%s%s)", flag, n, min, max, *unit ? " " : "", unit);
-    return (int)n;
+    char err[4096];
+    int n = 0;
+    if (flag_int(flag, v, min, max, unit, &n, err, sizeof err) != 0)
+        die(EX_USAGE, "%s", err);
+    return n;
 }
 
 static int parse_ms(const char *flag, const char *v, int min, int max)
@@ -211,11 +210,10 @@ static void set_level(struct opts *o, const char *flag, const char *v)
 
 static double parse_fraction(const char *flag, const char *v)
 {
-    char *end;
-    errno = 0;
-    double d = strtod(v, &end);
-    if (*v == '\0' || *end != '\0' || errno != 0 || !(d > 0 && d < 0.5))
-        die(EX_USAGE, "%s '%s': expected a fraction above 0 and below 0.5 (e.g. 0.01)", flag, v);
+    char err[4096];
+    double d = 0;
+    if (flag_fraction(flag, v, &d, err, sizeof err) != 0)
+        die(EX_USAGE, "%s", err);
     return d;
 }
 
@@ -263,10 +261,7 @@ static void take_auth_arg(struct opts *o, char *arg)
     if (o->auth == NULL)
         die(EX_SOFTWARE, "out of memory");
     o->auth_from_argv = 1;
-    char *keep = strchr(arg, ':');
-    if (keep != NULL && strncmp(arg, "digest:", 7) == 0 && strchr(keep + 1, ':') != NULL)
-        keep = strchr(keep + 1, ':');
-    wipe(keep != NULL ? keep + 1 : arg);
+    wipe(arg + flag_auth_visible(arg));
 }
 
 /* Reads "scheme:credentials" from FILE (one line; trailing CR/LF dropped).
@@ -310,14 +305,9 @@ static char *read_auth_file(const char *file)
         n += (size_t)r;
     }
     close(fd);
-    if (memchr(buf, '\0', n) != NULL)
-        die(EX_CONFIG, "auth file %s: contains a NUL byte (expected one line, "
-            "SCHEME:CREDENTIALS)", file);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        buf[--n] = '\0';
-    if (n == 0)
-        die(EX_CONFIG, "auth file %s: empty (expected SCHEME:CREDENTIALS, e.g. "
-            "digest:user:password)", file);
+    char err[256];
+    if (flag_auth_text(buf, &n, err, sizeof err) != 0)
+        die(EX_CONFIG, "auth file %s: %s", file, err);
     return buf;
 }
 
@@ -336,22 +326,10 @@ static void resolve_auth(struct opts *o, const char **scheme, const char **cred,
         o->auth = read_auth_file(o->auth_file);
     if (o->auth == NULL)
         return;
-    char *colon = strchr(o->auth, ':');
-    if (colon == NULL)
-        die(o->auth_from_argv ? EX_USAGE : EX_CONFIG, "%s%s: expected SCHEME:CREDENTIALS "
-            "(e.g. digest:user:password), found no ':'", o->auth_from_argv ? "--auth" : "auth file ",
-            o->auth_from_argv ? "" : o->auth_file);
-    *colon = '\0';
-    *scheme = o->auth;
-    *cred = colon + 1;
-    if (zke_check_auth(*scheme, *cred, err, sizeof err) != 0)
+    if (flag_auth_split(o->auth, scheme, cred, err, sizeof err) != 0)
         die(o->auth_from_argv ? EX_USAGE : EX_CONFIG, "%s%s: %s",
             o->auth_from_argv ? "--auth" : "auth file ", o->auth_from_argv ? "" : o->auth_file, err);
-    const char *c2 = strchr(*cred, ':');
-    if (strcmp(*scheme, "digest") == 0 && c2 != NULL)
-        snprintf(who, wholen, "digest:%.*s", (int)(c2 - *cred < 100 ? c2 - *cred : 100), *cred);
-    else
-        snprintf(who, wholen, "scheme '%.64s'", *scheme);
+    flag_auth_who(*scheme, *cred, who, wholen);
 }
 
 /* Drops our copy of the credentials once the library has its own. */

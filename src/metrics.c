@@ -4,6 +4,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "metrics.h"
+#include "utf8.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -68,55 +69,14 @@ static int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Node data is any bytes (foreign candidates): JSON needs UTF-8, and a
- * megabyte of leader data has no place in a status document. A copy with
- * invalid sequences replaced by U+FFFD, cut at max bytes ("..." appended);
- * NULL when out of memory. */
-static char *clean_utf8(const char *v, size_t max)
-{
-    size_t n = strlen(v), o = 0;
-    char *out = malloc((n < max ? n : max) * 3 + 8);
-    const unsigned char *p = (const unsigned char *)v;
-    if (out == NULL)
-        return NULL;
-    for (size_t i = 0; i < n;) {
-        if (o >= max) {
-            memcpy(out + o, "...", 3);
-            o += 3;
-            break;
-        }
-        unsigned c = p[i];
-        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-                   : (c & 0xf8) == 0xf0 ? 4 : 0;
-        int ok = len > 0 && i + len <= n && !(len == 2 && c < 0xc2) && !(len == 4 && c > 0xf4);
-        for (size_t k = 1; ok && k < len; k++)
-            ok = (p[i + k] & 0xc0) == 0x80;
-        if (ok && len == 3)     /* no overlong forms, no surrogates */
-            ok = !(c == 0xe0 && p[i + 1] < 0xa0) && !(c == 0xed && p[i + 1] >= 0xa0);
-        if (ok && len == 4)
-            ok = !(c == 0xf0 && p[i + 1] < 0x90) && !(c == 0xf4 && p[i + 1] >= 0x90);
-        if (ok) {
-            memcpy(out + o, p + i, len);
-            o += len;
-            i += len;
-        } else {
-            memcpy(out + o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
 metrics *metrics_new(const char *id, const char *path)
 {
     metrics *m = calloc(1, sizeof *m);
     if (m == NULL)
         return NULL;
     /* valid UTF-8 for JSON strings and Prometheus labels */
-    m->id = clean_utf8(id ? id : "", 1024);
-    m->path = clean_utf8(path ? path : "", 2048);
+    m->id = utf8_clean(id ? id : "", 1024);
+    m->path = utf8_clean(path ? path : "", 2048);
     if (m->id == NULL || m->path == NULL) {
         metrics_free(m);
         return NULL;
@@ -271,7 +231,7 @@ static void iso8601(int64_t ms, char *buf, size_t len)
 
 static void add_str_or_null(cJSON *o, const char *k, const char *v)
 {
-    char *c = v != NULL ? clean_utf8(v, STATUS_STR_MAX) : NULL;
+    char *c = v != NULL ? utf8_clean(v, STATUS_STR_MAX) : NULL;
     if (c != NULL)
         cJSON_AddStringToObject(o, k, c);
     else

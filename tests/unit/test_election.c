@@ -138,6 +138,9 @@ static void test_parse_seq(void)
 {
     int32_t s = 0;
     CHECK(el_parse_seq("n_0123456789abcdef-0000000007", &s) == 0 && s == 7);
+    /* found by fuzz_children: "%010d" never writes a negative zero */
+    CHECK(el_parse_seq("_c_x-latch--000000000", &s) == -1);
+    CHECK(el_parse_seq("-000000001", &s) == 0 && s == -1);
     CHECK(el_parse_seq("_c_2f1e4a5b-7d1a-4a2b-9c3d-0e5f6a7b8c9d-latch-0000000012", &s) == 0 && s == 12);
     CHECK(el_parse_seq("0f9e8d7c6b5a__lock__0000000003", &s) == 0 && s == 3);
     CHECK(el_parse_seq("n_-000000001", &s) == 0 && s == -1);
@@ -997,6 +1000,31 @@ static void test_compat_adopt_after_connloss(void)
     }
 }
 
+/* Found by fuzz_children: withdrawn while re-listing for adoption (a create
+ * in flight at a connection loss), then a new session: the old session's
+ * listing, answered late, was taken as current and evaluated without a
+ * node (strcmp on NULL). It is stale now. */
+static void test_stale_list_after_new_session(void)
+{
+    struct rec x;
+    memset(&x, 0, sizeof x);
+    election *e = el_new("/app/election", "me", NULL, &ops, &x, 42);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);
+    el_kick(e);                             /* create unanswered: adopt listing */
+    struct el_req list = *find_req(&x, EL_REQ_LIST);
+    CHECK(el_withdraw(e, "health") == 0);
+    el_on_session(e, EL_SESS_CONNECTED, 2); /* a new session, withdrawn: no create */
+    int nreq = x.nreq, nev = x.nev;
+    const char *names[] = { "n_0123456789abcdef-0000000001" };
+    CHECK(!el_wants(e, EL_REQ_LIST, list.token));
+    reply_list(e, &list, names, 1);
+    CHECK(x.nreq == nreq && x.nev == nev);
+    CHECK(el_role(e) == ZKE_ROLE_IDLE);
+    CHECK(el_rejoin(e) == 0 && last_req(&x)->type == EL_REQ_CREATE);
+    el_free(e);
+}
+
 int main(void)
 {
     RUN(test_denied_backs_off_quietly);
@@ -1036,5 +1064,6 @@ int main(void)
     RUN(test_compat_names);
     RUN(test_compat_orders);
     RUN(test_compat_adopt_after_connloss);
+    RUN(test_stale_list_after_new_session);
     return check_done();
 }
