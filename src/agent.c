@@ -247,7 +247,7 @@ int zke_check_hosts(const char *zk, char *err, size_t errlen)
         for (const char *q = p; q < stop; q++)
             if (*q == ':')
                 colon = q;
-        if (stop == p || colon == NULL || colon == p || colon + 1 == stop) {
+        if (colon == NULL || colon == p || colon + 1 == stop) {
             snprintf(err, errlen, "ZooKeeper connect string '%s': element '%.*s' is not HOST:PORT",
                      zk, (int)(stop - p), p);
             return -1;
@@ -1515,7 +1515,7 @@ static zke_agent *make_agent(struct ev_loop *loop, zke_conn *shared, const struc
     if (zke_check_path(a->set.path, a->err, sizeof a->err) != 0 ||
         zke_check_id(a->set.id, a->err, sizeof a->err) != 0)
         return a;
-    if (strlen(a->set.data) > 512 * 1024) {
+    if (strlen(a->set.data) > (size_t)512 * 1024) {
         snprintf(a->err, sizeof a->err, "candidate data is longer than 512 KiB");
         return a;
     }

@@ -25,7 +25,8 @@ static int is_journal_stream(FILE *f)
     unsigned long long dev, ino;
     struct stat st;
     char end;
-    if (js == NULL || sscanf(js, "%llu:%llu%c", &dev, &ino, &end) != 2)
+    /* %c catches trailing garbage; an overflow only makes no match */
+    if (js == NULL || sscanf(js, "%llu:%llu%c", &dev, &ino, &end) != 2) /* NOLINT(cert-err34-c) */
         return 0;
     if (fstat(fileno(f), &st) != 0)
         return 0;
@@ -98,10 +99,12 @@ static void put_json_str(struct buf *b, const char *s)
             esc[1] = (char)*p;
             n = 2;
         } else if (*p == '\n') {
-            memcpy(esc, "\\n", 2);
+            esc[0] = '\\';
+            esc[1] = 'n';
             n = 2;
         } else if (*p == '\t') {
-            memcpy(esc, "\\t", 2);
+            esc[0] = '\\';
+            esc[1] = 't';
             n = 2;
         } else if (*p < 0x20 || *p == 0x7f) {
             snprintf(esc, sizeof esc, "\\u%04x", *p);

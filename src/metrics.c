@@ -524,8 +524,8 @@ char *metrics_prometheus(const metrics *m, zke_agent *a, size_t *len)
     head(&b, "zkelect_hook_failures_total", "counter", "Hook runs that failed (error or budget).");
     for (int i = 0; i < m->nhooks; i++)
         put(&b, "zkelect_hook_failures_total{hook=\"%s\"} %llu\n", m->hooks[i].name,
-            (unsigned long long)(m->hooks[i].outcome[SCRIPT_HOOK_FAILED] +
-                                 m->hooks[i].outcome[SCRIPT_HOOK_TIMEOUT]));
+            (unsigned long long)m->hooks[i].outcome[SCRIPT_HOOK_FAILED] +
+                (unsigned long long)m->hooks[i].outcome[SCRIPT_HOOK_TIMEOUT]);
     head(&b, "zkelect_hook_timeouts_total", "counter", "Hook runs stopped by their budget.");
     for (int i = 0; i < m->nhooks; i++)
         put(&b, "zkelect_hook_timeouts_total{hook=\"%s\"} %llu\n", m->hooks[i].name,

@@ -373,7 +373,7 @@ static int find_module(script *sc, const char *name, char *out, size_t outlen)
     if (n == 0 || n > 200)
         return -1;
     for (size_t i = 0; i <= n; i++)
-        rel[i] = name[i] == '.' ? '/' : name[i];
+        rel[i] = (char)(name[i] == '.' ? '/' : name[i]);
     const char *env = getenv("ZKELECT_LUA_PATH");
     const char *slash = strrchr(sc->file, '/');
     int dl = slash ? (int)(slash - sc->file) : 1;
@@ -385,12 +385,13 @@ static int find_module(script *sc, const char *name, char *out, size_t outlen)
             *next++ = '\0';
         if (*d == '\0')
             continue;
-        if (strlen(d) + strlen(rel) + 6 > outlen)
+        size_t dn = strlen(d), rn = strlen(rel);
+        if (dn + rn + 6 > outlen)
             continue;
-        strcpy(out, d);
-        strcat(out, "/");
-        strcat(out, rel);
-        strcat(out, ".lua");
+        memcpy(out, d, dn);
+        out[dn] = '/';
+        memcpy(out + dn + 1, rel, rn);
+        memcpy(out + dn + 1 + rn, ".lua", 5);
         struct stat st;
         if (stat(out, &st) == 0 && S_ISREG(st.st_mode))
             return 0;
@@ -1123,9 +1124,11 @@ struct hookrun *script_wait_begin(lua_State *L, struct hook_wait *w, const char 
 {
     script *sc = get_script(L);
     struct hookrun *r = sc->run;
-    if (r == NULL || r->co != L || !r->in_resume || !lua_isyieldable(L))
+    if (r == NULL || r->co != L || !r->in_resume || !lua_isyieldable(L)) {
         luaL_error(L, "%s can only be called from a hook (it waits); use zkelect.after for "
                       "a callback", what);
+        return NULL; /* not reached: luaL_error does not return */
+    }
     if (r->cancelled)
         luaL_error(L, "%s", r->why);
     if (sc->loop == NULL)
