@@ -687,6 +687,22 @@ static void req_done(void *arg, const struct sess_result *r)
         alog(a, ZKE_LOG_INFO, "permission granted again (%s was denied before)", a->denied);
         a->denied[0] = '\0';
     }
+    if ((c->type == EL_REQ_ENSURE || c->type == EL_REQ_CREATE) && r->rc == SESS_NOCHILDREN &&
+        !a->ever_settled && el_wants(a->el, c->type, c->token)) {
+        /* the election path, or one of its parents, is an ephemeral node
+         * (a candidate's node, say): it can never have children. Before the
+         * first role a configuration error; later the election retries. */
+        size_t p = c->type == EL_REQ_ENSURE ? c->ensure_pos : plen + 1;
+        while (p > 0 && a->set.path[p - 1] != '/')
+            p--;
+        snprintf(a->err, sizeof a->err, "cannot create %s under '%.*s' (election path '%.300s'): "
+                 "it is an ephemeral node, which cannot have children",
+                 c->type == EL_REQ_ENSURE ? "the election path" : "our candidate node",
+                 p > 1 ? (int)(p - 1) : 1, a->set.path, a->set.path);
+        free(c);
+        fail_now(a, "config");
+        return;
+    }
     if (c->type == EL_REQ_ENSURE && r->rc == SESS_NONODE && c->ensure_pos <= plen) {
         /* creating top-down, only a missing chroot gives NONODE */
         const char *chroot = strchr(a->set.zk, '/');

@@ -162,17 +162,32 @@ struct app {
     int exit_code;
 };
 
+/* Writes "zkelect: error: MSG[SUFFIX]" as one line on stderr: control
+ * characters in MSG (from a flag value, a path, a node) are written as \xNN,
+ * so the message stays one line whatever the input. */
+static void error_line(const char *msg, const char *suffix)
+{
+    char out[2048];
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p != '\0' && n < sizeof out - 5; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            n += (size_t)snprintf(out + n, sizeof out - n, "\\x%02x", *p);
+        else
+            out[n++] = (char)*p;
+    }
+    out[n] = '\0';
+    fprintf(stderr, "zkelect: error: %s%s\n", out, suffix);
+}
+
 static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 static void die(int code, const char *fmt, ...)
 {
+    char msg[2048];
     va_list ap;
-    fputs("zkelect: error: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (code == EX_USAGE)
-        fputs("; see zkelect --help", stderr);
-    fputc('\n', stderr);
+    error_line(msg, code == EX_USAGE ? "; see zkelect --help" : "");
     exit(code);
 }
 
@@ -181,8 +196,10 @@ static int parse_int(const char *flag, const char *v, int min, int max, const ch
     char *end;
     errno = 0;
     long n = strtol(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || errno != 0)
+    if (*v == '\0' || *end != '\0' || (errno != 0 && errno != ERANGE))
         die(EX_USAGE, "%s '%s': not a whole number%s%s", flag, v, *unit ? " of " : "", unit);
+    if (errno == ERANGE)
+        die(EX_USAGE, "%s '%s': out of range (%d..%d%s%s)", flag, v, min, max, *unit ? " " : "", unit);
     if (n < min || n > max)
         die(EX_USAGE, "%s %ld: out of range (%d..%d%s%s)", flag, n, min, max, *unit ? " " : "", unit);
     return (int)n;
@@ -546,13 +563,13 @@ static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
     metrics_event(app->metrics, ev);
     app->stopped = 1;
     if (strcmp(ev->reason, "unreachable") == 0) {
-        fprintf(stderr, "zkelect: error: %s\n", zke_agent_errstr(a));
+        error_line(zke_agent_errstr(a), "");
         app->exit_code = EX_UNAVAILABLE;
     } else if (strcmp(ev->reason, "auth") == 0) {
-        fprintf(stderr, "zkelect: error: %s\n", zke_agent_errstr(a));
+        error_line(zke_agent_errstr(a), "");
         app->exit_code = EX_NOPERM;
     } else if (strcmp(ev->reason, "config") == 0) {
-        fprintf(stderr, "zkelect: error: %s\n", zke_agent_errstr(a));
+        error_line(zke_agent_errstr(a), "");
         app->exit_code = EX_CONFIG;
     }
     ev_break(app->loop, EVBREAK_ALL);
@@ -964,7 +981,9 @@ static void status_done(void *ud, const struct census *c)
     sr->done = 1;
     sr->code = c->rc;
     if (c->rc != 0) {
-        fprintf(stderr, "zkelect: error: %s: %s at %s\n", sr->path, c->errstr, sr->zk);
+        char msg[1600];
+        snprintf(msg, sizeof msg, "%s: %s at %s", sr->path, c->errstr, sr->zk);
+        error_line(msg, "");
         return;
     }
     gettimeofday(&tv, NULL);
@@ -1068,14 +1087,31 @@ struct watch_app {
     struct ev_loop *loop;
     script *sc;
     ev_signal sigterm, sigint;
+    ev_timer connect_to;        /* --connect-timeout: until the first report */
+    const char *zk;
     int code;
 };
+
+/* No first report within --connect-timeout (ZooKeeper unreachable, or a
+ * server that accepts the connection and never answers): exit 69 like run. */
+static void watch_connect_timeout(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct watch_app *w = t->data;
+    char msg[1200];
+    (void)revents;
+    snprintf(msg, sizeof msg, "no answer from ZooKeeper at %s within the connect timeout (%.0f ms)",
+             w->zk, t->repeat * 1000.0);
+    log_msg(ZKE_LOG_ERROR, "log", msg);
+    error_line(msg, "");
+    w->code = EX_UNAVAILABLE;
+    ev_break(loop, EVBREAK_ALL);
+}
 
 static void watch_fatal(void *ud, int code, const char *msg)
 {
     struct watch_app *w = ud;
     log_msg(ZKE_LOG_ERROR, "log", msg);
-    fprintf(stderr, "zkelect: error: %s\n", msg);
+    error_line(msg, "");
     w->code = code;
     ev_break(w->loop, EVBREAK_ALL);
 }
@@ -1084,6 +1120,7 @@ static void watch_change(zke_agent *a, const struct zke_event *ev, void *ud)
 {
     struct watch_app *w = ud;
     (void)a;
+    ev_timer_stop(w->loop, &w->connect_to);     /* the first report came */
     log_event(ev);
     if (w->sc != NULL)
         (void)script_dispatch(w->sc, ev);
@@ -1143,8 +1180,16 @@ static int cmd_watch(struct opts *o)
     ev_signal_init(&w.sigint, watch_signal, SIGINT);
     ev_signal_start(w.loop, &w.sigterm);
     ev_signal_start(w.loop, &w.sigint);
+    w.zk = o->zk;
+    ev_init(&w.connect_to, watch_connect_timeout);
+    w.connect_to.data = &w;
+    if (o->connect_timeout != 0) {
+        w.connect_to.repeat = (o->connect_timeout > 0 ? o->connect_timeout : 15000) / 1000.0;
+        ev_timer_again(w.loop, &w.connect_to);
+    }
     observer_start(ob);
     ev_run(w.loop, 0);
+    ev_timer_stop(w.loop, &w.connect_to);
     observer_free(ob);
     script_free(w.sc);
     ev_signal_stop(w.loop, &w.sigterm);

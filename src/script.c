@@ -1420,6 +1420,22 @@ static int fail(char *err, size_t errlen, int *code, int c, const char *fmt, con
     return -1;
 }
 
+/* [-1, +0, e] Runs the chunk (its only argument) as the script's top level.
+ * A top level that returns false or nil first ("return nil, 'why'", the Lua
+ * convention for a failure) raises, so the load fails like on an error. */
+static int run_top_level(lua_State *L)
+{
+    lua_settop(L, 1);
+    lua_call(L, 0, LUA_MULTRET);
+    int n = lua_gettop(L);
+    if (n >= 1 && !lua_toboolean(L, 1)) {
+        const char *why = n >= 2 ? luaL_tolstring(L, 2, NULL) : NULL;
+        return luaL_error(L, "the top level returned %s%s%s", lua_isnil(L, 1) ? "nil" : "false",
+                          why ? ", " : "", why ? why : "");
+    }
+    return 0;
+}
+
 script *script_load(const char *file, const struct script_opts *opts,
                     script_log_fn *log, void *ud, char *err, size_t errlen, int *code)
 {
@@ -1434,6 +1450,13 @@ script *script_load(const char *file, const struct script_opts *opts,
     if (!S_ISREG(st.st_mode)) {
         fail(err, errlen, code, 66, "script '%s': %s", file,
              S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+        return NULL;
+    }
+    if (st.st_size > SCRIPT_MAX_BYTES) {
+        char size[96];
+        snprintf(size, sizeof size, "%lld bytes, more than the %d MiB a script may have",
+                 (long long)st.st_size, SCRIPT_MAX_BYTES >> 20);
+        fail(err, errlen, code, 78, "script '%s': %s", file, size);
         return NULL;
     }
     FILE *probe = fopen(file, "r");
@@ -1497,7 +1520,9 @@ script *script_load(const char *file, const struct script_opts *opts,
         return NULL;
     }
     /* the top level, then the hook lookup: failures are load errors */
-    if (pcall_budget(sc, 0, "script top level") != LUA_OK) {
+    lua_pushcfunction(L, run_top_level);
+    lua_insert(L, -2);
+    if (pcall_budget(sc, 1, "script top level") != LUA_OK) {
         fail(err, errlen, code, 78, "script '%s' failed to load: %s", file,
              first_line(lua_tostring(L, -1)));
         script_free(sc);
