@@ -796,17 +796,29 @@ static int cmd_run(struct opts *o)
     int code;
 
     memset(&app, 0, sizeof app);
-    if (o->zk == NULL)
+    if (o->zk == NULL || o->zk[0] == '\0')
         die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
-    if (o->path == NULL)
+    if (o->path == NULL || o->path[0] == '\0')
         die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
-    if (o->id == NULL)
+    if (o->id == NULL || o->id[0] == '\0')
         die(EX_USAGE, "missing --id NAME (or ZKELECT_ID)");
     if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0 ||
         zke_check_id(o->id, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
     if (o->status_addr != NULL && httpd_check_addr(o->status_addr, NULL, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
+    if (o->session_file != NULL) {
+        /* written at every new session: its directory must take it */
+        char dir[1024];
+        const char *slash = strrchr(o->session_file, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash == NULL ? 1 : slash == o->session_file ? 1
+                 : (int)(slash - o->session_file), slash == NULL ? "." : o->session_file);
+        if (o->session_file[0] == '\0' || (slash != NULL && slash[1] == '\0'))
+            die(EX_USAGE, "--session-file '%s': not a file name", o->session_file);
+        if (access(dir, W_OK | X_OK) != 0)
+            die(EX_USAGE, "--session-file '%s': cannot create files in '%s': %s", o->session_file,
+                dir, strerror(errno));
+    }
 
     const char *ascheme, *acred;
     char who[160];
@@ -1058,9 +1070,9 @@ static int cmd_status(struct opts *o)
 {
     char err[512];
     struct status_run sr = { o->zk, o->path, o->json, 0, 0 };
-    if (o->zk == NULL)
+    if (o->zk == NULL || o->zk[0] == '\0')
         die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
-    if (o->path == NULL)
+    if (o->path == NULL || o->path[0] == '\0')
         die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
     if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
@@ -1145,9 +1157,9 @@ static int cmd_watch(struct opts *o)
     int code;
     struct watch_app w;
     memset(&w, 0, sizeof w);
-    if (o->zk == NULL)
+    if (o->zk == NULL || o->zk[0] == '\0')
         die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
-    if (o->path == NULL)
+    if (o->path == NULL || o->path[0] == '\0')
         die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
     if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);

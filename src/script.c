@@ -1515,7 +1515,14 @@ script *script_load(const char *file, const struct script_opts *opts,
     }
     int st2 = luaL_loadfilex(L, file, "t");
     if (st2 != LUA_OK) {
-        fail(err, errlen, code, st2 == LUA_ERRMEM ? 70 : 78, "%s%s", lua_tostring(L, -1), "");
+        /* a syntax error names the file ("f.lua:4: ..."); "attempt to load
+         * a binary chunk" does not */
+        const char *m = lua_tostring(L, -1);
+        if (m != NULL && strstr(m, file) != NULL)
+            fail(err, errlen, code, st2 == LUA_ERRMEM ? 70 : 78, "%s%s", m, "");
+        else
+            fail(err, errlen, code, st2 == LUA_ERRMEM ? 70 : 78, "script '%s': %s", file,
+                 m ? m : "cannot load");
         script_free(sc);
         return NULL;
     }

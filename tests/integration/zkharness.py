@@ -775,10 +775,11 @@ def stop_all_agents():
         a.stop()
 
 
-def run(args, timeout=20.0, env=None, cwd=None):
-    """Runs a command to completion (bounded); returns (code, stdout, stderr, seconds)."""
+def run(args, timeout=20.0, env=None, cwd=None, nowrap=False):
+    """Runs a command to completion (bounded); returns (code, stdout, stderr, seconds).
+    nowrap: not under ZKELECT_WRAP (a long table of cases, one of which is)."""
     t0 = time.monotonic()
-    p = subprocess.Popen(wrap(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    p = subprocess.Popen(list(args) if nowrap else wrap(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=_child_env(env), cwd=cwd, preexec_fn=_pdeathsig)
     try:
         out, err = p.communicate(timeout=timeout)
