@@ -9,8 +9,9 @@ PKGS=(build-essential cmake pkg-config libzookeeper-st-dev liblua5.4-dev libev-d
       zookeeper python3 libcjson-dev libmicrohttpd-dev nftables iproute2 libsystemd-dev lowdown
       libcurator-recipes-java python3-kazoo default-jdk-headless    # mixed-election tests
       haproxy iputils-arping                                        # example-policy tests
-      valgrind                                                      # the embedding example under valgrind
-      clang libclang-rt-14-dev)                                     # fuzz targets (libFuzzer: scripts/fuzz.sh)
+      valgrind                                                      # the embedding example, scripts/valgrind.sh
+      clang libclang-rt-14-dev                                      # fuzz targets (libFuzzer: scripts/fuzz.sh)
+      clang-tidy cppcheck)                                          # scripts/lint.sh
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -27,6 +27,11 @@ run_ctest() {
   fi
   [ $r -eq 0 ] || printf '%s\n' "$out" | grep -q 'No tests were found' || rc=1
 }
+# static analysis (scripts/lint.sh): one test, in the whole run only
+if [ $# -eq 0 ]; then
+  echo "=== lint"
+  if bash scripts/lint.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; fi
+fi
 for b in build build-asan; do
   echo "=== ctest in $b"
   if [ $# -gt 0 ]; then

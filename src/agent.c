@@ -166,14 +166,30 @@ const char *zke_log_level_name(enum zke_log_level l)
     return (unsigned)l <= ZKE_LOG_ERROR ? n[l] : "?";
 }
 
-/* 1 if s has a control character: such a value is named in no reason
- * (the reasons are one line, and go to terminals and logs). */
+/* 1 if s has a control character. Reasons are one line (they go to
+ * terminals and logs): such a value is named through esc(). */
 static int has_ctl(const char *s)
 {
     for (; *s; s++)
         if ((unsigned char)*s < 0x20 || *s == 0x7f)
             return 1;
     return 0;
+}
+
+/* s for a one-line message: control characters as \xNN, cut at about 200
+ * bytes ("..."). out must hold 256 bytes. */
+static const char *esc(const char *s, char out[256])
+{
+    size_t o = 0;
+    for (; *s && o < 200; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f)
+            o += (size_t)snprintf(out + o, 256 - o, "\\x%02x", c);
+        else
+            out[o++] = (char)c;
+    }
+    snprintf(out + o, 256 - o, "%s", *s ? "..." : "");
+    return out;
 }
 
 int zke_check_path(const char *p, char *err, size_t errlen)
@@ -183,7 +199,8 @@ int zke_check_path(const char *p, char *err, size_t errlen)
         return -1;
     }
     if (has_ctl(p)) {
-        snprintf(err, errlen, "election path contains a control character");
+        char e[256];
+        snprintf(err, errlen, "election path '%s' contains a control character", esc(p, e));
         return -1;
     }
     if (p[0] != '/') {
@@ -195,7 +212,8 @@ int zke_check_path(const char *p, char *err, size_t errlen)
         return -1;
     }
     if (strlen(p) > 1024) {
-        snprintf(err, errlen, "election path is longer than 1024 characters");
+        char e[256];
+        snprintf(err, errlen, "election path '%s' is longer than 1024 characters", esc(p, e));
         return -1;
     }
     for (const char *c = p; *c; c++) {
@@ -223,7 +241,8 @@ int zke_check_id(const char *id, char *err, size_t errlen)
         return -1;
     }
     if (has_ctl(id)) {
-        snprintf(err, errlen, "candidate id contains a control character");
+        char e[256];
+        snprintf(err, errlen, "candidate id '%s' contains a control character", esc(id, e));
         return -1;
     }
     if (strlen(id) > 128) {
@@ -244,7 +263,9 @@ int zke_check_hosts(const char *zk, char *err, size_t errlen)
         return -1;
     }
     if (has_ctl(zk)) {
-        snprintf(err, errlen, "ZooKeeper connect string contains a control character");
+        char e[256];
+        snprintf(err, errlen, "ZooKeeper connect string '%s' contains a control character",
+                 esc(zk, e));
         return -1;
     }
     const char *end = strchr(zk, '/');
@@ -268,7 +289,7 @@ int zke_check_hosts(const char *zk, char *err, size_t errlen)
         for (const char *q = p; q < stop; q++)
             if (*q == ':')
                 colon = q;
-        if (stop == p || colon == NULL || colon == p || colon + 1 == stop) {
+        if (colon == NULL || colon == p || colon + 1 == stop) {
             snprintf(err, errlen, "ZooKeeper connect string '%s': element '%.*s' is not HOST:PORT",
                      zk, (int)(stop - p), p);
             return -1;
@@ -385,7 +406,7 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
     p.lease_ms = lease < INT_MIN ? INT_MIN : (int)lease;     /* lease <= T */
     if (out != NULL)
         *out = p;
-    if (lease < 2 * p.renew_ms) {
+    if (lease < (int64_t)2 * p.renew_ms) {
         snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown budget "
                  "%d ms - margin %d ms = %" PRId64 " ms) must be at least a fifth of the session "
                  "timeout (%d ms): lower --stepdown-budget or --lease-margin, or raise "
@@ -710,6 +731,22 @@ static void req_done(void *arg, const struct sess_result *r)
         /* the kind of request that was denied went through again */
         alog(a, ZKE_LOG_INFO, "permission granted again (%s was denied before)", a->denied);
         a->denied[0] = '\0';
+    }
+    if ((c->type == EL_REQ_ENSURE || c->type == EL_REQ_CREATE) && r->rc == SESS_NOCHILDREN &&
+        !a->ever_settled && el_wants(a->el, c->type, c->token)) {
+        /* the election path, or one of its parents, is an ephemeral node
+         * (a candidate's node, say): it can never have children. Before the
+         * first role a configuration error; later the election retries. */
+        size_t p = c->type == EL_REQ_ENSURE ? c->ensure_pos : plen + 1;
+        while (p > 0 && a->set.path[p - 1] != '/')
+            p--;
+        snprintf(a->err, sizeof a->err, "cannot create %s under '%.*s' (election path '%.300s'): "
+                 "it is an ephemeral node, which cannot have children",
+                 c->type == EL_REQ_ENSURE ? "the election path" : "our candidate node",
+                 p > 1 ? (int)(p - 1) : 1, a->set.path, a->set.path);
+        free(c);
+        fail_now(a, "config");
+        return;
     }
     if (c->type == EL_REQ_ENSURE && r->rc == SESS_NONODE && c->ensure_pos <= plen) {
         /* creating top-down, only a missing chroot gives NONODE */
@@ -1539,7 +1576,7 @@ static zke_agent *make_agent(struct ev_loop *loop, zke_conn *shared, const struc
     if (zke_check_path(a->set.path, a->err, sizeof a->err) != 0 ||
         zke_check_id(a->set.id, a->err, sizeof a->err) != 0)
         return a;
-    if (strlen(a->set.data) > 512 * 1024) {
+    if (strlen(a->set.data) > (size_t)512 * 1024) {
         snprintf(a->err, sizeof a->err, "candidate data is longer than 512 KiB");
         return a;
     }

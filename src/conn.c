@@ -397,7 +397,7 @@ int conn_attach(zke_conn *c, zke_agent *a)
 {
     if (c->n == c->cap) {
         int cap = c->cap ? c->cap * 2 : 4;
-        zke_agent **p = realloc(c->agents, (size_t)cap * sizeof *p);
+        zke_agent **p = realloc(c->agents, (size_t)cap * sizeof(zke_agent *));
         if (p == NULL)
             return -1;
         c->agents = p;

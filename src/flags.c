@@ -15,9 +15,14 @@ int flag_int(const char *flag, const char *v, int min, int max, const char *unit
     char *end;
     errno = 0;
     long n = strtol(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || errno != 0) {
+    if (*v == '\0' || *end != '\0' || (errno != 0 && errno != ERANGE)) {
         snprintf(err, errlen, "%s '%.3000s': not a whole number%s%s", flag, v, *unit ? " of " : "",
                  unit);
+        return -1;
+    }
+    if (errno == ERANGE) {
+        snprintf(err, errlen, "%s '%.3000s': out of range (%d..%d%s%s)", flag, v, min, max,
+                 *unit ? " " : "", unit);
         return -1;
     }
     if (n < min || n > max) {

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "log.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@ static enum log_format format = LOG_TEXT;
 static enum zke_log_level min_level = ZKE_LOG_INFO;
 static const char *self_id = "";
 static int syslog_prefix;       /* out is journald's stream: lines start with <N> */
+static uint64_t dropped, dropped_reported;  /* lines lost to write errors */
+static int dropped_errno;
 
 /* systemd connects a service's stderr to journald and names that stream in
  * $JOURNAL_STREAM ("device:inode"); only when f is that very stream (not a
@@ -25,7 +28,8 @@ static int is_journal_stream(FILE *f)
     unsigned long long dev, ino;
     struct stat st;
     char end;
-    if (js == NULL || sscanf(js, "%llu:%llu%c", &dev, &ino, &end) != 2)
+    /* %c catches trailing garbage; an overflow only makes no match */
+    if (js == NULL || sscanf(js, "%llu:%llu%c", &dev, &ino, &end) != 2) /* NOLINT(cert-err34-c) */
         return 0;
     if (fstat(fileno(f), &st) != 0)
         return 0;
@@ -98,10 +102,12 @@ static void put_json_str(struct buf *b, const char *s)
             esc[1] = (char)*p;
             n = 2;
         } else if (*p == '\n') {
-            memcpy(esc, "\\n", 2);
+            esc[0] = '\\';
+            esc[1] = 'n';
             n = 2;
         } else if (*p == '\t') {
-            memcpy(esc, "\\t", 2);
+            esc[0] = '\\';
+            esc[1] = 't';
             n = 2;
         } else if (*p < 0x20 || *p == 0x7f) {
             snprintf(esc, sizeof esc, "\\u%04x", *p);
@@ -206,8 +212,27 @@ void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, i
     if (format == LOG_JSON)
         b.b[b.n++] = '}';
     b.b[b.n++] = '\n';
-    fwrite(b.b, 1, b.n, out);
-    fflush(out);
+    errno = 0;
+    if (fwrite(b.b, 1, b.n, out) != b.n || fflush(out) != 0 || ferror(out)) {
+        /* disk full, a closed pipe (SIGPIPE is ignored): count it, go on */
+        dropped++;
+        dropped_errno = errno;
+        clearerr(out);
+        return;
+    }
+    if (dropped > dropped_reported) {
+        char msg[200];
+        uint64_t lost = dropped - dropped_reported;
+        dropped_reported = dropped;
+        snprintf(msg, sizeof msg, "%" PRIu64 " log lines were not written: %s", lost,
+                 strerror(dropped_errno));
+        log_msg(ZKE_LOG_WARN, "log_dropped", msg);
+    }
+}
+
+uint64_t log_dropped(void)
+{
+    return dropped;
 }
 
 void log_msg(enum zke_log_level lvl, const char *event, const char *msg)

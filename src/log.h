@@ -26,5 +26,9 @@ int log_enabled(enum zke_log_level lvl);
 void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, int n);
 void log_msg(enum zke_log_level lvl, const char *event, const char *msg);
 void log_event(const struct zke_event *ev);
+/* Lines that could not be written (disk full, a closed pipe: the agent goes
+ * on without them); once writing works again one "log_dropped" line says
+ * how many were lost. */
+uint64_t log_dropped(void);
 
 #endif

@@ -163,17 +163,32 @@ struct app {
     int exit_code;
 };
 
+/* Writes "zkelect: error: MSG[SUFFIX]" as one line on stderr: control
+ * characters in MSG (from a flag value, a path, a node) are written as \xNN,
+ * so the message stays one line whatever the input. */
+static void error_line(const char *msg, const char *suffix)
+{
+    char out[2048];
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p != '\0' && n < sizeof out - 5; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            n += (size_t)snprintf(out + n, sizeof out - n, "\\x%02x", *p);
+        else
+            out[n++] = (char)*p;
+    }
+    out[n] = '\0';
+    fprintf(stderr, "zkelect: error: %s%s\n", out, suffix);
+}
+
 static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 static void die(int code, const char *fmt, ...)
 {
+    char msg[2048];
     va_list ap;
-    fputs("zkelect: error: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (code == EX_USAGE)
-        fputs("; see zkelect --help", stderr);
-    fputc('\n', stderr);
+    error_line(msg, code == EX_USAGE ? "; see zkelect --help" : "");
     exit(code);
 }
 
@@ -524,13 +539,13 @@ static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
     metrics_event(app->metrics, ev);
     app->stopped = 1;
     if (strcmp(ev->reason, "unreachable") == 0) {
-        fprintf(stderr, "zkelect: error: %s\n", zke_agent_errstr(a));
+        error_line(zke_agent_errstr(a), "");
         app->exit_code = EX_UNAVAILABLE;
     } else if (strcmp(ev->reason, "auth") == 0) {
-        fprintf(stderr, "zkelect: error: %s\n", zke_agent_errstr(a));
+        error_line(zke_agent_errstr(a), "");
         app->exit_code = EX_NOPERM;
     } else if (strcmp(ev->reason, "config") == 0) {
-        fprintf(stderr, "zkelect: error: %s\n", zke_agent_errstr(a));
+        error_line(zke_agent_errstr(a), "");
         app->exit_code = EX_CONFIG;
     }
     ev_break(app->loop, EVBREAK_ALL);
@@ -757,17 +772,29 @@ static int cmd_run(struct opts *o)
     int code;
 
     memset(&app, 0, sizeof app);
-    if (o->zk == NULL)
+    if (o->zk == NULL || o->zk[0] == '\0')
         die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
-    if (o->path == NULL)
+    if (o->path == NULL || o->path[0] == '\0')
         die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
-    if (o->id == NULL)
+    if (o->id == NULL || o->id[0] == '\0')
         die(EX_USAGE, "missing --id NAME (or ZKELECT_ID)");
     if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0 ||
         zke_check_id(o->id, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
     if (o->status_addr != NULL && httpd_check_addr(o->status_addr, NULL, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
+    if (o->session_file != NULL) {
+        /* written at every new session: its directory must take it */
+        char dir[1024];
+        const char *slash = strrchr(o->session_file, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash == NULL ? 1 : slash == o->session_file ? 1
+                 : (int)(slash - o->session_file), slash == NULL ? "." : o->session_file);
+        if (o->session_file[0] == '\0' || (slash != NULL && slash[1] == '\0'))
+            die(EX_USAGE, "--session-file '%s': not a file name", o->session_file);
+        if (access(dir, W_OK | X_OK) != 0)
+            die(EX_USAGE, "--session-file '%s': cannot create files in '%s': %s", o->session_file,
+                dir, strerror(errno));
+    }
 
     const char *ascheme, *acred;
     char who[160];
@@ -942,7 +969,9 @@ static void status_done(void *ud, const struct census *c)
     sr->done = 1;
     sr->code = c->rc;
     if (c->rc != 0) {
-        fprintf(stderr, "zkelect: error: %s: %s at %s\n", sr->path, c->errstr, sr->zk);
+        char msg[1600];
+        snprintf(msg, sizeof msg, "%s: %s at %s", sr->path, c->errstr, sr->zk);
+        error_line(msg, "");
         return;
     }
     gettimeofday(&tv, NULL);
@@ -1017,9 +1046,9 @@ static int cmd_status(struct opts *o)
 {
     char err[512];
     struct status_run sr = { o->zk, o->path, o->json, 0, 0 };
-    if (o->zk == NULL)
+    if (o->zk == NULL || o->zk[0] == '\0')
         die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
-    if (o->path == NULL)
+    if (o->path == NULL || o->path[0] == '\0')
         die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
     if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
@@ -1046,14 +1075,31 @@ struct watch_app {
     struct ev_loop *loop;
     script *sc;
     ev_signal sigterm, sigint;
+    ev_timer connect_to;        /* --connect-timeout: until the first report */
+    const char *zk;
     int code;
 };
+
+/* No first report within --connect-timeout (ZooKeeper unreachable, or a
+ * server that accepts the connection and never answers): exit 69 like run. */
+static void watch_connect_timeout(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct watch_app *w = t->data;
+    char msg[1200];
+    (void)revents;
+    snprintf(msg, sizeof msg, "no answer from ZooKeeper at %s within the connect timeout (%.0f ms)",
+             w->zk, t->repeat * 1000.0);
+    log_msg(ZKE_LOG_ERROR, "log", msg);
+    error_line(msg, "");
+    w->code = EX_UNAVAILABLE;
+    ev_break(loop, EVBREAK_ALL);
+}
 
 static void watch_fatal(void *ud, int code, const char *msg)
 {
     struct watch_app *w = ud;
     log_msg(ZKE_LOG_ERROR, "log", msg);
-    fprintf(stderr, "zkelect: error: %s\n", msg);
+    error_line(msg, "");
     w->code = code;
     ev_break(w->loop, EVBREAK_ALL);
 }
@@ -1062,6 +1108,7 @@ static void watch_change(zke_agent *a, const struct zke_event *ev, void *ud)
 {
     struct watch_app *w = ud;
     (void)a;
+    ev_timer_stop(w->loop, &w->connect_to);     /* the first report came */
     log_event(ev);
     if (w->sc != NULL)
         (void)script_dispatch(w->sc, ev);
@@ -1086,9 +1133,9 @@ static int cmd_watch(struct opts *o)
     int code;
     struct watch_app w;
     memset(&w, 0, sizeof w);
-    if (o->zk == NULL)
+    if (o->zk == NULL || o->zk[0] == '\0')
         die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
-    if (o->path == NULL)
+    if (o->path == NULL || o->path[0] == '\0')
         die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
     if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
@@ -1121,8 +1168,16 @@ static int cmd_watch(struct opts *o)
     ev_signal_init(&w.sigint, watch_signal, SIGINT);
     ev_signal_start(w.loop, &w.sigterm);
     ev_signal_start(w.loop, &w.sigint);
+    w.zk = o->zk;
+    ev_init(&w.connect_to, watch_connect_timeout);
+    w.connect_to.data = &w;
+    if (o->connect_timeout != 0) {
+        w.connect_to.repeat = (o->connect_timeout > 0 ? o->connect_timeout : 15000) / 1000.0;
+        ev_timer_again(w.loop, &w.connect_to);
+    }
     observer_start(ob);
     ev_run(w.loop, 0);
+    ev_timer_stop(w.loop, &w.connect_to);
     observer_free(ob);
     script_free(w.sc);
     ev_signal_stop(w.loop, &w.sigterm);

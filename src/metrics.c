@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "metrics.h"
 #include "utf8.h"
+#include "log.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -422,6 +423,9 @@ char *metrics_prometheus(const metrics *m, zke_agent *a, size_t *len)
     put(&b, "\",path=\"");
     put_label(&b, m->path);
     put(&b, "\"} 1\n");
+    head(&b, "zkelect_log_dropped_lines_total", "counter",
+         "Log lines lost to write errors on stderr (disk full, closed pipe).");
+    put(&b, "zkelect_log_dropped_lines_total %llu\n", (unsigned long long)log_dropped());
     head(&b, "zkelect_start_time_seconds", "gauge", "When the agent started, seconds since the epoch.");
     put(&b, "zkelect_start_time_seconds %.3f\n", (double)m->start_wall_ms / 1000.0);
     head(&b, "zkelect_is_leader", "gauge", "1 while this candidate leads.");
@@ -484,8 +488,8 @@ char *metrics_prometheus(const metrics *m, zke_agent *a, size_t *len)
     head(&b, "zkelect_hook_failures_total", "counter", "Hook runs that failed (error or budget).");
     for (int i = 0; i < m->nhooks; i++)
         put(&b, "zkelect_hook_failures_total{hook=\"%s\"} %llu\n", m->hooks[i].name,
-            (unsigned long long)(m->hooks[i].outcome[SCRIPT_HOOK_FAILED] +
-                                 m->hooks[i].outcome[SCRIPT_HOOK_TIMEOUT]));
+            (unsigned long long)m->hooks[i].outcome[SCRIPT_HOOK_FAILED] +
+                (unsigned long long)m->hooks[i].outcome[SCRIPT_HOOK_TIMEOUT]);
     head(&b, "zkelect_hook_timeouts_total", "counter", "Hook runs stopped by their budget.");
     for (int i = 0; i < m->nhooks; i++)
         put(&b, "zkelect_hook_timeouts_total{hook=\"%s\"} %llu\n", m->hooks[i].name,

@@ -40,7 +40,7 @@ int nodedata_decode(const char *buf, int len, struct nodedata *out)
         cJSON *o = cJSON_ParseWithLength(buf, (size_t)len);
         const cJSON *mark = o ? cJSON_GetObjectItemCaseSensitive(o, "zkelect") : NULL;
         const cJSON *id = o ? cJSON_GetObjectItemCaseSensitive(o, "id") : NULL;
-        if (cJSON_IsNumber(mark) && cJSON_IsString(id)) {
+        if (cJSON_IsNumber(mark) && id != NULL && cJSON_IsString(id)) {
             const cJSON *data = cJSON_GetObjectItemCaseSensitive(o, "data");
             const cJSON *ep = cJSON_GetObjectItemCaseSensitive(o, "epoch");
             out->ours = 1;

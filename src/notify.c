@@ -133,7 +133,7 @@ static void send_status(int ready_too, const char *status)
     /* ids and leader data come from ZooKeeper nodes, foreign ones too: a
      * newline in them would be a notify command of its own */
     for (const char *p = status; *p != '\0' && n < 520; p++)
-        m[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p;
+        m[n++] = (char)((unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p);
     m[n] = '\0';
     notify_send(m);
 }

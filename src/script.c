@@ -373,7 +373,7 @@ static int find_module(script *sc, const char *name, char *out, size_t outlen)
     if (n == 0 || n > 200)
         return -1;
     for (size_t i = 0; i <= n; i++)
-        rel[i] = name[i] == '.' ? '/' : name[i];
+        rel[i] = (char)(name[i] == '.' ? '/' : name[i]);
     const char *env = getenv("ZKELECT_LUA_PATH");
     const char *slash = strrchr(sc->file, '/');
     int dl = slash ? (int)(slash - sc->file) : 1;
@@ -385,12 +385,13 @@ static int find_module(script *sc, const char *name, char *out, size_t outlen)
             *next++ = '\0';
         if (*d == '\0')
             continue;
-        if (strlen(d) + strlen(rel) + 6 > outlen)
+        size_t dn = strlen(d), rn = strlen(rel);
+        if (dn + rn + 6 > outlen)
             continue;
-        strcpy(out, d);
-        strcat(out, "/");
-        strcat(out, rel);
-        strcat(out, ".lua");
+        memcpy(out, d, dn);
+        out[dn] = '/';
+        memcpy(out + dn + 1, rel, rn);
+        memcpy(out + dn + 1 + rn, ".lua", 5);
         struct stat st;
         if (stat(out, &st) == 0 && S_ISREG(st.st_mode))
             return 0;
@@ -1123,9 +1124,11 @@ struct hookrun *script_wait_begin(lua_State *L, struct hook_wait *w, const char 
 {
     script *sc = get_script(L);
     struct hookrun *r = sc->run;
-    if (r == NULL || r->co != L || !r->in_resume || !lua_isyieldable(L))
+    if (r == NULL || r->co != L || !r->in_resume || !lua_isyieldable(L)) {
         luaL_error(L, "%s can only be called from a hook (it waits); use zkelect.after for "
                       "a callback", what);
+        return NULL; /* not reached: luaL_error does not return */
+    }
     if (r->cancelled)
         luaL_error(L, "%s", r->why);
     if (sc->loop == NULL)
@@ -1417,6 +1420,22 @@ static int fail(char *err, size_t errlen, int *code, int c, const char *fmt, con
     return -1;
 }
 
+/* [-1, +0, e] Runs the chunk (its only argument) as the script's top level.
+ * A top level that returns false or nil first ("return nil, 'why'", the Lua
+ * convention for a failure) raises, so the load fails like on an error. */
+static int run_top_level(lua_State *L)
+{
+    lua_settop(L, 1);
+    lua_call(L, 0, LUA_MULTRET);
+    int n = lua_gettop(L);
+    if (n >= 1 && !lua_toboolean(L, 1)) {
+        const char *why = n >= 2 ? luaL_tolstring(L, 2, NULL) : NULL;
+        return luaL_error(L, "the top level returned %s%s%s", lua_isnil(L, 1) ? "nil" : "false",
+                          why ? ", " : "", why ? why : "");
+    }
+    return 0;
+}
+
 script *script_load(const char *file, const struct script_opts *opts,
                     script_log_fn *log, void *ud, char *err, size_t errlen, int *code)
 {
@@ -1431,6 +1450,13 @@ script *script_load(const char *file, const struct script_opts *opts,
     if (!S_ISREG(st.st_mode)) {
         fail(err, errlen, code, 66, "script '%s': %s", file,
              S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+        return NULL;
+    }
+    if (st.st_size > SCRIPT_MAX_BYTES) {
+        char size[96];
+        snprintf(size, sizeof size, "%lld bytes, more than the %d MiB a script may have",
+                 (long long)st.st_size, SCRIPT_MAX_BYTES >> 20);
+        fail(err, errlen, code, 78, "script '%s': %s", file, size);
         return NULL;
     }
     FILE *probe = fopen(file, "r");
@@ -1489,12 +1515,21 @@ script *script_load(const char *file, const struct script_opts *opts,
     }
     int st2 = luaL_loadfilex(L, file, "t");
     if (st2 != LUA_OK) {
-        fail(err, errlen, code, st2 == LUA_ERRMEM ? 70 : 78, "%s%s", lua_tostring(L, -1), "");
+        /* a syntax error names the file ("f.lua:4: ..."); "attempt to load
+         * a binary chunk" does not */
+        const char *m = lua_tostring(L, -1);
+        if (m != NULL && strstr(m, file) != NULL)
+            fail(err, errlen, code, st2 == LUA_ERRMEM ? 70 : 78, "%s%s", m, "");
+        else
+            fail(err, errlen, code, st2 == LUA_ERRMEM ? 70 : 78, "script '%s': %s", file,
+                 m ? m : "cannot load");
         script_free(sc);
         return NULL;
     }
     /* the top level, then the hook lookup: failures are load errors */
-    if (pcall_budget(sc, 0, "script top level") != LUA_OK) {
+    lua_pushcfunction(L, run_top_level);
+    lua_insert(L, -2);
+    if (pcall_budget(sc, 1, "script top level") != LUA_OK) {
         fail(err, errlen, code, 78, "script '%s' failed to load: %s", file,
              first_line(lua_tostring(L, -1)));
         script_free(sc);

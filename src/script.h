@@ -47,10 +47,15 @@ struct script_opts {
                               * on another loop they return nil, msg, "ESPAWN". The CLI sets 1. */
 };
 
+/* The largest script file script_load reads (larger ones are refused
+ * before a byte is read). */
+#define SCRIPT_MAX_BYTES (4 << 20)
+
 /* Loads and runs the file's top level. On failure returns NULL, writes a
  * one-line reason into err and a sysexits code into *code: 66 missing or not
- * a regular file, 77 permission denied, 78 syntax or runtime error, 70 out of
- * memory. */
+ * a regular file, 77 permission denied, 78 syntax or runtime error (also a
+ * top level that returns nil or false first, the Lua convention for an
+ * error), a binary chunk or a file over SCRIPT_MAX_BYTES, 70 out of memory. */
 script *script_load(const char *file, const struct script_opts *opts,
                      script_log_fn *log, void *ud, char *err, size_t errlen, int *code);
 /* Called when a hook failed (error, budget); not for a preempted one. */

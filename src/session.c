@@ -129,6 +129,7 @@ static enum sess_rc map_rc(int rc)
     if (rc == ZNOTEMPTY) return SESS_NOTEMPTY;
     if (rc == ZBADARGUMENTS) return SESS_BADARGS;
     if (rc == ZBADVERSION) return SESS_BADVERSION;
+    if (rc == ZNOCHILDRENFOREPHEMERALS) return SESS_NOCHILDREN;
     return SESS_FAILED;
 }
 
@@ -136,7 +137,7 @@ const char *sess_rc_name(enum sess_rc rc)
 {
     static const char *names[] = { "ok", "nonode", "nodeexists", "connloss", "expired",
                                    "closing", "noauth", "notempty", "badargs", "badversion", "failed",
-                                   "authfailed" };
+                                   "authfailed", "nochildrenforephemerals" };
     return (unsigned)rc < sizeof names / sizeof names[0] ? names[rc] : "?";
 }
 

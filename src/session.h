@@ -30,7 +30,8 @@ typedef struct session session;
 enum sess_rc {
     SESS_OK = 0, SESS_NONODE, SESS_NODEEXISTS, SESS_CONNLOSS, SESS_EXPIRED,
     SESS_CLOSING, SESS_NOAUTH, SESS_NOTEMPTY, SESS_BADARGS, SESS_BADVERSION, SESS_FAILED,
-    SESS_AUTHFAILED     /* the handle is dead (SESS_S_AUTH_FAILED came first) */
+    SESS_AUTHFAILED,    /* the handle is dead (SESS_S_AUTH_FAILED came first) */
+    SESS_NOCHILDREN     /* a create under an ephemeral node (NOCHILDRENFOREPHEMERALS) */
 };
 
 enum sess_state {

@@ -144,7 +144,7 @@ int main(int argc, char **argv)
         h.running++;
     }
     ev_timer_init(&h.heartbeat, heartbeat_cb, 2., 2.);
-    ev_timer_init(&h.resign_timer, resign_cb, argc > 4 ? atof(argv[4]) : 0., 0.);
+    ev_timer_init(&h.resign_timer, resign_cb, argc > 4 ? strtod(argv[4], NULL) : 0., 0.);
     ev_signal_init(&h.sigint, signal_cb, SIGINT);
     ev_signal_init(&h.sigterm, signal_cb, SIGTERM);
     h.heartbeat.data = h.resign_timer.data = h.sigint.data = h.sigterm.data = &h;

@@ -174,8 +174,8 @@ static void lib_log(void *ud, enum zke_log_level lvl, const char *msg)
     char clean[1000];
     size_t i = 0;
     /* one line, and a quoted value without quotes inside */
-    for (; msg[i] != '\0' && i < sizeof clean - 1; i++)
-        clean[i] = msg[i] == '"' ? '\'' : (msg[i] == '\n' || msg[i] == '\r') ? ' ' : msg[i];
+    for (; i < sizeof clean - 1 && msg[i] != '\0'; i++)
+        clean[i] = (char)(msg[i] == '"' ? '\'' : (msg[i] == '\n' || msg[i] == '\r') ? ' ' : msg[i]);
     clean[i] = '\0';
     glog(ud, lvl, "log", "msg=\"%s\"", clean);
 }
@@ -206,7 +206,7 @@ static int parse_addr(const char *s, struct sockaddr_storage *sa, socklen_t *len
         port = colon + 1;
     }
     if (host[0] == '\0' || port[0] == '\0' || strspn(port, "0123456789") != strlen(port) ||
-        strlen(port) > 5 || atoi(port) > 65535)
+        strlen(port) > 5 || strtol(port, NULL, 10) > 65535)
         return -1;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -703,8 +703,9 @@ static void on_agent_event(zke_agent *a, const struct zke_event *ev, void *ud)
 
 static void close_all(struct gw *g, const char *why)
 {
+    /* conn_close unlinks the connection before it frees it */
     while (g->conns != NULL)
-        conn_close(g->conns, why);
+        conn_close(g->conns, why); /* NOLINT(clang-analyzer-unix.Malloc): unlinked first */
 }
 
 static void on_agent_stopped(zke_agent *a, const struct zke_event *ev, void *ud)

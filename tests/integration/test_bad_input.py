@@ -1,11 +1,20 @@
 #!/usr/bin/python3
 """Bad command lines and bad scripts: the documented sysexits code and a
 single stderr line naming the offending value; never a crash or a Lua
-traceback. Also --help and --version."""
+traceback. Also --help and --version. Every row of the README's "Bad input"
+table is checked here, except two that have their own tests: authentication
+rejected (test_auth.py: test_unknown_scheme_rejected, test_enforced_auth_*,
+exit 77) and a missing chroot for status/watch (test_auth.py, test_status.py;
+`run` is checked below)."""
 import os
+import random
 import re
+import socket
+import subprocess
 import sys
+import threading
 import time
+import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -31,11 +40,19 @@ def argv(drop=(), **over):
     return out
 
 
-def expect(args, code, *names, timeout=10.0, one_line=True):
+_wrapped_kinds = set()
+
+
+def expect(args, code, *names, timeout=10.0, one_line=True, kind=None):
     """Runs args; checks exit code, one stderr line naming every `names`, no
     crash. With one_line=False earlier (log) lines are allowed and the last
-    line must name the values."""
-    rc, out, err, dt = h.run(args, timeout=timeout)
+    line must name the values. Under ZKELECT_WRAP (valgrind: ~1 s a process)
+    only the first case of each `kind` of a long table runs wrapped; every
+    case is checked the same way."""
+    nowrap = kind is not None and kind in _wrapped_kinds
+    if kind is not None:
+        _wrapped_kinds.add(kind)
+    rc, out, err, dt = h.run(args, timeout=timeout, nowrap=nowrap)
     lines = [l for l in err.splitlines() if l.strip()]
     ctx = "command: %s\nexit %s after %.2fs\nstdout: %r\nstderr: %r" % (" ".join(args), rc, dt, out[-2000:],
                                                                       err[-2000:])
@@ -56,7 +73,56 @@ def test_missing_script_file():
 
 def test_script_is_a_directory():
     d = h.mkdtemp("dir-as-script")
-    expect(argv(script=d), (66, 78), d)
+    _, line, _ = expect(argv(script=d), 66, d, "directory")
+    for cmd in ("check", "watch"):
+        expect([h.ZKELECT_BIN, cmd, "--zk", "127.0.0.1:1", "--path", "/e", "--script", d], 66, d)
+
+
+def test_script_binary_huge_or_failing():
+    d = h.mkdtemp("bad-scripts")
+    cases = []
+    # Lua bytecode (the header of a 5.4 chunk): load() only takes text
+    p = os.path.join(d, "bytecode.luac")
+    with open(p, "wb") as f:
+        f.write(b"\x1bLua\x54\x00\x19\x93\r\n\x1a\n\x04\x08\x08" + bytes(64))
+    cases.append((p, 78, ["bytecode.luac", "binary"]))
+    # random bytes (not text, no shebang line)
+    p = os.path.join(d, "random.bin")
+    data = bytearray(random.Random(7).randbytes(4096))
+    data[0] = 0x80
+    with open(p, "wb") as f:
+        f.write(bytes(data))
+    cases.append((p, 78, ["random.bin"]))
+    # huge: 100 MiB (sparse), refused from its size without being read
+    p = os.path.join(d, "huge.lua")
+    with open(p, "wb") as f:
+        f.truncate(100 << 20)
+    cases.append((p, 78, ["huge.lua", "104857600 bytes", "4 MiB"]))
+    # the top level raises
+    p = os.path.join(d, "raises.lua")
+    with open(p, "w") as f:
+        f.write("function on_leader() end\nerror('boom: VIP_DEV is not set')\n")
+    cases.append((p, 78, ["raises.lua", "boom: VIP_DEV is not set"]))
+    # the top level returns an error (nil, message)
+    p = os.path.join(d, "returns.lua")
+    with open(p, "w") as f:
+        f.write("function on_leader() end\nreturn nil, 'not configured: set UPSTREAM_FILE'\n")
+    cases.append((p, 78, ["returns.lua", "not configured: set UPSTREAM_FILE"]))
+    p = os.path.join(d, "false.lua")
+    with open(p, "w") as f:
+        f.write("return false\n")
+    cases.append((p, 78, ["false.lua", "returned false"]))
+    for path, code, names in cases:
+        t0 = time.monotonic()
+        for cmd in (argv(script=path), [h.ZKELECT_BIN, "check", "--script", path]):
+            expect(cmd, code, *names)
+        assert time.monotonic() - t0 < 10, "%s took %.1fs" % (path, time.monotonic() - t0)
+    # a script that returns a value (a table, true) still loads
+    p = os.path.join(d, "returns_table.lua")
+    with open(p, "w") as f:
+        f.write("function on_leader() end\nreturn { ok = true }\n")
+    rc, out, err, _ = h.run([h.ZKELECT_BIN, "check", "--script", p], timeout=10)
+    assert rc == 0 and "on_leader" in out, (rc, out, err)
 
 
 def test_script_syntax_error():
@@ -69,6 +135,81 @@ def test_path_not_absolute():
 
 def test_path_empty_component():
     expect(argv(path="/a//b"), 64, "/a//b")
+
+
+def test_paths_with_invalid_characters():
+    bad = ["/a/b/", "/", "/a/../b", "/a/./b", "/a/..", "/zookeeper", "/zookeeper/quota/e",
+           "/a/b\nc", "/a/\x01b", "/a/b\x7f", "a/b", ""]
+    for cmd in ("run", "status", "watch"):
+        for p in bad:
+            args = argv(path=p) if cmd == "run" else \
+                [h.ZKELECT_BIN, cmd, "--zk", "127.0.0.1:1", "--path", p, "--connect-timeout", "1500"]
+            shown = re.sub(r"[\x00-\x1f\x7f]", lambda m: "\\x%02x" % ord(m.group()), p)
+            expect(args, 64, *(["--path"] if p == "" else [shown]), kind="path " + cmd)
+    for i in ["", "a/b", "x" * 129, "a\nb", "tab\there"]:
+        shown = re.sub(r"[\x00-\x1f\x7f]", lambda m: "\\x%02x" % ord(m.group()), i)
+        expect(argv(id=i), 64, *(["--id"] if i == "" else [shown[:30]]), kind="id")
+
+
+# Every flag that takes a value: (flag, [bad values], commands that read it).
+# The parser is shared, so each is refused by every command.
+_NUM = ["abc", "", "1.5", "-5", "99999999999999999999", "12ms"]
+FLAG_CASES = [
+    ("--session-timeout", _NUM + ["0", "600001"]),
+    ("--connect-timeout", _NUM + ["2147483648"]),
+    ("--hook-timeout", _NUM + ["0", "3600001"]),
+    ("--hook-budget", _NUM + ["0", "86400001"]),
+    ("--stepdown-budget", _NUM + ["0", "600001"]),
+    ("--lease-margin", _NUM + ["0", "600001"]),
+    ("--health-interval", _NUM + ["9", "86400001"]),
+    ("--health-fails", _NUM + ["0", "1001"]),
+    ("--health-passes", _NUM + ["0", "1001"]),
+    ("--drift", ["abc", "", "0", "0.5", "-0.01", "1e9", "nan"]),
+    ("--log", ["xml", "", "JSON"]),
+    ("--log-level", ["loud", "", "INFO"]),
+    ("--on-disconnect", ["panic", ""]),
+    ("--compat", ["zookeeper", ""]),
+    ("--on-leader-error", ["explode", ""]),
+    ("--acl", ["everyone", ""]),
+]
+
+
+def test_every_flag_malformed_or_out_of_range():
+    for cmd in ("run", "status", "watch", "check"):
+        base = [h.ZKELECT_BIN, cmd, "--zk", "127.0.0.1:1", "--path", "/e", "--id", "x",
+                "--connect-timeout", "1500"]
+        for flag, values in FLAG_CASES:
+            for v in values:
+                # the flag under test comes last, so it wins over base's
+                expect(base + [flag, v], 64, *([flag] + ([v] if v else [])), kind=flag)
+            # and without its value
+            expect(base + [flag], 64, flag, "needs a value", kind="novalue")
+        expect(base + ["--no-such-flag"], 64, "--no-such-flag", kind="unknown")
+        expect(base + ["stray"], 64, "stray", kind="stray")
+
+
+def test_string_flags_malformed():
+    zk_bad = ["", "localhost", "host:", ":2181", "h:port", "h:65536", "a:1,,b:2", "h:1/", "h:1/a/../b"]
+    for cmd in ("run", "status", "watch"):
+        for z in zk_bad:
+            args = argv(zk=z) if cmd == "run" else [h.ZKELECT_BIN, cmd, "--zk", z, "--path", "/e"]
+            expect(args, 64, *(["--zk"] if z == "" else [z]), kind="zk " + cmd)
+    for s in ["notaport", "127.0.0.1:99999", "127.0.0.1:", "300.1.1.1:80", "[::1"]:
+        expect(argv(status=s), 64, "--status", s, kind="status")
+    d = h.mkdtemp("session-file")
+    for f in ["/nonexistent/dir/f", d + "/", ""]:
+        expect(argv(session_file=f), 64, "--session-file", *([f] if f else []), kind="session-file")
+    for a in ["nocolon", "digest:", ":secret"]:
+        rc, line, _ = expect(argv(auth=a), 64, "--auth", kind="auth")
+        assert "secret" not in line, line
+    missing = os.path.join(d, "no-such-auth")
+    expect(argv(auth_file=missing), 66, missing)
+    expect(argv(auth_file=d), 66, d)
+    empty = os.path.join(d, "empty.auth")
+    open(empty, "w").close()
+    os.chmod(empty, 0o600)
+    expect(argv(auth_file=empty), 78, empty, "empty")
+    expect(argv(acl="creator-all"), 64, "--acl", "creator-all")
 
 
 def test_unknown_flag():
@@ -107,6 +248,111 @@ def test_help_and_version():
     assert re.search(r"\d+\.\d+\.\d+", out + err), (out, err)
     assert not h.crash_markers(out + err)
 
+
+
+class SilentServer:
+    """Accepts TCP connections and reads what comes, never answers: a
+    ZooKeeper that takes the connection but is stuck."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.hostport = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.conns = []
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            self.conns.append(c)
+            threading.Thread(target=self._drain, args=(c,), daemon=True).start()
+
+    @staticmethod
+    def _drain(c):
+        try:
+            while c.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)   # wakes the accept
+        except OSError:
+            pass
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+def test_zookeeper_that_never_answers():
+    srv = SilentServer()
+    try:
+        for cmd in ("run", "status", "watch"):
+            args = argv(zk=srv.hostport, connect_timeout="2000") if cmd == "run" else \
+                [h.ZKELECT_BIN, cmd, "--zk", srv.hostport, "--path", "/e", "--connect-timeout", "2000"]
+            rc, line, dt = expect(args, 69, srv.hostport, timeout=30, one_line=False)
+            assert 1.9 <= dt < 15, "%s gave up after %.2fs (--connect-timeout 2000)" % (cmd, dt)
+        assert srv.accepted >= 3, "the server saw %d connections" % srv.accepted
+    finally:
+        srv.close()
+
+
+def test_election_path_under_an_ephemeral_node():
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "holder", path="/app/e")
+        node = a.wait_for("leader")["node"]
+        eph = "/app/e/" + node
+        # the election path is a candidate's (ephemeral) node, or lies below one
+        for p in (eph, eph + "/sub", eph + "/sub/deeper"):
+            rc, line, dt = expect(argv(zk=zk.hostport, path=p, connect_timeout="10000"), 78,
+                                  eph, "ephemeral", timeout=30, one_line=False)
+            assert dt < 10, dt
+        # nothing was created, and the holder still leads
+        rc, out, err, _ = h.run([h.ZKELECT_BIN, "status", "--zk", zk.hostport, "--path", "/app/e"])
+        assert rc == 0 and "leader: holder" in out and "1 candidate" in out, (rc, out, err)
+        assert a.alive()
+
+
+def test_log_on_a_full_disk():
+    """stderr on /dev/full (ENOSPC on every write): the agent keeps its
+    election going, counts the lost lines, and hands over cleanly."""
+    with h.ZooKeeper() as zk:
+        port = h.free_port()
+        full = open("/dev/full", "wb")
+        p = subprocess.Popen(h.wrap([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", "/app/full",
+                                     "--id", "full", "--session-timeout", "4000", "--log-level", "debug",
+                                     "--status", "127.0.0.1:%d" % port]),
+                             stdin=subprocess.DEVNULL, stdout=full, stderr=full, preexec_fn=h._pdeathsig)
+        full.close()
+        try:
+            def metric(name):
+                try:
+                    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=2) as r:
+                        body = r.read().decode()
+                except OSError:
+                    return None
+                m = re.search(r"^%s (\S+)$" % name, body, re.M)
+                return float(m.group(1)) if m else None
+            h.wait_until(lambda: metric("zkelect_is_leader") == 1, 20, "the agent on /dev/full leads")
+            assert metric("zkelect_log_dropped_lines_total") >= 3, metric("zkelect_log_dropped_lines_total")
+            b = h.Agent(zk, "b", path="/app/full")
+            b.wait_for("follower")
+            time.sleep(1.0)
+            assert p.poll() is None, "exited with %s" % p.returncode
+            p.send_signal(15)
+            assert p.wait(20) == 0, p.returncode
+            b.wait_for("leader", timeout=5)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
 
 
 def test_missing_chroot_and_hook_budget():

@@ -110,8 +110,8 @@ static int read_session_file(const char *file, clientid_t *cid)
     while (*p == ' ' || *p == '\t')
         p++;
     for (i = 0; i < 16; i++) {
-        int hi = hexval((unsigned char)p[2 * i]);
-        int lo = hi < 0 ? -1 : hexval((unsigned char)p[2 * i + 1]);
+        int hi = hexval((unsigned char)p[(size_t)2 * i]);
+        int lo = hi < 0 ? -1 : hexval((unsigned char)p[(size_t)2 * i + 1]);
         if (hi < 0 || lo < 0) {
             fprintf(stderr, "zke_expire: bad password (want 32 hex chars) in '%s': %s", file, line);
             return -1;
