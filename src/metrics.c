@@ -4,6 +4,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "metrics.h"
+#include "session.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -558,6 +559,15 @@ char *metrics_prometheus(const metrics *m, zke_agent *a, size_t *len)
     head(&b, "zkelect_reloads_total", "counter", "Script reloads by result.");
     put(&b, "zkelect_reloads_total{result=\"ok\"} %llu\n", (unsigned long long)m->reloads_ok);
     put(&b, "zkelect_reloads_total{result=\"failed\"} %llu\n", (unsigned long long)m->reloads_failed);
+    head(&b, "zkelect_zk_requests_total", "counter", "ZooKeeper requests sent, by operation.");
+    uint64_t n;
+    for (int i = 0; i < SESS_OPS; i++) {
+        const char *op = session_counters(i, &n);
+        put(&b, "zkelect_zk_requests_total{op=\"%s\"} %llu\n", op, (unsigned long long)n);
+    }
+    (void)session_counters(SESS_OPS, &n);
+    head(&b, "zkelect_zk_listed_children_total", "counter", "Names received in children listings.");
+    put(&b, "zkelect_zk_listed_children_total %llu\n", (unsigned long long)n);
     if (m->lua_bytes >= 0) {
         head(&b, "zkelect_lua_memory_bytes", "gauge", "Memory held by the policy's Lua state.");
         put(&b, "zkelect_lua_memory_bytes %lld\n", m->lua_bytes);
