@@ -4,7 +4,7 @@
 A filler session creates ZKE_SCALE_N (default 20000) ephemeral sequential
 nodes named like ours (pipelined creates, a few seconds), then three
 candidates with --status join behind them. Checked from each agent's own
-counters in /metrics (zkelect_zk_requests_total{op}, 
+counters in /metrics (zkelect_zk_requests_total{op},
 zkelect_zk_listed_children_total) and /proc:
   * quiet: no listing at all while nothing changes (the census reads only the
     path's stat: cversion);
@@ -98,9 +98,10 @@ def test_followers_behind_many_children():
         print("  info: %d children created in %.1fs" % (N, time.monotonic() - t0), flush=True)
         agents = [h.Agent(zk, x, path=PATH, extra=["--status", "127.0.0.1:0"]) for x in ("a", "b", "c")]
         addrs = {a.id: a.wait_for("status_listen")["addr"] for a in agents}
+        seqs = {a.id: a.wait_for("follower", timeout=30)["seq"] for a in agents}
+        agents.sort(key=lambda a: seqs[a.id])          # they joined in any order
         for i, a in enumerate(agents):
-            f = a.wait_for("follower", timeout=30)
-            assert f["position"] == N + i, f
+            assert a.last("follower")["position"] == N + i, a.last("follower")
         # the census lists once after the start (big: then not before interval * 20)
         time.sleep(2.5)
         m0 = {a.id: metrics(addrs[a.id]) for a in agents}
@@ -135,17 +136,18 @@ def test_followers_behind_many_children():
             assert r2[a.id] < 64 * MiB or "asan" in open("/proc/%d/maps" % a.pid).read(), r2
         assert not h.leaders_now(agents)
 
-        # b's predecessor (a) leaves: b re-lists once; c and the fillers do not care
+        # the second's predecessor (the first) leaves: it re-lists once; the third does not
         m3 = {x.id: metrics(addrs[x.id]) for x in agents[1:]}
         agents[0].term()
         assert agents[0].wait_exit(10) == 0
         mark = 0
         h.wait_until(lambda: [e for e in agents[1].events()[mark:] if e.get("new") == fill[-1]],
-                     10, "b behind the fillers")
+                     10, "the second behind the fillers")
         time.sleep(0.5)
         m4 = {x.id: metrics(addrs[x.id]) for x in agents[1:]}
-        assert 1 <= lists(m4["b"]) - lists(m3["b"]) <= 2, (m3["b"], m4["b"])   # + at most 1 census
-        assert lists(m4["c"]) - lists(m3["c"]) <= 1, (m3["c"], m4["c"])
+        b, c = agents[1].id, agents[2].id
+        assert 1 <= lists(m4[b]) - lists(m3[b]) <= 2, (m3[b], m4[b])   # + at most 1 census
+        assert lists(m4[c]) - lists(m3[c]) <= 1, (m3[c], m4[c])
         cli.close()
 
 
