@@ -229,8 +229,9 @@ def main():
     print("soak: %d transitions (at most %.0fs), %d long-lived candidates, seed %d"
           % (n, duration, k, seed), flush=True)
 
-    # forceSync=no: the server's transaction-log fsync stalled a whole run for
-    # 20 s on a busy shared disk; durability is not what this run measures
+    # forceSync=no: one long run stalled for 20 s, all candidates at once (the
+    # server: fsync on a busy shared disk, or CPU starvation; not proven);
+    # durability is not what this run measures
     with h.ZooKeeper(extra_cfg=("forceSync=no",)) as zk:
         cands = [Cand(zk, "s%d" % i, False) for i in range(k)] + [Cand(zk, "m0", True)]
         lease_ms = cands[0].agent.wait_for("start")["lease_ms"]
