@@ -83,6 +83,8 @@ struct zke_agent {
     struct nodedata census_lead;/* the smallest node's data at the last census */
     char census_node[256];      /* that node, "" if none */
     int census_position;        /* nodes before ours in that listing, -1 unknown */
+    int census_listed_n;        /* names in that listing */
+    int64_t census_next_ns;     /* a big election is not listed again before this */
     struct zke_lease_plan plan;
     int64_t armed_end_ns;       /* lease end the lease_to timer is set for */
     int renewing;               /* a renewal request is outstanding */
@@ -1056,6 +1058,9 @@ static void lease_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     lease_tick(w->data);
 }
 
+#define CENSUS_BIG 1000          /* children: beyond this the census lists less often */
+#define CENSUS_MAX_GAP_S 30.0
+
 static void census_get_done(void *arg, const struct sess_result *r)
 {
     zke_agent *a = arg;
@@ -1078,6 +1083,7 @@ static void census_list_done(void *arg, const struct sess_result *r)
         a->census_listed = 0;
         return;
     }
+    a->census_listed_n = r->nchildren;
     struct zke_status st;
     el_status(a->el, &st);
     int before = 0;
@@ -1120,10 +1126,25 @@ static void census_done(void *arg, const struct sess_result *r)
             a->census_pending = 1;
         return;
     }
+    /* A big election (tens of thousands of children) changes at nearly
+     * every interval, and each listing is ~33 bytes per child for every
+     * candidate with a census: list it at most every interval * n / 1000
+     * (at most CENSUS_MAX_GAP_S); candidates stays fresh from the stat, the
+     * leader and position may be that old meanwhile. */
+    int64_t now = sess_now_ns();
+    if (a->census_listed && a->census_listed_n > CENSUS_BIG && now < a->census_next_ns)
+        return;
     a->census_listed = 1;
     a->census_cversion = r->cversion;
     if (session_list(SESS(a), a->set.path, 0, census_list_done, a) == 0)
         a->census_pending = 1;
+    double gap = 0;
+    if (r->numchildren > CENSUS_BIG) {
+        gap = a->set.census_interval_ms / 1000.0 * r->numchildren / CENSUS_BIG;
+        if (gap > CENSUS_MAX_GAP_S)
+            gap = CENSUS_MAX_GAP_S;
+    }
+    a->census_next_ns = now + (int64_t)(gap * 1e9);
 }
 
 /* The election's size for status readers: the leader and the followers far

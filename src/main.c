@@ -580,6 +580,8 @@ static void on_hook_done(void *ud, const char *hook, enum script_outcome o, doub
 static void on_http(void *ud, const char *method, const char *url, struct httpd_reply *r)
 {
     struct app *app = ud;
+    if (app->sc != NULL)
+        metrics_set_lua_bytes(app->metrics, (long long)script_memory(app->sc));
     static const char index[] =
         "zkelect " ZKELECT_VERSION ": GET /status (JSON), /metrics (Prometheus), "
         "/leader (200 if this candidate leads, else 503)\n";

@@ -6,6 +6,7 @@
 #include "metrics.h"
 #include "utf8.h"
 #include "log.h"
+#include "session.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -61,6 +62,7 @@ struct metrics {
     uint64_t reloads_ok, reloads_failed;
     int candidates;
     int64_t role_since_ms;
+    long long lua_bytes;         /* < 0: no script */
 };
 
 static int64_t wall_ms(void)
@@ -86,6 +88,7 @@ metrics *metrics_new(const char *id, const char *path)
     m->role_since_ms = m->start_wall_ms;
     m->session_state = "none";
     m->candidates = -1;
+    m->lua_bytes = -1;
     return m;
 }
 
@@ -240,6 +243,12 @@ static void add_str_or_null(cJSON *o, const char *k, const char *v)
     free(c);
 }
 
+void metrics_set_lua_bytes(metrics *m, long long bytes)
+{
+    if (m != NULL)
+        m->lua_bytes = bytes;
+}
+
 char *metrics_status_json(const metrics *m, zke_agent *a, size_t *len)
 {
     struct zke_status st;
@@ -341,6 +350,8 @@ char *metrics_status_json(const metrics *m, zke_agent *a, size_t *len)
     cJSON *rl = cJSON_AddObjectToObject(o, "reloads");
     cJSON_AddNumberToObject(rl, "ok", (double)m->reloads_ok);
     cJSON_AddNumberToObject(rl, "failed", (double)m->reloads_failed);
+    if (m->lua_bytes >= 0)
+        cJSON_AddNumberToObject(o, "lua_bytes", (double)m->lua_bytes);
 
     char *txt = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -512,6 +523,19 @@ char *metrics_prometheus(const metrics *m, zke_agent *a, size_t *len)
     head(&b, "zkelect_reloads_total", "counter", "Script reloads by result.");
     put(&b, "zkelect_reloads_total{result=\"ok\"} %llu\n", (unsigned long long)m->reloads_ok);
     put(&b, "zkelect_reloads_total{result=\"failed\"} %llu\n", (unsigned long long)m->reloads_failed);
+    head(&b, "zkelect_zk_requests_total", "counter", "ZooKeeper requests sent, by operation.");
+    uint64_t n;
+    for (int i = 0; i < SESS_OPS; i++) {
+        const char *op = session_counters(i, &n);
+        put(&b, "zkelect_zk_requests_total{op=\"%s\"} %llu\n", op, (unsigned long long)n);
+    }
+    (void)session_counters(SESS_OPS, &n);
+    head(&b, "zkelect_zk_listed_children_total", "counter", "Names received in children listings.");
+    put(&b, "zkelect_zk_listed_children_total %llu\n", (unsigned long long)n);
+    if (m->lua_bytes >= 0) {
+        head(&b, "zkelect_lua_memory_bytes", "gauge", "Memory held by the policy's Lua state.");
+        put(&b, "zkelect_lua_memory_bytes %lld\n", m->lua_bytes);
+    }
 
     if (b.oom) {
         free(b.p);

@@ -29,6 +29,10 @@ void metrics_hook(metrics *m, const char *hook, enum script_outcome o, double se
 /* Records a script reload: ok 1 loaded, 0 refused. */
 void metrics_reload(metrics *m, int ok);
 
+/* The policy's Lua memory in bytes, shown as lua_bytes / zkelect_lua_memory_bytes;
+ * negative (the default): no script, not shown. */
+void metrics_set_lua_bytes(metrics *m, long long bytes);
+
 /* Rendered documents, malloc'd (the caller frees), NULL when out of memory.
  * a may be NULL (the agent is gone): only what was recorded is shown. */
 char *metrics_status_json(const metrics *m, zke_agent *a, size_t *len);

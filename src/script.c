@@ -1218,6 +1218,13 @@ void script_handle_type(lua_State *L, const char *name, const luaL_Reg *methods,
     lua_pop(L, 1);
 }
 lua_State *script_lua(script *sc) { return sc->L; }
+
+size_t script_memory(script *sc)
+{
+    if (sc == NULL || sc->L == NULL)
+        return 0;
+    return (size_t)lua_gc(sc->L, LUA_GCCOUNT, 0) * 1024u + (size_t)lua_gc(sc->L, LUA_GCCOUNTB, 0);
+}
 struct ev_loop *script_loop(const script *sc) { return sc->loop; }
 int script_allows_processes(const script *sc) { return sc->allow_processes; }
 

@@ -112,6 +112,8 @@ struct luaL_Reg;
 void script_handle_type(struct lua_State *L, const char *name, const struct luaL_Reg *methods,
                         int (*close)(struct lua_State *L));
 struct lua_State *script_lua(script *sc);
+/* Bytes the Lua state holds now (lua_gc LUA_GCCOUNT/COUNTB); 0 for NULL. */
+size_t script_memory(script *sc);
 struct ev_loop *script_loop(const script *sc);
 /* script_opts.allow_processes */
 int script_allows_processes(const script *sc);

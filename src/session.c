@@ -614,11 +614,37 @@ void session_cancel(session *s, void *owner)
     }
 }
 
+/* Requests sent, by kind, and names received in listings: process-wide
+ * (all sessions), only read by session_counters(); the loop is one thread. */
+static const char *const op_names[SESS_OPS] = { "create", "delete", "exists", "get", "list", "set" };
+static uint64_t op_count[SESS_OPS];
+static uint64_t listed_names;
+
+static void count_op(const char *what)
+{
+    for (int i = 0; i < SESS_OPS; i++)
+        if (strcmp(op_names[i], what) == 0)
+            op_count[i]++;
+}
+
+const char *session_counters(int i, uint64_t *n)
+{
+    if (i == SESS_OPS) {
+        *n = listed_names;
+        return "listed_names";
+    }
+    if (i < 0 || i > SESS_OPS)
+        return NULL;
+    *n = op_count[i];
+    return op_names[i];
+}
+
 static int submitted(session *s, struct req *r, int rc, const char *what, const char *path)
 {
     log_target = NULL;
     if (rc == ZOK) {
         s->need_rearm = 1;
+        count_op(what);
         return 0;
     }
     snprintf(s->err, sizeof s->err, "%s %s: %s", what, path, zerror(rc));
@@ -717,6 +743,7 @@ static void list_done(int rc, const struct String_vector *sv, const struct Stat 
     if (rc == ZOK && sv != NULL) {
         res.children = (const char *const *)sv->data;
         res.nchildren = sv->count;
+        listed_names += sv->count > 0 ? (uint64_t)sv->count : 0;
         fill_stat(&res, stat);
     }
     done((struct req *)data, &res, rc);

@@ -140,6 +140,13 @@ int64_t sess_now_ns(void);
  * session earlier than one session timeout after it (on its clock). */
 int64_t session_last_ack_ns(const session *s);
 
+/* Process-wide counters of requests sent (all sessions): for i in
+ * 0..SESS_OPS-1 the op's name ("create", "delete", "exists", "get", "list",
+ * "set") and count; i == SESS_OPS: "listed_names", the names received in
+ * listings; NULL past that. */
+#define SESS_OPS 6
+const char *session_counters(int i, uint64_t *n);
+
 const char *sess_rc_name(enum sess_rc rc);
 
 #endif
