@@ -17,5 +17,7 @@ export ZKH_TEST_TIMEOUT=${ZKH_TEST_TIMEOUT:-170}
 # not here: embed_valgrind (valgrind already), install (runs a staged copy),
 # example_vip (root, namespaces), the valgrind.* subset (the same tests)
 args=("$@")
-[ $# -gt 0 ] || args=(-R '^integration\.' -E '^integration\.(embed_valgrind|install|example_vip)$')
+# integration.lease's blip case needs a suspend within a bound a 20-50x
+# slowdown does not keep: its memory paths run under ASan and in the chaos suite
+[ $# -gt 0 ] || args=(-R '^integration\.' -E '^integration\.(embed_valgrind|install|example_vip|lease)$')
 cd "$BUILD_DIR" && exec ctest --output-on-failure -j2 --timeout 900 "${args[@]}"

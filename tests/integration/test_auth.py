@@ -152,11 +152,15 @@ def test_auth_file_keeps_the_secret_out_of_sight():
         b = h.Agent(zk, "b", path="/af/e", extra=["--auth", ALICE, "--acl", "creator-all",
                                                    "--log-level", "debug"])
         b.wait_for("follower", timeout=10)
-        with open("/proc/%d/cmdline" % b.pid, "rb") as fh:
-            cmdline = fh.read()
-        assert SECRET.encode() not in cmdline and b"digest:alice:" in cmdline, cmdline
-        code, out, err, _ = h.run(["ps", "-o", "args=", "-p", "%d,%d" % (a.pid, b.pid)], timeout=10)
-        assert code == 0 and SECRET not in out and "zkelect" in out, out
+        # (under valgrind, /proc/PID/cmdline is valgrind's copy of the
+        # arguments, which the agent cannot scrub: not checked there)
+        if not h.WRAP:
+            with open("/proc/%d/cmdline" % b.pid, "rb") as fh:
+                cmdline = fh.read()
+            assert SECRET.encode() not in cmdline and b"digest:alice:" in cmdline, cmdline
+            code, out, err, _ = h.run(["ps", "-o", "args=", "-p", "%d,%d" % (a.pid, b.pid)],
+                                      timeout=10)
+            assert code == 0 and SECRET not in out and "zkelect" in out, out
         # the environment form of the file
         code, out, err, _ = zkelect("status", "--zk", zk.hostport, "--path", "/af/e")
         assert code == 77, (code, err)

@@ -132,6 +132,8 @@ def test_followers_behind_many_children():
             # election: nothing; census: at most one listing in that window
             # (every 20 intervals at 20k children)
             assert lists(m2[a.id]) - lists(m1[a.id]) <= 1, (a.id, m1[a.id], m2[a.id])
+            if h.WRAP:
+                continue        # under valgrind the RSS is valgrind's (its leak check stands in)
             assert r2[a.id] - r0[a.id] < 2 * MiB, (a.id, r0[a.id], r2[a.id])
             assert r2[a.id] < 64 * MiB or "asan" in open("/proc/%d/maps" % a.pid).read(), r2
         assert not h.leaders_now(agents)
