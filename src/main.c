@@ -207,14 +207,45 @@ static int parse_ms(const char *flag, const char *v, int min, int max)
     return parse_int(flag, v, min, max, "ms");
 }
 
+/* The index of v in names (NULL-terminated), or exit 64 naming the flag,
+ * the value and the choices. */
+static int choice(const char *flag, const char *v, const char *const *names)
+{
+    char list[256] = "";
+    int n = 0;
+    for (; names[n] != NULL; n++)
+        if (strcmp(v, names[n]) == 0)
+            return n;
+    for (int i = 0; i < n; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                 i == 0 ? "" : i == n - 1 ? " or " : ", ", names[i]);
+    die(EX_USAGE, "%s '%s': expected %s", flag, v, list);
+}
+
+/* The flags with a fixed set of values; each table's order is its enum's. */
+static const char *const log_names[] = { "text", "json", NULL };              /* enum log_format */
+static const char *const disconnect_names[] = { "suspend", "stepdown", NULL }; /* enum zke_disconnect */
+static const char *const acl_names[] = { "open", "creator-all", "world-read", NULL }; /* from ZKE_ACL_OPEN */
+static const char *const compat_names[] = { "none", "curator", "kazoo", NULL }; /* enum zke_compat */
+
 static void set_log(struct opts *o, const char *flag, const char *v)
 {
-    if (strcmp(v, "text") == 0)
-        o->log = LOG_TEXT;
-    else if (strcmp(v, "json") == 0)
-        o->log = LOG_JSON;
-    else
-        die(EX_USAGE, "%s '%s': expected text or json", flag, v);
+    o->log = (enum log_format)choice(flag, v, log_names);
+}
+
+static void set_disconnect(struct opts *o, const char *flag, const char *v)
+{
+    o->on_disconnect = (enum zke_disconnect)choice(flag, v, disconnect_names);
+}
+
+static void set_acl(struct opts *o, const char *flag, const char *v)
+{
+    o->acl = (enum zke_acl)(ZKE_ACL_OPEN + choice(flag, v, acl_names));
+}
+
+static void set_compat(struct opts *o, const char *flag, const char *v)
+{
+    o->compat = (enum zke_compat)choice(flag, v, compat_names);
 }
 
 static void set_level(struct opts *o, const char *flag, const char *v)
@@ -230,28 +261,6 @@ static double parse_fraction(const char *flag, const char *v)
     if (flag_fraction(flag, v, &d, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
     return d;
-}
-
-static void set_disconnect(struct opts *o, const char *flag, const char *v)
-{
-    if (strcmp(v, "suspend") == 0)
-        o->on_disconnect = ZKE_DISCONNECT_SUSPEND;
-    else if (strcmp(v, "stepdown") == 0)
-        o->on_disconnect = ZKE_DISCONNECT_STEPDOWN;
-    else
-        die(EX_USAGE, "%s '%s': expected suspend or stepdown", flag, v);
-}
-
-static void set_acl(struct opts *o, const char *flag, const char *v)
-{
-    if (strcmp(v, "open") == 0)
-        o->acl = ZKE_ACL_OPEN;
-    else if (strcmp(v, "creator-all") == 0)
-        o->acl = ZKE_ACL_CREATOR_ALL;
-    else if (strcmp(v, "world-read") == 0)
-        o->acl = ZKE_ACL_WORLD_READ;
-    else
-        die(EX_USAGE, "%s '%s': expected creator-all, world-read or open", flag, v);
 }
 
 static void wipe(char *p)
@@ -359,18 +368,6 @@ static void forget_auth(struct opts *o, const char *scheme, const char *cred)
     o->auth = NULL;
 }
 
-static void set_compat(struct opts *o, const char *flag, const char *v)
-{
-    if (strcmp(v, "none") == 0)
-        o->compat = ZKE_COMPAT_NONE;
-    else if (strcmp(v, "curator") == 0)
-        o->compat = ZKE_COMPAT_CURATOR;
-    else if (strcmp(v, "kazoo") == 0)
-        o->compat = ZKE_COMPAT_KAZOO;
-    else
-        die(EX_USAGE, "%s '%s': expected none, curator or kazoo", flag, v);
-}
-
 static void from_env(struct opts *o)
 {
     const char *v;
@@ -467,11 +464,11 @@ static void parse(struct opts *o, int argc, char **argv)
         case 'R': o->drift = parse_fraction("--drift", optarg); break;
         case 'H': o->hook_budget = parse_ms("--hook-budget", optarg, 1, 86400000); break;
         case 'J': o->json = 1; break;
-        case 'E':
-            if (strcmp(optarg, "resign") != 0 && strcmp(optarg, "ignore") != 0)
-                die(EX_USAGE, "--on-leader-error '%s': expected resign or ignore", optarg);
-            o->leader_error_ignore = strcmp(optarg, "ignore") == 0;
+        case 'E': {
+            static const char *const policies[] = { "resign", "ignore", NULL };
+            o->leader_error_ignore = choice("--on-leader-error", optarg, policies);
             break;
+        }
         case 'I': o->health_interval = parse_ms("--health-interval", optarg, 10, 86400000); break;
         case 'F': o->health_fails = parse_int("--health-fails", optarg, 1, 1000, ""); break;
         case 'P': o->health_passes = parse_int("--health-passes", optarg, 1, 1000, ""); break;
@@ -916,7 +913,6 @@ static int cmd_run(struct opts *o)
     ev_unref(app.loop);
 
     {
-        static const char *const compat_names[] = { "none", "curator", "kazoo" };
         struct logf f[12] = {
             { "version", LF_STR, ZKELECT_VERSION, 0 }, { "zk", LF_STR, o->zk, 0 },
             { "path", LF_STR, o->path, 0 }, { "script", LF_STR, o->script, 0 },
