@@ -511,6 +511,8 @@ static void queue_event(zke_agent *a, const struct zke_event *ev)
     char *p = it->buf;
     it->kind = IT_EVENT;
     it->ev = *ev;
+    if (it->ev.cause_ns == 0)
+        it->ev.cause_ns = session_reading_ns();
     it->ev.id = put(&p, e->id);
     it->ev.path = put(&p, e->path);
     it->ev.node = put(&p, e->node);

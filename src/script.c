@@ -447,7 +447,18 @@ static int l_reload(lua_State *L)
     return 1;
 }
 
+/* zkelect.clock() -> seconds on CLOCK_MONOTONIC (a float, ns resolution):
+ * for measuring durations and comparing with ev.at; not wall time. */
+static int l_clock(lua_State *L)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec / 1e9);
+    return 1;
+}
+
 static const luaL_Reg zkelect_funcs[] = {
+    { "clock", l_clock },
     { "log", l_log },
     { "sleep", l_sleep },
     { "reload", l_reload },
@@ -591,6 +602,10 @@ static int build_ev_table(lua_State *L)
     if (ev->reload) {
         lua_pushboolean(L, 1);
         lua_setfield(L, -2, "reload");
+    }
+    if (ev->cause_ns > 0) {
+        lua_pushnumber(L, (lua_Number)ev->cause_ns / 1e9);   /* zkelect.clock() scale */
+        lua_setfield(L, -2, "at");
     }
     switch (ev->type) {
     case ZKE_EV_SUSPEND:

@@ -446,6 +446,10 @@ static void rearm(session *s)
     ev_timer_start(s->loop, &s->timer);
 }
 
+static int64_t reading_ns;
+
+int64_t session_reading_ns(void) { return reading_ns; }
+
 static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     session *s = w->data;
@@ -456,9 +460,13 @@ static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
         ev_io_stop(s->loop, &s->io);
         return;
     }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    reading_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
     log_target = s;
     int rc = zookeeper_process(s->zh, events);
     log_target = NULL;
+    reading_ns = 0;
     if (rc != ZOK && rc != ZNOTHING)
         slog(s, ZKE_LOG_DEBUG, "zookeeper_process: %s", zerror(rc));
 }

@@ -140,6 +140,12 @@ int64_t sess_now_ns(void);
  * session earlier than one session timeout after it (on its clock). */
 int64_t session_last_ack_ns(const session *s);
 
+/* CLOCK_MONOTONIC (ns) at which the io callback that is now running
+ * zookeeper_process() for some session woke up, i.e. when the bytes whose
+ * completions and watches are being delivered were read; 0 outside that
+ * call. Process-wide (one loop thread). */
+int64_t session_reading_ns(void);
+
 /* Process-wide counters of requests sent (all sessions): for i in
  * 0..SESS_OPS-1 the op's name ("create", "delete", "exists", "get", "list",
  * "set") and count; i == SESS_OPS: "listed_names", the names received in

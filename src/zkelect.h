@@ -134,6 +134,11 @@ struct zke_event {
     const char *old_pred;
     const char *new_pred;
     int reload;               /* set by a host that re-tells the role after reloading its policy */
+    /* CLOCK_MONOTONIC (ns) at which the loop read the ZooKeeper message that
+     * caused this event (the watch notification, or the reply that decided
+     * the role), 0 if no message did (a timer, a stop, a lease): the time
+     * from there to the callback is the library's own dispatch delay. */
+    int64_t cause_ns;
 };
 
 typedef void zke_event_fn(zke_agent *a, const struct zke_event *ev, void *ud);

@@ -4,6 +4,7 @@ the same agent), zkelect.status() agrees, and zkelect.resign() from on_leader
 hands leadership over."""
 import os
 import sys
+import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -101,12 +102,14 @@ def test_hook_fields_and_status():
 
         # on_stepdown: the leader is stopped
         ma = a.mark()
+        ma_ns = time.monotonic_ns()
         a.term()
         assert a.wait_exit(10) == 0
         k = wait_hook(a, "on_stepdown", since=ma, timeout=1)
         assert k.get("reason") == "shutdown" and k.get("epoch") == str(la["epoch"]), (k, la)
         assert k["_level"] == "warn", k
         assert k.get("id") == "ha" and k.get("node") == la["node"], k
+        assert "at_ns" not in k, "a SIGTERM step-down has no ZooKeeper message behind it: %r" % k
         # ... and it ran before the agent said it stopped
         st = a.wait_for("stopped", timeout=1, since=ma)
         assert k["_i"] < st["_i"], a.describe()
@@ -115,6 +118,12 @@ def test_hook_fields_and_status():
         lc = c.wait_for("leader", timeout=5, since=marks[c])
         k = wait_hook(c, "on_leader", since=marks[c])
         common(k, c, lc)
+        # ev.at: the deletion notification was read before the agent logged
+        # the event, and zkelect.clock() is on the same clock as mono_ns
+        assert "at_ns" in k and "age_us" in k, k
+        assert int(k["at_ns"]) <= lc["mono_ns"] + 1000, (k, lc)
+        assert 0 <= int(k["age_us"]) < 5000000, k
+        assert int(k["at_ns"]) >= ma_ns, (k, ma_ns)
         assert k.get("epoch") == str(lc["epoch"]) and lc["epoch"] > la["epoch"], (k, lc, la)
         if "previous" in k:
             assert k["previous"] == "ha", k

@@ -12,7 +12,13 @@ local FIELDS = {
 local STATUS = { "role", "leader", "epoch", "node", "position" }
 
 local function report(name, ev, level)
+  local now = zkelect.clock()
   local parts = { "hook=" .. name }
+  if ev.at ~= nil then
+    -- ev.at: when the loop read the message behind this event (zkelect.clock scale)
+    parts[#parts + 1] = string.format("at_ns=%d", math.floor(ev.at * 1e9))
+    parts[#parts + 1] = string.format("age_us=%d", math.floor((now - ev.at) * 1e6))
+  end
   for _, k in ipairs(FIELDS) do
     if ev[k] ~= nil then
       parts[#parts + 1] = k .. "=" .. tostring(ev[k])
