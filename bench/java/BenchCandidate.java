@@ -134,9 +134,11 @@ public class BenchCandidate {
             return true;
         }
 
-        // second half: the ZooKeeper Java client's close() takes 100 ms more
-        // than the closeSession round trip (ClientCnxnSocketNIO.cleanup()
-        // sleeps 100 ms), so stopAll() closes the clients in parallel
+        // second half: close the session. The ZooKeeper 3.8 Java client's
+        // close() sleeps 100 ms in ClientCnxnSocketNIO.cleanup() while holding
+        // the monitor of a ZooKeeper.States enum constant, which every client
+        // of the JVM locks to send a request: closes in one JVM take 100 ms
+        // each one after the other, and stall the other clients meanwhile
         final void stopClient() {
             try {
                 closeClient();
@@ -171,6 +173,15 @@ public class BenchCandidate {
         return c;
     }
 
+    // A pool starts its slots one after the other, each connected before the
+    // next one starts (like kazoo's start() and LeaderElectionSupport's
+    // start()): 200 sessions opened at once by one JVM miss their pings on a
+    // busy host
+    static void connected(CuratorFramework client, Slot slot) throws InterruptedException {
+        if (!client.blockUntilConnected(15, TimeUnit.SECONDS))
+            error(slot.idx, "start: not connected after 15 s");
+    }
+
     // Curator LeaderLatch: leader = isLeader(); node = getOurPath() (polled)
     static final class LatchSlot extends Slot {
         CuratorFramework client;
@@ -195,6 +206,7 @@ public class BenchCandidate {
             client.start();
             latch.start();
             poller.watch(this);
+            connected(client, this);
         }
 
         String ourPath() {
@@ -210,13 +222,15 @@ public class BenchCandidate {
         }
     }
 
-    // Curator LeaderSelector: leader = takeLeadership(), which blocks until stop
+    // Curator LeaderSelector: leader = takeLeadership(), which blocks until
+    // stop; autoRequeue() as the Curator docs advise (LeaderSelectorListenerAdapter
+    // cancels leadership, and a queued acquire, on SUSPENDED/LOST: without
+    // requeue the slot would leave the election for good)
     static final class SelectorSlot extends Slot {
         CuratorFramework client;
         LeaderSelector selector;
         ExecutorService exec;
         final CountDownLatch release = new CountDownLatch(1);
-        volatile boolean leading;
 
         SelectorSlot(int idx) {
             super(idx);
@@ -234,25 +248,27 @@ public class BenchCandidate {
             selector = new LeaderSelector(client, path, exec, new LeaderSelectorListenerAdapter() {
                 public void takeLeadership(CuratorFramework c) throws Exception {
                     long t = now();
-                    leading = true;
                     emit(t, idx, "leader");
-                    release.await();   // lead until stopped
+                    release.await();   // lead until stopped: close() interrupts this
                 }
             });
             selector.setId(ident(idx));
+            selector.autoRequeue();
             client.start();
             selector.start();
+            connected(client, this);
         }
 
         void closeRecipe() throws Exception {
-            release.countDown();   // a leader returns from takeLeadership (and never blocks in it later)
-            if (!leading)
-                selector.close();  // a contender waiting in acquire() is interrupted; it deletes its node
-            exec.shutdown();       // wait until the selector's task is over: lock node released
+            // close() first (no requeue after it), which interrupts the
+            // selector's thread: takeLeadership returns (InterruptedException)
+            // and the lock node is deleted, or a queued acquire() gives up and
+            // deletes its node
+            selector.close();
+            release.countDown();
+            exec.shutdown();       // wait until the selector's task is over: node deleted
             if (!exec.awaitTermination(15, TimeUnit.SECONDS))
                 error(idx, "stop: LeaderSelector thread did not finish in 15 s");
-            if (leading)
-                selector.close();
         }
 
         void closeClient() {
@@ -275,7 +291,12 @@ public class BenchCandidate {
         OFFER_FIELD = f;
     }
 
-    static boolean pathEnsured;
+    static boolean pathEnsured;   // only touched by lesStarter
+    static final ExecutorService lesStarter = Executors.newSingleThreadExecutor(r -> {
+        Thread t = new Thread(r, "les-starter");
+        t.setDaemon(true);
+        return t;
+    });
 
     static void ensurePath(ZooKeeper zk) throws Exception {
         // LeaderElectionSupport assumes its root node exists: create it and its parents
@@ -307,12 +328,6 @@ public class BenchCandidate {
                         && s != Watcher.Event.KeeperState.SyncConnected && s != Watcher.Event.KeeperState.Closed)
                     error(idx, "connection " + s);
             });
-            synchronized (BenchCandidate.class) {
-                if (!pathEnsured) {
-                    ensurePath(zk);
-                    pathEnsured = true;
-                }
-            }
             les = new LeaderElectionSupport();
             les.setZooKeeper(zk);
             les.setRootNodeName(path);
@@ -339,7 +354,30 @@ public class BenchCandidate {
                     break;
                 }
             });
-            les.start();   // synchronous: creates the offer and determines the status
+            // start() is synchronous: it waits for the connection, creates
+            // the offer, then reads every offer (getChildren, then getData of
+            // each one) to determine the status. The start()s run in slot
+            // order on one thread (offers created in slot order, no pile-up of
+            // concurrent determinations); the next slot's client is made, and
+            // connects, as soon as that thread has taken this slot
+            CountDownLatch begun = new CountDownLatch(1);
+            lesStarter.execute(() -> {
+                begun.countDown();
+                synchronized (this) {   // a stop of this slot waits until start() is over
+                    if (stopping)
+                        return;
+                    if (!pathEnsured) {
+                        try {
+                            ensurePath(zk);
+                        } catch (Exception e) {
+                            error(idx, "creating " + path + ": " + describe(e));
+                        }
+                        pathEnsured = true;
+                    }
+                    les.start();
+                }
+            });
+            begun.await();
         }
 
         String offerNode() {
@@ -426,10 +464,12 @@ public class BenchCandidate {
             }
             slots.add(s);
         }
-        try {
-            s.start();
-        } catch (Exception e) {
-            error(s.idx, "start: " + describe(e));
+        synchronized (s) {   // a stop (shutdown hook) waits until the start is over
+            try {
+                s.start();
+            } catch (Exception e) {
+                error(s.idx, "start: " + describe(e));
+            }
         }
     }
 
@@ -439,33 +479,27 @@ public class BenchCandidate {
         }
     }
 
-    // quit / EOF / SIGTERM / shutdown hook: leave the election with every
-    // slot, the newest first (the back of the queue first: no hand-over of
-    // leadership inside the process), then close all the clients in parallel
+    // quit / EOF / SIGTERM / shutdown hook: first leave the election with
+    // every slot, the newest first (the back of the queue first: no hand-over
+    // of leadership inside the process), then close the clients (see
+    // stopClient: about 100 ms each in a JVM, whatever the parallelism)
     static void stopAll() {
         List<Slot> snap;
+        List<Slot> mine = new ArrayList<>();
         synchronized (slots) {
             closing = true;
             snap = new ArrayList<>(slots);
         }
-        List<Thread> closers = new ArrayList<>();
         for (int i = snap.size() - 1; i >= 0; i--) {
             Slot s = snap.get(i);
-            if (!s.stopRecipe())
-                continue;              // being stopped by a "stop" command
-            if (snap.size() == 1) {
-                s.stopClient();
-            } else {
-                Thread t = new Thread(s::stopClient, "close-" + s.idx);
-                t.start();
-                closers.add(t);
-            }
+            if (s.stopRecipe())        // false: being stopped by a "stop" command
+                mine.add(s);
         }
+        for (Slot s : mine)
+            s.stopClient();
         try {
-            for (Thread t : closers)
-                t.join();
             for (Slot s : snap)
-                s.done.await(15, TimeUnit.SECONDS);
+                s.done.await(60, TimeUnit.SECONDS);
         } catch (InterruptedException e) {
             // exit anyway
         }
