@@ -43,6 +43,7 @@ import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
@@ -483,6 +484,12 @@ public class BenchCandidate {
     // every slot, the newest first (the back of the queue first: no hand-over
     // of leadership inside the process), then close the clients (see
     // stopClient: about 100 ms each in a JVM, whatever the parallelism)
+    static final ScheduledExecutorService closer = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "deferred-close");
+        t.setDaemon(true);
+        return t;
+    });
+
     static void stopAll() {
         List<Slot> snap;
         List<Slot> mine = new ArrayList<>();
@@ -540,7 +547,12 @@ public class BenchCandidate {
                 Slot s = slot(idx);
                 if (s == null)
                     error(idx, "stop: no such slot");
-                else if (!s.stop())
+                else if (s.stopRecipe())
+                    // the node is deleted now; the session is closed a second
+                    // later, so the 100 ms JVM-wide stall of a close (see
+                    // stopClient) cannot delay a successor in this process
+                    closer.schedule(s::stopClient, 1, TimeUnit.SECONDS);
+                else
                     error(idx, "stop: already stopped");
             } else if (!w[0].isEmpty()) {
                 error(-1, "unknown command: " + line);

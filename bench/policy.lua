@@ -1,0 +1,30 @@
+-- bench/policy.lua: the policy script of the zkelect candidates in bench/run.
+--
+-- Each hook takes its timestamp first (zkelect.clock(), CLOCK_MONOTONIC, the
+-- clock every benchmarked program stamps with), then logs one line that
+-- bench/run reads: "bench <event> <mono_us> <delay_us>", where delay_us is
+-- zkelect's own part of the path (from the loop reading the ZooKeeper
+-- message behind the event, ev.at, to this hook starting), or "-".
+-- A timer in the term stands in for a real duty, so that memory and idle CPU
+-- are measured with a term that holds something.
+
+local function stamp(what, t, ev)
+  local delay = ev.at and string.format("%d", math.floor((t - ev.at) * 1e6 + 0.5)) or "-"
+  zkelect.log("info", string.format("bench %s %d %s", what, math.floor(t * 1e6), delay))
+end
+
+function on_leader(ev)
+  local t = zkelect.clock()
+  stamp("leader", t, ev)
+  zkelect.every(10, function() end)
+end
+
+function on_follower(ev)
+  local t = zkelect.clock()
+  stamp("follower", t, ev)
+end
+
+function on_stepdown(ev)
+  local t = zkelect.clock()
+  stamp("stepdown", t, ev)
+end
