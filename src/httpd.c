@@ -12,7 +12,7 @@
  * dependencies (gnutls, p11-kit, nettle, gmp, idn2, unistring...) cost about
  * 2 MiB of resident pages and some start-up time that an agent without
  * --status never pays. microhttpd.h is still used for the types and
- * constants; mhd_typecheck() makes the compiler check every pointer against
+ * constants; MHD_FN makes the compiler check every pointer type against
  * the header's prototype. The library stays loaded until exit (no dlclose:
  * gnutls keeps process-wide state).
  */
@@ -37,40 +37,51 @@
 /* The soname of libmicrohttpd 0.9.x (Debian 12: libmicrohttpd12). */
 #define MHD_SONAME "libmicrohttpd.so.12"
 
+/* The types of the functions this file calls, as microhttpd.h declares
+ * them; MHD_FN checks each against the header at compile time (_Generic
+ * does not evaluate its operand: nothing of libmicrohttpd is referenced at
+ * link time). */
+typedef struct MHD_Daemon *mhd_start_daemon_fn(unsigned int, uint16_t, MHD_AcceptPolicyCallback,
+                                               void *, MHD_AccessHandlerCallback, void *, ...);
+typedef void mhd_stop_daemon_fn(struct MHD_Daemon *);
+typedef const union MHD_DaemonInfo *mhd_get_daemon_info_fn(struct MHD_Daemon *,
+                                                           enum MHD_DaemonInfoType, ...);
+typedef enum MHD_Result mhd_get_timeout_fn(struct MHD_Daemon *, MHD_UNSIGNED_LONG_LONG *);
+typedef enum MHD_Result mhd_run_fn(struct MHD_Daemon *);
+typedef struct MHD_Response *mhd_create_response_from_buffer_fn(size_t, void *,
+                                                                enum MHD_ResponseMemoryMode);
+typedef enum MHD_Result mhd_add_response_header_fn(struct MHD_Response *, const char *,
+                                                   const char *);
+typedef enum MHD_Result mhd_queue_response_fn(struct MHD_Connection *, unsigned int,
+                                              struct MHD_Response *);
+typedef void mhd_destroy_response_fn(struct MHD_Response *);
+
+#define MHD_FN(name) \
+    _Static_assert(_Generic(&MHD_##name, mhd_##name##_fn *: 1, default: 0), \
+                   "mhd_" #name "_fn differs from microhttpd.h's MHD_" #name)
+MHD_FN(start_daemon);
+MHD_FN(stop_daemon);
+MHD_FN(get_daemon_info);
+MHD_FN(get_timeout);
+MHD_FN(run);
+MHD_FN(create_response_from_buffer);
+MHD_FN(add_response_header);
+MHD_FN(queue_response);
+MHD_FN(destroy_response);
+
 /* The functions this file calls, filled by mhd_load(); loop thread only. */
 static struct {
     void *lib;                  /* dlopen handle; NULL until loaded */
-    struct MHD_Daemon *(*start_daemon)(unsigned int, uint16_t, MHD_AcceptPolicyCallback, void *,
-                                       MHD_AccessHandlerCallback, void *, ...);
-    void (*stop_daemon)(struct MHD_Daemon *);
-    const union MHD_DaemonInfo *(*get_daemon_info)(struct MHD_Daemon *, enum MHD_DaemonInfoType,
-                                                   ...);
-    enum MHD_Result (*get_timeout)(struct MHD_Daemon *, MHD_UNSIGNED_LONG_LONG *);
-    enum MHD_Result (*run)(struct MHD_Daemon *);
-    struct MHD_Response *(*create_response_from_buffer)(size_t, void *,
-                                                        enum MHD_ResponseMemoryMode);
-    enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
-    enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int,
-                                      struct MHD_Response *);
-    void (*destroy_response)(struct MHD_Response *);
+    mhd_start_daemon_fn *start_daemon;
+    mhd_stop_daemon_fn *stop_daemon;
+    mhd_get_daemon_info_fn *get_daemon_info;
+    mhd_get_timeout_fn *get_timeout;
+    mhd_run_fn *run;
+    mhd_create_response_from_buffer_fn *create_response_from_buffer;
+    mhd_add_response_header_fn *add_response_header;
+    mhd_queue_response_fn *queue_response;
+    mhd_destroy_response_fn *destroy_response;
 } mhd;
-
-/* Never called: each comparison is a compile-time check that a pointer in
- * `mhd` has the type of the header's function (comparing distinct pointer
- * types is an error under -Werror; sizeof does not evaluate its operand, so
- * nothing of libmicrohttpd is referenced at link time). */
-static inline void mhd_typecheck(void)
-{
-    (void)sizeof(mhd.start_daemon == MHD_start_daemon);
-    (void)sizeof(mhd.stop_daemon == MHD_stop_daemon);
-    (void)sizeof(mhd.get_daemon_info == MHD_get_daemon_info);
-    (void)sizeof(mhd.get_timeout == MHD_get_timeout);
-    (void)sizeof(mhd.run == MHD_run);
-    (void)sizeof(mhd.create_response_from_buffer == MHD_create_response_from_buffer);
-    (void)sizeof(mhd.add_response_header == MHD_add_response_header);
-    (void)sizeof(mhd.queue_response == MHD_queue_response);
-    (void)sizeof(mhd.destroy_response == MHD_destroy_response);
-}
 
 /* POSIX: a function pointer has the size and representation of void *
  * (what dlsym() returns); memcpy() converts without a pedantic cast. */
@@ -93,7 +104,6 @@ static int mhd_sym(const char *name, void *fn, char *err, size_t errlen)
  * a later call tries again. */
 static int mhd_load(char *err, size_t errlen)
 {
-    (void)mhd_typecheck;
     if (mhd.lib != NULL)
         return 0;
     mhd.lib = dlopen(MHD_SONAME, RTLD_NOW | RTLD_LOCAL);
