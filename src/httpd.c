@@ -85,7 +85,8 @@ static struct {
 
 /* POSIX: a function pointer has the size and representation of void *
  * (what dlsym() returns); memcpy() converts without a pedantic cast. */
-_Static_assert(sizeof(void (*)(void)) == sizeof(void *), "dlsym needs code and data pointers alike");
+_Static_assert(sizeof(void (*)(void)) == sizeof(void *),
+               "dlsym needs code and data pointers alike");
 
 /* Resolves name into the function pointer at fn (loop thread, while loading). */
 static int mhd_sym(const char *name, void *fn, char *err, size_t errlen)
@@ -109,8 +110,8 @@ static int mhd_load(char *err, size_t errlen)
     mhd.lib = dlopen(MHD_SONAME, RTLD_NOW | RTLD_LOCAL);
     if (mhd.lib == NULL) {
         const char *why = dlerror();
-        snprintf(err, errlen, "--status needs libmicrohttpd (Debian: apt-get install libmicrohttpd12), "
-                 "which could not be loaded: %s", why != NULL ? why : MHD_SONAME);
+        snprintf(err, errlen, "--status needs libmicrohttpd (Debian: apt-get install "
+                 "libmicrohttpd12), which could not be loaded: %s", why != NULL ? why : MHD_SONAME);
         return -1;
     }
     if (mhd_sym("MHD_start_daemon", &mhd.start_daemon, err, errlen) != 0 ||

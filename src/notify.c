@@ -122,7 +122,8 @@ static void open_socket(const char *e)
     if ((e[0] != '/' && e[0] != '@') || n < 2 || n >= sizeof sa.sun_path) {
         const char *why = strncmp(e, "vsock", 5) == 0
             ? "AF_VSOCK addresses (systemd >= 254) are not supported"
-            : n >= sizeof sa.sun_path ? "the socket path is too long"
+            : n >= sizeof sa.sun_path && (e[0] == '/' || e[0] == '@')
+            ? "the socket path is too long"
             : "expected an AF_UNIX path (/...) or abstract name (@...)";
         char head[64];
         size_t k = 0;
@@ -162,7 +163,8 @@ static int watchdog_enabled(uint64_t *usec)
     errno = 0;
     unsigned long long v = strtoull(u, &end, 10);
     if (u[0] < '0' || u[0] > '9' || *end != '\0' || errno != 0 || v == 0 || v == ULLONG_MAX) {
-        log_msg(ZKE_LOG_WARN, "log", "$WATCHDOG_USEC is not a number of microseconds > 0: no watchdog pings");
+        log_msg(ZKE_LOG_WARN, "log",
+                "$WATCHDOG_USEC is not a number of microseconds > 0: no watchdog pings");
         return -1;
     }
     if (p != NULL) {
