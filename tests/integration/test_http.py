@@ -378,8 +378,8 @@ def test_libmicrohttpd_is_loaded_only_for_status():
     is unaffected."""
     with h.ZooKeeper() as zk:
         a = h.Agent(zk, "m1", path=PATH, script=POLICY)
-        b = h.Agent(zk, "m2", path=PATH, script=POLICY, extra=STATUS)
         a.wait_for("leader", timeout=10)
+        b = h.Agent(zk, "m2", path=PATH, script=POLICY, extra=STATUS)
         addr = addr_of(b)
         assert get(addr, "/status")[0] == 200
         lib = None
