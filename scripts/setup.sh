@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake pkg-config libzookeeper-st-dev liblua5.4-dev libev-dev
-      zookeeper python3 libcjson-dev libmicrohttpd-dev nftables iproute2 libsystemd-dev lowdown
+      zookeeper python3 libcjson-dev libmicrohttpd-dev nftables iproute2 lowdown
       libcurator-recipes-java python3-kazoo default-jdk-headless    # mixed-election tests
       haproxy iputils-arping                                        # example-policy tests
       valgrind                                                      # the embedding example, scripts/valgrind.sh

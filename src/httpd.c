@@ -6,12 +6,22 @@
  * work, and a timeout (MHD_get_timeout) after which it must be run even
  * without I/O (idle-connection expiry, buffered data). After every
  * MHD_run() the timer is set again from MHD_get_timeout().
+ *
+ * libmicrohttpd is not linked: the first httpd_new() loads it with dlopen()
+ * (MHD_SONAME) and resolves the few functions used here into `mhd`. Its
+ * dependencies (gnutls, p11-kit, nettle, gmp, idn2, unistring...) cost about
+ * 2 MiB of resident pages and some start-up time that an agent without
+ * --status never pays. microhttpd.h is still used for the types and
+ * constants; MHD_FN makes the compiler check every pointer type against
+ * the header's prototype. The library stays loaded until exit (no dlclose:
+ * gnutls keeps process-wide state).
  */
 #define _GNU_SOURCE
 #include "httpd.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -23,6 +33,103 @@
 
 #include <ev.h>
 #include <microhttpd.h>
+
+/* The soname of libmicrohttpd 0.9.x (Debian 12: libmicrohttpd12). */
+#define MHD_SONAME "libmicrohttpd.so.12"
+
+/* The types of the functions this file calls, as microhttpd.h declares
+ * them; MHD_FN checks each against the header at compile time (_Generic
+ * does not evaluate its operand: nothing of libmicrohttpd is referenced at
+ * link time). */
+typedef struct MHD_Daemon *mhd_start_daemon_fn(unsigned int, uint16_t, MHD_AcceptPolicyCallback,
+                                               void *, MHD_AccessHandlerCallback, void *, ...);
+typedef void mhd_stop_daemon_fn(struct MHD_Daemon *);
+typedef const union MHD_DaemonInfo *mhd_get_daemon_info_fn(struct MHD_Daemon *,
+                                                           enum MHD_DaemonInfoType, ...);
+typedef enum MHD_Result mhd_get_timeout_fn(struct MHD_Daemon *, MHD_UNSIGNED_LONG_LONG *);
+typedef enum MHD_Result mhd_run_fn(struct MHD_Daemon *);
+typedef struct MHD_Response *mhd_create_response_from_buffer_fn(size_t, void *,
+                                                                enum MHD_ResponseMemoryMode);
+typedef enum MHD_Result mhd_add_response_header_fn(struct MHD_Response *, const char *,
+                                                   const char *);
+typedef enum MHD_Result mhd_queue_response_fn(struct MHD_Connection *, unsigned int,
+                                              struct MHD_Response *);
+typedef void mhd_destroy_response_fn(struct MHD_Response *);
+
+#define MHD_FN(name) \
+    _Static_assert(_Generic(&MHD_##name, mhd_##name##_fn *: 1, default: 0), \
+                   "mhd_" #name "_fn differs from microhttpd.h's MHD_" #name)
+MHD_FN(start_daemon);
+MHD_FN(stop_daemon);
+MHD_FN(get_daemon_info);
+MHD_FN(get_timeout);
+MHD_FN(run);
+MHD_FN(create_response_from_buffer);
+MHD_FN(add_response_header);
+MHD_FN(queue_response);
+MHD_FN(destroy_response);
+
+/* The functions this file calls, filled by mhd_load(); loop thread only. */
+static struct {
+    void *lib;                  /* dlopen handle; NULL until loaded */
+    mhd_start_daemon_fn *start_daemon;
+    mhd_stop_daemon_fn *stop_daemon;
+    mhd_get_daemon_info_fn *get_daemon_info;
+    mhd_get_timeout_fn *get_timeout;
+    mhd_run_fn *run;
+    mhd_create_response_from_buffer_fn *create_response_from_buffer;
+    mhd_add_response_header_fn *add_response_header;
+    mhd_queue_response_fn *queue_response;
+    mhd_destroy_response_fn *destroy_response;
+} mhd;
+
+/* POSIX: a function pointer has the size and representation of void *
+ * (what dlsym() returns); memcpy() converts without a pedantic cast. */
+_Static_assert(sizeof(void (*)(void)) == sizeof(void *),
+               "dlsym needs code and data pointers alike");
+
+/* Resolves name into the function pointer at fn (loop thread, while loading). */
+static int mhd_sym(const char *name, void *fn, char *err, size_t errlen)
+{
+    void *p = dlsym(mhd.lib, name);
+    if (p == NULL) {
+        snprintf(err, errlen, "--status: %s has no %s (libmicrohttpd too old?)", MHD_SONAME, name);
+        return -1;
+    }
+    memcpy(fn, &p, sizeof p);
+    return 0;
+}
+
+/* Loads libmicrohttpd, once per process (loop thread). 0, or -1 with a
+ * one-line reason in err (the library or one of its functions missing);
+ * a later call tries again. */
+static int mhd_load(char *err, size_t errlen)
+{
+    if (mhd.lib != NULL)
+        return 0;
+    mhd.lib = dlopen(MHD_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (mhd.lib == NULL) {
+        const char *why = dlerror();
+        snprintf(err, errlen, "--status needs libmicrohttpd (Debian: apt-get install "
+                 "libmicrohttpd12), which could not be loaded: %s", why != NULL ? why : MHD_SONAME);
+        return -1;
+    }
+    if (mhd_sym("MHD_start_daemon", &mhd.start_daemon, err, errlen) != 0 ||
+        mhd_sym("MHD_stop_daemon", &mhd.stop_daemon, err, errlen) != 0 ||
+        mhd_sym("MHD_get_daemon_info", &mhd.get_daemon_info, err, errlen) != 0 ||
+        mhd_sym("MHD_get_timeout", &mhd.get_timeout, err, errlen) != 0 ||
+        mhd_sym("MHD_run", &mhd.run, err, errlen) != 0 ||
+        mhd_sym("MHD_create_response_from_buffer", &mhd.create_response_from_buffer, err,
+                errlen) != 0 ||
+        mhd_sym("MHD_add_response_header", &mhd.add_response_header, err, errlen) != 0 ||
+        mhd_sym("MHD_queue_response", &mhd.queue_response, err, errlen) != 0 ||
+        mhd_sym("MHD_destroy_response", &mhd.destroy_response, err, errlen) != 0) {
+        dlclose(mhd.lib);
+        mhd.lib = NULL;
+        return -1;
+    }
+    return 0;
+}
 
 struct httpd {
     struct ev_loop *loop;
@@ -158,19 +265,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct httpd_reply r = { 200, NULL, NULL, 0, NULL };
     h->fn(h->ud, method, url, &r);
     struct MHD_Response *resp =
-        r.body != NULL ? MHD_create_response_from_buffer(r.len, r.body, MHD_RESPMEM_MUST_FREE)
-                       : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        r.body != NULL ? mhd.create_response_from_buffer(r.len, r.body, MHD_RESPMEM_MUST_FREE)
+                       : mhd.create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (resp == NULL) {
         free(r.body);
         return MHD_NO;              /* closes the connection */
     }
-    (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+    (void)mhd.add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                                   r.type ? r.type : "text/plain; charset=utf-8");
-    (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    (void)mhd.add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (r.allow != NULL)
-        (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r.allow);
-    enum MHD_Result rc = MHD_queue_response(c, (unsigned)(r.status ? r.status : 200), resp);
-    MHD_destroy_response(resp);
+        (void)mhd.add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r.allow);
+    enum MHD_Result rc = mhd.queue_response(c, (unsigned)(r.status ? r.status : 200), resp);
+    mhd.destroy_response(resp);
     return rc;
 }
 
@@ -178,7 +285,7 @@ static void arm(httpd *h)
 {
     MHD_UNSIGNED_LONG_LONG ms;
     ev_timer_stop(h->loop, &h->tm);
-    if (MHD_get_timeout(h->d, &ms) == MHD_YES) {
+    if (mhd.get_timeout(h->d, &ms) == MHD_YES) {
         ev_timer_set(&h->tm, (double)ms / 1000.0, 0.);
         ev_timer_start(h->loop, &h->tm);
     }
@@ -189,7 +296,7 @@ static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
     httpd *h = w->data;
     (void)loop;
     (void)revents;
-    (void)MHD_run(h->d);
+    (void)mhd.run(h->d);
     arm(h);
 }
 
@@ -198,7 +305,7 @@ static void tm_cb(struct ev_loop *loop, ev_timer *w, int revents)
     httpd *h = w->data;
     (void)loop;
     (void)revents;
-    (void)MHD_run(h->d);
+    (void)mhd.run(h->d);
     arm(h);
 }
 
@@ -207,7 +314,7 @@ httpd *httpd_new(struct ev_loop *loop, const char *spec, httpd_handler *fn, void
 {
     struct parsed p;
     *sys_err = 0;
-    if (parse_addr(spec, &p, err, errlen) != 0)
+    if (parse_addr(spec, &p, err, errlen) != 0 || mhd_load(err, errlen) != 0)
         return NULL;
     httpd *h = calloc(1, sizeof *h);
     if (h == NULL) {
@@ -251,7 +358,7 @@ httpd *httpd_new(struct ev_loop *loop, const char *spec, httpd_handler *fn, void
     unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
     if (p.ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
+    h->d = mhd.start_daemon(flags, 0, NULL, NULL, on_request, h,
                             MHD_OPTION_EXTERNAL_LOGGER, logf_mhd, h,
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)h->lfd,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
@@ -260,11 +367,11 @@ httpd *httpd_new(struct ev_loop *loop, const char *spec, httpd_handler *fn, void
                             MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
                             MHD_OPTION_END);
     const union MHD_DaemonInfo *info =
-        h->d != NULL ? MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
+        h->d != NULL ? mhd.get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
     if (info == NULL) {
         snprintf(err, errlen, "--status '%s': cannot start the HTTP server (libmicrohttpd)", spec);
         if (h->d != NULL)
-            MHD_stop_daemon(h->d);      /* closes the listening socket too */
+            mhd.stop_daemon(h->d);      /* closes the listening socket too */
         else
             close(h->lfd);
         free(h);
@@ -292,6 +399,6 @@ void httpd_free(httpd *h)
         return;
     ev_io_stop(h->loop, &h->io);
     ev_timer_stop(h->loop, &h->tm);
-    MHD_stop_daemon(h->d);
+    mhd.stop_daemon(h->d);
     free(h);
 }

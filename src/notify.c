@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,6 @@
 #include <unistd.h>
 
 #include <ev.h>
-#include <systemd/sd-daemon.h>
 
 #include "log.h"
 
@@ -26,13 +26,20 @@ static char role[256];          /* the last role STATUS, repeated after a reload
 static struct ev_loop *wd_loop;
 static ev_timer wd;
 
-/* Our own sender for AF_UNIX addresses (a path, or @abstract): libsystemd's
- * sd_notify() sends on a blocking socket, and a receiver whose queue is full
- * (net.unix.max_dgram_qlen, 10 here) stalls it, and with it the loop and the
- * lease. Ours never blocks: a message that does not fit now is kept (READY,
- * RELOADING, STOPPING, the latest STATUS) and sent again from a timer; a
- * watchdog ping that does not fit is dropped (the next one follows). Other
- * address kinds (vsock:) go through sd_notify(). */
+/* Our own sender (no libsystemd: the protocol is one datagram, and the
+ * library would map a dozen more shared objects into every agent).
+ * libsystemd's sd_notify() also sends on a blocking socket, and a receiver
+ * whose queue is full (net.unix.max_dgram_qlen, 10 here) would stall it, and
+ * with it the loop and the lease. Ours never blocks: a message that does not
+ * fit now is kept (READY, RELOADING, STOPPING, the latest STATUS) and sent
+ * again from a timer; a watchdog ping that does not fit is dropped (the next
+ * one follows).
+ *
+ * Addresses: an AF_UNIX path ("/run/...") or abstract name ("@name"), the
+ * only kinds systemd 252 (Debian 12) sets or its libsystemd accepts. systemd
+ * 254 added "vsock:CID:PORT" (a VM's PID 1 telling its host); an agent is
+ * not a VM's init, so that kind and anything else odd get one warning and
+ * no notifications. */
 static int sock = -1;
 static struct sockaddr_un sa;
 static socklen_t salen;
@@ -52,15 +59,12 @@ static void warn_once(int err)
     failed_logged = 1;
 }
 
-/* 0 sent, 1 try later, -1 failed for good */
+/* 0 sent, 1 try later, -1 failed for good (warned once; also when the
+ * address was not usable, see open_socket) */
 static int try_send(const char *msg)
 {
-    if (sock < 0) {
-        int r = sd_notify(0, msg);
-        if (r < 0)
-            warn_once(-r);
-        return r < 0 ? -1 : 0;
-    }
+    if (sock < 0)
+        return -1;
     if (sendto(sock, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&sa,
                salen) >= 0)
         return 0;
@@ -110,12 +114,28 @@ static void notify_send(const char *msg)
     notify_send_kind(msg, 0);
 }
 
+/* Sets sock, or leaves it -1 with a warning naming the address kind. */
 static void open_socket(const char *e)
 {
     size_t n = strlen(e);
     sock = -1;
-    if ((e[0] != '/' && e[0] != '@') || n < 2 || n >= sizeof sa.sun_path)
-        return;                 /* vsock: or odd: sd_notify() */
+    if ((e[0] != '/' && e[0] != '@') || n < 2 || n >= sizeof sa.sun_path) {
+        const char *why = strncmp(e, "vsock", 5) == 0
+            ? "AF_VSOCK addresses (systemd >= 254) are not supported"
+            : n >= sizeof sa.sun_path && (e[0] == '/' || e[0] == '@')
+            ? "the socket path is too long"
+            : "expected an AF_UNIX path (/...) or abstract name (@...)";
+        char head[64];
+        size_t k = 0;
+        /* the start of the value, control characters shown as '?' */
+        for (; k < sizeof head - 1 && e[k] != '\0'; k++)
+            head[k] = (char)((unsigned char)e[k] < 0x20 || e[k] == 0x7f ? '?' : e[k]);
+        head[k] = '\0';
+        struct logf f[2] = { { "notify_socket", LF_STR, head, 0 }, { "reason", LF_STR, why, 0 } };
+        log_line(ZKE_LOG_WARN, "notify_unsupported", f, 2);
+        failed_logged = 1;      /* this one warning is all */
+        return;
+    }
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
     memcpy(sa.sun_path, e, n);
@@ -123,6 +143,42 @@ static void open_socket(const char *e)
         sa.sun_path[0] = '\0';
     salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + (e[0] == '/'));
     sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (sock < 0)
+        warn_once(errno);
+}
+
+/* sd_watchdog_enabled(3) without libsystemd: 1 and *usec when
+ * $WATCHDOG_USEC is a decimal number of microseconds > 0 and $WATCHDOG_PID
+ * is unset or our pid; 0 when WATCHDOG_USEC is unset or WATCHDOG_PID names
+ * another process (a child inherited the variables); -1 when a value does
+ * not parse (logged). The environment is left as it is. */
+static int watchdog_enabled(uint64_t *usec)
+{
+    const char *u = getenv("WATCHDOG_USEC");
+    const char *p = getenv("WATCHDOG_PID");
+    char *end;
+    *usec = 0;
+    if (u == NULL)
+        return 0;
+    errno = 0;
+    unsigned long long v = strtoull(u, &end, 10);
+    if (u[0] < '0' || u[0] > '9' || *end != '\0' || errno != 0 || v == 0 || v == ULLONG_MAX) {
+        log_msg(ZKE_LOG_WARN, "log",
+                "$WATCHDOG_USEC is not a number of microseconds > 0: no watchdog pings");
+        return -1;
+    }
+    if (p != NULL) {
+        errno = 0;
+        long long pid = strtoll(p, &end, 10);
+        if (p[0] < '0' || p[0] > '9' || *end != '\0' || errno != 0 || pid <= 0) {
+            log_msg(ZKE_LOG_WARN, "log", "$WATCHDOG_PID is not a pid: no watchdog pings");
+            return -1;
+        }
+        if (pid != (long long)getpid())
+            return 0;
+    }
+    *usec = (uint64_t)v;
+    return 1;
 }
 
 /* STATUS=status, after READY=1 if ready_too */
@@ -160,7 +216,7 @@ void notify_start(struct ev_loop *loop)
     ev_init(&retry, retry_cb);
     retry_loop = loop;
     /* > 0 only when WATCHDOG_USEC is set and WATCHDOG_PID (if set) is us */
-    if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
+    if (watchdog_enabled(&usec) > 0) {
         double half = (double)usec / 2e6;
         ev_timer_init(&wd, wd_cb, half, half);
         ev_timer_start(loop, &wd);

@@ -1,8 +1,9 @@
 /*
  * notify.h - systemd's service notification protocol for `zkelect run`
- * (sd_notify(3)'s protocol; libsystemd for the watchdog settings, and our own
- * non-blocking sender for AF_UNIX sockets, since sd_notify() can block the
- * loop when the receiver's queue is full): READY=1 once the candidate has joined
+ * (sd_notify(3)'s protocol, without libsystemd: our own non-blocking sender
+ * for AF_UNIX sockets, since sd_notify() can block the loop when the
+ * receiver's queue is full, and sd_watchdog_enabled(3)'s reading of
+ * WATCHDOG_USEC/WATCHDOG_PID): READY=1 once the candidate has joined
  * and knows its role, STATUS= on every role change, RELOADING=1 / READY=1
  * around a script reload, STOPPING=1 on shutdown, and WATCHDOG=1 from a
  * loop timer when the unit sets WatchdogSec=.
@@ -18,10 +19,12 @@
 
 struct ev_loop;
 
-/* Before ev_run: reads the environment and, if systemd's watchdog is on for
- * this process, starts an unreferenced timer that pings it at half its
- * interval (the ping proves the loop turns; a hook that computes for longer
- * than WatchdogSec gets the service killed). */
+/* Before ev_run, after log_setup: reads the environment and, if systemd's
+ * watchdog is on for this process, starts an unreferenced timer that pings
+ * it at half its interval (the ping proves the loop turns; a hook that
+ * computes for longer than WatchdogSec gets the service killed). A
+ * $NOTIFY_SOCKET that is not an AF_UNIX path or @abstract name (vsock:...)
+ * is logged once (notify_unsupported) and nothing is sent. */
 void notify_start(struct ev_loop *loop);
 /* Every agent event, after it was logged: READY=1 with the first role
  * (leader or follower), STATUS= on changes. */

@@ -1366,17 +1366,24 @@ static int collect_hooks(lua_State *L)
             sc->refs[t] = luaL_ref(L, LUA_REGISTRYINDEX);
         }
     }
-    /* a global function named like a hook but unknown: most likely a typo */
+    /* a global function named like a hook but unknown: most likely a typo.
+     * Only Lua functions: the C functions there are the libraries' (print,
+     * pairs...), and skipping them keeps this off the start-up's profile. */
     lua_pushnil(L);
     while (lua_next(L, -2) != 0) {
-        if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TFUNCTION) {
+        if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TFUNCTION &&
+            !lua_iscfunction(L, -1)) {
             const char *k = lua_tostring(L, -2);
+            size_t lk = strlen(k);
             int known = 0, best = -1, bestd = 4;
             for (int t = 0; t < HK_COUNT; t++) {
                 if (hook_names[t] == NULL)
                     continue;
                 if (strcmp(k, hook_names[t]) == 0)
                     known = 1;
+                size_t lh = strlen(hook_names[t]);
+                if ((lk > lh ? lk - lh : lh - lk) >= (size_t)bestd)
+                    continue;           /* the distance is at least the length difference */
                 int d = edit_distance(k, hook_names[t]);
                 if (d < bestd) {
                     bestd = d;

@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -362,6 +363,57 @@ def test_bad_status_addresses_are_refused():
         assert get((host, port), "/leader")[0] == 200
         a.term()
         assert a.wait_exit(10) == 0
+
+
+def _mapped(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return {l.split()[-1] for l in f if len(l.split()) >= 6}
+
+
+def test_libmicrohttpd_is_loaded_only_for_status():
+    """libmicrohttpd (and its TLS stack) is dlopen()ed when --status is
+    given: an agent without it maps neither; with it both are mapped and the
+    endpoint answers. With the library missing (hidden in a private mount
+    namespace) --status exits 78 naming the package; a run without --status
+    is unaffected."""
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "m1", path=PATH, script=POLICY)
+        a.wait_for("leader", timeout=10)
+        b = h.Agent(zk, "m2", path=PATH, script=POLICY, extra=STATUS)
+        addr = addr_of(b)
+        assert get(addr, "/status")[0] == 200
+        lib = None
+        if not h.WRAP:                  # under valgrind the pid maps valgrind's own files
+            without, with_ = _mapped(a.pid), _mapped(b.pid)
+            assert not [m for m in without if "microhttpd" in m or "gnutls" in m], sorted(without)
+            lib = [m for m in with_ if "libmicrohttpd.so" in m]
+            assert lib and [m for m in with_ if "gnutls" in m], sorted(with_)
+        for x in (b, a):
+            x.term()
+            assert x.wait_exit(10) == 0
+        if lib is None or os.geteuid() != 0 or not shutil.which("unshare"):
+            print("  info: missing-library case skipped (needs root, unshare, no wrapper)",
+                  flush=True)
+            return
+        # /dev/null bound over the library: dlopen() fails as for a missing file
+        # (unshare and sh exec: the agent keeps the pid we started)
+        ns = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+              "mount --bind /dev/null %s && exec \"$@\"" % lib[0], "sh"]
+        code, out, err, _ = h.run(ns + [h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", PATH,
+                                        "--id", "m3", "--status", "127.0.0.1:0"],
+                                  timeout=20, nowrap=True)
+        assert code == 78, (code, err)
+        assert "--status needs libmicrohttpd" in err and "libmicrohttpd12" in err, err
+        assert len(err.strip().splitlines()) == 1, err
+
+        # without --status a candidate there runs as usual
+        class Hidden(h.Agent):
+            def argv(self):
+                return ns + h.Agent.argv(self)
+        c = Hidden(zk, "m4", path=PATH, script=POLICY)
+        c.wait_for("leader", timeout=10)
+        c.term()
+        assert c.wait_exit(10) == 0
 
 
 if __name__ == "__main__":

@@ -237,6 +237,56 @@ def test_watchdog_of_another_pid_is_not_ours():
         n.close()
 
 
+class _Addr:
+    """A $NOTIFY_SOCKET value with nobody behind it."""
+
+    def __init__(self, env):
+        self.env = env
+
+
+def test_unsupported_address_kinds_warn_once():
+    """Only AF_UNIX addresses (a path, @abstract) are spoken to. systemd 254's
+    vsock:CID:PORT (and anything else) gets one notify_unsupported warning
+    naming the value and why; the agent runs as without $NOTIFY_SOCKET,
+    through a reload and a stop that would each have notified."""
+    with h.ZooKeeper() as zk:
+        for addr, why in (("vsock:2:9999", "AF_VSOCK"), ("relative/notify.sock", "AF_UNIX path")):
+            a = agent_with_notify(zk, "nv", _Addr(addr), env={"WATCHDOG_USEC": "100000"},
+                                  script=policy())
+            a.wait_for("leader", timeout=10)
+            a.signal(signal.SIGHUP)
+            a.wait_for("reload", timeout=10)
+            time.sleep(0.3)
+            a.term()
+            assert a.wait_exit(10) == 0
+            warn = a.find("notify_unsupported")
+            assert len(warn) == 1, a.describe()
+            assert warn[0]["level"] == "warn" and warn[0]["notify_socket"] == addr, warn
+            assert why in warn[0]["reason"], warn
+            assert not [e for e in a.events() if "sd_notify" in json.dumps(e)], a.describe()
+            assert_json_lines(a)
+
+
+def test_malformed_watchdog_usec_means_no_pings():
+    """sd_watchdog_enabled(3): WATCHDOG_USEC must be a number of
+    microseconds > 0; otherwise one warning and no pings (readiness and
+    status still go out)."""
+    n = Notify()
+    try:
+        with h.ZooKeeper() as zk:
+            for bad in ("abc", "0", "-5", "100ms"):
+                m = n.mark()
+                a = agent_with_notify(zk, "nb", n, env={"WATCHDOG_USEC": bad})
+                n.wait("READY", "1", since=m, timeout=10)
+                time.sleep(0.3)
+                assert not any("WATCHDOG" in kv for _, kv, _ in n.all()[m:]), (bad, n.all()[m:])
+                assert any("WATCHDOG_USEC" in e.get("msg", "") for e in a.find("log")), a.describe()
+                a.term()
+                assert a.wait_exit(10) == 0
+    finally:
+        n.close()
+
+
 def test_without_notify_socket_nothing_changes():
     with h.ZooKeeper() as zk:
         a = h.Agent(zk, "nn", path=PATH)
