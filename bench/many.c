@@ -1,0 +1,298 @@
+/*
+ * many.c - bench_many: many elections in one process through zkelect's C
+ * API, on ONE shared ZooKeeper session (the gateway case).
+ *
+ *   bench_many HOSTPORT PREFIX E SESSION_MS
+ *
+ * One libev loop, one zke_conn, E agents (zke_agent_new_on), agent i on the
+ * election path PREFIX/e<i>. C callbacks only.
+ *
+ * stdout, one write(2) per line:
+ *   <mono_us> <i> leader|follower|stopped     per agent event
+ *   <mono_us> - joined <leaders> <followers>  once, when every agent has a role
+ *   <mono_us> - stopped                       when every agent has stopped
+ * mono_us is CLOCK_MONOTONIC in microseconds, taken first thing in the
+ * callback. Everything else goes to stderr.
+ * stdin "quit", EOF, SIGTERM or SIGINT: zke_agent_stop every agent; each is
+ * freed in its on_stopped; the loop ends when the last one has stopped (the
+ * conn then holds no watcher), the conn is freed, exit 0.
+ *
+ * Threading: none; everything runs on the loop. The callbacks below are
+ * called by the library from the loop, one at a time.
+ * Ownership: the bench owns the conn and the agents (each freed in its
+ * on_stopped, the conn after the loop ended); settings are copied by the
+ * library.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ev.h>
+#include "zkelect.h"
+
+enum role { R_NONE = 0, R_LEADER, R_FOLLOWER };
+
+struct slot {
+    zke_agent *a;            /* NULL once freed */
+    int i;
+    enum role role;
+};
+
+static struct {
+    struct ev_loop *loop;
+    zke_conn *conn;
+    struct slot *slots;
+    int e;
+    int with_role, leaders, followers, joined_said;
+    int stopped, stopping;
+    ev_io in;
+    ev_signal sigterm, sigint;
+    char inbuf[1024];
+    size_t inlen;
+} B;
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* One stdout line "<us> <i> <text>\n" in one write(2); i < 0: "-". */
+static void emit_at(int64_t us, int i, const char *fmt, ...)
+{
+    char buf[256];
+    int n = i >= 0 ? snprintf(buf, sizeof buf, "%" PRId64 " %d ", us, i)
+                   : snprintf(buf, sizeof buf, "%" PRId64 " - ", us);
+    va_list ap;
+    va_start(ap, fmt);
+    n += vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof buf - 2)
+        n = (int)sizeof buf - 2;
+    buf[n++] = '\n';
+    for (int off = 0; off < n;) {
+        ssize_t w = write(STDOUT_FILENO, buf + off, (size_t)(n - off));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        off += (int)w;
+    }
+}
+
+/* Keeps the role counts; says `joined` the first time all have one. */
+static void set_role(struct slot *s, enum role r)
+{
+    if (s->role == r)
+        return;
+    if (s->role == R_LEADER)
+        B.leaders--;
+    else if (s->role == R_FOLLOWER)
+        B.followers--;
+    else
+        B.with_role++;
+    if (r == R_LEADER)
+        B.leaders++;
+    else if (r == R_FOLLOWER)
+        B.followers++;
+    else
+        B.with_role--;
+    s->role = r;
+    if (!B.joined_said && B.with_role == B.e) {
+        B.joined_said = 1;
+        emit_at(mono_us(), -1, "joined %d %d", B.leaders, B.followers);
+    }
+}
+
+static void on_leader(zke_agent *a, const struct zke_event *ev, void *ud)
+{
+    int64_t now = mono_us();
+    struct slot *s = ud;
+    (void)a;
+    (void)ev;
+    emit_at(now, s->i, "leader");
+    set_role(s, R_LEADER);
+}
+
+static void on_follower(zke_agent *a, const struct zke_event *ev, void *ud)
+{
+    int64_t now = mono_us();
+    struct slot *s = ud;
+    (void)a;
+    (void)ev;
+    emit_at(now, s->i, "follower");
+    set_role(s, R_FOLLOWER);
+}
+
+static void on_stepdown(zke_agent *a, const struct zke_event *ev, void *ud)
+{
+    (void)a;
+    (void)ev;
+    set_role(ud, R_NONE);
+}
+
+static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
+{
+    int64_t now = mono_us();
+    struct slot *s = ud;
+    if (strcmp(ev->reason, "stop") != 0)
+        fprintf(stderr, "bench_many: agent %d stopped: %s (%s)\n", s->i, ev->reason,
+                zke_agent_errstr(a));
+    emit_at(now, s->i, "stopped");
+    set_role(s, R_NONE);
+    zke_agent_free(a);       /* deferred by the library until we return */
+    s->a = NULL;
+    if (++B.stopped < B.e)
+        return;
+    emit_at(mono_us(), -1, "stopped");
+    /* nothing of ours left on the loop: ev_run returns */
+    ev_io_stop(B.loop, &B.in);
+    ev_signal_stop(B.loop, &B.sigterm);
+    ev_signal_stop(B.loop, &B.sigint);
+}
+
+static void on_log(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    (void)ud;
+    if (lvl >= ZKE_LOG_WARN)
+        fprintf(stderr, "bench_many: zkelect %s: %s\n", zke_log_level_name(lvl), msg);
+}
+
+/* Graceful stop of every agent (idempotent); from the loop. */
+static void stop_all(void)
+{
+    if (B.stopping)
+        return;
+    B.stopping = 1;
+    for (int i = 0; i < B.e; i++)
+        if (B.slots[i].a != NULL)
+            zke_agent_stop(B.slots[i].a);
+    if (B.e == 0) {
+        emit_at(mono_us(), -1, "stopped");
+        ev_io_stop(B.loop, &B.in);
+        ev_signal_stop(B.loop, &B.sigterm);
+        ev_signal_stop(B.loop, &B.sigint);
+    }
+}
+
+static void stdin_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)revents;
+    for (;;) {
+        ssize_t r = read(STDIN_FILENO, B.inbuf + B.inlen, sizeof B.inbuf - 1 - B.inlen);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return;          /* EAGAIN */
+        if (r == 0) {
+            ev_io_stop(loop, w);
+            stop_all();
+            return;
+        }
+        B.inlen += (size_t)r;
+        size_t start = 0;
+        for (size_t i = 0; i < B.inlen; i++) {
+            if (B.inbuf[i] != '\n')
+                continue;
+            B.inbuf[i] = '\0';
+            if (i > start && B.inbuf[i - 1] == '\r')
+                B.inbuf[i - 1] = '\0';
+            if (strcmp(B.inbuf + start, "quit") == 0)
+                stop_all();
+            else if (B.inbuf[start] != '\0')
+                fprintf(stderr, "bench_many: unknown command '%s'\n", B.inbuf + start);
+            start = i + 1;
+        }
+        memmove(B.inbuf, B.inbuf + start, B.inlen - start);
+        B.inlen -= start;
+        if (B.inlen == sizeof B.inbuf - 1)
+            B.inlen = 0;
+    }
+}
+
+static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    (void)loop;
+    (void)w;
+    (void)revents;
+    stop_all();
+}
+
+int main(int argc, char **argv)
+{
+    char path[1024], id[64];
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s HOSTPORT PREFIX E SESSION_MS\n", argv[0]);
+        return 64;
+    }
+    B.e = atoi(argv[3]);
+    int session_ms = atoi(argv[4]);
+    if (B.e < 0 || session_ms <= 0 || strlen(argv[2]) > 900) {
+        fprintf(stderr, "bench_many: bad E, SESSION_MS or PREFIX\n");
+        return 64;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    B.loop = ev_default_loop(0);
+    struct zke_conn_settings cs = { .zk = argv[1], .session_timeout_ms = session_ms };
+    B.conn = zke_conn_new(B.loop, &cs, on_log, NULL);
+    if (B.conn == NULL || zke_conn_errstr(B.conn)[0] != '\0') {
+        fprintf(stderr, "bench_many: %s\n", B.conn ? zke_conn_errstr(B.conn) : "out of memory");
+        return 78;
+    }
+    B.slots = calloc(B.e > 0 ? (size_t)B.e : 1, sizeof *B.slots);
+    if (B.slots == NULL) {
+        fprintf(stderr, "bench_many: out of memory\n");
+        return 70;
+    }
+    struct zke_callbacks cb = {
+        .on_leader = on_leader, .on_follower = on_follower, .on_stepdown = on_stepdown,
+        .on_stopped = on_stopped, .log = on_log,
+    };
+    snprintf(id, sizeof id, "many-%ld", (long)getpid());
+    for (int i = 0; i < B.e; i++) {
+        /* census_interval_ms stays 0 (no census): a census is one exists()
+         * per agent per interval, E/interval requests a second for a number
+         * (zke_status.election_size) a gateway never reads; at E = 5000 and
+         * 1 s that alone would be 5000 requests/s, idle. The other periodic
+         * per-agent request is the lease renewal of every leader and every
+         * next-in-line (an exists every session timeout / 10); it has no
+         * setting. */
+        struct zke_settings s = { .path = path, .id = id };
+        snprintf(path, sizeof path, "%s/e%d", argv[2], i);
+        B.slots[i].i = i;
+        zke_agent *a = zke_agent_new_on(B.conn, &s, &cb, &B.slots[i]);
+        if (a == NULL || zke_agent_start(a) != 0) {
+            fprintf(stderr, "bench_many: cannot start %s: %s\n", path,
+                    a ? zke_agent_errstr(a) : "out of memory");
+            return 70;
+        }
+        B.slots[i].a = a;
+    }
+    int fl = fcntl(STDIN_FILENO, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(STDIN_FILENO, F_SETFL, fl | O_NONBLOCK);
+    ev_io_init(&B.in, stdin_cb, STDIN_FILENO, EV_READ);
+    ev_signal_init(&B.sigterm, signal_cb, SIGTERM);
+    ev_signal_init(&B.sigint, signal_cb, SIGINT);
+    ev_io_start(B.loop, &B.in);
+    ev_signal_start(B.loop, &B.sigterm);
+    ev_signal_start(B.loop, &B.sigint);
+
+    ev_run(B.loop, 0);        /* returns when every agent stopped */
+    for (int i = 0; i < B.e; i++)
+        zke_agent_free(B.slots[i].a);        /* none left after a clean run */
+    if (zke_conn_free(B.conn) != 0)
+        fprintf(stderr, "bench_many: zke_conn_free: %s\n", zke_conn_errstr(B.conn));
+    free(B.slots);
+    ev_loop_destroy(B.loop);
+    return 0;
+}
