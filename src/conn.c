@@ -14,6 +14,7 @@
 #include "rng.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,9 @@ struct zke_conn {
     int idle_closing;           /* closed because no agent runs: may be taken back */
     int auth_dead;              /* credentials refused: no new handle until an agent starts */
     int in_cb, free_requested;
+    unsigned pumped_iter;       /* 1 + the loop iteration of the last full conn_pump scan */
+    int pump_again;             /* an agent started since: scan again in that iteration */
+    int scan_from;              /* lowest index conn_detach changed during a scan */
     char verr[512];             /* why the settings were refused, "" if they were not */
     char err[512];              /* the last error: that, or a refused zke_conn_free */
 };
@@ -127,15 +131,27 @@ static void fan_state(zke_conn *c, enum sess_state st)
 void conn_pump(zke_conn *c)
 {
     unsigned iter = ev_iteration(c->loop);
+    /* Every agent's ev_prepare calls us: the first call of an iteration
+     * pumps them all, the others find nothing to do unless an agent was
+     * started since (scanning the whole array from each of the E prepares
+     * made every iteration O(E^2)). */
+    if (c->pumped_iter == iter + 1 && !c->pump_again)
+        return;
+    c->pumped_iter = iter + 1;
+    c->pump_again = 0;
     c->in_cb++;                 /* no destroy under our feet */
-    for (;;) {
-        zke_agent *next = NULL;
-        for (int i = 0; i < c->n && next == NULL; i++)
-            if (agent_pump_due(c->agents[i], iter))
-                next = c->agents[i];
-        if (next == NULL)
-            break;
-        agent_pump(next);       /* may free agents (the array shrinks): scan again */
+    c->scan_from = INT_MAX;
+    for (int i = 0; i < c->n; i++) {
+        if (!agent_pump_due(c->agents[i], iter))
+            continue;
+        agent_pump(c->agents[i]);
+        /* agents were freed (the array shrank from scan_from on): go on
+         * from there; the ones pumped already are not due again, and one
+         * made meanwhile is appended */
+        if (c->scan_from <= i) {
+            i = c->scan_from - 1;
+            c->scan_from = INT_MAX;
+        }
     }
     c->in_cb--;
     if (c->free_requested && c->n == 0 && c->in_cb == 0)
@@ -417,6 +433,7 @@ int conn_agent_start(zke_conn *c, zke_agent *a, char *err, size_t errlen)
             return -1;
         }
     }
+    c->pump_again = 1;          /* its prepare runs in this iteration's conn_pump */
     c->auth_dead = 0;           /* an agent started again: try again */
     if (session_is_open(c->sess) && c->idle_closing && session_keep(c->sess) == 0)
         c->idle_closing = 0;
@@ -450,9 +467,12 @@ void conn_agent_done(zke_conn *c, zke_agent *a)
 void conn_detach(zke_conn *c, zke_agent *a)
 {
     int j = 0;
-    for (int i = 0; i < c->n; i++)
+    for (int i = 0; i < c->n; i++) {
         if (c->agents[i] != a)
             c->agents[j++] = c->agents[i];
+        else if (i < c->scan_from)
+            c->scan_from = i;   /* a running conn_pump goes on from here */
+    }
     c->n = j;
     if (c->owner == a) {
         c->owner = NULL;        /* its log is gone */
