@@ -499,8 +499,8 @@ static void queue_event(zke_agent *a, const struct zke_event *ev)
 {
     const struct zke_event *e = ev;
     size_t n = slen(e->id) + slen(e->path) + slen(e->node) + slen(e->reason) + slen(e->previous) +
-               slen(e->leader) + slen(e->leader_node) + slen(e->predecessor) + slen(e->old_pred) +
-               slen(e->new_pred);
+               slen(e->leader) + slen(e->leader_data) + slen(e->leader_node) + slen(e->predecessor) +
+               slen(e->old_pred) + slen(e->new_pred);
     if (a->freeing)
         return;
     struct item *it = malloc(sizeof *it + n);
@@ -519,6 +519,7 @@ static void queue_event(zke_agent *a, const struct zke_event *ev)
     it->ev.reason = put(&p, e->reason);
     it->ev.previous = put(&p, e->previous);
     it->ev.leader = put(&p, e->leader);
+    it->ev.leader_data = put(&p, e->leader_data);
     it->ev.leader_node = put(&p, e->leader_node);
     it->ev.predecessor = put(&p, e->predecessor);
     it->ev.old_pred = put(&p, e->old_pred);
