@@ -107,7 +107,7 @@ static void emit_at(int64_t us, int slot, const char *fmt, ...)
 
 /* Prints `error <text>` for the slot and exits 1: the bare recipe does not
  * retry. Callable from anywhere, callbacks included. */
-static void fatal(struct slot *s, const char *fmt, ...)
+_Noreturn static void fatal(struct slot *s, const char *fmt, ...)
 {
     char msg[300];
     va_list ap;
@@ -117,6 +117,17 @@ static void fatal(struct slot *s, const char *fmt, ...)
     emit_at(mono_us(), s != NULL ? s->idx : -1, "error %s", msg);
     fprintf(stderr, "bench_bare: slot %d: %s\n", s != NULL ? s->idx : -1, msg);
     _exit(1);
+}
+
+/* realloc/calloc that exit on failure (`error out of memory`). */
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+    if (q == NULL) {
+        emit_at(mono_us(), -1, "error out of memory");
+        _exit(1);
+    }
+    return q;
 }
 
 static int live(const struct slot *s)
@@ -307,15 +318,11 @@ static void add_slot(void)
 {
     if (g_nslots == g_capslots) {
         int cap = g_capslots ? g_capslots * 2 : 64;
-        struct slot **n = realloc(g_slots, (size_t)cap * sizeof *n);
-        if (n == NULL)
-            fatal(NULL, "out of memory");
-        g_slots = n;
+        g_slots = xrealloc(g_slots, (size_t)cap * sizeof(struct slot *));
         g_capslots = cap;
     }
-    struct slot *s = calloc(1, sizeof *s);
-    if (s == NULL)
-        fatal(NULL, "out of memory");
+    struct slot *s = xrealloc(NULL, sizeof *s);
+    memset(s, 0, sizeof *s);
     s->idx = g_nslots;
     s->pfd = -1;
     s->seq = -1;
@@ -447,6 +454,15 @@ static void setup_fds(void)
     sigaction(SIGPIPE, &sa, NULL);
 }
 
+/* A whole number in [lo, hi], or -1. */
+static int number(const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return errno == 0 && end != s && *end == '\0' && v >= lo && v <= hi ? (int)v : -1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 5) {
@@ -455,10 +471,10 @@ int main(int argc, char **argv)
     }
     g_hosts = argv[1];
     g_path = argv[2];
-    g_session_ms = atoi(argv[3]);
-    int count = atoi(argv[4]);
+    g_session_ms = number(argv[3], 1, 3600000);
+    int count = number(argv[4], 0, 1000000);
     if (g_path[0] != '/' || strlen(g_path) < 2 || g_path[strlen(g_path) - 1] == '/' ||
-        strlen(g_path) > 900 || g_session_ms <= 0 || count < 0) {
+        strlen(g_path) > 900 || g_session_ms < 0 || count < 0) {
         fprintf(stderr, "bench_bare: bad PATH, SESSION_MS or COUNT\n");
         return 64;
     }
@@ -474,11 +490,9 @@ int main(int argc, char **argv)
     int cappfd = 0;
     for (;;) {
         close_pending_slots();
-        if (cappfd < g_nslots + 2) {
+        if (pfd == NULL || cappfd < g_nslots + 2) {
             cappfd = (g_nslots + 2) * 2;
-            pfd = realloc(pfd, (size_t)cappfd * sizeof *pfd);
-            if (pfd == NULL)
-                fatal(NULL, "out of memory");
+            pfd = xrealloc(pfd, (size_t)cappfd * sizeof *pfd);
         }
         int n = 0, timeout = MAX_POLL_MS;
         pfd[n++] = (struct pollfd){ .fd = g_sigpipe[0], .events = POLLIN };

@@ -227,6 +227,15 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     stop_all();
 }
 
+/* A whole number in [lo, hi], or -1. */
+static int number(const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return errno == 0 && end != s && *end == '\0' && v >= lo && v <= hi ? (int)v : -1;
+}
+
 int main(int argc, char **argv)
 {
     char path[1024], id[64];
@@ -234,9 +243,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s HOSTPORT PREFIX E SESSION_MS\n", argv[0]);
         return 64;
     }
-    B.e = atoi(argv[3]);
-    int session_ms = atoi(argv[4]);
-    if (B.e < 0 || session_ms <= 0 || strlen(argv[2]) > 900) {
+    B.e = number(argv[3], 0, 1000000);
+    int session_ms = number(argv[4], 1, 3600000);
+    if (B.e < 0 || session_ms < 0 || strlen(argv[2]) > 900) {
         fprintf(stderr, "bench_many: bad E, SESSION_MS or PREFIX\n");
         return 64;
     }

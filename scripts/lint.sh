@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Static analysis: clang-tidy (checks in .clang-tidy) and cppcheck (checks and
-# suppressions in .cppcheck-suppressions) over src/, examples/ and
+# suppressions in .cppcheck-suppressions) over src/, examples/, bench/ and
 # tests/tools/. Any finding fails the run (exit 1); exit 0 when clean.
 #   scripts/lint.sh          needs $BUILD_DIR/compile_commands.json (default build/;
 #                            scripts/setup.sh makes it)
@@ -27,7 +27,7 @@ if ! "$CPPCHECK" --std=c11 --enable=warning,style,performance,portability --inli
         -D__GNUC__ -DZKELECT_LUA_DIR='""' -DZKELECT_LUA_RELDIR='""' -DZKELECT_BUILD_DIR='""' \
         -DZKELECT_SOURCE_LUA_DIR='""' -I src \
         --template='{file}:{line}:{column}: {severity}: {message} [{id}]' \
-        src examples tests/tools; then
+        src examples tests/tools bench; then
   echo "lint: cppcheck found something (above)" >&2
   rc=1
 fi
@@ -42,7 +42,7 @@ root = os.getcwd() + "/"
 for e in json.load(open(sys.argv[1])):
     f = e["file"]
     rel = f[len(root):] if f.startswith(root) else f
-    if rel.startswith(("src/", "examples/", "tests/tools/")):
+    if rel.startswith(("src/", "examples/", "tests/tools/", "bench/")):
         print(rel)' "$db" | sort -u)
 todo=()
 for f in "${files[@]}"; do
