@@ -60,6 +60,14 @@ struct slot {
     int idx;
     zhandle_t *zh;           /* NULL once closed */
     int pfd;                 /* index in the poll set of this round, -1: none */
+    /* the last zookeeper_interest(), asked again only when it is due
+     * (due_us), after zookeeper_process, or when a callback or a command
+     * touched the handle (dirty): with many slots the loop wakes for each
+     * ping, and asking every handle each time was most of the idle CPU */
+    int fd;
+    short events;
+    int dirty;
+    int64_t due_us;
     int connected_once;
     int create_sent;         /* the join requests were sent */
     int stopping;            /* a stop was asked for */
@@ -142,6 +150,7 @@ static void list_children(struct slot *s);
 static void pred_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
     struct slot *s = ctx;
+    s->dirty = 1;
     (void)zh;
     (void)state;
     (void)path;
@@ -153,6 +162,7 @@ static void pred_watcher(zhandle_t *zh, int type, int state, const char *path, v
 static void exists_done(int rc, const struct Stat *stat, const void *data)
 {
     struct slot *s = (struct slot *)data;
+    s->dirty = 1;
     (void)stat;
     if (!live(s) || s->stopping)
         return;
@@ -182,6 +192,7 @@ static void children_done(int rc, const struct String_vector *v, const void *dat
 {
     int64_t now = mono_us();        /* first thing: the leader stamp */
     struct slot *s = (struct slot *)data;
+    s->dirty = 1;
     if (!live(s) || s->stopping)
         return;
     if (rc != ZOK)
@@ -225,6 +236,7 @@ static void list_children(struct slot *s)
 static void delete_done(int rc, const void *data)
 {
     struct slot *s = (struct slot *)data;
+    s->dirty = 1;
     if (s->zh == NULL)
         return;
     if (rc != ZOK && rc != ZNONODE)
@@ -245,6 +257,7 @@ static void send_delete(struct slot *s)
 static void create_done(int rc, const char *value, const void *data)
 {
     struct slot *s = (struct slot *)data;
+    s->dirty = 1;
     if (s->zh == NULL)
         return;
     if (rc != ZOK)
@@ -299,6 +312,7 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
     (void)ctx;
     if (s == NULL || !live(s) || type != ZOO_SESSION_EVENT)
         return;
+    s->dirty = 1;
     if (state == ZOO_CONNECTED_STATE && !s->connected_once) {
         s->connected_once = 1;
         if (s->stopping)
@@ -325,6 +339,8 @@ static void add_slot(void)
     memset(s, 0, sizeof *s);
     s->idx = g_nslots;
     s->pfd = -1;
+    s->fd = -1;
+    s->dirty = 1;
     s->seq = -1;
     g_slots[g_nslots++] = s;
     s->zh = zookeeper_init(g_hosts, session_watcher, g_session_ms, NULL, s, 0);
@@ -339,6 +355,7 @@ static void stop_slot(struct slot *s)
     if (!live(s) || s->stopping)
         return;
     s->stopping = 1;
+    s->dirty = 1;
     if (s->node[0] != '\0')
         send_delete(s);
     else if (!s->create_sent)
@@ -495,6 +512,7 @@ int main(int argc, char **argv)
             pfd = xrealloc(pfd, (size_t)cappfd * sizeof *pfd);
         }
         int n = 0, timeout = MAX_POLL_MS;
+        int64_t now = mono_us();
         pfd[n++] = (struct pollfd){ .fd = g_sigpipe[0], .events = POLLIN };
         pfd[n++] = (struct pollfd){ .fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN };
         for (int i = 0; i < g_nslots; i++) {
@@ -502,27 +520,34 @@ int main(int argc, char **argv)
             s->pfd = -1;
             if (s->zh == NULL)
                 continue;
-            int fd = -1, zi = 0, ms;
-            struct timeval tv = { 0, 0 };
-            int rc = zookeeper_interest(s->zh, &fd, &zi, &tv);  /* may run callbacks */
-            if (rc != ZOK) {
-                if (is_unrecoverable(s->zh) == ZINVALIDSTATE)
-                    fatal(s, "session lost: %s", zerror(rc));
-                int st = zoo_state(s->zh);
-                zi = (fd >= 0 && st == ZOO_CONNECTED_STATE) ? ZOOKEEPER_READ : 0;
-                ms = RETRY_MS;
-            } else {
-                ms = (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+            if (s->dirty || now >= s->due_us) {
+                int fd = -1, zi = 0, ms;
+                struct timeval tv = { 0, 0 };
+                s->dirty = 0;
+                int rc = zookeeper_interest(s->zh, &fd, &zi, &tv);  /* may run callbacks */
+                if (rc != ZOK) {
+                    if (is_unrecoverable(s->zh) == ZINVALIDSTATE)
+                        fatal(s, "session lost: %s", zerror(rc));
+                    int st = zoo_state(s->zh);
+                    zi = (fd >= 0 && st == ZOO_CONNECTED_STATE) ? ZOOKEEPER_READ : 0;
+                    ms = RETRY_MS;
+                } else {
+                    ms = (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+                }
+                s->fd = (fd >= 0 && zi != 0) ? fd : -1;
+                s->events = (short)(((zi & ZOOKEEPER_READ) ? POLLIN : 0) |
+                                    ((zi & ZOOKEEPER_WRITE) ? POLLOUT : 0));
+                s->due_us = now + (int64_t)ms * 1000;
+                if (s->dirty)
+                    s->due_us = now;  /* a callback ran inside: ask again at once */
             }
-            if (fd >= 0 && zi != 0) {
+            if (s->fd >= 0) {
                 s->pfd = n;
-                pfd[n++] = (struct pollfd){
-                    .fd = fd,
-                    .events = (short)(((zi & ZOOKEEPER_READ) ? POLLIN : 0) |
-                                      ((zi & ZOOKEEPER_WRITE) ? POLLOUT : 0)) };
+                pfd[n++] = (struct pollfd){ .fd = s->fd, .events = s->events };
             }
+            int64_t ms = (s->due_us - now + 999) / 1000;
             if (ms < timeout)
-                timeout = ms;
+                timeout = (int)ms;
         }
         if (poll(pfd, (nfds_t)n, timeout < 0 ? 0 : timeout) < 0) {
             if (errno == EINTR)
@@ -537,6 +562,7 @@ int main(int argc, char **argv)
             int ev = ((re & (POLLIN | POLLERR | POLLHUP)) ? ZOOKEEPER_READ : 0) |
                      ((re & (POLLOUT | POLLERR | POLLHUP)) ? ZOOKEEPER_WRITE : 0);
             (void)zookeeper_process(s->zh, ev);  /* losses and expiry reach the watchers */
+            s->dirty = 1;
         }
         if (pfd[0].revents != 0) {
             char b[64];
