@@ -1191,6 +1191,11 @@ static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     if (a->renewing || !session_connected(a->sess))
         return;
+    /* the lease counts from the session's last answered request, whoever
+     * sent it: on a conn shared by many agents one fresh answer renews them
+     * all, so skip ours while the last one is younger than half a period */
+    if (sess_now_ns() - session_last_ack_ns(a->sess) < (int64_t)a->plan.renew_ms * 500000)
+        return;
     el_status(a->el, &st);
     if (st.node == NULL || full_path(a, st.node, path, sizeof path) != 0)
         snprintf(path, sizeof path, "%s", a->set.path);
