@@ -11,7 +11,8 @@ PKGS=(build-essential cmake pkg-config libzookeeper-st-dev liblua5.4-dev libev-d
       haproxy iputils-arping                                        # example-policy tests
       valgrind                                                      # the embedding example, scripts/valgrind.sh
       clang libclang-rt-14-dev                                      # fuzz targets (libFuzzer: scripts/fuzz.sh)
-      clang-tidy cppcheck)                                          # scripts/lint.sh
+      clang-tidy cppcheck                                           # scripts/lint.sh
+      gnuplot-nox)                                                  # bench/run plots (bench.tiny)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
