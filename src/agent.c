@@ -388,7 +388,7 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
     p.stepdown_budget_ms = s->stepdown_budget_ms > 0 ? s->stepdown_budget_ms
                                                      : (T / 8 < 2000 ? T / 8 : 2000);
     p.margin_ms = s->lease_margin_ms > 0 ? s->lease_margin_ms : (T / 20 > 50 ? T / 20 : 50);
-    p.renew_ms = T / 10 > 10 ? T / 10 : 10;
+    p.renew_ms = s->renew_ms > 0 ? s->renew_ms : T / 10 > 10 ? T / 10 : 10;
     if (out != NULL)
         *out = p;
     if (T <= 0) {
@@ -399,8 +399,10 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
         snprintf(err, errlen, "drift %g is out of range (0 < drift < 0.5)", s->drift);
         return -1;
     }
-    if (s->stepdown_budget_ms < 0 || s->lease_margin_ms < 0 || s->hook_budget_ms < 0) {
-        snprintf(err, errlen, "stepdown budget, lease margin and hook budget must not be negative");
+    if (s->stepdown_budget_ms < 0 || s->lease_margin_ms < 0 || s->hook_budget_ms < 0 ||
+        s->renew_ms < 0) {
+        snprintf(err, errlen, "stepdown budget, lease margin, renewal interval and hook budget "
+                 "must not be negative");
         return -1;
     }
     /* in 64 bits: a host may pass budgets and margins up to INT_MAX */
@@ -408,12 +410,20 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
     p.lease_ms = lease < INT_MIN ? INT_MIN : (int)lease;     /* lease <= T */
     if (out != NULL)
         *out = p;
-    if (lease < (int64_t)2 * p.renew_ms) {
-        snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown budget "
-                 "%d ms - margin %d ms = %" PRId64 " ms) must be at least a fifth of the session "
-                 "timeout (%d ms): lower --stepdown-budget or --lease-margin, or raise "
-                 "--session-timeout", T, p.drift, p.stepdown_budget_ms, p.margin_ms, lease,
-                 2 * p.renew_ms);
+    int min_lease = T / 5 > 2 * p.renew_ms ? T / 5 : 2 * p.renew_ms;
+    if (lease < (int64_t)min_lease) {
+        if (2 * p.renew_ms > T / 5)
+            snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown "
+                     "budget %d ms - margin %d ms = %" PRId64 " ms) must be at least twice the "
+                     "renewal interval (%d ms): lower --renew-interval, --stepdown-budget or "
+                     "--lease-margin, or raise --session-timeout", T, p.drift,
+                     p.stepdown_budget_ms, p.margin_ms, lease, min_lease);
+        else
+            snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown "
+                     "budget %d ms - margin %d ms = %" PRId64 " ms) must be at least a fifth of "
+                     "the session timeout (%d ms): lower --stepdown-budget or --lease-margin, or "
+                     "raise --session-timeout", T, p.drift, p.stepdown_budget_ms, p.margin_ms,
+                     lease, min_lease);
         return -1;
     }
     if (s->hook_budget_ms > 0 && s->hook_budget_ms > p.lease_ms - p.renew_ms) {
@@ -1594,6 +1604,7 @@ static zke_agent *make_agent(struct ev_loop *loop, zke_conn *shared, const struc
     a->set.on_disconnect = s->on_disconnect;
     a->set.stepdown_budget_ms = s->stepdown_budget_ms;
     a->set.lease_margin_ms = s->lease_margin_ms;
+    a->set.renew_ms = s->renew_ms;
     a->set.drift = s->drift;
     a->set.hook_budget_ms = s->hook_budget_ms;
     a->set.census_interval_ms = s->census_interval_ms > 0 ? s->census_interval_ms : 0;

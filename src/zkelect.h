@@ -191,6 +191,10 @@ struct zke_settings {
     enum zke_disconnect on_disconnect;
     int stepdown_budget_ms;      /* D: longest step-down (term cancel + on_stepdown); 0: min(T/8, 2000) */
     int lease_margin_ms;         /* m: 0: max(50, T/20) */
+    int renew_ms;                /* how often a leader (and the next in line) renews with a
+                                  * request of its own; 0: max(10, T/10). Longer: fewer packets,
+                                  * a crash failover closer to a plain client's, less of a
+                                  * disconnect ridden out (see zke_lease_check) */
     double drift;                /* assumed clock-rate difference; 0: 0.01 */
     int hook_budget_ms;          /* longest leader hook of the host, checked against the lease; 0: none */
     int census_interval_ms;      /* > 0: read the election's size (nodes under path, one exists

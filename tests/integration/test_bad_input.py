@@ -161,6 +161,7 @@ FLAG_CASES = [
     ("--hook-budget", _NUM + ["0", "86400001"]),
     ("--stepdown-budget", _NUM + ["0", "600001"]),
     ("--lease-margin", _NUM + ["0", "600001"]),
+    ("--renew-interval", _NUM + ["9", "300001"]),
     ("--health-interval", _NUM + ["9", "86400001"]),
     ("--health-fails", _NUM + ["0", "1001"]),
     ("--health-passes", _NUM + ["0", "1001"]),
