@@ -4,13 +4,15 @@
 -- clock every benchmarked program stamps with), then logs one line that
 -- bench/run reads: "bench <event> <mono_us> <delay_us>", where delay_us is
 -- zkelect's own part of the path (from the loop reading the ZooKeeper
--- message behind the event, ev.at, to this hook starting), or "-".
+-- message behind the event, ev.at, to this hook starting), or "-". At warn:
+-- bench/run starts zkelect with --log-level warn, so that these are the only
+-- lines it writes to the driver's pipe, one per event like the other programs.
 -- A timer in the term stands in for a real duty, so that memory and idle CPU
 -- are measured with a term that holds something.
 
 local function stamp(what, t, ev)
   local delay = ev.at and string.format("%d", math.floor((t - ev.at) * 1e6 + 0.5)) or "-"
-  zkelect.log("info", string.format("bench %s %d %s", what, math.floor(t * 1e6), delay))
+  zkelect.log("warn", string.format("bench %s %d %s", what, math.floor(t * 1e6), delay))
 end
 
 function on_leader(ev)
