@@ -88,6 +88,7 @@ struct zke_agent {
     struct zke_lease_plan plan;
     int64_t armed_end_ns;       /* lease end the lease_to timer is set for */
     int renewing;               /* a renewal request is outstanding */
+    int renew_period_ms;        /* the renew timer's period while it runs */
     scope *term;                /* resources of the term the host was told about */
     int term_drained;
     struct item *head, *tail;
@@ -410,20 +411,21 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
     p.lease_ms = lease < INT_MIN ? INT_MIN : (int)lease;     /* lease <= T */
     if (out != NULL)
         *out = p;
-    int min_lease = T / 5 > 2 * p.renew_ms ? T / 5 : 2 * p.renew_ms;
-    if (lease < (int64_t)min_lease) {
-        if (2 * p.renew_ms > T / 5)
+    int64_t twice = (int64_t)2 * p.renew_ms;
+    int64_t min_lease = T / 5 > twice ? T / 5 : twice;
+    if (lease < min_lease) {
+        if (twice > T / 5)
             snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown "
                      "budget %d ms - margin %d ms = %" PRId64 " ms) must be at least twice the "
-                     "renewal interval (%d ms): lower --renew-interval, --stepdown-budget or "
+                     "renewal interval %d ms: lower --renew-interval, --stepdown-budget or "
                      "--lease-margin, or raise --session-timeout", T, p.drift,
-                     p.stepdown_budget_ms, p.margin_ms, lease, min_lease);
+                     p.stepdown_budget_ms, p.margin_ms, lease, p.renew_ms);
         else
             snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown "
                      "budget %d ms - margin %d ms = %" PRId64 " ms) must be at least a fifth of "
                      "the session timeout (%d ms): lower --stepdown-budget or --lease-margin, or "
                      "raise --session-timeout", T, p.drift, p.stepdown_budget_ms, p.margin_ms,
-                     lease, min_lease);
+                     lease, T / 5);
         return -1;
     }
     if (s->hook_budget_ms > 0 && s->hook_budget_ms > p.lease_ms - p.renew_ms) {
@@ -1204,7 +1206,7 @@ static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
     /* the lease counts from the session's last answered request, whoever
      * sent it: on a conn shared by many agents one fresh answer renews them
      * all, so skip ours while the last one is younger than half a period */
-    if (sess_now_ns() - session_last_ack_ns(a->sess) < (int64_t)a->plan.renew_ms * 500000)
+    if (sess_now_ns() - session_last_ack_ns(a->sess) < (int64_t)a->renew_period_ms * 500000)
         return;
     el_status(a->el, &st);
     if (st.node == NULL || full_path(a, st.node, path, sizeof path) != 0)
@@ -1214,19 +1216,40 @@ static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 /* Renew while leading, and as next in line (it may lead on the fast path
- * without a round trip, so its lease must already be fresh). */
+ * without a round trip, so its lease must already be fresh: more than one
+ * leader's renewal period left). The leader renews every plan.renew_ms; the
+ * next in line, whose lease only has to stay above that, at the client
+ * library's own ping period (T/3, where the renewal replaces the ping)
+ * when the lease leaves room, so it wakes and sends no more than a plain
+ * client; its lease then stays above twice the leader's period. */
+static int renew_period(const zke_agent *a, int leading)
+{
+    int p = a->plan.renew_ms;
+    if (leading)
+        return p;
+    /* a renewal is skipped while the last answer is younger than half a
+     * period, so the lease may age 1.5 periods: keep lease - 1.5 q >= 2 p */
+    int q = a->plan.session_ms / 3;
+    int room = (a->plan.lease_ms - 2 * p) * 2 / 3;
+    if (q > room)
+        q = room;
+    return q > p ? q : p;
+}
+
 static void update_renew(zke_agent *a)
 {
     struct zke_status st;
     el_status(a->el, &st);
     int want = !a->done && session_is_open(a->sess) &&
                (st.role == ZKE_ROLE_LEADER || (st.role == ZKE_ROLE_FOLLOWER && st.position == 1));
+    int period = want ? renew_period(a, st.role == ZKE_ROLE_LEADER) : 0;
+    if (ev_is_active(&a->renew) && (!want || period != a->renew_period_ms))
+        ev_timer_stop(a->loop, &a->renew);
     if (want && !ev_is_active(&a->renew)) {
-        double p = a->plan.renew_ms / 1000.0;
+        double p = period / 1000.0;
+        a->renew_period_ms = period;
         ev_timer_set(&a->renew, p, p);
         ev_timer_start(a->loop, &a->renew);
-    } else if (!want && ev_is_active(&a->renew)) {
-        ev_timer_stop(a->loop, &a->renew);
     }
 }
 

@@ -3,7 +3,7 @@
  * connect string (zke_check_hosts), the election path (zke_check_path), the
  * id (zke_check_id), the credentials (zke_check_auth), each NUL-separated
  * field given to all of them; and the lease arithmetic (zke_lease_check)
- * with the first 20 bytes as its numbers (an embedding host passes any int).
+ * with the first 24 bytes as its numbers (an embedding host passes any int).
  */
 #include <math.h>
 
@@ -26,6 +26,7 @@ static void lease(const uint8_t *data, size_t size)
     float fl;
     memcpy(&fl, &d, sizeof fl);
     s.drift = (d >> 31) ? (double)(d & 0xffff) / 65536.0 : (double)fl;
+    s.renew_ms = (int)fz_u32(&f);       /* 0 (the default) when the input ends */
     if (zke_lease_check(&s, T, &p, err, sizeof err) == 0) {
         /* the promise: positive, renewed at least twice per lease, the
          * budget inside it */
