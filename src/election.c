@@ -634,6 +634,25 @@ static void on_delete(election *e, const struct el_result *r)
     }
 }
 
+/* Our predecessor has published leader data under its own czxid as the
+ * epoch (only its own term writes that): it led, so it was the smallest node
+ * then, and no smaller one can have been created since (sequences only
+ * grow); nor can one between it and us (ours was created before our
+ * listing). So it is the only node ahead of us: we are next in line without
+ * listing again, which lets us renew like the next in line and take the
+ * fast path when it goes (the nodes that were ahead of it in our last
+ * listing have all gone, as we were not told one by one). */
+static void pred_leads(election *e, const struct el_result *r)
+{
+    e->candidates -= e->smaller - 1;
+    if (e->candidates < 2)
+        e->candidates = 2;
+    e->smaller = 1;
+    e->position = 1;
+    set_str(&e->leader_node, e->pred);
+    set_nd(&e->leader_nd, r->data, r->datalen);
+}
+
 void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
 {
     if (r->token == 0)
@@ -648,6 +667,9 @@ void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
             set_nd(&e->pred_nd, r->data, r->datalen);
             if (same(e->pred, e->leader_node))
                 set_nd(&e->leader_nd, r->data, r->datalen);
+            else if (e->smaller > 1 && e->pred_nd.ours && e->pred_nd.epoch > 0 &&
+                     e->pred_nd.epoch == r->czxid)
+                pred_leads(e, r);
             maybe_settle(e);
         } else if (r->rc == EL_NONODE) {
             start_list(e);      /* gone before the watch was set: re-read */

@@ -282,6 +282,67 @@ static void test_fast_path(void)
     el_free(e);
 }
 
+/* A follower further back learns it is next in line when its predecessor
+ * publishes leader data (the data watch fires): the predecessor led, so
+ * nothing else is ahead of us, and its deletion is taken on the fast path. */
+static void reply_pred(election *e, const struct el_req *r, const char *data, int64_t czxid)
+{
+    struct el_result res;
+    memset(&res, 0, sizeof res);
+    res.token = r->token;
+    res.rc = EL_OK;
+    res.data = data;
+    res.datalen = (int)strlen(data);
+    res.czxid = czxid;
+    el_on_result(e, r->type, &res);
+}
+
+static void test_pred_that_led_makes_us_next(void)
+{
+    struct rec x = { 0 };
+    char name[128], others[8][64];
+    election *e = follow_at(&x, 3, name, others);
+    struct zke_status st;
+    el_status(e, &st);
+    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER && st.position == 3);
+    el_on_watch(e, EL_W_CHANGED, others[2]);        /* the predecessor published */
+    CHECK(last_req(&x)->type == EL_REQ_WATCH);
+    int m = x.nev;
+    reply_pred(e, last_req(&x), "{\"zkelect\":1,\"id\":\"pred-id\",\"data\":\"\",\"epoch\":777}",
+               777);
+    el_status(e, &st);
+    CHECK(st.position == 1 && x.nev == m);           /* no event: the predecessor is the same */
+    int n = x.nreq;
+    el_on_watch(e, EL_W_DELETED, others[2]);
+    CHECK(el_role(e) == ZKE_ROLE_LEADER && strcmp(x.ev_prev[x.nev - 1], "pred-id") == 0);
+    CHECK(x.nreq == n + 1 && last_req(&x)->type == EL_REQ_PUBLISH);
+    el_free(e);
+}
+
+/* The same data under another node's czxid (copied, or written by a
+ * foreign client) proves nothing: the deletion means a re-read. */
+static void test_pred_epoch_must_be_its_czxid(void)
+{
+    static const char *const datas[] = {
+        "{\"zkelect\":1,\"id\":\"pred-id\",\"data\":\"\",\"epoch\":777}",   /* czxid differs */
+        "{\"zkelect\":1,\"id\":\"pred-id\",\"data\":\"\"}",                /* not published */
+        "{\"epoch\":778}",                                                    /* not ours */
+    };
+    for (int i = 0; i < 3; i++) {
+        struct rec x = { 0 };
+        char name[128], others[8][64];
+        election *e = follow_at(&x, 3, name, others);
+        el_on_watch(e, EL_W_CHANGED, others[2]);
+        reply_pred(e, last_req(&x), datas[i], 778);
+        struct zke_status st;
+        el_status(e, &st);
+        CHECK(st.position == 3);
+        el_on_watch(e, EL_W_DELETED, others[2]);
+        CHECK(el_role(e) == ZKE_ROLE_FOLLOWER && last_req(&x)->type == EL_REQ_LIST);
+        el_free(e);
+    }
+}
+
 /* Our own node deleted from outside while we follow: we must not lead on it
  * when the predecessor goes (two leaders), and we rejoin with a new node. */
 static void test_own_node_deleted_while_following(void)
@@ -1042,6 +1103,8 @@ int main(void)
     RUN(test_mixed_order);
     RUN(test_negative_sequences);
     RUN(test_fast_path);
+    RUN(test_pred_that_led_makes_us_next);
+    RUN(test_pred_epoch_must_be_its_czxid);
     RUN(test_own_node_deleted_while_following);
     RUN(test_no_fast_path_before_self_watch);
     RUN(test_stale_node_deleted_after_give_up);
