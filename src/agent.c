@@ -1243,12 +1243,17 @@ static void update_renew(zke_agent *a)
     int want = !a->done && session_is_open(a->sess) &&
                (st.role == ZKE_ROLE_LEADER || (st.role == ZKE_ROLE_FOLLOWER && st.position == 1));
     int period = want ? renew_period(a, st.role == ZKE_ROLE_LEADER) : 0;
-    if (ev_is_active(&a->renew) && (!want || period != a->renew_period_ms))
+    double first = -1.;
+    if (ev_is_active(&a->renew) && (!want || period != a->renew_period_ms)) {
         ev_timer_stop(a->loop, &a->renew);
+        /* the next in line became leader: its lease may be down to a
+         * little over one leader period, so renew now, not a period on */
+        first = 0.;
+    }
     if (want && !ev_is_active(&a->renew)) {
         double p = period / 1000.0;
         a->renew_period_ms = period;
-        ev_timer_set(&a->renew, p, p);
+        ev_timer_set(&a->renew, first >= 0. ? first : p, p);
         ev_timer_start(a->loop, &a->renew);
     }
 }

@@ -651,6 +651,8 @@ static void pred_leads(election *e, const struct el_result *r)
     e->position = 1;
     set_str(&e->leader_node, e->pred);
     set_nd(&e->leader_nd, r->data, r->datalen);
+    e->want_data = 0;           /* a read of the old leader still under way is stale now */
+    e->data_done = 1;
 }
 
 void el_on_result(election *e, enum el_req_type type, const struct el_result *r)

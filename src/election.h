@@ -57,7 +57,7 @@ struct el_result {
     uint32_t token;
     enum el_rc rc;
     const char *name;         /* CREATE: created name (no path) */
-    int64_t czxid;            /* CREATE, CONFIRM, ADOPT_STAT, WATCH_SELF */
+    int64_t czxid;            /* CREATE, CONFIRM, ADOPT_STAT, WATCH_SELF, WATCH */
     int64_t mzxid;            /* PUBLISH: zxid of the write */
     uint64_t owner;           /* ephemeralOwner, same ops */
     const char *data;         /* WATCH, GET_LEADER */

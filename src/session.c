@@ -28,6 +28,7 @@
 #define RETRY_FLOOR 0.02     /* never re-arm at 0 after an error */
 #define BACKOFF_MAX 1.0
 #define PROCESS_BATCH 256    /* responses read per readiness event at most (io_cb) */
+#define STALL_SECONDS 0.05   /* io_cb: a gap this long ends the batch */
 
 struct session {
     struct ev_loop *loop;
@@ -474,6 +475,13 @@ static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
     int rc = ZOK;
     for (int i = 0; i < PROCESS_BATCH && rc == ZOK; i++) {
         if (i > 0) {
+            /* The loop stalled since this iteration began (SIGSTOP, a
+             * frozen host, a long callback): what is still queued may have
+             * arrived during the stall (our node's deletion after an
+             * expiry, say). Leave it to the next iteration, whose checks
+             * (the lease) run before any other callback. */
+            if (ev_time() - ev_now(s->loop) > STALL_SECONDS)
+                break;
             struct pollfd p = { .fd = w->fd, .events = POLLIN };
             if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
                 break;

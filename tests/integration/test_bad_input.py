@@ -175,18 +175,34 @@ FLAG_CASES = [
 ]
 
 
-def test_every_flag_malformed_or_out_of_range():
-    for cmd in ("run", "status", "watch", "check"):
-        base = [h.ZKELECT_BIN, cmd, "--zk", "127.0.0.1:1", "--path", "/e", "--id", "x",
-                "--connect-timeout", "1500"]
-        for flag, values in FLAG_CASES:
-            for v in values:
-                # the flag under test comes last, so it wins over base's
-                expect(base + [flag, v], 64, *([flag] + ([v] if v else [])), kind=flag)
-            # and without its value
-            expect(base + [flag], 64, flag, "needs a value", kind="novalue")
-        expect(base + ["--no-such-flag"], 64, "--no-such-flag", kind="unknown")
-        expect(base + ["stray"], 64, "stray", kind="stray")
+def every_flag_malformed_or_out_of_range(cmd):
+    base = [h.ZKELECT_BIN, cmd, "--zk", "127.0.0.1:1", "--path", "/e", "--id", "x",
+            "--connect-timeout", "1500"]
+    for flag, values in FLAG_CASES:
+        for v in values:
+            # the flag under test comes last, so it wins over base's
+            expect(base + [flag, v], 64, *([flag] + ([v] if v else [])), kind=flag)
+        # and without its value
+        expect(base + [flag], 64, flag, "needs a value", kind="novalue")
+    expect(base + ["--no-such-flag"], 64, "--no-such-flag", kind="unknown")
+    expect(base + ["stray"], 64, "stray", kind="stray")
+
+
+# one test per command: each stays well inside the per-test bound under ASan
+def test_every_flag_malformed_or_out_of_range_run():
+    every_flag_malformed_or_out_of_range("run")
+
+
+def test_every_flag_malformed_or_out_of_range_status():
+    every_flag_malformed_or_out_of_range("status")
+
+
+def test_every_flag_malformed_or_out_of_range_watch():
+    every_flag_malformed_or_out_of_range("watch")
+
+
+def test_every_flag_malformed_or_out_of_range_check():
+    every_flag_malformed_or_out_of_range("check")
 
 
 def test_string_flags_malformed():

@@ -319,6 +319,30 @@ static void test_pred_that_led_makes_us_next(void)
     el_free(e);
 }
 
+/* Joining behind an old leader that goes while our predecessor takes over:
+ * the read of the old leader's data, still under way when our predecessor's
+ * leader data arrives, is stale and must not clear what we learnt. */
+static void test_pred_leads_before_old_leader_read(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = el_new("/app/election", "me", NULL, &ops, &x, 42);
+    el_set_lease_ok(e, 1);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    reply_create(e, &x, 2, 102, 1, name);
+    const char *names[] = { "n_0000000000000001-0000000000", "n_0000000000000002-0000000001", name };
+    reply_list(e, last_req(&x), names, 3);
+    const struct el_req *w = find_req(&x, EL_REQ_WATCH);
+    struct el_req old = *find_req(&x, EL_REQ_GET_LEADER);
+    reply_pred(e, w, "{\"zkelect\":1,\"id\":\"pred-id\",\"data\":\"\",\"epoch\":555}", 555);
+    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER && strcmp(x.ev_leader[x.nev - 1], "pred-id") == 0);
+    reply(e, &old, EL_NONODE);                        /* the old leader is gone: stale */
+    reply_stat(e, find_req(&x, EL_REQ_WATCH_SELF), 102, 1);
+    el_on_watch(e, EL_W_DELETED, names[1]);
+    CHECK(el_role(e) == ZKE_ROLE_LEADER && strcmp(x.ev_prev[x.nev - 1], "pred-id") == 0);
+    el_free(e);
+}
+
 /* The same data under another node's czxid (copied, or written by a
  * foreign client) proves nothing: the deletion means a re-read. */
 static void test_pred_epoch_must_be_its_czxid(void)
@@ -1105,6 +1129,7 @@ int main(void)
     RUN(test_fast_path);
     RUN(test_pred_that_led_makes_us_next);
     RUN(test_pred_epoch_must_be_its_czxid);
+    RUN(test_pred_leads_before_old_leader_read);
     RUN(test_own_node_deleted_while_following);
     RUN(test_no_fast_path_before_self_watch);
     RUN(test_stale_node_deleted_after_give_up);
