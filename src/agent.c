@@ -411,21 +411,16 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
     p.lease_ms = lease < INT_MIN ? INT_MIN : (int)lease;     /* lease <= T */
     if (out != NULL)
         *out = p;
+    /* at least a fifth of T, and two renewals per lease */
     int64_t twice = (int64_t)2 * p.renew_ms;
-    int64_t min_lease = T / 5 > twice ? T / 5 : twice;
-    if (lease < min_lease) {
-        if (twice > T / 5)
-            snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown "
-                     "budget %d ms - margin %d ms = %" PRId64 " ms) must be at least twice the "
-                     "renewal interval %d ms: lower --renew-interval, --stepdown-budget or "
-                     "--lease-margin, or raise --session-timeout", T, p.drift,
-                     p.stepdown_budget_ms, p.margin_ms, lease, p.renew_ms);
-        else
-            snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown "
-                     "budget %d ms - margin %d ms = %" PRId64 " ms) must be at least a fifth of "
-                     "the session timeout (%d ms): lower --stepdown-budget or --lease-margin, or "
-                     "raise --session-timeout", T, p.drift, p.stepdown_budget_ms, p.margin_ms,
-                     lease, T / 5);
+    int by_renewal = twice > T / 5;
+    if (lease < (by_renewal ? twice : T / 5)) {
+        snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown budget "
+                 "%d ms - margin %d ms = %" PRId64 " ms) must be at least %s (%" PRId64 " ms): "
+                 "lower %s--stepdown-budget or --lease-margin, or raise --session-timeout", T,
+                 p.drift, p.stepdown_budget_ms, p.margin_ms, lease,
+                 by_renewal ? "twice the renewal interval" : "a fifth of the session timeout",
+                 by_renewal ? twice : (int64_t)(T / 5), by_renewal ? "--renew-interval, " : "");
         return -1;
     }
     if (s->hook_budget_ms > 0 && s->hook_budget_ms > p.lease_ms - p.renew_ms) {
@@ -1248,7 +1243,8 @@ static void update_renew(zke_agent *a)
         ev_timer_stop(a->loop, &a->renew);
         /* the next in line became leader: its lease may be down to a
          * little over one leader period, so renew now, not a period on */
-        first = 0.;
+        if (want)
+            first = 0.;
     }
     if (want && !ev_is_active(&a->renew)) {
         double p = period / 1000.0;

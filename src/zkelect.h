@@ -191,8 +191,9 @@ struct zke_settings {
     enum zke_disconnect on_disconnect;
     int stepdown_budget_ms;      /* D: longest step-down (term cancel + on_stepdown); 0: min(T/8, 2000) */
     int lease_margin_ms;         /* m: 0: max(50, T/20) */
-    int renew_ms;                /* how often a leader (and the next in line) renews with a
-                                  * request of its own; 0: max(10, T/10). Longer: fewer packets,
+    int renew_ms;                /* how often a leader renews with a request of its own (the
+                                  * next in line: T/3, or this if longer); 0: max(10, T/10).
+                                  * Longer: fewer packets,
                                   * a crash failover closer to a plain client's, less of a
                                   * disconnect ridden out (see zke_lease_check) */
     double drift;                /* assumed clock-rate difference; 0: 0.01 */

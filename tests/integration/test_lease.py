@@ -242,6 +242,12 @@ def test_settings_that_break_the_lease_are_refused():
                                    "--id", "x", "--session-timeout", "2000",
                                    "--hook-timeout", "1500"], timeout=10)
         assert code == 78 and "hook budget 1500 ms" in err, (code, err)
+        # a renewal interval the lease cannot hold twice
+        code, out, err, _ = h.run([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", PATH,
+                                   "--id", "x", "--session-timeout", "2000",
+                                   "--renew-interval", "900"], timeout=10)
+        assert code == 78 and "twice the renewal interval (1800 ms)" in err, (code, err)
+        assert "--renew-interval" in err and "1630 ms" in err, err
         # after negotiation: the server caps sessions at 20000 ms, which
         # leaves too short a lease with a 16000 ms stepdown budget
         code, out, err, _ = h.run([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", PATH,

@@ -100,7 +100,8 @@ static void reply_list(election *e, const struct el_req *r, const char *const *n
     el_on_result(e, EL_REQ_LIST, &res);
 }
 
-static void reply_data(election *e, const struct el_req *r, const char *data)
+/* A data answer; czxid is the node's (0: not asserted by the test). */
+static void reply_node_data(election *e, const struct el_req *r, const char *data, int64_t czxid)
 {
     struct el_result res;
     memset(&res, 0, sizeof res);
@@ -108,7 +109,13 @@ static void reply_data(election *e, const struct el_req *r, const char *data)
     res.rc = EL_OK;
     res.data = data;
     res.datalen = (int)strlen(data);
+    res.czxid = czxid;
     el_on_result(e, r->type, &res);
+}
+
+static void reply_data(election *e, const struct el_req *r, const char *data)
+{
+    reply_node_data(e, r, data, 0);
 }
 
 static void reply_stat(election *e, const struct el_req *r, int64_t czxid, uint64_t owner)
@@ -285,18 +292,6 @@ static void test_fast_path(void)
 /* A follower further back learns it is next in line when its predecessor
  * publishes leader data (the data watch fires): the predecessor led, so
  * nothing else is ahead of us, and its deletion is taken on the fast path. */
-static void reply_pred(election *e, const struct el_req *r, const char *data, int64_t czxid)
-{
-    struct el_result res;
-    memset(&res, 0, sizeof res);
-    res.token = r->token;
-    res.rc = EL_OK;
-    res.data = data;
-    res.datalen = (int)strlen(data);
-    res.czxid = czxid;
-    el_on_result(e, r->type, &res);
-}
-
 static void test_pred_that_led_makes_us_next(void)
 {
     struct rec x = { 0 };
@@ -308,7 +303,7 @@ static void test_pred_that_led_makes_us_next(void)
     el_on_watch(e, EL_W_CHANGED, others[2]);        /* the predecessor published */
     CHECK(last_req(&x)->type == EL_REQ_WATCH);
     int m = x.nev;
-    reply_pred(e, last_req(&x), "{\"zkelect\":1,\"id\":\"pred-id\",\"data\":\"\",\"epoch\":777}",
+    reply_node_data(e, last_req(&x), "{\"zkelect\":1,\"id\":\"pred-id\",\"data\":\"\",\"epoch\":777}",
                777);
     el_status(e, &st);
     CHECK(st.position == 1 && x.nev == m);           /* no event: the predecessor is the same */
@@ -334,7 +329,7 @@ static void test_pred_leads_before_old_leader_read(void)
     reply_list(e, last_req(&x), names, 3);
     const struct el_req *w = find_req(&x, EL_REQ_WATCH);
     struct el_req old = *find_req(&x, EL_REQ_GET_LEADER);
-    reply_pred(e, w, "{\"zkelect\":1,\"id\":\"pred-id\",\"data\":\"\",\"epoch\":555}", 555);
+    reply_node_data(e, w, "{\"zkelect\":1,\"id\":\"pred-id\",\"data\":\"\",\"epoch\":555}", 555);
     CHECK(el_role(e) == ZKE_ROLE_FOLLOWER && strcmp(x.ev_leader[x.nev - 1], "pred-id") == 0);
     reply(e, &old, EL_NONODE);                        /* the old leader is gone: stale */
     reply_stat(e, find_req(&x, EL_REQ_WATCH_SELF), 102, 1);
@@ -357,7 +352,7 @@ static void test_pred_epoch_must_be_its_czxid(void)
         char name[128], others[8][64];
         election *e = follow_at(&x, 3, name, others);
         el_on_watch(e, EL_W_CHANGED, others[2]);
-        reply_pred(e, last_req(&x), datas[i], 778);
+        reply_node_data(e, last_req(&x), datas[i], 778);
         struct zke_status st;
         el_status(e, &st);
         CHECK(st.position == 3);
