@@ -88,6 +88,7 @@ struct zke_agent {
     struct zke_lease_plan plan;
     int64_t armed_end_ns;       /* lease end the lease_to timer is set for */
     int renewing;               /* a renewal request is outstanding */
+    int64_t lease_wait;         /* epoch of a won term whose on_leader waits for the lease */
     int renew_period_ms;        /* the renew timer's period while it runs */
     scope *term;                /* resources of the term the host was told about */
     int term_drained;
@@ -390,6 +391,8 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
                                                      : (T / 8 < 2000 ? T / 8 : 2000);
     p.margin_ms = s->lease_margin_ms > 0 ? s->lease_margin_ms : (T / 20 > 50 ? T / 20 : 50);
     p.renew_ms = s->renew_ms > 0 ? s->renew_ms : T / 10 > 10 ? T / 10 : 10;
+    p.server_tick_ms = s->server_tick_ms > 0 ? s->server_tick_ms : T / 2;
+    p.confirm_ms = (int)((double)p.server_tick_ms * (1.0 + p.drift) + 0.999);
     if (out != NULL)
         *out = p;
     if (T <= 0) {
@@ -401,9 +404,9 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
         return -1;
     }
     if (s->stepdown_budget_ms < 0 || s->lease_margin_ms < 0 || s->hook_budget_ms < 0 ||
-        s->renew_ms < 0) {
-        snprintf(err, errlen, "stepdown budget, lease margin, renewal interval and hook budget "
-                 "must not be negative");
+        s->renew_ms < 0 || s->server_tick_ms < 0) {
+        snprintf(err, errlen, "stepdown budget, lease margin, renewal interval, server tick and "
+                 "hook budget must not be negative");
         return -1;
     }
     /* in 64 bits: a host may pass budgets and margins up to INT_MAX */
@@ -411,34 +414,47 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
     p.lease_ms = lease < INT_MIN ? INT_MIN : (int)lease;     /* lease <= T */
     if (out != NULL)
         *out = p;
-    /* at least a fifth of T, and two renewals per lease */
+    /* A renewal counts once a sync sent a server tick (x (1 + drift))
+     * after its answer came back: the lease's base is that much older than
+     * the latest sync. What is left must be at least a fifth of T and two
+     * renewals. */
+    int64_t left = lease - p.confirm_ms;
     int64_t twice = (int64_t)2 * p.renew_ms;
     int by_renewal = twice > T / 5;
-    if (lease < (by_renewal ? twice : T / 5)) {
+    if (left < (by_renewal ? twice : T / 5)) {
         snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown budget "
-                 "%d ms - margin %d ms = %" PRId64 " ms) must be at least %s (%" PRId64 " ms): "
-                 "lower %s--stepdown-budget or --lease-margin, or raise --session-timeout", T,
-                 p.drift, p.stepdown_budget_ms, p.margin_ms, lease,
+                 "%d ms - margin %d ms - server tick %d ms x (1 + drift) = %" PRId64 " ms) must "
+                 "be at least %s (%" PRId64 " ms): lower %s--stepdown-budget, --lease-margin or "
+                 "--server-tick (the servers' real tickTime), or raise --session-timeout", T,
+                 p.drift, p.stepdown_budget_ms, p.margin_ms, p.server_tick_ms, left,
                  by_renewal ? "twice the renewal interval" : "a fifth of the session timeout",
                  by_renewal ? twice : (int64_t)(T / 5), by_renewal ? "--renew-interval, " : "");
         return -1;
     }
-    if (s->hook_budget_ms > 0 && s->hook_budget_ms > p.lease_ms - p.renew_ms) {
+    int fit = p.lease_ms - p.confirm_ms - p.renew_ms;
+    if (s->hook_budget_ms > 0 && s->hook_budget_ms > fit) {
         snprintf(err, errlen, "hook budget %d ms does not fit in the lease: at most lease %d ms - "
-                 "renewal period %d ms = %d ms with session timeout %d ms (lower --hook-timeout, "
-                 "or raise --session-timeout)", s->hook_budget_ms, p.lease_ms, p.renew_ms,
-                 p.lease_ms - p.renew_ms, T);
+                 "server tick %d ms x (1 + drift) - renewal period %d ms = %d ms with session "
+                 "timeout %d ms (lower --hook-timeout or --server-tick, or raise "
+                 "--session-timeout)", s->hook_budget_ms, p.lease_ms, p.server_tick_ms,
+                 p.renew_ms, fit, T);
         return -1;
     }
     return 0;
 }
 
-/* The lease as it stands now: from the send time of the latest answered
- * request of this session. 0 if none. */
+/* The lease as it stands now: from the send time of the latest request of
+ * this session that the quorum leader surely heard of (touch.h). 0 if none. */
 static int64_t lease_end(const zke_agent *a)
 {
-    int64_t ack = session_last_ack_ns(a->sess);
-    return ack > 0 ? ack + (int64_t)a->plan.lease_ms * 1000000 : 0;
+    int64_t base = session_lease_base_ns(a->sess);
+    return base > 0 ? base + (int64_t)a->plan.lease_ms * 1000000 : 0;
+}
+
+/* Enough lease to start acting: more than one leader renewal period. */
+static int lease_ready(const zke_agent *a)
+{
+    return lease_end(a) - sess_now_ns() > (int64_t)a->plan.renew_ms * 1000000;
 }
 
 static int64_t lease_left_ms(const zke_agent *a)
@@ -931,7 +947,7 @@ void agent_session_state(zke_agent *a, enum sess_state st)
             alog(a, ZKE_LOG_WARN, "session timeout: asked %d ms, server granted %d ms",
                  a->set.session_timeout_ms, T);
         if (T != a->plan.session_ms) {
-            char why[160];
+            char why[400];
             struct zke_lease_plan np;
             if (zke_lease_check(&a->set, T, &np, why, sizeof why) != 0) {
                 snprintf(a->err, sizeof a->err, "the server granted a session timeout of %d ms "
@@ -942,8 +958,8 @@ void agent_session_state(zke_agent *a, enum sess_state st)
             }
             a->plan = np;
             alog(a, ZKE_LOG_INFO, "lease %d ms (session %d ms, stepdown budget %d ms, margin %d "
-                 "ms, renewal every %d ms)", np.lease_ms, T, np.stepdown_budget_ms, np.margin_ms,
-                 np.renew_ms);
+                 "ms, renewal every %d ms, confirmed by a sync %d ms later)", np.lease_ms, T,
+                 np.stepdown_budget_ms, np.margin_ms, np.renew_ms, np.confirm_ms);
         }
         a->last_session = sid;
         el_on_session(a->el, EL_SESS_CONNECTED, sid);
@@ -1030,15 +1046,23 @@ static void lease_tick(zke_agent *a)
         ev_timer_stop(a->loop, &a->lease_to);
         return;
     }
+    if (a->lease_wait != 0 && !a->host_leader) {
+        /* won, not acting yet: nothing to end; start once the lease is */
+        ev_timer_stop(a->loop, &a->lease_to);
+        if (lease_ready(a))
+            kick_now(a);
+        return;
+    }
     int64_t end = lease_end(a), now = sess_now_ns();
     if (end == 0 || now >= end) {
         ev_timer_stop(a->loop, &a->lease_to);
         revoke_term(a);
         if (leading) {
-            int64_t ack = session_last_ack_ns(a->sess);
-            alog(a, ZKE_LOG_WARN, "lease ran out %" PRId64 " ms ago (last answered request sent "
-                 "%" PRId64 " ms ago, lease %d ms): stepping down before the session can expire",
-                 (now - end) / 1000000, ack ? (now - ack) / 1000000 : -1, a->plan.lease_ms);
+            int64_t base = session_lease_base_ns(a->sess);
+            alog(a, ZKE_LOG_WARN, "lease ran out %" PRId64 " ms ago (last request confirmed by "
+                 "the quorum leader sent %" PRId64 " ms ago, lease %d ms): stepping down before "
+                 "the session can expire", (now - end) / 1000000,
+                 base ? (now - base) / 1000000 : -1, a->plan.lease_ms);
             (void)el_lease_expired(a->el, "lease");
             kick_now(a);
         }
@@ -1188,7 +1212,8 @@ static void renew_done(void *arg, const struct sess_result *r)
 }
 
 /* A request of our own, so the lease does not depend on the client
- * library's pings (which it hides) nor on the election being busy. */
+ * library's pings (which it hides, and which a follower server answers
+ * without its leader) nor on the election being busy. */
 static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     zke_agent *a = w->data;
@@ -1198,15 +1223,17 @@ static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     if (a->renewing || !session_connected(a->sess))
         return;
-    /* the lease counts from the session's last answered request, whoever
-     * sent it: on a conn shared by many agents one fresh answer renews them
-     * all, so skip ours while the last one is younger than half a period */
-    if (sess_now_ns() - session_last_ack_ns(a->sess) < (int64_t)a->renew_period_ms * 500000)
+    /* the lease is the session's, whoever renews it: on a conn shared by
+     * many agents one sync renews them all, so skip ours while the last one
+     * was sent less than half a period ago */
+    if (sess_now_ns() - session_last_sync_ns(a->sess) < (int64_t)a->renew_period_ms * 500000)
         return;
     el_status(a->el, &st);
     if (st.node == NULL || full_path(a, st.node, path, sizeof path) != 0)
         snprintf(path, sizeof path, "%s", a->set.path);
-    if (session_exists(SESS(a), path, 0, renew_done, a) == 0)
+    /* a sync goes through the quorum leader: its answer confirms what this
+     * connection sent at least a server tick before it (touch.h) */
+    if (session_sync(SESS(a), path, renew_done, a) == 0)
         a->renewing = 1;
 }
 
@@ -1222,10 +1249,12 @@ static int renew_period(const zke_agent *a, int leading)
     int p = a->plan.renew_ms;
     if (leading)
         return p;
-    /* a renewal is skipped while the last answer is younger than half a
-     * period, so the lease may age 1.5 periods: keep lease - 1.5 q >= 2 p */
+    /* the base is a request answered a pair gap before the latest answered
+     * sync, which may be 1.5 periods old (a renewal is skipped while the
+     * last sync is younger than half a period), and requests are a period
+     * apart: keep lease - gap - 2.5 q >= 2 p */
     int q = a->plan.session_ms / 3;
-    int room = (a->plan.lease_ms - 2 * p) * 2 / 3;
+    int room = (a->plan.lease_ms - a->plan.confirm_ms - 2 * p) * 2 / 5;
     if (q > room)
         q = room;
     return q > p ? q : p;
@@ -1426,6 +1455,26 @@ static int run_pending(zke_agent *a)
     for (int round = 0; round < MAX_ROUNDS; round++) {
         while (a->head != NULL && !a->holding) {
             struct item *it = a->head;
+            if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_LEADER && !a->host_leader &&
+                !a->stopping && !lease_ready(a)) {
+                struct zke_status st;
+                el_status(a->el, &st);
+                if (st.role == ZKE_ROLE_LEADER && st.epoch == it->ev.epoch) {
+                    /* won on a listing, but no sync has confirmed a request
+                     * recent enough yet: the term starts once one has (the
+                     * leader's renewals run meanwhile); nothing acts */
+                    if (a->lease_wait != it->ev.epoch)
+                        alog(a, ZKE_LOG_INFO, "elected (epoch %" PRId64 "): waiting for the "
+                             "quorum leader to confirm the lease before on_leader",
+                             it->ev.epoch);
+                    a->lease_wait = it->ev.epoch;
+                    session_flush(a->sess);
+                    update_renew(a);
+                    return 0;       /* lease_tick kicks the loop when it is */
+                }
+            }
+            if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_LEADER)
+                a->lease_wait = 0;
             if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_STEPDOWN && a->host_leader &&
                 it->ev.epoch == a->host_epoch && a->term != NULL) {
                 /* on_stepdown (and the node's release, queued behind it)
@@ -1629,6 +1678,7 @@ static zke_agent *make_agent(struct ev_loop *loop, zke_conn *shared, const struc
     a->set.stepdown_budget_ms = s->stepdown_budget_ms;
     a->set.lease_margin_ms = s->lease_margin_ms;
     a->set.renew_ms = s->renew_ms;
+    a->set.server_tick_ms = s->server_tick_ms;
     a->set.drift = s->drift;
     a->set.hook_budget_ms = s->hook_budget_ms;
     a->set.census_interval_ms = s->census_interval_ms > 0 ? s->census_interval_ms : 0;
@@ -1691,6 +1741,8 @@ int zke_agent_start(zke_agent *a)
         return -1;
     }
     a->started = 1;
+    /* the session keeps the most cautious tick of the agents sharing it */
+    session_set_server_tick(a->sess, a->set.server_tick_ms, a->plan.drift);
     /* Referenced on purpose: a started agent keeps the loop alive until
      * on_stopped, like an open connection, also while its session has no
      * socket and no timer (between a close and the next open). */

@@ -77,6 +77,10 @@ static const char usage_text[] =
     "                           node names (and plain data) that Curator's LeaderLatch or\n"
     "                           kazoo's Election order correctly in a mixed election\n"
     "                                                                    [ZKELECT_COMPAT]\n"
+    "";
+
+/* the lease's flags (one literal may not exceed 4095 characters) */
+static const char usage_lease[] =
     "  --on-disconnect suspend|stepdown\n"
     "                           a disconnected leader keeps leading until its lease ends\n"
     "                           (suspend, default) or steps down at once [ZKELECT_ON_DISCONNECT]\n"
@@ -90,14 +94,20 @@ static const char usage_text[] =
     "                           session timeout; longer: fewer packets, a crash failover\n"
     "                           closer to a plain client's, shorter disconnects ridden out\n"
     "                                                                    [ZKELECT_RENEW_INTERVAL]\n"
+    "  --server-tick MS         the ZooKeeper servers' tickTime (at most): a renewal counts\n"
+    "                           once a sync a tick later confirms it through the quorum\n"
+    "                           leader; default half the granted session timeout (the\n"
+    "                           most ZooKeeper's default minSessionTimeout allows); a\n"
+    "                           value above the real tickTime breaks the promise\n"
+    "                                                                    [ZKELECT_SERVER_TICK]\n"
     "  --drift FRACTION         assumed clock-rate difference to the server, default 0.01\n"
     "                                                                    [ZKELECT_DRIFT]\n"
-    "  --log text|json          log format on stderr, default text       [ZKELECT_LOG]\n"
-    "  --log-level LEVEL        debug|info|warn|error, default info      [ZKELECT_LOG_LEVEL]\n"
     "";
 
 /* the rest of the usage (one literal may not exceed 4095 characters) */
 static const char usage_more[] =
+    "  --log text|json          log format on stderr, default text       [ZKELECT_LOG]\n"
+    "  --log-level LEVEL        debug|info|warn|error, default info      [ZKELECT_LOG_LEVEL]\n"
     "  --session-file FILE      write the session id and password to FILE (0600); anyone\n"
     "                           who reads it can take over the session   [ZKELECT_SESSION_FILE]\n"
     "  --status [HOST:]PORT     serve GET /status (JSON), /metrics (Prometheus) and /leader\n"
@@ -137,7 +147,7 @@ struct opts {
     int auth_from_argv, auth_file_flag;   /* --auth given; --auth-file given (not the env) */
     enum zke_acl acl;
     int session_timeout, connect_timeout, hook_timeout;
-    int stepdown_budget, lease_margin, renew_interval, hook_budget;
+    int stepdown_budget, lease_margin, renew_interval, hook_budget, server_tick;
     int health_interval, health_fails, health_passes;
     int leader_error_ignore;
     int json;
@@ -405,6 +415,8 @@ static void from_env(struct opts *o)
         o->lease_margin = parse_ms("ZKELECT_LEASE_MARGIN", v, 1, 600000);
     if ((v = getenv("ZKELECT_RENEW_INTERVAL")) != NULL)
         o->renew_interval = parse_ms("ZKELECT_RENEW_INTERVAL", v, 10, 300000);
+    if ((v = getenv("ZKELECT_SERVER_TICK")) != NULL)
+        o->server_tick = parse_ms("ZKELECT_SERVER_TICK", v, 1, 300000);
     if ((v = getenv("ZKELECT_HOOK_BUDGET")) != NULL)
         o->hook_budget = parse_ms("ZKELECT_HOOK_BUDGET", v, 1, 86400000);
     if ((v = getenv("ZKELECT_DRIFT")) != NULL)
@@ -435,6 +447,7 @@ static void parse(struct opts *o, int argc, char **argv)
         { "lease-margin", required_argument, NULL, 'M' },
         { "renew-interval", required_argument, NULL, 'r' },
         { "drift", required_argument, NULL, 'R' },
+        { "server-tick", required_argument, NULL, 'Q' },
         { "hook-budget", required_argument, NULL, 'H' },
         { "health-interval", required_argument, NULL, 'I' },
         { "on-leader-error", required_argument, NULL, 'E' },
@@ -470,6 +483,7 @@ static void parse(struct opts *o, int argc, char **argv)
         case 'M': o->lease_margin = parse_ms("--lease-margin", optarg, 1, 600000); break;
         case 'r': o->renew_interval = parse_ms("--renew-interval", optarg, 10, 300000); break;
         case 'R': o->drift = parse_fraction("--drift", optarg); break;
+        case 'Q': o->server_tick = parse_ms("--server-tick", optarg, 1, 300000); break;
         case 'H': o->hook_budget = parse_ms("--hook-budget", optarg, 1, 86400000); break;
         case 'J': o->json = 1; break;
         case 'E': {
@@ -484,7 +498,11 @@ static void parse(struct opts *o, int argc, char **argv)
         case 'A': take_auth_arg(o, optarg); break;
         case 'a': o->auth_file = optarg; o->auth_file_flag = 1; break;
         case 'C': set_acl(o, "--acl", optarg); break;
-        case 'h': fputs(usage_text, stdout); fputs(usage_more, stdout); exit(EX_OK);
+        case 'h':
+            fputs(usage_text, stdout);
+            fputs(usage_lease, stdout);
+            fputs(usage_more, stdout);
+            exit(EX_OK);
         case ':': die(EX_USAGE, "option '%s' needs a value", argv[optind - 1]);
         default: die(EX_USAGE, "unknown option '%s'", argv[optind - 1]);
         }
@@ -819,7 +837,7 @@ static int cmd_run(struct opts *o)
         .session_timeout_ms = o->session_timeout, .connect_timeout_ms = o->connect_timeout,
         .session_file = o->session_file, .on_disconnect = o->on_disconnect,
         .stepdown_budget_ms = o->stepdown_budget, .lease_margin_ms = o->lease_margin,
-        .renew_ms = o->renew_interval,
+        .renew_ms = o->renew_interval, .server_tick_ms = o->server_tick,
         .drift = o->drift, .auth_scheme = ascheme, .auth_credentials = acred, .acl = acl,
         .compat = o->compat,
     };
@@ -839,8 +857,8 @@ static int cmd_run(struct opts *o)
         die(EX_CONFIG, "%s", err);
     if (o->hook_timeout == 0) {
         int h = st / 3 < 5000 ? st / 3 : 5000;
-        if (h > plan.lease_ms - plan.renew_ms)
-            h = plan.lease_ms - plan.renew_ms;
+        if (h > plan.lease_ms - plan.confirm_ms - plan.renew_ms)
+            h = plan.lease_ms - plan.confirm_ms - plan.renew_ms;
         o->hook_timeout = h > 0 ? h : 1;
     }
     s.hook_budget_ms = o->hook_timeout;
@@ -1204,6 +1222,7 @@ int main(int argc, char **argv)
         die(EX_USAGE, "missing command (run or check)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         fputs(usage_text, stdout);
+        fputs(usage_lease, stdout);
         fputs(usage_more, stdout);
         return EX_OK;
     }

@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "session.h"
+#include "touch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +43,12 @@ struct session {
     unsigned need_rearm : 1, close_requested : 1, connected : 1, dead : 1;
     double last_loud;           /* time of the last client line passed on above debug */
     double backoff;
-    int64_t last_ack_ns;        /* send time of the latest answered request */
+    struct touch_log touch;     /* what the quorum leader surely heard (the lease's base) */
+    int64_t opened_ns;          /* when this handle was opened */
+    int server_tick_ms;         /* the servers' tickTime assumed; 0: half the timeout */
+    double drift;
+    unsigned handle_connected : 1;  /* this handle connected once (its session exists) */
+    unsigned tick_set : 1;
     char *auth_scheme, *auth_cred;  /* owned; the credentials are wiped before free */
     size_t auth_len;
     enum zke_acl acl;
@@ -63,6 +69,7 @@ struct req {
     struct req *prev, *next;    /* s->pending while linked */
     int linked;
     int64_t sent_ns;            /* CLOCK_BOOTTIME when handed to the library */
+    int is_sync;
 };
 
 int64_t sess_now_ns(void)
@@ -275,9 +282,17 @@ static void global_watcher(zhandle_t *zh, int type, int state, const char *path,
         s->connected = 1;
         s->backoff = 0;
         s->timeout_ms = zoo_recv_timeout(zh);
+        /* a new connection: earlier answers cannot pair with its syncs */
+        touch_reset(&s->touch);
+        /* the first connection of a handle created its session, and the
+         * quorum leader created it after the handle was opened */
+        if (!s->handle_connected)
+            touch_grant(&s->touch, s->opened_ns);
+        s->handle_connected = 1;
         s->cb.state(s->ud, SESS_S_CONNECTED);
     } else if (state == ZOO_CONNECTING_STATE) {
         s->connected = 0;
+        touch_reset(&s->touch);
         s->cb.state(s->ud, SESS_S_DISCONNECTED);
     } else if (state == ZOO_AUTH_FAILED_STATE) {
         auth_failed(s, "ZooKeeper rejected the credentials of %s", s->who);
@@ -343,7 +358,9 @@ int session_open(session *s)
     s->dead = 0;
     s->close_requested = 0;
     s->need_rearm = 1;
-    s->last_ack_ns = 0;
+    touch_init(&s->touch);
+    s->opened_ns = sess_now_ns();
+    s->handle_connected = 0;
     /* first zookeeper_interest() at once: it opens the socket */
     ev_timer_stop(s->loop, &s->timer);
     ev_timer_set(&s->timer, 0., 0.);
@@ -545,9 +562,30 @@ uint64_t session_id(const session *s)
     return c ? (uint64_t)c->client_id : 0;
 }
 
-int64_t session_last_ack_ns(const session *s)
+int64_t session_lease_base_ns(const session *s)
 {
-    return s->zh != NULL ? s->last_ack_ns : 0;
+    return s->zh != NULL ? s->touch.confirmed : 0;
+}
+
+int64_t session_last_sync_ns(const session *s)
+{
+    return s->zh != NULL ? s->touch.last_sync : 0;
+}
+
+void session_set_server_tick(session *s, int tick_ms, double drift)
+{
+    int t = tick_ms > 0 ? tick_ms : 0;      /* 0: half the timeout, the longest */
+    if (!s->tick_set || t == 0 || (s->server_tick_ms != 0 && t > s->server_tick_ms))
+        s->server_tick_ms = t;
+    if (!s->tick_set || drift > s->drift)
+        s->drift = drift > 0 ? drift : 0;
+    s->tick_set = 1;
+}
+
+int64_t session_pair_gap_ns(const session *s)
+{
+    int tick = s->server_tick_ms > 0 ? s->server_tick_ms : s->timeout_ms / 2;
+    return (int64_t)((double)tick * 1e6 * (1.0 + s->drift));
 }
 
 int session_timeout_ms(const session *s)
@@ -600,6 +638,7 @@ static struct req *new_req(session *s, sess_done_fn *cb, void *arg)
     r->owner = s->tag;
     s->tag = NULL;
     r->sent_ns = sess_now_ns();
+    r->is_sync = 0;
     r->prev = NULL;
     r->next = s->pending;
     if (s->pending != NULL)
@@ -654,7 +693,8 @@ void session_cancel(session *s, void *owner)
 
 /* Requests sent, by kind, and names received in listings: process-wide
  * (all sessions), only read by session_counters(); the loop is one thread. */
-static const char *const op_names[SESS_OPS] = { "create", "delete", "exists", "get", "list", "set" };
+static const char *const op_names[SESS_OPS] = { "create", "delete", "exists", "get", "list", "set",
+                                                "sync" };
 static uint64_t op_count[SESS_OPS];
 static uint64_t listed_names;
 
@@ -729,16 +769,20 @@ static void done(struct req *r, struct sess_result *res, int rc)
     res->rc = map_rc(rc);
     if (r->s->zh == NULL && res->rc != SESS_OK)
         res->rc = SESS_CLOSING;
-    /* The server processed the request, so it heard from this session at or
-     * after the send time: the session cannot expire before sent + timeout
-     * (server clock). Losses, expiry and close say nothing. */
+    /* The server we are connected to processed the request, so it heard
+     * from this session at or after the send time; whether its quorum
+     * leader did is for a later sync to show (touch.h). Only codes a server
+     * reply carries: on a broken connection the client answers pending
+     * requests itself with the failure's code. */
     res->sent_ns = r->sent_ns;
-    /* Only codes a server reply carries: on a broken connection the client
-     * answers pending requests itself with the failure's code. */
-    if (r->s->zh != NULL && r->sent_ns > r->s->last_ack_ns &&
+    if (r->s->zh != NULL && r->s->connected &&
         (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOAUTH || rc == ZBADVERSION ||
-         rc == ZNOTEMPTY || rc == ZNOCHILDRENFOREPHEMERALS))
-        r->s->last_ack_ns = r->sent_ns;
+         rc == ZNOTEMPTY || rc == ZNOCHILDRENFOREPHEMERALS)) {
+        if (r->is_sync && rc == ZOK)
+            (void)touch_synced(&s->touch, r->sent_ns, sess_now_ns(), session_pair_gap_ns(s));
+        else
+            touch_answered(&s->touch, r->sent_ns, sess_now_ns(), session_pair_gap_ns(s));
+    }
     unlink_req(r);              /* before the callback: a cancel there cannot see it */
     if (r->cb != NULL)
         r->cb(r->arg, res);
@@ -849,6 +893,29 @@ int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, vo
     log_target = s;
     int rc = zoo_awexists(s->zh, path, watch ? path_watcher : NULL, watch ? s : NULL, stat_done, r);
     return submitted(s, r, rc, "exists", path);
+}
+
+static void sync_done(int rc, const char *value, const void *data)
+{
+    struct sess_result res;
+    (void)value;
+    memset(&res, 0, sizeof res);
+    done((struct req *)data, &res, rc);
+}
+
+int session_sync(session *s, const char *path, sess_done_fn *cb, void *arg)
+{
+    if (s->zh == NULL) {
+        snprintf(s->err, sizeof s->err, "no session");
+        return -1;
+    }
+    struct req *r = new_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    r->is_sync = 1;
+    log_target = s;
+    int rc = zoo_async(s->zh, path, sync_done, r);
+    return submitted(s, r, rc, "sync", path);
 }
 
 static void void_done(int rc, const void *data)

@@ -133,12 +133,27 @@ int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg);
 int session_set(session *s, const char *path, const char *data, size_t len, int version,
                 sess_done_fn *cb, void *arg);
 
+/* sync(path): the server passes it through its quorum leader and answers
+ * once the leader did. An answered sync confirms earlier answered requests
+ * of the same connection (touch.h), which moves session_lease_base_ns(). */
+int session_sync(session *s, const char *path, sess_done_fn *cb, void *arg);
+
 /* CLOCK_BOOTTIME in ns: keeps counting while the host is suspended. */
 int64_t sess_now_ns(void);
+/* The servers' tickTime the lease may assume (0: half the negotiated
+ * timeout) and the clock drift that scales it. Any time; with several
+ * calls (agents sharing the session) the most cautious values stay. */
+void session_set_server_tick(session *s, int tick_ms, double drift);
+/* How long after an answer a sync must be sent to confirm it: one assumed
+ * tick x (1 + drift), in ns. */
+int64_t session_pair_gap_ns(const session *s);
 /* Send time (sess_now_ns) of the latest request of this handle that the
- * server answered (any reply but a loss), or 0. The server cannot expire the
- * session earlier than one session timeout after it (on its clock). */
-int64_t session_last_ack_ns(const session *s);
+ * quorum leader has surely heard of (touch.h), or 0: the leader cannot
+ * expire the session earlier than one session timeout after it (on its
+ * clock). Moves only on an answered sync or a new session. */
+int64_t session_lease_base_ns(const session *s);
+/* Send time of the latest answered sync of this handle, or 0. */
+int64_t session_last_sync_ns(const session *s);
 
 /* CLOCK_MONOTONIC (ns) at which the io callback that is now running
  * zookeeper_process() for some session woke up, i.e. when the bytes whose
@@ -148,9 +163,9 @@ int64_t session_reading_ns(void);
 
 /* Process-wide counters of requests sent (all sessions): for i in
  * 0..SESS_OPS-1 the op's name ("create", "delete", "exists", "get", "list",
- * "set") and count; i == SESS_OPS: "listed_names", the names received in
+ * "set", "sync") and count; i == SESS_OPS: "listed_names", the names received in
  * listings; NULL past that. */
-#define SESS_OPS 6
+#define SESS_OPS 7
 const char *session_counters(int i, uint64_t *n);
 
 const char *sess_rc_name(enum sess_rc rc);

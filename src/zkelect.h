@@ -210,6 +210,13 @@ struct zke_settings {
     const char *auth_credentials;
     enum zke_acl acl;            /* see enum zke_acl; CREATOR_ALL/WORLD_READ need auth_scheme */
     enum zke_compat compat;      /* node naming and data for mixed elections; default NONE */
+    /* The servers' tickTime that the lease may assume (README "The
+     * promise"): a renewal counts only once a later sync, sent at least one
+     * tick after it was answered, came back through the quorum leader.
+     * 0: half the granted session timeout (ZooKeeper's default
+     * minSessionTimeout, 2 x tickTime, implies no more). A value above the
+     * servers' real tickTime breaks the promise. */
+    int server_tick_ms;
 };
 
 struct zke_status {
@@ -387,6 +394,9 @@ const char *zke_acl_name(enum zke_acl acl);
 struct zke_lease_plan {
     int session_ms, stepdown_budget_ms, margin_ms, renew_ms, lease_ms;
     double drift;
+    int server_tick_ms;     /* assumed servers' tickTime (settings, or T/2) */
+    int confirm_ms;         /* a sync this long after an answer confirms it: tick x (1 + drift);
+                             * the lease's base lags the latest sync by at least this */
 };
 int zke_lease_check(const struct zke_settings *s, int session_ms, struct zke_lease_plan *out,
                     char *err, size_t errlen);

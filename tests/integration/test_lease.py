@@ -149,7 +149,9 @@ def test_a_waiting_on_stepdown_holds_the_node():
     hook's first wait. Longer than half the step-down budget, the node goes
     anyway (the lease arithmetic counts on that bound), with a warning."""
     os.environ["ZKT_UNDO_S"] = "0.3"
-    extra = ["--stepdown-budget", "1000"]
+    # the servers' real tickTime: the default (half the session timeout)
+    # leaves no lease with this step-down budget
+    extra = ["--stepdown-budget", "1000", "--server-tick", "200"]
     with h.ZooKeeper() as zk:
         a, b = h.start_in_order(zk, ("ha", "hb"), path=PATH, script=STEPDOWN_WAIT,
                                 session_timeout=T, extra=extra)
@@ -247,12 +249,24 @@ def test_settings_that_break_the_lease_are_refused():
                                    "--id", "x", "--session-timeout", "2000",
                                    "--renew-interval", "900"], timeout=10)
         assert code == 78 and "twice the renewal interval (1800 ms)" in err, (code, err)
-        assert "--renew-interval" in err and "1630 ms" in err, err
+        # what is left once a sync a server tick (by default half the
+        # session timeout, x 1.01) later confirms a renewal
+        assert "--renew-interval" in err and "server tick 1000 ms" in err and "620 ms" in err, err
+        code, out, err, _ = h.run([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", PATH,
+                                   "--id", "x", "--session-timeout", "2000",
+                                   "--renew-interval", "900", "--server-tick", "200"],
+                                  timeout=10)
+        assert code == 78 and "server tick 200 ms" in err and "1428 ms" in err, (code, err)
+        code, out, err, _ = h.run([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", PATH,
+                                   "--id", "x", "--session-timeout", "2000",
+                                   "--server-tick", "0"], timeout=10)
+        assert code == 64 and "--server-tick" in err, (code, err)
         # after negotiation: the server caps sessions at 20000 ms, which
         # leaves too short a lease with a 16000 ms stepdown budget
         code, out, err, _ = h.run([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", PATH,
                                    "--id", "x", "--session-timeout", "60000",
-                                   "--stepdown-budget", "16000"], timeout=20)
+                                   "--stepdown-budget", "16000", "--server-tick", "200"],
+                                  timeout=20)
         assert code == 78, (code, err)
         assert "granted a session timeout of 20000 ms (asked 60000 ms)" in err, err
 

@@ -1,0 +1,82 @@
+/*
+ * touch.c - the quorum-confirmed base of the lease (see touch.h for the
+ * argument).
+ */
+#include "touch.h"
+
+#include <string.h>
+
+void touch_init(struct touch_log *t)
+{
+    memset(t, 0, sizeof *t);
+}
+
+void touch_reset(struct touch_log *t)
+{
+    t->head = t->n = 0;
+}
+
+static int slot(const struct touch_log *t, int i)
+{
+    return (t->head + i) % TOUCH_SLOTS;
+}
+
+void touch_answered(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap)
+{
+    if (t->n > 0) {
+        int last = slot(t, t->n - 1);
+        /* a newer answer so close to the last kept one adds little: the
+         * older entry qualifies for pairing earlier, keep it */
+        if (answered - t->answered[last] < gap / 32 && answered >= t->answered[last]) {
+            if (sent > t->sent[last] && answered == t->answered[last])
+                t->sent[last] = sent;
+            return;
+        }
+        if (answered < t->answered[last])
+            return;         /* out of order: not expected, never trusted */
+    }
+    if (t->n == TOUCH_SLOTS) {
+        t->head = (t->head + 1) % TOUCH_SLOTS;
+        t->n--;
+    }
+    int i = slot(t, t->n++);
+    t->sent[i] = sent;
+    t->answered[i] = answered;
+}
+
+int64_t touch_synced(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap)
+{
+    /* the latest entry answered at least gap before the sync was sent */
+    int best = -1;
+    for (int i = t->n - 1; i >= 0; i--) {
+        int k = slot(t, i);
+        if (t->answered[k] <= sent - gap) {
+            best = i;
+            break;
+        }
+    }
+    if (best >= 0) {
+        /* entries answered earlier than the pair's partner can never pair
+         * better with a later sync: drop them */
+        int64_t base = t->sent[slot(t, best)];
+        for (int i = 0; i <= best; i++) {
+            int k = slot(t, i);
+            if (t->sent[k] > base)
+                base = t->sent[k];
+        }
+        if (base > t->confirmed)
+            t->confirmed = base;
+        t->head = slot(t, best);
+        t->n -= best;
+    }
+    if (sent > t->last_sync)
+        t->last_sync = sent;
+    touch_answered(t, sent, answered, gap);
+    return t->confirmed;
+}
+
+void touch_grant(struct touch_log *t, int64_t at)
+{
+    if (at > t->confirmed)
+        t->confirmed = at;
+}

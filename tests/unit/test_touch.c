@@ -1,0 +1,96 @@
+/* Unit tests of touch.c: which requests a sync confirms as heard by the
+ * quorum leader (the lease's base), on synthetic times (ms here, as ns are
+ * only a unit). */
+#include <stdint.h>
+
+#include "check.h"
+#include "touch.h"
+
+#define GAP 200
+
+/* a request sent at s, answered at a */
+static void ans(struct touch_log *t, int64_t s, int64_t a)
+{
+    touch_answered(t, s, a, GAP);
+}
+
+static void test_a_sync_confirms_only_what_was_answered_a_gap_before(void)
+{
+    struct touch_log t;
+    touch_init(&t);
+    ans(&t, 100, 110);
+    /* sent 150 after the answer: the follower may not have reported it */
+    CHECK(touch_synced(&t, 260, 270, GAP) == 0);
+    /* sent 200 after the answer at 110: confirms the request sent at 100 */
+    CHECK(touch_synced(&t, 310, 320, GAP) == 100);
+    /* the next sync pairs with the sync answered at 270 at best (sent 260) */
+    CHECK(touch_synced(&t, 470, 480, GAP) == 260);
+    CHECK(touch_synced(&t, 530, 540, GAP) == 310);
+    CHECK(t.last_sync == 530);
+}
+
+static void test_an_answer_alone_never_confirms(void)
+{
+    struct touch_log t;
+    touch_init(&t);
+    for (int64_t x = 0; x < 5000; x += 50)
+        ans(&t, x, x + 5);
+    CHECK(t.confirmed == 0);
+}
+
+static void test_a_new_connection_forgets_the_old_ones_answers(void)
+{
+    struct touch_log t;
+    touch_init(&t);
+    ans(&t, 100, 110);
+    touch_reset(&t);                    /* another server, or another leader */
+    CHECK(touch_synced(&t, 1000, 1010, GAP) == 0);
+    /* the confirmed base itself stays across connections */
+    CHECK(touch_synced(&t, 1300, 1310, GAP) == 1000);
+    touch_reset(&t);
+    CHECK(t.confirmed == 1000);
+    CHECK(touch_synced(&t, 2000, 2010, GAP) == 1000);
+}
+
+static void test_the_base_never_moves_back(void)
+{
+    struct touch_log t;
+    touch_init(&t);
+    touch_grant(&t, 500);               /* a new session, created after 500 */
+    ans(&t, 100, 110);
+    CHECK(touch_synced(&t, 400, 410, GAP) == 500);
+    touch_grant(&t, 300);
+    CHECK(t.confirmed == 500);
+}
+
+static void test_a_flood_of_answers_keeps_an_old_enough_one(void)
+{
+    struct touch_log t;
+    touch_init(&t);
+    /* thousands of answers a ms apart (many elections on one session): the
+     * ring keeps them sparse enough to still hold one a gap old */
+    for (int64_t x = 0; x < 3000; x++)
+        ans(&t, x, x + 1);
+    int64_t b = touch_synced(&t, 3000, 3001, GAP);
+    CHECK(b >= 2800 - GAP / 32 - 1 && b <= 2799);
+}
+
+static void test_out_of_order_answers_are_not_trusted(void)
+{
+    struct touch_log t;
+    touch_init(&t);
+    ans(&t, 100, 500);
+    ans(&t, 200, 300);                  /* earlier answer after a later one */
+    CHECK(touch_synced(&t, 720, 730, GAP) == 100);
+}
+
+int main(void)
+{
+    RUN(test_a_sync_confirms_only_what_was_answered_a_gap_before);
+    RUN(test_an_answer_alone_never_confirms);
+    RUN(test_a_new_connection_forgets_the_old_ones_answers);
+    RUN(test_the_base_never_moves_back);
+    RUN(test_a_flood_of_answers_keeps_an_old_enough_one);
+    RUN(test_out_of_order_answers_are_not_trusted);
+    return check_done();
+}
