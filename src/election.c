@@ -66,6 +66,7 @@ struct election {
 
     /* view from the last listing */
     char *pred, *settled_pred, *leader_node, *adopt_node;
+    char *claim_checked;        /* predecessor whose leader data a listing was asked to check */
     struct nodedata leader_nd, pred_nd;     /* decoded node data; id NULL if unknown */
     int position, candidates, smaller;
     int watch_done, data_done;
@@ -221,6 +222,7 @@ static void clear_view(election *e)
     nodedata_clear(&e->pred_nd);
     set_str(&e->settled_pred, NULL);
     set_str(&e->leader_node, NULL);
+    set_str(&e->claim_checked, NULL);
     e->want_watch = e->want_data = e->want_self = e->want_pub = 0;
     e->position = -1;
     e->smaller = -1;
@@ -634,25 +636,21 @@ static void on_delete(election *e, const struct el_result *r)
     }
 }
 
-/* Our predecessor has published leader data under its own czxid as the
- * epoch (only its own term writes that): it led, so it was the smallest node
- * then, and no smaller one can have been created since (sequences only
- * grow); nor can one between it and us (ours was created before our
- * listing). So it is the only node ahead of us: we are next in line without
- * listing again, which lets us renew like the next in line and take the
- * fast path when it goes (the nodes that were ahead of it in our last
- * listing have all gone, as we were not told one by one). */
-static void pred_leads(election *e, const struct el_result *r)
+/* Our predecessor's data says it leads (leader data under its own czxid),
+ * while our last listing had other nodes ahead of it. Any client that may
+ * write the folder can write such data, so it is only a hint: a listing
+ * (the server's own word) decides whether the predecessor is now the
+ * smallest node, which makes us next in line, renewing like one and taking
+ * the fast path when it goes. One listing per predecessor: a claim that
+ * the listing refuted is not listed again for. The listing runs while the
+ * predecessor lives, never between its deletion and our term. */
+static int pred_claim_to_check(election *e, const struct el_result *r)
 {
-    e->candidates -= e->smaller - 1;
-    if (e->candidates < 2)
-        e->candidates = 2;
-    e->smaller = 1;
-    e->position = 1;
-    set_str(&e->leader_node, e->pred);
-    set_nd(&e->leader_nd, r->data, r->datalen);
-    e->want_data = 0;           /* a read of the old leader still under way is stale now */
-    e->data_done = 1;
+    if (e->smaller <= 1 || !e->pred_nd.ours || e->pred_nd.epoch <= 0 ||
+        e->pred_nd.epoch != r->czxid || same(e->claim_checked, e->pred))
+        return 0;
+    set_str(&e->claim_checked, e->pred);
+    return 1;
 }
 
 void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
@@ -667,11 +665,12 @@ void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
         if (r->rc == EL_OK) {
             e->watch_done = 1;
             set_nd(&e->pred_nd, r->data, r->datalen);
-            if (same(e->pred, e->leader_node))
+            if (same(e->pred, e->leader_node)) {
                 set_nd(&e->leader_nd, r->data, r->datalen);
-            else if (e->smaller > 1 && e->pred_nd.ours && e->pred_nd.epoch > 0 &&
-                     e->pred_nd.epoch == r->czxid)
-                pred_leads(e, r);
+            } else if (pred_claim_to_check(e, r)) {
+                start_list(e);
+                return;
+            }
             maybe_settle(e);
         } else if (r->rc == EL_NONODE) {
             start_list(e);      /* gone before the watch was set: re-read */
@@ -1067,5 +1066,6 @@ void el_free(election *e)
     nodedata_clear(&e->pred_nd);
     free(e->adopt_node);
     free(e->stale_node);
+    free(e->claim_checked);
     free(e);
 }

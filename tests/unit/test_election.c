@@ -289,9 +289,11 @@ static void test_fast_path(void)
     el_free(e);
 }
 
-/* A follower further back learns it is next in line when its predecessor
- * publishes leader data (the data watch fires): the predecessor led, so
- * nothing else is ahead of us, and its deletion is taken on the fast path. */
+/* A follower further back hears that its predecessor leads when it
+ * publishes leader data (the data watch fires). Data is a hint: a listing
+ * shows the predecessor is now the smallest node, and only then is its
+ * deletion taken on the fast path. The listing runs while the predecessor
+ * lives, not on the way from its deletion to our term. */
 static void test_pred_that_led_makes_us_next(void)
 {
     struct rec x = { 0 };
@@ -303,8 +305,14 @@ static void test_pred_that_led_makes_us_next(void)
     el_on_watch(e, EL_W_CHANGED, others[2]);        /* the predecessor published */
     CHECK(last_req(&x)->type == EL_REQ_WATCH);
     int m = x.nev;
-    reply_node_data(e, last_req(&x), "{\"zkelect\":1,\"id\":\"pred-id\",\"data\":\"\",\"epoch\":777}",
-               777);
+    const char *claim = "{\"zkelect\":1,\"id\":\"pred-id\",\"data\":\"\",\"epoch\":777}";
+    reply_node_data(e, last_req(&x), claim, 777);
+    el_status(e, &st);
+    CHECK(st.position == 3);                        /* not on its word */
+    CHECK(last_req(&x)->type == EL_REQ_LIST);
+    const char *now[] = { others[2], name };
+    reply_list(e, last_req(&x), now, 2);
+    reply_node_data(e, find_req(&x, EL_REQ_WATCH), claim, 777);
     el_status(e, &st);
     CHECK(st.position == 1 && x.nev == m);           /* no event: the predecessor is the same */
     int n = x.nreq;
@@ -314,9 +322,40 @@ static void test_pred_that_led_makes_us_next(void)
     el_free(e);
 }
 
+/* Issue 15's hostile peer: a node between the leader and us whose data
+ * claims it leads (under its own czxid, as any client with the folder's
+ * ACL can write). The listing shows the leader still ahead of it: we stay
+ * where we are, do not list again for the same claim, and its deletion is
+ * a re-read, never a term. */
+static void test_forged_leader_data_is_only_a_hint(void)
+{
+    struct rec x = { 0 };
+    char name[128], others[8][64];
+    election *e = follow_at(&x, 2, name, others);
+    const char *claim = "{\"zkelect\":1,\"id\":\"evil\",\"data\":\"x\",\"epoch\":777}";
+    el_on_watch(e, EL_W_CHANGED, others[1]);
+    reply_node_data(e, last_req(&x), claim, 777);
+    CHECK(last_req(&x)->type == EL_REQ_LIST);
+    const char *still[] = { others[0], others[1], name };
+    reply_list(e, last_req(&x), still, 3);
+    reply_data(e, find_req(&x, EL_REQ_GET_LEADER), "leader-id");
+    reply_node_data(e, find_req(&x, EL_REQ_WATCH), claim, 777);
+    struct zke_status st;
+    el_status(e, &st);
+    CHECK(st.position == 2 && el_role(e) == ZKE_ROLE_FOLLOWER);
+    CHECK(last_req(&x)->type != EL_REQ_LIST);       /* one listing per claim */
+    /* it writes again: the same claim is not listed for again */
+    el_on_watch(e, EL_W_CHANGED, others[1]);
+    reply_node_data(e, last_req(&x), claim, 777);
+    CHECK(last_req(&x)->type != EL_REQ_LIST);
+    el_on_watch(e, EL_W_DELETED, others[1]);
+    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER && last_req(&x)->type == EL_REQ_LIST);
+    el_free(e);
+}
+
 /* Joining behind an old leader that goes while our predecessor takes over:
  * the read of the old leader's data, still under way when our predecessor's
- * leader data arrives, is stale and must not clear what we learnt. */
+ * leader data arrives, is stale; the listing that checks the claim decides. */
 static void test_pred_leads_before_old_leader_read(void)
 {
     struct rec x = { 0 };
@@ -329,9 +368,15 @@ static void test_pred_leads_before_old_leader_read(void)
     reply_list(e, last_req(&x), names, 3);
     const struct el_req *w = find_req(&x, EL_REQ_WATCH);
     struct el_req old = *find_req(&x, EL_REQ_GET_LEADER);
-    reply_node_data(e, w, "{\"zkelect\":1,\"id\":\"pred-id\",\"data\":\"\",\"epoch\":555}", 555);
-    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER && strcmp(x.ev_leader[x.nev - 1], "pred-id") == 0);
+    const char *claim = "{\"zkelect\":1,\"id\":\"pred-id\",\"data\":\"\",\"epoch\":555}";
+    reply_node_data(e, w, claim, 555);
+    CHECK(last_req(&x)->type == EL_REQ_LIST);
+    struct el_req list = *last_req(&x);
     reply(e, &old, EL_NONODE);                        /* the old leader is gone: stale */
+    const char *now[] = { names[1], name };
+    reply_list(e, &list, now, 2);
+    reply_node_data(e, find_req(&x, EL_REQ_WATCH), claim, 555);
+    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER && strcmp(x.ev_leader[x.nev - 1], "pred-id") == 0);
     reply_stat(e, find_req(&x, EL_REQ_WATCH_SELF), 102, 1);
     el_on_watch(e, EL_W_DELETED, names[1]);
     CHECK(el_role(e) == ZKE_ROLE_LEADER && strcmp(x.ev_prev[x.nev - 1], "pred-id") == 0);
@@ -1125,6 +1170,7 @@ int main(void)
     RUN(test_pred_that_led_makes_us_next);
     RUN(test_pred_epoch_must_be_its_czxid);
     RUN(test_pred_leads_before_old_leader_read);
+    RUN(test_forged_leader_data_is_only_a_hint);
     RUN(test_own_node_deleted_while_following);
     RUN(test_no_fast_path_before_self_watch);
     RUN(test_stale_node_deleted_after_give_up);
