@@ -94,9 +94,11 @@ int main(int argc, char **argv)
     struct zke_settings s = { .zk = argv[1], .path = argv[2], .id = argv[3],
                               .session_timeout_ms = 4000 };
     /* the policy's budgets must fit the lease: the plan says how long a
-     * step-down may take (on_stepdown gets half of it) */
+     * step-down may take (on_stepdown gets half of it). Without the
+     * servers' tickTime (server_tick_ms) the lease assumes the longest that
+     * the granted timeout allows, half of it, which leaves less room. */
     struct zke_lease_plan plan;
-    s.hook_budget_ms = 1000;
+    s.hook_budget_ms = 800;
     if (zke_lease_check(&s, s.session_timeout_ms, &plan, err, sizeof err) != 0) {
         fprintf(stderr, "settings: %s\n", err);
         return 78;
