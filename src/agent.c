@@ -1231,9 +1231,13 @@ static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
     el_status(a->el, &st);
     if (st.node == NULL || full_path(a, st.node, path, sizeof path) != 0)
         snprintf(path, sizeof path, "%s", a->set.path);
-    /* a sync goes through the quorum leader: its answer confirms what this
-     * connection sent at least a server tick before it (touch.h) */
-    if (session_sync(SESS(a), path, renew_done, a) == 0)
+    /* a sync, or a write that changes nothing, goes through the quorum
+     * leader: its answer confirms what this connection sent at least a
+     * server tick before it (touch.h); the write's also that the leader
+     * still had its quorum */
+    int rc = a->set.renewal == ZKE_RENEW_SYNC ? session_sync(SESS(a), path, renew_done, a)
+                                              : session_commit(SESS(a), path, renew_done, a);
+    if (rc == 0)
         a->renewing = 1;
 }
 
@@ -1679,6 +1683,7 @@ static zke_agent *make_agent(struct ev_loop *loop, zke_conn *shared, const struc
     a->set.lease_margin_ms = s->lease_margin_ms;
     a->set.renew_ms = s->renew_ms;
     a->set.server_tick_ms = s->server_tick_ms;
+    a->set.renewal = s->renewal;
     a->set.drift = s->drift;
     a->set.hook_budget_ms = s->hook_budget_ms;
     a->set.census_interval_ms = s->census_interval_ms > 0 ? s->census_interval_ms : 0;

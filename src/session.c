@@ -69,7 +69,8 @@ struct req {
     struct req *prev, *next;    /* s->pending while linked */
     int linked;
     int64_t sent_ns;            /* CLOCK_BOOTTIME when handed to the library */
-    int is_sync;
+    int confirms;               /* a sync or a committed write: pairs in the touch log */
+    zoo_op_result_t mres;       /* session_commit's one result, written at completion */
 };
 
 int64_t sess_now_ns(void)
@@ -638,7 +639,7 @@ static struct req *new_req(session *s, sess_done_fn *cb, void *arg)
     r->owner = s->tag;
     s->tag = NULL;
     r->sent_ns = sess_now_ns();
-    r->is_sync = 0;
+    r->confirms = 0;
     r->prev = NULL;
     r->next = s->pending;
     if (s->pending != NULL)
@@ -694,7 +695,7 @@ void session_cancel(session *s, void *owner)
 /* Requests sent, by kind, and names received in listings: process-wide
  * (all sessions), only read by session_counters(); the loop is one thread. */
 static const char *const op_names[SESS_OPS] = { "create", "delete", "exists", "get", "list", "set",
-                                                "sync" };
+                                                "sync", "commit" };
 static uint64_t op_count[SESS_OPS];
 static uint64_t listed_names;
 
@@ -778,7 +779,7 @@ static void done(struct req *r, struct sess_result *res, int rc)
     if (r->s->zh != NULL && r->s->connected &&
         (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOAUTH || rc == ZBADVERSION ||
          rc == ZNOTEMPTY || rc == ZNOCHILDRENFOREPHEMERALS)) {
-        if (r->is_sync && rc == ZOK)
+        if (r->confirms && rc == ZOK)
             (void)touch_synced(&s->touch, r->sent_ns, sess_now_ns(), session_pair_gap_ns(s));
         else
             touch_answered(&s->touch, r->sent_ns, sess_now_ns(), session_pair_gap_ns(s));
@@ -912,10 +913,35 @@ int session_sync(session *s, const char *path, sess_done_fn *cb, void *arg)
     struct req *r = new_req(s, cb, arg);
     if (r == NULL)
         return -1;
-    r->is_sync = 1;
+    r->confirms = 1;
     log_target = s;
     int rc = zoo_async(s->zh, path, sync_done, r);
     return submitted(s, r, rc, "sync", path);
+}
+
+static void commit_done(int rc, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    done((struct req *)data, &res, rc);
+}
+
+int session_commit(session *s, const char *path, sess_done_fn *cb, void *arg)
+{
+    if (s->zh == NULL) {
+        snprintf(s->err, sizeof s->err, "no session");
+        return -1;
+    }
+    struct req *r = new_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    r->confirms = 1;
+    zoo_op_t op;
+    zoo_check_op_init(&op, path, -1);
+    memset(&r->mres, 0, sizeof r->mres);
+    log_target = s;
+    int rc = zoo_amulti(s->zh, 1, &op, &r->mres, commit_done, r);
+    return submitted(s, r, rc, "commit", path);
 }
 
 static void void_done(int rc, const void *data)

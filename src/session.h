@@ -138,6 +138,13 @@ int session_set(session *s, const char *path, const char *data, size_t len, int 
  * of the same connection (touch.h), which moves session_lease_base_ns(). */
 int session_sync(session *s, const char *path, sess_done_fn *cb, void *arg);
 
+/* A write that changes nothing: a multi of one version check (any
+ * version) of path, which the quorum leader proposes and a quorum commits
+ * before the server answers. Confirms like a sync, and also that the
+ * leader that heard us still had its quorum (README "The promise"). NONODE
+ * if path is gone. */
+int session_commit(session *s, const char *path, sess_done_fn *cb, void *arg);
+
 /* CLOCK_BOOTTIME in ns: keeps counting while the host is suspended. */
 int64_t sess_now_ns(void);
 /* The servers' tickTime the lease may assume (0: half the negotiated
@@ -152,7 +159,7 @@ int64_t session_pair_gap_ns(const session *s);
  * expire the session earlier than one session timeout after it (on its
  * clock). Moves only on an answered sync or a new session. */
 int64_t session_lease_base_ns(const session *s);
-/* Send time of the latest answered sync of this handle, or 0. */
+/* Send time of the latest answered sync or commit of this handle, or 0. */
 int64_t session_last_sync_ns(const session *s);
 
 /* CLOCK_MONOTONIC (ns) at which the io callback that is now running
@@ -163,9 +170,9 @@ int64_t session_reading_ns(void);
 
 /* Process-wide counters of requests sent (all sessions): for i in
  * 0..SESS_OPS-1 the op's name ("create", "delete", "exists", "get", "list",
- * "set", "sync") and count; i == SESS_OPS: "listed_names", the names received in
+ * "set", "sync", "commit") and count; i == SESS_OPS: "listed_names", the names received in
  * listings; NULL past that. */
-#define SESS_OPS 7
+#define SESS_OPS 8
 const char *session_counters(int i, uint64_t *n);
 
 const char *sess_rc_name(enum sess_rc rc);

@@ -7,8 +7,9 @@
  * (one every tickTime/2). The leader expires a session one timeout after the
  * last such report, so an answer from a follower is no proof that the leader
  * will not expire the session soon: a follower cut off from its quorum goes
- * on answering for syncLimit x tickTime. A sync, however, goes through the
- * leader, on the same ordered stream as the follower's ping answers. So:
+ * on answering for syncLimit x tickTime. A sync or a write, however, goes
+ * through the leader, on the same ordered stream as the follower's ping
+ * answers ("sync" below means either: a confirming request). So:
  *
  *   if a sync S2, handed to the client library at least `gap` (one server
  *   tick, scaled by the drift) after the answer to an earlier request S1 on
@@ -35,7 +36,7 @@ struct touch_log {
     int64_t sent[TOUCH_SLOTS], answered[TOUCH_SLOTS];  /* ring, oldest at head */
     int head, n;
     int64_t confirmed;      /* send time of the latest request the leader surely heard of */
-    int64_t last_sync;      /* send time of the latest answered sync, any connection */
+    int64_t last_sync;      /* send time of the latest answered sync (or write), any connection */
 };
 
 /* Forgets everything (a new handle, hence a new session). */

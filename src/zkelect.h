@@ -178,6 +178,8 @@ enum zke_acl {
 enum zke_compat { ZKE_COMPAT_NONE = 0, ZKE_COMPAT_CURATOR, ZKE_COMPAT_KAZOO };
 
 /* Copied by zke_agent_new(); the caller keeps ownership of its strings. */
+enum zke_renewal { ZKE_RENEW_WRITE = 0, ZKE_RENEW_SYNC };
+
 struct zke_settings {
     const char *zk;              /* "host:port[,host:port...][/chroot]" */
     const char *path;            /* absolute election path, e.g. "/app/election" */
@@ -217,6 +219,12 @@ struct zke_settings {
      * minSessionTimeout, 2 x tickTime, implies no more). A value above the
      * servers' real tickTime breaks the promise. */
     int server_tick_ms;
+    /* What a renewal sends (README "The promise"): ZKE_RENEW_WRITE (default)
+     * a write that changes nothing (a multi of one version check of our
+     * node), which a quorum commits; ZKE_RENEW_SYNC a sync, which costs the
+     * servers no transaction but is answered by a quorum leader that may have
+     * lost its quorum without noticing yet (up to syncLimit ticks). */
+    enum zke_renewal renewal;
 };
 
 struct zke_status {
