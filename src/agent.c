@@ -392,7 +392,8 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
     p.margin_ms = s->lease_margin_ms > 0 ? s->lease_margin_ms : (T / 20 > 50 ? T / 20 : 50);
     p.renew_ms = s->renew_ms > 0 ? s->renew_ms : T / 10 > 10 ? T / 10 : 10;
     p.server_tick_ms = s->server_tick_ms > 0 ? s->server_tick_ms : T / 2;
-    p.confirm_ms = (int)((double)p.server_tick_ms * (1.0 + p.drift) + 0.999);
+    double confirm = (double)p.server_tick_ms * (1.0 + p.drift) + 0.999;
+    p.confirm_ms = confirm < (double)INT_MAX ? (int)confirm : INT_MAX;  /* drift may be bad yet */
     if (out != NULL)
         *out = p;
     if (T <= 0) {

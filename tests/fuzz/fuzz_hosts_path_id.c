@@ -3,7 +3,7 @@
  * connect string (zke_check_hosts), the election path (zke_check_path), the
  * id (zke_check_id), the credentials (zke_check_auth), each NUL-separated
  * field given to all of them; and the lease arithmetic (zke_lease_check)
- * with the first 24 bytes as its numbers (an embedding host passes any int).
+ * with the first 28 bytes as its numbers (an embedding host passes any int).
  */
 #include <math.h>
 
@@ -27,15 +27,19 @@ static void lease(const uint8_t *data, size_t size)
     memcpy(&fl, &d, sizeof fl);
     s.drift = (d >> 31) ? (double)(d & 0xffff) / 65536.0 : (double)fl;
     s.renew_ms = (int)fz_u32(&f);       /* 0 (the default) when the input ends */
+    s.server_tick_ms = (int)fz_u32(&f);
     if (zke_lease_check(&s, T, &p, err, sizeof err) == 0) {
         /* the promise: positive, renewed at least twice per lease, the
          * budget inside it */
         FZ_ASSERT(T > 0 && p.session_ms == T);
         FZ_ASSERT(p.drift > 0 && p.drift < 0.5);
         FZ_ASSERT(p.renew_ms > 0 && p.lease_ms >= 2 * p.renew_ms);
+        /* what is left once a renewal is confirmed a server tick later */
+        FZ_ASSERT(p.server_tick_ms > 0 && p.confirm_ms >= p.server_tick_ms);
+        FZ_ASSERT((int64_t)p.lease_ms - p.confirm_ms >= 2 * (int64_t)p.renew_ms);
         FZ_ASSERT(p.lease_ms < T);
         FZ_ASSERT((int64_t)p.lease_ms + p.stepdown_budget_ms + p.margin_ms <= T);
-        FZ_ASSERT(s.hook_budget_ms <= p.lease_ms - p.renew_ms);
+        FZ_ASSERT(s.hook_budget_ms <= p.lease_ms - p.confirm_ms - p.renew_ms);
     } else {
         FZ_ASSERT(err[0] != '\0' && !fz_has_ctl(err));
     }
