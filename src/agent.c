@@ -964,6 +964,13 @@ void agent_session_state(zke_agent *a, enum sess_state st)
         }
         a->last_session = sid;
         el_on_session(a->el, EL_SESS_CONNECTED, sid);
+        /* a reconnected session's lease moves with the first renewal on the
+         * new connection (touch.h): send it now, not a period on */
+        if (ev_is_active(&a->renew)) {
+            ev_timer_stop(a->loop, &a->renew);
+            ev_timer_set(&a->renew, 0., a->renew_period_ms / 1000.0);
+            ev_timer_start(a->loop, &a->renew);
+        }
     } else if (st == SESS_S_DISCONNECTED) {
         queue_session_event(a, "disconnected", a->last_session);
         el_on_session(a->el, EL_SESS_DISCONNECTED, a->last_session);
@@ -1252,8 +1259,18 @@ static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static int renew_period(const zke_agent *a, int leading)
 {
     int p = a->plan.renew_ms;
-    if (leading)
+    if (leading) {
+        /* A renewal confirms the latest request answered a confirmation
+         * gap (c) before it was sent. Renewing every p < c pairs each with
+         * one two periods back, so the lease lags the latest renewal by up
+         * to c + 2p; renewing just over c (c + e, e for the round trip)
+         * pairs each with the previous one: a lag of up to 2 (c + e), the
+         * better schedule when that is shorter (a short server tick). */
+        int c = a->plan.confirm_ms, e = c / 10 > 10 ? c / 10 : 10;
+        if (p < c + e && 2 * (c + e) < c + 2 * p)
+            p = c + e;
         return p;
+    }
     /* the base is a request answered a pair gap before the latest answered
      * sync, which may be 1.5 periods old (a renewal is skipped while the
      * last sync is younger than half a period), and requests are a period

@@ -286,9 +286,13 @@ static void global_watcher(zhandle_t *zh, int type, int state, const char *path,
         /* a new connection: earlier answers cannot pair with its syncs */
         touch_reset(&s->touch);
         /* the first connection of a handle created its session, and the
-         * quorum leader created it after the handle was opened */
+         * quorum leader created it after the handle was opened; a later one
+         * was revalidated by the leader after the old connection's last
+         * answer arrived (touch.h) */
         if (!s->handle_connected)
             touch_grant(&s->touch, s->opened_ns);
+        else
+            touch_revalidated(&s->touch);
         s->handle_connected = 1;
         s->cb.state(s->ud, SESS_S_CONNECTED);
     } else if (state == ZOO_CONNECTING_STATE) {

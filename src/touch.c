@@ -14,6 +14,7 @@ void touch_init(struct touch_log *t)
 void touch_reset(struct touch_log *t)
 {
     t->head = t->n = 0;
+    t->revalidated = 0;
 }
 
 static int slot(const struct touch_log *t, int i)
@@ -23,6 +24,8 @@ static int slot(const struct touch_log *t, int i)
 
 void touch_answered(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap)
 {
+    if (sent > t->last_sent)
+        t->last_sent = sent;
     if (t->n > 0) {
         int last = slot(t, t->n - 1);
         /* a newer answer so close to the last kept one adds little: the
@@ -69,10 +72,20 @@ int64_t touch_synced(struct touch_log *t, int64_t sent, int64_t answered, int64_
         t->head = slot(t, best);
         t->n -= best;
     }
+    /* the leader revalidated the session on this connection before it
+     * answered anything on it */
+    if (t->revalidated > t->confirmed)
+        t->confirmed = t->revalidated;
+    t->revalidated = 0;
     if (sent > t->last_sync)
         t->last_sync = sent;
     touch_answered(t, sent, answered, gap);
     return t->confirmed;
+}
+
+void touch_revalidated(struct touch_log *t)
+{
+    t->revalidated = t->last_sent;
 }
 
 void touch_grant(struct touch_log *t, int64_t at)

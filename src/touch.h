@@ -19,7 +19,11 @@
  *   leader cannot expire the session before S1's send time + timeout.
  *
  * A new session is created by the leader after the handle was opened, which
- * gives the same bound from the open time (touch_grant).
+ * gives the same bound from the open time (touch_grant). A session that
+ * reconnects is revalidated by the quorum leader itself, which touches it,
+ * after the old connection's last answer arrived: the next confirming answer
+ * on the new connection confirms the send time of that last answer's
+ * request (touch_revalidated).
  *
  * Pure bookkeeping: no I/O, no clock (times are CLOCK_BOOTTIME ns given by
  * the caller), so it is unit-tested with synthetic times. The caller (the
@@ -37,6 +41,8 @@ struct touch_log {
     int head, n;
     int64_t confirmed;      /* send time of the latest request the leader surely heard of */
     int64_t last_sync;      /* send time of the latest answered sync (or write), any connection */
+    int64_t last_sent;      /* send time of the latest answered request, any connection */
+    int64_t revalidated;    /* touch_revalidated's bound, until a confirming answer; 0: none */
 };
 
 /* Forgets everything (a new handle, hence a new session). */
@@ -55,5 +61,9 @@ void touch_answered(struct touch_log *t, int64_t sent, int64_t answered, int64_t
 int64_t touch_synced(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap);
 /* The leader created the session after `at` (the handle's open time). */
 void touch_grant(struct touch_log *t, int64_t at);
+/* The session reconnected (the leader revalidated it, touching it, after
+ * the last answer of the old connection arrived): call after touch_reset().
+ * The next touch_synced() confirms that answer's request's send time. */
+void touch_revalidated(struct touch_log *t);
 
 #endif

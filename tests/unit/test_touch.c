@@ -84,6 +84,29 @@ static void test_out_of_order_answers_are_not_trusted(void)
     CHECK(touch_synced(&t, 720, 730, GAP) == 100);
 }
 
+/* A reconnect of the same session: the leader revalidated (and touched)
+ * it after the old connection's last answer arrived, so the first
+ * confirming answer on the new connection confirms that answer's request,
+ * without a gap; a plain answer does not. */
+static void test_a_reconnect_is_confirmed_by_the_first_renewal(void)
+{
+    struct touch_log t;
+    touch_init(&t);
+    touch_grant(&t, 10);
+    ans(&t, 100, 110);
+    ans(&t, 300, 310);                  /* the old connection's last answer */
+    touch_reset(&t);
+    touch_revalidated(&t);
+    ans(&t, 1200, 1210);                /* not a renewal: proves nothing */
+    CHECK(t.confirmed == 10);
+    CHECK(touch_synced(&t, 1220, 1230, GAP) == 300);
+    /* used once: a second reconnect starts from the newest answer */
+    touch_reset(&t);
+    touch_revalidated(&t);
+    touch_reset(&t);                    /* lost again before any renewal */
+    CHECK(touch_synced(&t, 2000, 2010, GAP) == 300);
+}
+
 int main(void)
 {
     RUN(test_a_sync_confirms_only_what_was_answered_a_gap_before);
@@ -92,5 +115,6 @@ int main(void)
     RUN(test_the_base_never_moves_back);
     RUN(test_a_flood_of_answers_keeps_an_old_enough_one);
     RUN(test_out_of_order_answers_are_not_trusted);
+    RUN(test_a_reconnect_is_confirmed_by_the_first_renewal);
     return check_done();
 }
