@@ -18,6 +18,7 @@
 #include "agent_int.h"
 #include "conn.h"
 #include "election.h"
+#include "guard.h"
 #include "nodedata.h"
 #include "rng.h"
 #include "scope.h"
@@ -107,6 +108,9 @@ struct zke_agent {
     ev_timer hold_to;
     int64_t host_epoch;
     char *host_node;            /* node of that term */
+    zke_guard *guard;           /* zke_agent_set_guard (the host's), or NULL */
+    int guard_slot;             /* our slot in it */
+    int64_t guard_end_ns;       /* the hard end set there, 0: disarmed */
     uint64_t rng;
     uint64_t last_session;
     const char *stop_reason;
@@ -1043,6 +1047,28 @@ static void revoke_term(zke_agent *a)
         scope_cancel(a->term, term_drained_cb, a);
 }
 
+/* The fail-stop guard (zke_agent_set_guard) holds the term's hard end, the
+ * lease end + the step-down budget + half the margin (a step-down that
+ * uses all its budget is not killed for it, and the successor still cannot
+ * start for another half margin), from just before on_leader until its
+ * step-down has finished (its processes ended, on_stepdown returned or its
+ * hold released); it follows the lease end as renewals move it. */
+static void guard_sync(zke_agent *a)
+{
+    if (a->guard == NULL)
+        return;
+    int64_t d = 0;
+    if (a->host_leader || a->term != NULL || a->holding || a->in_stepdown_cb) {
+        int64_t end = lease_end(a);
+        int64_t after = (int64_t)a->plan.stepdown_budget_ms + a->plan.margin_ms / 2;
+        d = end > 0 ? end + after * 1000000 : a->guard_end_ns;
+    }
+    if (d != a->guard_end_ns) {
+        a->guard_end_ns = d;
+        guard_slot_arm(a->guard, a->guard_slot, d);
+    }
+}
+
 /* Checks the lease; called first in every loop iteration (ev_check of top
  * priority) and by its timer. A leader whose lease ran out, also while the
  * process was stopped, revokes its term before anything else runs and steps
@@ -1083,6 +1109,7 @@ static void lease_tick(zke_agent *a)
         ev_now_update(a->loop);     /* relative to now, not to the cached loop time */
         ev_timer_set(&a->lease_to, (double)(end - now) / 1e9 + 0.0005, 0.);
         ev_timer_start(a->loop, &a->lease_to);
+        guard_sync(a);
     }
 }
 
@@ -1373,6 +1400,7 @@ static int call_host(zke_agent *a, const struct zke_event *in)
         a->host_node = n;
         a->host_epoch = in->epoch;
         a->host_leader = 1;
+        guard_sync(a);              /* armed before the host can start anything */
         copy.lease_ms = left;
         lease_tick(a);
     } else if (in->type == ZKE_EV_STEPDOWN) {
@@ -1386,8 +1414,10 @@ static int call_host(zke_agent *a, const struct zke_event *in)
             return 0;       /* the term is over (the lease check ended it) */
         copy.lease_ms = lease_left_ms(a);
     }
-    if (fn == NULL)
+    if (fn == NULL) {
+        guard_sync(a);
         return 0;
+    }
     a->in_cb++;
     a->in_stepdown_cb = in->type == ZKE_EV_STEPDOWN;
     fn(a, ev, a->ud);
@@ -1408,6 +1438,7 @@ static int call_host(zke_agent *a, const struct zke_event *in)
         ev_timer_set(&a->hold_to, ms / 1000.0, 0.);
         ev_timer_start(a->loop, &a->hold_to);
     }
+    guard_sync(a);                  /* disarmed once a step-down has finished */
     return 0;
 }
 
@@ -1415,6 +1446,7 @@ static void end_hold(zke_agent *a)
 {
     a->holding = 0;
     a->holds = 0;
+    guard_sync(a);
     ev_timer_stop(a->loop, &a->hold_to);
     kick_now(a);
 }
@@ -1863,6 +1895,9 @@ static void real_free(zke_agent *a)
     ev_timer_stop(a->loop, &a->hold_to);
     scope_free(a->term);            /* SIGKILL to what is left, no wait */
     a->term = NULL;
+    if (a->guard != NULL)
+        guard_slot_release(a->guard, a->guard_slot);
+    a->guard = NULL;
     ev_timer_stop(a->loop, &a->kick);
     ev_timer_stop(a->loop, &a->backoff);
     ev_timer_stop(a->loop, &a->connect_to);
@@ -1968,6 +2003,25 @@ int zke_agent_status(zke_agent *a, struct zke_status *out)
         if (out->role == ZKE_ROLE_FOLLOWER && a->census_position > 0)
             out->position = a->census_position;
     }
+    return 0;
+}
+
+int zke_agent_set_guard(zke_agent *a, zke_guard *g)
+{
+    int slot = -1;
+    if (a == NULL || a->freeing || g == a->guard)
+        return a == NULL || a->freeing ? -1 : 0;
+    if (g != NULL && (slot = guard_slot_take(g)) < 0) {
+        snprintf(a->err, sizeof a->err, "the fail-stop guard has no free agent slot (it guards "
+                 "at most %d agents)", ZKE_GUARD_AGENTS);
+        return -1;
+    }
+    if (a->guard != NULL)
+        guard_slot_release(a->guard, a->guard_slot);
+    a->guard = g;
+    a->guard_slot = slot;
+    a->guard_end_ns = 0;
+    guard_sync(a);                  /* a term already running is armed now */
     return 0;
 }
 

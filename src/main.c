@@ -16,8 +16,11 @@
 #include <ev.h>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -94,6 +97,9 @@ static const char usage_lease[] =
     "                           session timeout; longer: fewer packets, a crash failover\n"
     "                           closer to a plain client's, shorter disconnects ridden out\n"
     "                                                                    [ZKELECT_RENEW_INTERVAL]\n"
+    "  --renew-by write|sync    a renewal is a write that changes nothing (default; a quorum\n"
+    "                           commits it) or a sync (no transaction, but a quorum leader\n"
+    "                           that lost its quorum unnoticed answers it) [ZKELECT_RENEW_BY]\n"
     "  --server-tick MS         the ZooKeeper servers' tickTime (at most): a renewal counts\n"
     "                           once a sync a tick later confirms it through the quorum\n"
     "                           leader; default half the granted session timeout (the\n"
@@ -102,6 +108,15 @@ static const char usage_lease[] =
     "                                                                    [ZKELECT_SERVER_TICK]\n"
     "  --drift FRACTION         assumed clock-rate difference to the server, default 0.01\n"
     "                                                                    [ZKELECT_DRIFT]\n"
+    "";
+
+/* --fail-stop (one literal may not exceed 4095 characters) */
+static const char usage_failstop[] =
+    "  --fail-stop agent|groups|off\n"
+    "                           a watcher process kills a term's process groups (groups),\n"
+    "                           and the agent too (agent, default), when the term outlives\n"
+    "                           its lease because the loop is stuck or the agent frozen;\n"
+    "                           off: no watcher                          [ZKELECT_FAIL_STOP]\n"
     "";
 
 /* the rest of the usage (one literal may not exceed 4095 characters) */
@@ -148,9 +163,11 @@ struct opts {
     enum zke_acl acl;
     int session_timeout, connect_timeout, hook_timeout;
     int stepdown_budget, lease_margin, renew_interval, hook_budget, server_tick;
+    enum zke_renewal renewal;
     int health_interval, health_fails, health_passes;
     int leader_error_ignore;
     int json;
+    int fail_stop;              /* enum fail_stop */
     double drift;
     enum zke_disconnect on_disconnect;
     enum zke_compat compat;
@@ -169,6 +186,7 @@ struct app {
     int leader_ready;           /* leading, and on_leader (if any) has finished its work */
     ev_signal sigterm, sigint, sighup;
     ev_timer reload;
+    ev_child guard_child;       /* the --fail-stop watcher */
     int leader_error_ignore;
     const char *id, *path;
     int signals;
@@ -241,6 +259,9 @@ static const char *const log_names[] = { "text", "json", NULL };              /*
 static const char *const disconnect_names[] = { "suspend", "stepdown", NULL }; /* enum zke_disconnect */
 static const char *const acl_names[] = { "open", "creator-all", "world-read", NULL }; /* from ZKE_ACL_OPEN */
 static const char *const compat_names[] = { "none", "curator", "kazoo", NULL }; /* enum zke_compat */
+static const char *const renewal_names[] = { "write", "sync", NULL }; /* enum zke_renewal */
+enum fail_stop { FAIL_STOP_AGENT = 0, FAIL_STOP_GROUPS, FAIL_STOP_OFF };
+static const char *const fail_stop_names[] = { "agent", "groups", "off", NULL }; /* enum fail_stop */
 
 static void set_log(struct opts *o, const char *flag, const char *v)
 {
@@ -260,6 +281,11 @@ static void set_acl(struct opts *o, const char *flag, const char *v)
 static void set_compat(struct opts *o, const char *flag, const char *v)
 {
     o->compat = (enum zke_compat)choice(flag, v, compat_names);
+}
+
+static void set_fail_stop(struct opts *o, const char *flag, const char *v)
+{
+    o->fail_stop = choice(flag, v, fail_stop_names);
 }
 
 static void set_level(struct opts *o, const char *flag, const char *v)
@@ -415,6 +441,8 @@ static void from_env(struct opts *o)
         o->lease_margin = parse_ms("ZKELECT_LEASE_MARGIN", v, 1, 600000);
     if ((v = getenv("ZKELECT_RENEW_INTERVAL")) != NULL)
         o->renew_interval = parse_ms("ZKELECT_RENEW_INTERVAL", v, 10, 300000);
+    if ((v = getenv("ZKELECT_RENEW_BY")) != NULL)
+        o->renewal = (enum zke_renewal)choice("ZKELECT_RENEW_BY", v, renewal_names);
     if ((v = getenv("ZKELECT_SERVER_TICK")) != NULL)
         o->server_tick = parse_ms("ZKELECT_SERVER_TICK", v, 1, 300000);
     if ((v = getenv("ZKELECT_HOOK_BUDGET")) != NULL)
@@ -423,6 +451,8 @@ static void from_env(struct opts *o)
         o->drift = parse_fraction("ZKELECT_DRIFT", v);
     if ((v = getenv("ZKELECT_LOG")) != NULL)
         set_log(o, "ZKELECT_LOG", v);
+    if ((v = getenv("ZKELECT_FAIL_STOP")) != NULL)
+        set_fail_stop(o, "ZKELECT_FAIL_STOP", v);
     if ((v = getenv("ZKELECT_LOG_LEVEL")) != NULL)
         set_level(o, "ZKELECT_LOG_LEVEL", v);
 }
@@ -448,6 +478,7 @@ static void parse(struct opts *o, int argc, char **argv)
         { "renew-interval", required_argument, NULL, 'r' },
         { "drift", required_argument, NULL, 'R' },
         { "server-tick", required_argument, NULL, 'Q' },
+        { "renew-by", required_argument, NULL, 'W' },
         { "hook-budget", required_argument, NULL, 'H' },
         { "health-interval", required_argument, NULL, 'I' },
         { "on-leader-error", required_argument, NULL, 'E' },
@@ -458,6 +489,7 @@ static void parse(struct opts *o, int argc, char **argv)
         { "auth", required_argument, NULL, 'A' },
         { "auth-file", required_argument, NULL, 'a' },
         { "acl", required_argument, NULL, 'C' },
+        { "fail-stop", required_argument, NULL, 'G' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -484,6 +516,7 @@ static void parse(struct opts *o, int argc, char **argv)
         case 'r': o->renew_interval = parse_ms("--renew-interval", optarg, 10, 300000); break;
         case 'R': o->drift = parse_fraction("--drift", optarg); break;
         case 'Q': o->server_tick = parse_ms("--server-tick", optarg, 1, 300000); break;
+        case 'W': o->renewal = (enum zke_renewal)choice("--renew-by", optarg, renewal_names); break;
         case 'H': o->hook_budget = parse_ms("--hook-budget", optarg, 1, 86400000); break;
         case 'J': o->json = 1; break;
         case 'E': {
@@ -498,9 +531,11 @@ static void parse(struct opts *o, int argc, char **argv)
         case 'A': take_auth_arg(o, optarg); break;
         case 'a': o->auth_file = optarg; o->auth_file_flag = 1; break;
         case 'C': set_acl(o, "--acl", optarg); break;
+        case 'G': set_fail_stop(o, "--fail-stop", optarg); break;
         case 'h':
             fputs(usage_text, stdout);
             fputs(usage_lease, stdout);
+            fputs(usage_failstop, stdout);
             fputs(usage_more, stdout);
             exit(EX_OK);
         case ':': die(EX_USAGE, "option '%s' needs a value", argv[optind - 1]);
@@ -790,6 +825,81 @@ static int cmd_check(struct opts *o)
     return EX_OK;
 }
 
+/* --- the fail-stop watcher (--fail-stop) ------------------------------ */
+
+static void on_guard_log(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    (void)ud;
+    log_msg(lvl, "fail_stop", msg);
+}
+
+/* The watcher process: nothing of the agent's but the guard page and the
+ * log on stderr. Its own process group, so that a stop or an interrupt for
+ * the agent's group (Ctrl-Z, Ctrl-C) does not reach it; SIGTERM/SIGINT are
+ * the agent's business (a graceful step-down the watcher must outlast). */
+static void guard_main(zke_guard *g, int mode) __attribute__((noreturn));
+static void guard_main(zke_guard *g, int mode)
+{
+    static const int ignored[] = { SIGINT, SIGTERM, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU,
+                                   SIGUSR1, SIGUSR2 };
+    (void)setpgid(0, 0);
+    (void)prctl(PR_SET_NAME, "zkelect-guard", 0, 0, 0);
+    for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++)
+        (void)signal(ignored[i], SIG_IGN);
+    /* inherited descriptors (pipes a supervisor waits on) are not kept
+     * open by us; stderr stays for the log */
+    struct rlimit rl;
+    int top = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+              rl.rlim_cur < 65536 ? (int)rl.rlim_cur : 65536;
+    for (int fd = 3; fd < top; fd++)
+        (void)close(fd);
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        (void)dup2(null, 0);
+        (void)dup2(null, 1);
+        if (null > 2)
+            (void)close(null);
+    }
+    int rc = zke_guard_watch(g, mode == FAIL_STOP_AGENT ? ZKE_GUARD_KILL_AGENT : 0, on_guard_log,
+                             NULL);
+    if (rc != 0)
+        log_msg(ZKE_LOG_ERROR, "fail_stop", "the watcher could not start: terms are not guarded");
+    _exit(rc == 0 ? 0 : EX_SOFTWARE);
+}
+
+/* The guard page and its watcher, a child process (it must be neither
+ * stuck nor stopped with us). Exits 70 if either cannot be made. */
+static zke_guard *start_guard(int mode, pid_t *pid)
+{
+    char err[256];
+    zke_guard *g = zke_guard_new(err, sizeof err);
+    if (g == NULL)
+        die(EX_SOFTWARE, "--fail-stop %s: %s", fail_stop_names[mode], err);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t p = fork();
+    if (p < 0)
+        die(EX_SOFTWARE, "--fail-stop %s: cannot start the watcher process: %s",
+            fail_stop_names[mode], strerror(errno));
+    if (p == 0)
+        guard_main(g, mode);
+    *pid = p;
+    return g;
+}
+
+static void on_guard_exit(struct ev_loop *loop, ev_child *w, int revents)
+{
+    char msg[200];
+    (void)revents;
+    ev_ref(loop);               /* it was unref'd: it never kept the loop alive */
+    ev_child_stop(loop, w);
+    snprintf(msg, sizeof msg, "the fail-stop watcher (pid %d) ended (%s %d): from now on only "
+             "the loop ends a term whose lease ran out", w->rpid,
+             WIFSIGNALED(w->rstatus) ? "signal" : "exit code",
+             WIFSIGNALED(w->rstatus) ? WTERMSIG(w->rstatus) : WEXITSTATUS(w->rstatus));
+    log_msg(ZKE_LOG_ERROR, "fail_stop", msg);
+}
+
 static int cmd_run(struct opts *o)
 {
     struct app app;
@@ -838,6 +948,7 @@ static int cmd_run(struct opts *o)
         .session_file = o->session_file, .on_disconnect = o->on_disconnect,
         .stepdown_budget_ms = o->stepdown_budget, .lease_margin_ms = o->lease_margin,
         .renew_ms = o->renew_interval, .server_tick_ms = o->server_tick,
+        .renewal = o->renewal,
         .drift = o->drift, .auth_scheme = ascheme, .auth_credentials = acred, .acl = acl,
         .compat = o->compat,
     };
@@ -864,6 +975,11 @@ static int cmd_run(struct opts *o)
     s.hook_budget_ms = o->hook_timeout;
     if (zke_lease_check(&s, st, &plan, err, sizeof err) != 0)
         die(EX_CONFIG, "%s", err);
+    /* before the loop and the script: the watcher inherits neither */
+    zke_guard *guard = NULL;
+    pid_t guard_pid = -1;
+    if (o->fail_stop != FAIL_STOP_OFF)
+        guard = start_guard(o->fail_stop, &guard_pid);
     app.loop = ev_default_loop(EVFLAG_AUTO);
     if (app.loop == NULL)
         die(EX_SOFTWARE, "cannot initialise the event loop (bad LIBEV_FLAGS?)");
@@ -878,6 +994,7 @@ static int cmd_run(struct opts *o)
     app.sopts.loop = app.loop;
     app.sopts.lua_dir = datadir_lua();
     app.sopts.allow_processes = 1;      /* the agent is the host: its policies may start processes */
+    app.sopts.guard = guard;
     app.script_path = o->script;
     app.metrics = metrics_new(o->id, o->path);
     if (app.metrics == NULL)
@@ -901,6 +1018,8 @@ static int cmd_run(struct opts *o)
     s.auth_scheme = s.auth_credentials = NULL;
     if (app.agent == NULL)
         die(EX_SOFTWARE, "out of memory");
+    if (guard != NULL && zke_agent_set_guard(app.agent, guard) != 0)
+        die(EX_SOFTWARE, "%s", zke_agent_errstr(app.agent));
     if (app.sc != NULL) {
         script_attach(app.sc, app.agent);
         script_on_failure(app.sc, on_hook_failed);
@@ -938,9 +1057,14 @@ static int cmd_run(struct opts *o)
     ev_unref(app.loop);
     ev_unref(app.loop);
     ev_unref(app.loop);
+    ev_child_init(&app.guard_child, on_guard_exit, guard_pid, 0);
+    if (guard != NULL) {
+        ev_child_start(app.loop, &app.guard_child);
+        ev_unref(app.loop);
+    }
 
     {
-        struct logf f[12] = {
+        struct logf f[13] = {
             { "version", LF_STR, ZKELECT_VERSION, 0 }, { "zk", LF_STR, o->zk, 0 },
             { "path", LF_STR, o->path, 0 }, { "script", LF_STR, o->script, 0 },
             { "lease_ms", LF_INT, NULL, plan.lease_ms },
@@ -951,8 +1075,9 @@ static int cmd_run(struct opts *o)
                                                                                 : "suspend", 0 },
             { "auth", LF_STR, who, 0 }, { "acl", LF_STR, zke_acl_name(acl), 0 },
             { "compat", LF_STR, compat_names[o->compat], 0 },
+            { "fail_stop", LF_STR, fail_stop_names[o->fail_stop], 0 },
         };
-        log_line(ZKE_LOG_INFO, "start", f, 12);
+        log_line(ZKE_LOG_INFO, "start", f, 13);
     }
     notify_start(app.loop);
     ev_run(app.loop, 0);
@@ -976,7 +1101,12 @@ static int cmd_run(struct opts *o)
     ev_signal_stop(app.loop, &app.sigint);
     ev_signal_stop(app.loop, &app.sighup);
     ev_timer_stop(app.loop, &app.reload);
+    if (ev_is_active(&app.guard_child)) {
+        ev_ref(app.loop);
+        ev_child_stop(app.loop, &app.guard_child);
+    }
     ev_loop_destroy(app.loop);
+    zke_guard_free(guard);      /* the watcher ends when we do (it kills what is left) */
     return app.exit_code;
 }
 
@@ -1223,6 +1353,7 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         fputs(usage_text, stdout);
         fputs(usage_lease, stdout);
+        fputs(usage_failstop, stdout);
         fputs(usage_more, stdout);
         return EX_OK;
     }

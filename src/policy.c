@@ -82,6 +82,7 @@ zke_policy *zke_policy_load(struct ev_loop *loop, const struct zke_policy_settin
         .loop = loop,
         .lua_dir = s->lua_dir,
         .allow_processes = s->allow_processes,
+        .guard = s->guard,
     };
     p->sc = script_load(s->file, &o, on_log, p, err, errlen, &code);
     if (p->sc == NULL) {

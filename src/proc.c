@@ -40,6 +40,7 @@ struct proc {
     struct ev_loop *loop;
     pid_t pid;
     int exited;
+    zke_guard *guard;           /* where its group is registered, or NULL */
     proc_exit_fn *cb;
     void *ud;
 };
@@ -51,6 +52,7 @@ static void finish(proc *p, int status)
     ev_child_stop(p->loop, &p->w);
     ev_timer_stop(p->loop, &p->stop);
     scope_remove(&p->res);
+    zke_guard_remove_group(p->guard, p->pid);
     p->cb = NULL;
     if (cb != NULL)
         cb(ud, p, status);
@@ -124,11 +126,12 @@ static int env_key_len(const char *kv)
 proc *proc_spawn(scope *s, char *const argv[], char *const env[], proc_exit_fn *cb, void *ud,
                  char *err, size_t errlen)
 {
-    return proc_spawn_io(s, argv, env, -1, -1, cb, ud, err, errlen);
+    return proc_spawn_io(s, argv, env, -1, -1, NULL, 0, cb, ud, err, errlen);
 }
 
 proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], int out_fd, int err_fd,
-                    proc_exit_fn *cb, void *ud, char *err, size_t errlen)
+                    zke_guard *guard, int guard_flags, proc_exit_fn *cb, void *ud, char *err,
+                    size_t errlen)
 {
     sigset_t none;
     char **envp = NULL;
@@ -187,6 +190,7 @@ proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], int out_fd,
     (void)fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
     sigemptyset(&none);
     pid_t parent = getpid();
+    int unguarded = 0;          /* the guard's table was full: the child was killed */
     pid_t pid = fork();
     if (pid == 0) {
         int e;
@@ -218,23 +222,35 @@ proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], int out_fd,
     if (pid > 0) {
         int e = 0;
         (void)setpgid(pid, pid);     /* no race with a signal to the group */
+        /* before it can exec: if we die from here on, the watcher kills
+         * the group (the child itself dies with us, PR_SET_PDEATHSIG) */
+        unguarded = guard != NULL && zke_guard_add_group(guard, pid, guard_flags) != 0;
+        if (unguarded)
+            (void)kill(pid, SIGKILL);
         ssize_t got;
         do
             got = read(pfd[0], &e, sizeof e);
         while (got < 0 && errno == EINTR);
-        if (got == (ssize_t)sizeof e) {
-            rc = e;
+        if (got == (ssize_t)sizeof e || unguarded) {
+            rc = unguarded ? EMFILE : e;
             (void)waitpid(pid, NULL, 0);
+            if (!unguarded)
+                zke_guard_remove_group(guard, pid);
         }
     }
     (void)close(pfd[0]);
     free(envp);
     if (rc != 0) {
-        snprintf(err, errlen, "cannot start '%s': %s", argv[0], strerror(rc));
+        if (unguarded)
+            snprintf(err, errlen, "cannot start '%s': the fail-stop guard already watches %d "
+                     "process groups", argv[0], ZKE_GUARD_GROUPS);
+        else
+            snprintf(err, errlen, "cannot start '%s': %s", argv[0], strerror(rc));
         free(p);
         return NULL;
     }
     p->pid = pid;
+    p->guard = guard;
     p->loop = scope_loop(s);
     p->cb = cb;
     p->ud = ud;
@@ -330,6 +346,17 @@ static void unref(lua_State *L, int *ref)
 
 static void lproc_exit(void *ud, proc *p, int status);
 
+/* Starts a child of the script in scope s, its group registered with the
+ * script's guard (a term's as such). */
+static proc *script_spawn(script *sc, scope *s, char *const argv[], char *const env[], int out_fd,
+                          int err_fd, proc_exit_fn *cb, void *ud, char *err, size_t errlen)
+{
+    /* any scope but the script's own is a term's */
+    int flags = script_scope_epoch(sc, s) != 0 ? ZKE_GUARD_GROUP_TERM : 0;
+    return proc_spawn_io(s, argv, env, out_fd, err_fd, script_guard(sc), flags, cb, ud, err,
+                         errlen);
+}
+
 static void lproc_release(struct lproc *b)
 {
     lua_State *L = script_lua(b->sc);
@@ -354,7 +381,8 @@ static void restart_cb(struct ev_loop *loop, ev_timer *w, int revents)
         return;
     }
     /* same term, same ZKELECT_* values: the environment of the first start */
-    proc *p = proc_spawn(b->scope, b->argv, b->env, lproc_exit, b, err, sizeof err);
+    proc *p = script_spawn(b->sc, b->scope, b->argv, b->env, -1, -1, lproc_exit, b, err,
+                           sizeof err);
     if (p == NULL) {
         lproc_release(b);
         return;
@@ -501,7 +529,7 @@ static int l_spawn(lua_State *L)
         lua_pushliteral(L, "ETERM");
         return 3;
     }
-    proc *p = proc_spawn(s, argv, env, lproc_exit, b, err, sizeof err);
+    proc *p = script_spawn(sc, s, argv, env, -1, -1, lproc_exit, b, err, sizeof err);
     if (p == NULL) {
         luaL_pushfail(L);
         lua_pushstring(L, err);
@@ -844,7 +872,7 @@ static int l_exec(lua_State *L)
     op->timeout.data = op->settle.data = op;
     op->kill_after = 1.0;
     {
-        proc *p = proc_spawn_io(s, argv, env, po[1], pe[1], exec_exit, op, err, sizeof err);
+        proc *p = script_spawn(sc, s, argv, env, po[1], pe[1], exec_exit, op, err, sizeof err);
         close(po[1]);
         close(pe[1]);
         if (p == NULL) {

@@ -10,6 +10,10 @@
  * Ownership: the process record belongs to itself and is freed after its
  * exit callback ran; the callback runs exactly once: at exit (status as from
  * waitpid) or with status -1 when its scope is freed first.
+ *
+ * Fail-stop guard (zkelect.h): a child started with a guard has its group
+ * registered there from right after the fork until it is reaped (or its
+ * record is detached), so the watcher can kill it when the loop cannot.
  */
 #ifndef ZKELECT_PROC_H
 #define ZKELECT_PROC_H
@@ -17,6 +21,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include "scope.h"
+#include "zkelect.h"
 
 struct lua_State;
 typedef struct proc proc;
@@ -26,9 +31,12 @@ typedef void proc_exit_fn(void *ud, proc *p, int status);
  * NULL), overriding inherited ones. Returns NULL with a reason in err. */
 proc *proc_spawn(scope *s, char *const argv[], char *const env[], proc_exit_fn *cb, void *ud,
                  char *err, size_t errlen);
-/* The same with stdout and stderr sent to out_fd / err_fd (-1: inherited). */
+/* The same with stdout and stderr sent to out_fd / err_fd (-1: inherited),
+ * and the group registered with guard (NULL: none; guard_flags as for
+ * zke_guard_add_group). A full guard table fails the spawn. */
 proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], int out_fd, int err_fd,
-                    proc_exit_fn *cb, void *ud, char *err, size_t errlen);
+                    zke_guard *guard, int guard_flags, proc_exit_fn *cb, void *ud, char *err,
+                    size_t errlen);
 /* When its scope ends it: SIGKILL this long after SIGTERM (if shorter than
  * the scope's grace; the grace is the upper bound). */
 void proc_set_stop_timeout(proc *p, double secs);

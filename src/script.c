@@ -81,6 +81,7 @@ struct script {
     char *file;
     char lua_dir[1024];         /* require's last directory (script_opts.lua_dir) */
     int allow_processes;        /* script_opts.allow_processes */
+    zke_guard *guard;           /* script_opts.guard, borrowed */
     script_log_fn *log;
     void *ud;
     zke_agent *agent;
@@ -1242,6 +1243,7 @@ size_t script_memory(script *sc)
 }
 struct ev_loop *script_loop(const script *sc) { return sc->loop; }
 int script_allows_processes(const script *sc) { return sc->allow_processes; }
+zke_guard *script_guard(const script *sc) { return sc->guard; }
 
 int64_t script_scope_epoch(script *sc, scope *s)
 {
@@ -1511,6 +1513,7 @@ script *script_load(const char *file, const struct script_opts *opts,
                                   ? opts->stepdown_timeout_ms : sc->hook_timeout_ms;
     sc->loop = opts ? opts->loop : NULL;
     sc->allow_processes = opts ? opts->allow_processes : 0;
+    sc->guard = opts ? opts->guard : NULL;
     ev_timer_init(&sc->later, later_cb, 0., 0.);
     sc->later.data = sc;
     {

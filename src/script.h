@@ -45,6 +45,9 @@ struct script_opts {
                               * watchers, which only work on libev's default loop (its SIGCHLD
                               * handler, installed when the host called ev_default_loop());
                               * on another loop they return nil, msg, "ESPAWN". The CLI sets 1. */
+    zke_guard *guard;        /* NULL, or the fail-stop guard each child's process group is
+                              * registered with while it runs (a term's with
+                              * ZKE_GUARD_GROUP_TERM); borrowed, must outlive the script */
 };
 
 /* The largest script file script_load reads (larger ones are refused
@@ -117,6 +120,8 @@ size_t script_memory(script *sc);
 struct ev_loop *script_loop(const script *sc);
 /* script_opts.allow_processes */
 int script_allows_processes(const script *sc);
+/* script_opts.guard (may be NULL) */
+zke_guard *script_guard(const script *sc);
 /* Scope for a resource started now: the term's inside leader hooks and
  * their callbacks, the script's own otherwise; NULL when that scope has
  * ended (or there is no loop). */

@@ -42,7 +42,8 @@
  * (this API starts no process; the Lua layer only does with the host's
  * consent, script_opts.allow_processes): it logs through callbacks.log (and
  * the conn's log), whose lines are queued and delivered from the loop like
- * events.
+ * events. The one exception is zke_guard_watch(), which runs in a process
+ * of its own that the host forked for it (see "Fail-stop guard" below).
  *
  * Exactly once: every event gives one call of its callback (none if that
  * member is NULL), teardown included: an agent freed while leading gets its
@@ -69,12 +70,20 @@
  *
  * Term scope: things started during a term (zke_agent_term()) are cancelled
  * when it ends, before on_stepdown and before the node is released.
+ *
+ * Fail-stop: the lease is checked by the loop, so a loop stuck in one long
+ * call, or a frozen process, cannot end a term. A host that wants a term
+ * never to outlive its lease whatever the loop does gives the agent a
+ * zke_guard (zke_agent_set_guard) and runs zke_guard_watch() in a process
+ * it forked: that process kills the term's process groups (and the agent)
+ * when the term's hard end passes (see "Fail-stop guard" below).
  */
 #ifndef ZKELECT_H
 #define ZKELECT_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -498,6 +507,83 @@ void zke_observer_free(zke_observer *o);
 const char *zke_observer_errstr(const zke_observer *o);
 void *zke_observer_userdata(const zke_observer *o);
 
+/* --- Fail-stop guard ---------------------------------------------------
+ *
+ * The loop ends a term when its lease runs out; the guard ends it when the
+ * loop cannot. A guard is one shared anonymous page (no file, no fd) that
+ * the agent's process and a watcher process both map: each guarded agent
+ * keeps its term's hard end there (CLOCK_BOOTTIME: the lease end plus the
+ * step-down budget, i.e. the lease margin before the earliest moment the
+ * server can expire the session), from just before on_leader until its
+ * step-down has finished (on_stepdown returned or released its hold, the
+ * term's processes ended); the Lua layer (zke_policy_settings.guard)
+ * registers the process group of every child it starts. The watcher
+ * (zke_guard_watch) sleeps until the earliest hard end and, if it passes
+ * and no agent moved or cleared it, SIGKILLs the terms' process groups and,
+ * with ZKE_GUARD_KILL_AGENT, the agent's process (SIGKILL works on a
+ * stopped process too). When the agent's process dies, however it dies,
+ * the watcher SIGKILLs every group still registered (grandchildren
+ * included) at once and returns.
+ *
+ *   g = zke_guard_new(err, sizeof err);
+ *   pid = fork();  child: ... zke_guard_watch(g, ZKE_GUARD_KILL_AGENT, log, ud); _exit(0);
+ *   zke_agent_set_guard(a, g);  policy settings .guard = g;
+ *   ... at the end: zke_agent_free(a) (and the policy), then zke_guard_free(g)
+ *
+ * What it covers: a loop stuck in one call (a hook's C call the
+ * instruction-count hook cannot interrupt, a blocking syscall), and the
+ * agent's process frozen alone (SIGSTOP, a debugger). What it does not: the
+ * whole machine paused with the watcher (nothing runs; on resume
+ * CLOCK_BOOTTIME shows the time that passed, and the agent's own check ends
+ * the term first if its loop runs), and whatever a child already sent out:
+ * for both, only the fencing epoch protects the resource.
+ *
+ * One guard per process and loop: several agents may share it (each takes
+ * one of ZKE_GUARD_AGENTS slots; it fires at the earliest hard end of any,
+ * and then kills every term's group: a stuck loop stalls all its agents).
+ * The host owns the guard; it must outlive the agents and policies it was
+ * given to. Loop thread only, except zke_guard_watch. */
+typedef struct zke_guard zke_guard;
+
+#define ZKE_GUARD_AGENTS 16     /* agents per guard */
+#define ZKE_GUARD_GROUPS 512    /* process groups registered at once */
+#define ZKE_GUARD_GROUP_TERM 1  /* zke_guard_add_group: a term's group (killed when it fires) */
+#define ZKE_GUARD_KILL_AGENT 1  /* zke_guard_watch: when it fires, SIGKILL the agent too */
+
+/* Maps the page, in the process that will run the agents (recorded as the
+ * agent's pid). NULL with a one-line reason in err (mmap failed, or this
+ * platform's 64-bit atomics are not lock-free). */
+zke_guard *zke_guard_new(char *err, size_t errlen);
+/* Unmaps it in this process (the watcher keeps its own mapping). NULL is
+ * fine. Not while an agent or policy still uses it. */
+void zke_guard_free(zke_guard *g);
+/* Registers a process group to kill (pgid > 0): with ZKE_GUARD_GROUP_TERM
+ * when the guard fires and when the agent dies, otherwise only when the
+ * agent dies. 0, or -1 when the table is full (ZKE_GUARD_GROUPS) or pgid is
+ * not valid. Remove it once the group is gone (its leader reaped), before
+ * the id can be reused. Any thread, async-signal-safe (lock-free atomics). */
+int zke_guard_add_group(zke_guard *g, pid_t pgid, int flags);
+void zke_guard_remove_group(zke_guard *g, pid_t pgid);
+/* Guards the agent's terms with g (NULL: no longer). Any time from the
+ * loop; a term already running is armed at once. -1 (zke_agent_errstr)
+ * when g has no free agent slot. */
+int zke_agent_set_guard(zke_agent *a, zke_guard *g);
+/* The watcher: runs in the calling process, which must be a child that the
+ * agent's process forked after zke_guard_new (the agent is its parent), and
+ * returns only once that parent is gone, after it killed every group still
+ * registered: then the host _exit()s. It sets the calling process's
+ * parent-death signal (PR_SET_PDEATHSIG) to SIGHUP and installs a handler
+ * for it (the one exception to "never installs signal handlers": this is
+ * not the host's process); everything else about the process (its name,
+ * its descriptors, SIGTERM/SIGINT, which the agent handles and a whole
+ * process group may get) is the host's to set first. It allocates nothing,
+ * wakes only when a hard end passes or moves earlier and when a term
+ * starts, and calls log(ud, level, msg) (may be NULL) once per firing, and
+ * once if the agent left groups behind. flags: ZKE_GUARD_KILL_AGENT, or 0
+ * for the groups alone. 0, or -1 (g NULL, or the signal could not be set
+ * up). */
+int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud);
+
 /* --- Lua policies -----------------------------------------------------
  * The Lua layer of `zkelect run` for a host that embeds the library: the
  * same hooks (on_leader, on_follower, on_predecessor_change, on_stepdown,
@@ -531,6 +617,8 @@ struct zke_policy_settings {
                                   * forks; 1: allowed (libev's default loop only) */
     int resign_on_leader_error;  /* 1: a failed on_leader gives the term up (the CLI's default) */
     const char *lua_dir;         /* where require() looks last; NULL: where this build installs */
+    zke_guard *guard;            /* NULL, or the fail-stop guard every child's process group is
+                                  * registered with (borrowed: it must outlive the policy) */
 };
 
 /* Loads the file and runs its top level. NULL with a one-line reason in err

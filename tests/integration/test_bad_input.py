@@ -172,6 +172,7 @@ FLAG_CASES = [
     ("--compat", ["zookeeper", ""]),
     ("--on-leader-error", ["explode", ""]),
     ("--acl", ["everyone", ""]),
+    ("--fail-stop", ["never", "", "Agent"]),
 ]
 
 
@@ -241,6 +242,12 @@ def test_compat_unknown():
     expect(argv(compat="zookeeper"), 64, "--compat", "zookeeper", "curator", "kazoo")
     rc, out, err, _ = h.run(argv(), timeout=10, env={"ZKELECT_COMPAT": "Curator"})
     assert rc == 64 and "ZKELECT_COMPAT" in err and "Curator" in err, (rc, err)
+
+
+def test_fail_stop_unknown():
+    expect(argv() + ["--fail-stop", "kill"], 64, "--fail-stop", "kill", "agent", "groups", "off")
+    rc, out, err, _ = h.run(argv(), timeout=10, env={"ZKELECT_FAIL_STOP": "never"})
+    assert rc == 64 and "ZKELECT_FAIL_STOP" in err and "never" in err, (rc, err)
 
 
 def test_missing_id():

@@ -47,7 +47,11 @@ def test_stale_leader_writes_are_rejected():
     paused = []
     try:
         h.wait_until(lambda: os.path.exists(sock), 10, "the fence's socket")
-        env = {"FENCE_SOCKET": sock, "FENCE_WRITER": WRITER, "FENCE_INTERVAL_MS": "50"}
+        # a whole host pauses, the fail-stop watcher with it: the epoch alone
+        # protects the resource (a watcher left running would kill the
+        # writer and the agent: integration.failstop)
+        env = {"FENCE_SOCKET": sock, "FENCE_WRITER": WRITER, "FENCE_INTERVAL_MS": "50",
+               "ZKELECT_FAIL_STOP": "off"}
         with h.ZooKeeper() as zk:
             a = u.EnvAgent(zk, "a", path=PATH, script=EXAMPLE, env=env)
             la = a.wait_for("leader", timeout=15)

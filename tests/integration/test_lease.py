@@ -62,7 +62,11 @@ def test_pause_past_the_lease():
     tmp = h.mkdtemp("lease")
     os.environ["ZKT_DIR"] = tmp
     with h.ZooKeeper() as zk:
-        a, b = h.start_in_order(zk, ("pa", "pb"), path=PATH, script=TERM, session_timeout=T)
+        # the loop's own check after SIGCONT: without the fail-stop watcher,
+        # which would have killed the frozen agent and its child
+        # (integration.failstop)
+        a, b = h.start_in_order(zk, ("pa", "pb"), path=PATH, script=TERM, session_timeout=T,
+                                extra=["--fail-stop", "off"])
         la = a.wait_for("leader", timeout=5)
         cpid = child_pid(a)
         a.wait_for(lambda e: e.get("event") == "script" and e["msg"].startswith("action"), timeout=5)

@@ -1,0 +1,276 @@
+/*
+ * guard.c - the fail-stop guard: see zkelect.h ("Fail-stop guard") for the
+ * public side and guard.h for the agent's.
+ *
+ * The page (struct zke_guard) is shared between the agent's process and
+ * the watcher; every field both sides touch is a lock-free C11 atomic
+ * (checked in zke_guard_new), so no lock ever spans the two processes and a
+ * process frozen or killed half-way leaves nothing held.
+ *
+ * Wake-ups, without polling:
+ *  - the watcher waits on the futex word `seq` (FUTEX_WAIT, no timeout when
+ *    nothing is armed, else the time left until the earliest hard end);
+ *  - the agent bumps `seq` and wakes it only when the earliest hard end is
+ *    now sooner than the one the watcher waits for (`waiting_for`, 0 when
+ *    it waits for none): a term starts, or an end moved earlier. Each side
+ *    writes its own word before it reads the other's (sequentially
+ *    consistent atomics), so one of them sees the other: either the
+ *    watcher sees the new end before it sleeps, or the agent sees that it
+ *    must wake it;
+ *  - the agent's death: the watcher's parent-death signal (PR_SET_PDEATHSIG)
+ *    runs a handler that bumps `seq`, so a FUTEX_WAIT entered after it
+ *    returns at once, and the watcher then sees getppid() changed.
+ */
+#define _DEFAULT_SOURCE     /* syscall(), MAP_ANONYMOUS */
+#include "guard.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The watcher's parent-death signal: a handled one (a hang-up of the
+ * terminal only makes it look again). */
+#define WAKE_SIGNAL SIGHUP
+
+/* A group entry: the pgid, with this bit for a term's group. */
+#define GROUP_TERM_BIT 0x80000000u
+
+struct zke_guard {
+    atomic_uint seq;                    /* futex word: bumped when the watcher must look again */
+    atomic_llong waiting_for;           /* the hard end the watcher sleeps until, 0: none */
+    atomic_int agent_pid;               /* the process that made the guard */
+    atomic_uint slots;                  /* agent slots taken (bit i: slot i) */
+    atomic_llong deadline[ZKE_GUARD_AGENTS];    /* CLOCK_BOOTTIME ns, 0: no term */
+    atomic_uint group[ZKE_GUARD_GROUPS];        /* pgid | GROUP_TERM_BIT, 0: free */
+};
+
+static size_t page_size(void)
+{
+    long p = sysconf(_SC_PAGESIZE);
+    size_t n = p > 0 ? (size_t)p : 4096;
+    return (sizeof(struct zke_guard) + n - 1) / n * n;
+}
+
+static int64_t boot_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static long futex(atomic_uint *word, int op, unsigned val, const struct timespec *rel)
+{
+    /* shared between processes: not the _PRIVATE operations */
+    return syscall(SYS_futex, (unsigned *)word, op, val, rel, NULL, 0);
+}
+
+zke_guard *zke_guard_new(char *err, size_t errlen)
+{
+    struct zke_guard probe;
+    memset(&probe, 0, sizeof probe);
+    if (!atomic_is_lock_free(&probe.waiting_for) || !atomic_is_lock_free(&probe.seq)) {
+        snprintf(err, errlen, "fail-stop guard: 64-bit atomics are not lock-free here");
+        return NULL;
+    }
+    void *m = mmap(NULL, page_size(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        snprintf(err, errlen, "fail-stop guard: mmap of a shared page: %s", strerror(errno));
+        return NULL;
+    }
+    zke_guard *g = m;       /* zero-filled: disarmed, no slot, no group */
+    atomic_store(&g->agent_pid, (int)getpid());
+    return g;
+}
+
+void zke_guard_free(zke_guard *g)
+{
+    if (g != NULL)
+        (void)munmap(g, page_size());
+}
+
+int zke_guard_add_group(zke_guard *g, pid_t pgid, int flags)
+{
+    if (g == NULL || pgid <= 0 || (unsigned)pgid >= GROUP_TERM_BIT)
+        return -1;
+    unsigned v = (unsigned)pgid | ((flags & ZKE_GUARD_GROUP_TERM) ? GROUP_TERM_BIT : 0);
+    for (int i = 0; i < ZKE_GUARD_GROUPS; i++) {
+        unsigned free_slot = 0;
+        if (atomic_compare_exchange_strong(&g->group[i], &free_slot, v))
+            return 0;
+    }
+    return -1;
+}
+
+void zke_guard_remove_group(zke_guard *g, pid_t pgid)
+{
+    if (g == NULL || pgid <= 0)
+        return;
+    for (int i = 0; i < ZKE_GUARD_GROUPS; i++) {
+        unsigned v = atomic_load(&g->group[i]);
+        if (v != 0 && (v & ~GROUP_TERM_BIT) == (unsigned)pgid) {
+            atomic_store(&g->group[i], 0);
+            return;
+        }
+    }
+}
+
+/* --- agent side (guard.h) ---------------------------------------------- */
+
+int guard_slot_take(zke_guard *g)
+{
+    unsigned used = atomic_load(&g->slots);
+    for (;;) {
+        int i = 0;
+        while (i < ZKE_GUARD_AGENTS && (used & (1u << i)))
+            i++;
+        if (i == ZKE_GUARD_AGENTS)
+            return -1;
+        if (atomic_compare_exchange_weak(&g->slots, &used, used | (1u << i))) {
+            atomic_store(&g->deadline[i], 0);
+            return i;
+        }
+    }
+}
+
+void guard_slot_release(zke_guard *g, int slot)
+{
+    if (slot < 0 || slot >= ZKE_GUARD_AGENTS)
+        return;
+    atomic_store(&g->deadline[slot], 0);
+    atomic_fetch_and(&g->slots, ~(1u << slot));
+}
+
+/* The earliest armed hard end, 0 if none. */
+static int64_t earliest(zke_guard *g)
+{
+    int64_t m = 0;
+    for (int i = 0; i < ZKE_GUARD_AGENTS; i++) {
+        int64_t d = atomic_load(&g->deadline[i]);
+        if (d != 0 && (m == 0 || d < m))
+            m = d;
+    }
+    return m;
+}
+
+void guard_slot_arm(zke_guard *g, int slot, int64_t deadline_ns)
+{
+    if (slot < 0 || slot >= ZKE_GUARD_AGENTS)
+        return;
+    atomic_store(&g->deadline[slot], deadline_ns);
+    if (deadline_ns == 0)
+        return;     /* the watcher finds out when it wakes for the old end */
+    int64_t m = earliest(g), w = atomic_load(&g->waiting_for);
+    if (m != 0 && (w == 0 || m < w)) {
+        atomic_fetch_add(&g->seq, 1);
+        (void)futex(&g->seq, FUTEX_WAKE, 1, NULL);
+    }
+}
+
+/* --- the watcher ------------------------------------------------------- */
+
+/* The guard the parent-death handler pokes (one watcher per process). */
+static zke_guard *volatile watched;
+
+static void on_parent_death(int sig)
+{
+    (void)sig;
+    zke_guard *g = watched;
+    if (g != NULL)
+        atomic_fetch_add(&g->seq, 1);   /* lock-free: async-signal-safe */
+}
+
+/* SIGKILL to every registered group (only the terms' unless all); how many
+ * there were. */
+static int kill_groups(zke_guard *g, int all)
+{
+    int n = 0;
+    for (int i = 0; i < ZKE_GUARD_GROUPS; i++) {
+        unsigned v = atomic_load(&g->group[i]);
+        if (v == 0 || (!all && !(v & GROUP_TERM_BIT)))
+            continue;
+        if (kill(-(pid_t)(v & ~GROUP_TERM_BIT), SIGKILL) == 0)
+            n++;
+    }
+    return n;
+}
+
+static void say(zke_log_fn *log, void *ud, enum zke_log_level lvl, const char *msg)
+{
+    if (log != NULL)
+        log(ud, lvl, msg);
+}
+
+int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
+{
+    char msg[400];
+    if (g == NULL)
+        return -1;
+    pid_t agent = (pid_t)atomic_load(&g->agent_pid);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_parent_death;     /* no SA_RESTART: the futex wait returns */
+    sigemptyset(&sa.sa_mask);
+    watched = g;
+    if (sigaction(WAKE_SIGNAL, &sa, NULL) != 0 ||
+        prctl(PR_SET_PDEATHSIG, WAKE_SIGNAL) != 0)
+        return -1;
+    int64_t fired = 0;      /* the hard end it fired for (it fires once per end) */
+    int killed_agent = 0;
+    while (getppid() == agent) {
+        unsigned s = atomic_load(&g->seq);
+        int64_t d = earliest(g), now = boot_ns();
+        if (d != 0 && d != fired && now >= d) {
+            int kill_agent = (flags & ZKE_GUARD_KILL_AGENT) != 0;
+            int n = kill_groups(g, kill_agent);
+            if (kill_agent)
+                killed_agent = kill(agent, SIGKILL) == 0;     /* also when it is stopped */
+            fired = d;
+            snprintf(msg, sizeof msg, "fail-stop: a term outlived its lease: its hard end "
+                     "(lease end + step-down budget) passed %lld ms ago and the agent has not "
+                     "ended it (its loop is stalled in one call, or the process is frozen): "
+                     "SIGKILL to %d process group%s%s", (long long)((now - d) / 1000000), n,
+                     n == 1 ? "" : "s", kill_agent ? " and to the agent" : "");
+            if (kill_agent)
+                snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (pid %d)", (int)agent);
+            say(log, ud, ZKE_LOG_ERROR, msg);
+            continue;
+        }
+        int64_t target = d != 0 && d != fired ? d : 0;
+        atomic_store(&g->waiting_for, target);
+        if (atomic_load(&g->seq) != s || earliest(g) != d)
+            continue;       /* moved meanwhile */
+        struct timespec rel, *tp = NULL;
+        if (target != 0) {
+            int64_t left = target - boot_ns();
+            if (left <= 0)
+                continue;
+            rel.tv_sec = (time_t)(left / 1000000000);
+            rel.tv_nsec = (long)(left % 1000000000);
+            tp = &rel;
+        }
+        /* the timeout runs on CLOCK_MONOTONIC: woken early or late (a
+         * suspended machine), the loop compares with CLOCK_BOOTTIME again */
+        if (futex(&g->seq, FUTEX_WAIT, s, tp) != 0 && errno != EAGAIN && errno != EINTR &&
+            errno != ETIMEDOUT) {
+            struct timespec pause = { 0, 20000000 };  /* unexpected: do not spin */
+            (void)nanosleep(&pause, NULL);
+        }
+    }
+    /* the agent is gone (killed, crashed, exited): what it left dies now */
+    int n = kill_groups(g, 1);
+    if (n > 0 && !killed_agent) {       /* (if it did, its line said it all) */
+        snprintf(msg, sizeof msg, "fail-stop: the agent (pid %d) is gone: SIGKILL to the %d "
+                 "process group%s it left", (int)agent, n, n == 1 ? "" : "s");
+        say(log, ud, ZKE_LOG_WARN, msg);
+    }
+    watched = NULL;
+    return 0;
+}

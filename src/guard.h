@@ -1,0 +1,33 @@
+/*
+ * guard.h - the fail-stop guard's agent side (the public part, zke_guard_*,
+ * is in zkelect.h): the deadline each agent's term may not outlive.
+ *
+ * A guard is one shared anonymous page (MAP_SHARED | MAP_ANONYMOUS) that
+ * the agent's process and a watcher process forked from it both see: per
+ * agent slot the term's hard end (CLOCK_BOOTTIME ns, 0 = no term), the
+ * table of process groups to kill, a futex word. The watcher
+ * (zke_guard_watch) sleeps until the earliest hard end of any slot and
+ * fires when it passes without having been moved: the loop that would have
+ * ended the term did not run.
+ *
+ * Agent side (this header): loop thread only, no system call except a
+ * FUTEX_WAKE when the watcher must look sooner than it planned (a term
+ * starts, or a hard end moves earlier); moving a hard end later, the
+ * common case (once per lease renewal), is one atomic store.
+ */
+#ifndef ZKELECT_GUARD_H
+#define ZKELECT_GUARD_H
+
+#include <stdint.h>
+#include "zkelect.h"
+
+/* Takes a free agent slot: its index, or -1 when all ZKE_GUARD_AGENTS are
+ * taken. The slot starts disarmed. */
+int guard_slot_take(zke_guard *g);
+/* Disarms the slot and gives it back. */
+void guard_slot_release(zke_guard *g, int slot);
+/* Sets the slot's hard end (CLOCK_BOOTTIME ns; 0 disarms) and wakes the
+ * watcher if it now has to fire sooner than it planned. */
+void guard_slot_arm(zke_guard *g, int slot, int64_t deadline_ns);
+
+#endif

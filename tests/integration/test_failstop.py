@@ -1,0 +1,331 @@
+#!/usr/bin/python3
+"""The fail-stop guard (--fail-stop) against a real ZooKeeper.
+
+The lease is checked by the agent's loop; these are the pauses the loop
+cannot see, where only the watcher process ends the term. The leader's duty
+(tests/integration/policies/failstop.lua) appends a CLOCK_MONOTONIC stamp to
+a file every 20 ms and has a grandchild in its process group; the follower's
+`leader` line carries the successor's CLOCK_MONOTONIC stamp (mono_ns).
+
+* The loop stuck in one C call (a string.find calibrated here to block for
+  more than 3 x the session timeout), default `--fail-stop agent`: the duty's
+  last stamp is older than the successor's leadership, its grandchild is
+  gone, the watcher logged why, and the agent was SIGKILLed. With
+  `--fail-stop groups` the same for the duty, and the agent lives on and
+  steps down (reason lease) once its call returns. With `--fail-stop off`
+  the duty of the stalled leader still writes after the successor leads:
+  the overlap the guard prevents is real (so these tests can fail).
+* The agent alone frozen (SIGSTOP to its pid, not to its children): the duty
+  dies before the successor leads and the frozen agent is SIGKILLed.
+* The agent SIGKILLed: its duty and the duty's grandchild are gone at once
+  (the grandchild outlives it under --fail-stop off).
+"""
+import os
+import re
+import signal
+import sys
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zkharness as h  # noqa: E402
+
+PATH = "/app/failstop"
+T = 2000
+POLICY = os.path.join(h.POLICIES, "failstop.lua")
+STALL_S = 6.0 * T / 1000     # the stall aimed at (CPU time varies by +-30 % on a busy
+                             # machine); it must block for > 3 x T
+_stall_n = {}
+
+
+def _cpu(n):
+    code, out, err, _ = h.run([h.ZKELECT_BIN, "check", "--script", POLICY], timeout=60,
+                              env={"ZKT_CALIBRATE_N": str(n)})
+    m = re.search(r"calibrated n=(\d+) cpu=([0-9.]+)", err)
+    assert code == 78 and m, (code, out, err)
+    return float(m.group(2))
+
+
+def calibrate():
+    """Characters that make the policy's string.find block for about
+    STALL_S seconds of CPU in this build (the cost is cubic in them): the
+    fastest of three timings, so that a busy machine only makes it longer."""
+    if "n" in _stall_n:
+        return _stall_n["n"]
+    n, cpu = 200, 0.0
+    for _ in range(12):
+        cpu = _cpu(n)
+        if cpu >= 0.3:
+            break
+        n *= 2
+    assert cpu >= 0.3, "the string.find of %d characters took only %.3f s" % (n, cpu)
+    cpu = min([cpu, _cpu(n), _cpu(n)])
+    _stall_n["n"] = int(n * (STALL_S / cpu) ** (1.0 / 3)) + 1
+    print("  info: %d characters took %.3f s of CPU: the stall uses %d (about %.1f s)"
+          % (n, cpu, _stall_n["n"], STALL_S), flush=True)
+    return _stall_n["n"]
+
+
+def script_line(agent, prefix, since=0, timeout=10):
+    return agent.wait_for(lambda e: e.get("event") == "script" and
+                          e.get("msg", "").startswith(prefix), timeout=timeout, since=since)
+
+
+def field(msg, key):
+    m = re.search(r"\b%s=(\S+)" % re.escape(key), msg)
+    return m.group(1) if m else None
+
+
+class Duty:
+    """The duty a leader started: its pid, its stamp file, its grandchild."""
+
+    def __init__(self, agent, since=0):
+        ev = script_line(agent, "duty pid=", since=since)
+        self.pid = int(field(ev["msg"], "pid"))
+        self.file = field(ev["msg"], "file")
+        h.wait_until(lambda: len(self.stamps()) >= 3 and os.path.exists(self.file + ".gc"), 10,
+                     "the duty of %s writing" % agent.id)
+        with open(self.file + ".gc") as f:
+            self.gc = int(f.read())
+
+    def stamps(self):
+        try:
+            with open(self.file) as f:
+                return [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            return []
+
+    def last(self):
+        s = self.stamps()
+        return s[-1] if s else 0
+
+    def gone(self):
+        return not h.pid_alive(self.pid) and not h.pid_alive(self.gc)
+
+    def kill(self):
+        for pid in (self.pid, self.gc):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def setup(zk, mode, stall_id=None, frozen=False):
+    """Leader fa (with the duty) and follower fb; returns (a, b, duty, leader event)."""
+    tmp = h.mkdtemp("failstop")
+    os.environ["ZKT_DIR"] = tmp
+    os.environ["ZKT_STALL_ID"] = stall_id or ""
+    os.environ["ZKT_STALL_N"] = str(calibrate() if stall_id else 0)
+    extra = [] if mode is None else ["--fail-stop", mode]
+    a = h.Agent(zk, "fa", path=PATH, script=POLICY, session_timeout=T, extra=extra)
+    la = a.wait_for("leader", timeout=15)
+    duty = Duty(a)
+    b = h.Agent(zk, "fb", path=PATH, script=POLICY, session_timeout=T, extra=extra)
+    b.wait_for("follower", timeout=15)
+    start = a.wait_for("start", timeout=1)
+    assert start.get("fail_stop") == (mode or "agent"), start
+    return a, b, duty, la
+
+
+def guard_lines(agent, since=0):
+    return agent.find("fail_stop", since=since)
+
+
+def test_loop_stuck_in_c_kills_the_groups_and_the_agent():
+    with h.ZooKeeper() as zk:
+        a, b, duty, la = setup(zk, None, stall_id="fa")
+        try:
+            mb = b.mark()
+            sb = script_line(a, "stall_begin", timeout=10)
+            lb = b.wait_for("leader", timeout=3 * T / 1000 + 5, since=mb)
+            assert lb["epoch"] > la["epoch"], (lb, la)
+            # the duty stopped before the successor started, grandchild too
+            h.wait_until(duty.gone, 5, "the stalled leader's duty to be gone")
+            last = duty.last()
+            print("  info: the successor led %.0f ms after the stall began, %.0f ms after the "
+                  "duty's last stamp" % ((lb["mono_ns"] - sb["mono_ns"]) / 1e6,
+                                        (lb["mono_ns"] - last) / 1e6), flush=True)
+            assert last < lb["mono_ns"], (last, lb)
+            code = a.wait_exit(10)
+            assert code == -signal.SIGKILL, "agent exit %s:\n%s" % (code, a.describe())
+            g = guard_lines(a)
+            assert len(g) == 1 and "outlived its lease" in g[0]["msg"], g
+            assert "and to the agent (pid %d)" % a.pid in g[0]["msg"], g
+            assert g[0]["level"] == "error" and sb["mono_ns"] < g[0]["mono_ns"] < lb["mono_ns"], g
+            assert not script_lines_after(a, "stall_end"), a.describe()
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            duty.kill()
+
+
+def script_lines_after(agent, prefix):
+    return [e for e in agent.find("script") if e.get("msg", "").startswith(prefix)]
+
+
+def test_loop_stuck_in_c_groups_only():
+    with h.ZooKeeper() as zk:
+        a, b, duty, la = setup(zk, "groups", stall_id="fa")
+        try:
+            mb = b.mark()
+            sb = script_line(a, "stall_begin", timeout=10)
+            lb = b.wait_for("leader", timeout=3 * T / 1000 + 5, since=mb)
+            assert lb["epoch"] > la["epoch"], (lb, la)
+            h.wait_until(duty.gone, 5, "the stalled leader's duty to be gone")
+            assert duty.last() < lb["mono_ns"], (duty.last(), lb)
+            g = guard_lines(a)
+            assert len(g) == 1 and "outlived its lease" in g[0]["msg"], g
+            assert "to the agent" not in g[0]["msg"], g
+            assert g[0]["mono_ns"] < lb["mono_ns"], (g, lb)
+            # the agent lives on: once its call returns it steps down
+            sd = a.wait_for("stepdown", timeout=3 * STALL_S + 10)
+            assert sd["reason"] == "lease" and sd["epoch"] == la["epoch"], sd
+            a.wait_for("follower", timeout=15, since=sd["_i"])
+            assert h.leaders_now([a, b]) == [b]
+            for x in (a, b):
+                x.term()
+            for x in (a, b):
+                assert x.wait_exit(10) == 0, x.describe()
+        finally:
+            duty.kill()
+
+
+def test_loop_stuck_in_c_without_the_guard_overlaps():
+    with h.ZooKeeper() as zk:
+        a, b, duty, la = setup(zk, "off", stall_id="fa")
+        try:
+            mb = b.mark()
+            sb = script_line(a, "stall_begin", timeout=10)
+            lb = b.wait_for("leader", timeout=3 * T / 1000 + 5, since=mb)
+            # the duty of the stalled leader writes on while the successor leads
+            h.wait_until(lambda: duty.last() > lb["mono_ns"] + 500e6, 5,
+                         "the old duty writing after the successor led")
+            # the call really blocked for more than 3 x T: the next line of
+            # the agent comes after it returned
+            nxt = a.wait_for(lambda e: e["_i"] > sb["_i"], timeout=3 * STALL_S + 10)
+            stall = (nxt["mono_ns"] - sb["mono_ns"]) / 1e9
+            assert stall > 3 * T / 1000, "the stall lasted %.1f s (%s)" % (stall, nxt)
+            sd = a.wait_for("stepdown", timeout=10)
+            assert sd["reason"] == "lease", sd
+            h.wait_until(duty.gone, 5, "the duty to be ended by the agent itself")
+            overlap = (duty.last() - lb["mono_ns"]) / 1e6
+            print("  info: without the guard the call blocked %.1f s; the old duty wrote for "
+                  "%.0f ms after the successor led" % (stall, overlap), flush=True)
+            assert overlap > 1000, overlap
+            assert not guard_lines(a)
+            for x in (a, b):
+                x.term()
+            for x in (a, b):
+                assert x.wait_exit(10) == 0, x.describe()
+        finally:
+            duty.kill()
+
+
+def test_frozen_agent_is_killed():
+    with h.ZooKeeper() as zk:
+        a, b, duty, la = setup(zk, None)
+        stopped = False
+        try:
+            mb = b.mark()
+            t_stop = time.monotonic_ns()
+            a.sigstop()         # the agent alone: its duty and watcher run on
+            stopped = True
+            lb = b.wait_for("leader", timeout=3 * T / 1000 + 5, since=mb)
+            assert lb["epoch"] > la["epoch"], (lb, la)
+            h.wait_until(duty.gone, 5, "the frozen leader's duty to be gone")
+            last = duty.last()
+            print("  info: frozen: the successor led %.0f ms after SIGSTOP, %.0f ms after the "
+                  "duty's last stamp" % ((lb["mono_ns"] - t_stop) / 1e6,
+                                        (lb["mono_ns"] - last) / 1e6), flush=True)
+            assert t_stop < last < lb["mono_ns"], (t_stop, last, lb)
+            code = a.wait_exit(10)
+            stopped = False
+            assert code == -signal.SIGKILL, "agent exit %s" % code
+            g = guard_lines(a)
+            assert len(g) == 1 and "and to the agent" in g[0]["msg"], g
+            assert g[0]["mono_ns"] < lb["mono_ns"], (g, lb)
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            if stopped:
+                a.sigcont()
+            duty.kill()
+
+
+def killed_leader(mode):
+    with h.ZooKeeper() as zk:
+        a, b, duty, la = setup(zk, mode)
+        try:
+            t_kill = time.monotonic()
+            a.kill9()
+            h.wait_until(lambda: not h.pid_alive(duty.pid), 5, "the duty (dies with its agent)")
+            if mode == "off":
+                time.sleep(0.5)
+                assert h.pid_alive(duty.gc), "the grandchild lives on without the guard"
+                return
+            h.wait_until(duty.gone, 5, "the duty's grandchild to be gone")
+            dt = time.monotonic() - t_kill
+            print("  info: the duty and its grandchild were gone %.0f ms after the agent's "
+                  "SIGKILL" % (dt * 1000), flush=True)
+            assert dt < 1.0, dt
+            g = h.wait_until(lambda: guard_lines(a), 5, "the watcher's line")
+            assert "is gone" in g[0]["msg"], g
+            b.wait_for("leader", timeout=3 * T / 1000 + 5)
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            duty.kill()
+
+
+def test_killed_agent_takes_its_groups_along():
+    killed_leader(None)
+
+
+def test_killed_agent_without_the_guard_leaves_the_grandchild():
+    killed_leader("off")
+
+
+def watcher_of(agent):
+    """The pid of the agent's watcher: its child named zkelect-guard."""
+    def find():
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            comm = st[st.index("(") + 1:st.rindex(")")]
+            ppid = int(st[st.rindex(")") + 2:].split()[1])
+            if ppid == agent.pid and comm == "zkelect-guard":
+                return int(d)
+        return None
+    return h.wait_until(find, 5, "the watcher of %s" % agent.id)
+
+
+def test_the_watcher_process():
+    """Named, in a process group of its own, holding no descriptor but the
+    standard three; an agent whose watcher dies says so and goes on."""
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "fw", path=PATH, session_timeout=T)
+        a.wait_for("leader", timeout=15)
+        w = watcher_of(a)
+        assert os.getpgid(w) == w != os.getpgid(a.pid), (w, os.getpgid(w), os.getpgid(a.pid))
+        if not h.WRAP:                  # (valgrind keeps descriptors of its own)
+            assert sorted(int(x) for x in os.listdir("/proc/%d/fd" % w)) == [0, 1, 2]
+        a.term()                        # a SIGTERM for the agent only
+        assert a.wait_exit(10) == 0
+        h.wait_until(lambda: not h.pid_alive(w), 5, "the watcher to end with its agent")
+        b = h.Agent(zk, "fx", path=PATH, session_timeout=T)
+        b.wait_for("leader", timeout=15)
+        os.kill(watcher_of(b), signal.SIGKILL)
+        ev = b.wait_for("fail_stop", timeout=5)
+        assert ev["level"] == "error" and "signal 9" in ev["msg"], ev
+        assert b.alive() and h.leaders_now([b]) == [b]
+        b.term()
+        assert b.wait_exit(10) == 0
+
+
+if __name__ == "__main__":
+    h.run_tests(globals())

@@ -1,0 +1,296 @@
+/* Unit tests of guard.c with real processes: a watcher forked from the
+ * test (the "agent"), sleeping children in process groups of their own.
+ * An extended hard end does not fire; a lapsed one kills the term's groups
+ * (only those) and logs one line; disarming stops it; a term that starts,
+ * or an end moved earlier, wakes a watcher that sleeps; ZKE_GUARD_KILL_AGENT
+ * kills the agent; an agent that dies takes every group it registered
+ * along at once. Timing bounds are loose (ASan, a loaded machine): each
+ * checks an order of events, never a speed. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "guard.h"
+#include "zkelect.h"
+
+static int64_t boot_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void nap(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int log_fd = -1;     /* the watcher's log lines go here */
+
+static void watcher_log(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    (void)ud;
+    (void)lvl;
+    char line[600];
+    int n = snprintf(line, sizeof line, "%s\n", msg);
+    (void)!write(log_fd, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
+}
+
+/* Forks the watcher of g (a child of the calling process). */
+static pid_t fork_watcher(zke_guard *g, int flags, int fd)
+{
+    pid_t w = fork();
+    if (w == 0) {
+        log_fd = fd;
+        _exit(zke_guard_watch(g, flags, watcher_log, NULL) == 0 ? 0 : 3);
+    }
+    return w;
+}
+
+/* A child in its own process group that sleeps (with a grandchild in the
+ * same group); returns its pid = pgid. */
+static pid_t sleeper(void)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        (void)setpgid(0, 0);
+        execl("/bin/sh", "sh", "-c", "sleep 60 & sleep 60; wait", (char *)NULL);
+        _exit(127);
+    }
+    (void)setpgid(p, p);
+    return p;
+}
+
+static int alive(pid_t pid)
+{
+    return waitpid(pid, NULL, WNOHANG) == 0;
+}
+
+/* Waits up to ms for pid to end; its status, or -1 if it did not. */
+static int wait_end(pid_t pid, int ms)
+{
+    int st;
+    for (int i = 0; i < ms / 5; i++) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return st;
+        nap(5);
+    }
+    return -1;
+}
+
+/* Reads what the watcher logged within ms (one read after the first byte). */
+static void read_log(int fd, char *buf, size_t len, int ms)
+{
+    struct pollfd pf = { fd, POLLIN, 0 };
+    buf[0] = '\0';
+    if (poll(&pf, 1, ms) == 1) {
+        nap(50);
+        ssize_t n = read(fd, buf, len - 1);
+        buf[n > 0 ? n : 0] = '\0';
+    }
+}
+
+static void end_watcher(pid_t w)
+{
+    (void)kill(w, SIGKILL);
+    (void)waitpid(w, NULL, 0);
+}
+
+static void test_extend_then_lapse(void)
+{
+    char err[200], buf[1024];
+    int pfd[2];
+    CHECK(pipe(pfd) == 0);
+    zke_guard *g = zke_guard_new(err, sizeof err);
+    CHECK(g != NULL);
+    int slot = guard_slot_take(g);
+    CHECK(slot >= 0);
+    pid_t w = fork_watcher(g, 0, pfd[1]);
+    pid_t term = sleeper(), other = sleeper();
+    CHECK(zke_guard_add_group(g, term, ZKE_GUARD_GROUP_TERM) == 0);
+    CHECK(zke_guard_add_group(g, other, 0) == 0);
+    nap(50);        /* the watcher sleeps, disarmed */
+
+    /* armed 200 ms ahead and moved on every 40 ms: never reached */
+    int64_t end = boot_ns() + 200000000;
+    guard_slot_arm(g, slot, end);
+    for (int i = 0; i < 8; i++) {
+        nap(40);
+        end = boot_ns() + 200000000;
+        guard_slot_arm(g, slot, end);
+    }
+    CHECK(alive(term) && alive(other));
+
+    /* left alone: it fires once the end passes, for the term's group only */
+    int st = wait_end(term, 5000);
+    int64_t died = boot_ns();
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    CHECK(died >= end);
+    CHECK(alive(other));
+    read_log(pfd[0], buf, sizeof buf, 2000);
+    CHECK(strstr(buf, "outlived its lease") != NULL && strstr(buf, "1 process group") != NULL);
+    CHECK(strstr(buf, "and to the agent") == NULL);
+    CHECK(alive(w));            /* and goes on watching */
+    printf("  fired %.1f ms after the hard end\n", (double)(died - end) / 1e6);
+
+    zke_guard_remove_group(g, term);
+    /* disarmed before its end: nothing happens */
+    pid_t t2 = sleeper();
+    CHECK(zke_guard_add_group(g, t2, ZKE_GUARD_GROUP_TERM) == 0);
+    guard_slot_arm(g, slot, boot_ns() + 150000000);
+    nap(30);
+    guard_slot_arm(g, slot, 0);
+    nap(400);
+    CHECK(alive(t2));
+
+    /* an end moved earlier wakes a watcher sleeping for a later one */
+    guard_slot_arm(g, slot, boot_ns() + 30000000000LL);
+    nap(50);
+    end = boot_ns() + 100000000;
+    guard_slot_arm(g, slot, end);
+    st = wait_end(t2, 5000);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    CHECK(boot_ns() >= end);
+    zke_guard_remove_group(g, t2);
+    guard_slot_arm(g, slot, 0);
+
+    end_watcher(w);
+    (void)kill(-other, SIGKILL);
+    (void)waitpid(other, NULL, 0);
+    guard_slot_release(g, slot);
+    zke_guard_free(g);
+    close(pfd[0]);
+    close(pfd[1]);
+}
+
+/* An "agent" process: makes the guard, forks its watcher (flags) and a
+ * sleeper in a group of its own, arms its term to end in arm_ms (0: no
+ * term), tells the test the sleeper's pid on fd, then sleeps (a stuck
+ * loop) until killed. */
+static pid_t fork_agent(int flags, int arm_ms, int fd, int log)
+{
+    pid_t a = fork();
+    if (a == 0) {
+        char err[200];
+        zke_guard *g = zke_guard_new(err, sizeof err);
+        if (g == NULL)
+            _exit(2);
+        int slot = guard_slot_take(g);
+        (void)fork_watcher(g, flags, log);
+        pid_t s = sleeper();
+        (void)zke_guard_add_group(g, s, arm_ms > 0 ? ZKE_GUARD_GROUP_TERM : 0);
+        nap(50);
+        if (arm_ms > 0)
+            guard_slot_arm(g, slot, boot_ns() + (int64_t)arm_ms * 1000000);
+        (void)!write(fd, &s, sizeof s);
+        for (int i = 0; i < 600; i++)
+            nap(100);
+        _exit(0);
+    }
+    return a;
+}
+
+static int group_gone(pid_t pgid, int ms)
+{
+    for (int i = 0; i < ms / 5; i++) {
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;   /* orphans come to us (subreaper) */
+        if (kill(-pgid, 0) != 0 && errno == ESRCH)
+            return 1;
+        nap(5);
+    }
+    return 0;
+}
+
+static void test_kill_agent(void)
+{
+    char buf[1024];
+    int pfd[2], lfd[2];
+    pid_t s = 0;
+    CHECK(pipe(pfd) == 0 && pipe(lfd) == 0);
+    pid_t a = fork_agent(ZKE_GUARD_KILL_AGENT, 150, pfd[1], lfd[1]);
+    CHECK(read(pfd[0], &s, sizeof s) == (ssize_t)sizeof s);
+    int st = wait_end(a, 5000);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    CHECK(group_gone(s, 3000));
+    read_log(lfd[0], buf, sizeof buf, 2000);
+    CHECK(strstr(buf, "outlived its lease") != NULL && strstr(buf, "and to the agent") != NULL);
+    if (st == -1) {
+        (void)kill(a, SIGKILL);
+        (void)waitpid(a, NULL, 0);
+    }
+    close(pfd[0]);
+    close(pfd[1]);
+    close(lfd[0]);
+    close(lfd[1]);
+}
+
+static void test_agent_dies(void)
+{
+    char buf[1024];
+    int pfd[2], lfd[2];
+    pid_t s = 0;
+    CHECK(pipe(pfd) == 0 && pipe(lfd) == 0);
+    /* no term: the group is killed only because its agent died */
+    pid_t a = fork_agent(0, 0, pfd[1], lfd[1]);
+    CHECK(read(pfd[0], &s, sizeof s) == (ssize_t)sizeof s);
+    nap(100);
+    CHECK(kill(-s, 0) == 0);
+    int64_t t0 = boot_ns();
+    (void)kill(a, SIGKILL);
+    (void)waitpid(a, NULL, 0);
+    CHECK(group_gone(s, 3000));
+    printf("  the group (a grandchild too) was gone %.1f ms after the agent's SIGKILL\n",
+           (double)(boot_ns() - t0) / 1e6);
+    read_log(lfd[0], buf, sizeof buf, 2000);
+    CHECK(strstr(buf, "is gone") != NULL);
+    close(pfd[0]);
+    close(pfd[1]);
+    close(lfd[0]);
+    close(lfd[1]);
+}
+
+static void test_tables(void)
+{
+    char err[200];
+    zke_guard *g = zke_guard_new(err, sizeof err);
+    CHECK(g != NULL);
+    int n = 0;
+    while (guard_slot_take(g) >= 0 && n <= ZKE_GUARD_AGENTS)
+        n++;
+    CHECK(n == ZKE_GUARD_AGENTS);
+    guard_slot_release(g, 3);
+    CHECK(guard_slot_take(g) == 3);
+    for (int i = 0; i < ZKE_GUARD_GROUPS; i++)
+        CHECK(zke_guard_add_group(g, 1000 + i, 0) == 0);
+    CHECK(zke_guard_add_group(g, 99999, 0) == -1);      /* full */
+    zke_guard_remove_group(g, 1000);
+    CHECK(zke_guard_add_group(g, 99999, 0) == 0);
+    CHECK(zke_guard_add_group(g, 0, 0) == -1 && zke_guard_add_group(g, -5, 0) == -1);
+    zke_guard_free(g);
+    zke_guard_free(NULL);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    RUN(test_tables);
+    RUN(test_extend_then_lapse);
+    RUN(test_kill_agent);
+    RUN(test_agent_dies);
+    return check_done();
+}
