@@ -10,8 +10,21 @@ Needs root: the run re-executes itself in a private network + mount namespace
 (`unshare --net --mount`), starts the ensemble there (client ports on 0.0.0.0,
 reachable only inside), and puts each candidate in its own child namespace
 behind a veth pair (10.250.N.2 -> 10.250.N.1). Partitions are nftables drops
-inside a candidate's namespace. Nothing is touched outside the run's own
-namespaces; everything started is remembered by pid and killed by pid.
+inside a candidate's namespace. Servers are partitioned from each other
+(never from their clients) by net.QuorumFirewall: each server runs under its
+own uid and nftables drops the packets of the connections between one server
+and the others. Nothing is touched outside the run's own namespaces;
+everything started is remembered by pid and killed by pid.
+
+Scenarios (README.md has the table): leader_kill9, leader_sigstop (the
+fail-stop watcher off: the epoch's case), leader_sigstop_guarded (the
+watcher on, as by default), partition_short, partition_long, zk_leader_kill, quorum_loss, server_restart,
+cut_after_create, hook_hang, folder_delete, and for issue 15 hostile_peer (a
+plain client forges a leader claim in the folder), loop_stall (the leader's
+policy blocks the loop in one C call for 3 T; the fail-stop watcher must end
+the term), follower_isolated_s5 / _s20 (the leader's only server, a ZooKeeper
+follower, black-holed from the other servers at syncLimit 5 / 20). The
+candidates get `--server-tick 200` when the binary has it.
 
 Per scenario: start 3 candidates (c1 first, so c1 leads), wait for a leader,
 steady window, fault, hold, heal all, recovery window (until one leader is
@@ -34,6 +47,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -58,6 +72,8 @@ PROXY_PY = os.path.join(HERE, "proxy.py")
 
 T_MS = 2000                 # requested session timeout of the candidates
 TICK_MS = 200
+SYNC_LIMIT = 5              # the ensemble's syncLimit unless a scenario asks for another
+SERVER_UIDS = {1: 64101, 2: 64102, 3: 64103}   # one uid per server (QuorumFirewall)
 H_MS = min(T_MS // 3, 5000)   # zkelect's default hook budget
 STEADY_S = 2.0              # steady window before the fault
 SETTLE_S = 2.0              # stable leader required after recovery
@@ -96,11 +112,17 @@ def make_candidate_class():
     class Candidate(h.Agent):
         """A zkelect candidate in its own network namespace."""
 
-        def __init__(self, cid, netns, zkhosts, path, script, logdir):
+        def __init__(self, cid, netns, zkhosts, path, script, logdir, extra=(), flags=None):
             self.netns = netns
             self.exit_rec = None
+            extra = list(extra)
+            if flags is not None:
+                if "--server-tick" in flags and "--server-tick" not in extra:
+                    extra += ["--server-tick", str(TICK_MS)]
+                extra = _supported(extra, flags)
             super().__init__(None, cid, path=path, script=script, session_timeout=T_MS,
-                             zkhosts=zkhosts, extra=["--log-level", "debug"], start=False)
+                             zkhosts=zkhosts, extra=["--log-level", "debug"] + extra,
+                             start=False)
             self.dir = logdir
             self.logfile = os.path.join(logdir, "%s.log" % cid)
 
@@ -118,7 +140,21 @@ def make_candidate_class():
                                          preexec_fn=_preexec)
             out.close()
             self.pid = self.proc.pid
+            threading.Thread(target=self._stamp_exit, daemon=True).start()
             return self
+
+        def _stamp_exit(self):
+            """The exit record at the moment the process ends (waitid with
+            WNOWAIT: the zombie is left for Popen to reap), so that a
+            candidate that dies on its own (its fail-stop watcher) closes its
+            term when it died, not when the harness looked."""
+            try:
+                os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+            except (ChildProcessError, OSError):
+                return
+            if self.exit_rec is None:
+                self.exit_rec = {"mono_ns": time.monotonic_ns(), "wall": time.time(), "src": self.id,
+                                 "pid": self.pid, "ev": "exit", "rc": self.proc.poll()}
 
         def role(self):
             """leader | follower | None, from the last role event."""
@@ -134,6 +170,34 @@ def make_candidate_class():
             return role if self.alive() else None
 
     return Candidate
+
+
+def _supported(extra, flags):
+    """extra without the options (and their values) the binary does not know."""
+    out = []
+    i = 0
+    while i < len(extra):
+        a = extra[i]
+        takes = i + 1 < len(extra) and not extra[i + 1].startswith("--")
+        if a.startswith("--") and a not in flags and a in KNOWN_VALUED:
+            i += 2 if takes else 1
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
+KNOWN_VALUED = ("--server-tick", "--fail-stop")
+
+
+def agent_flags(binary):
+    """The options `zkelect run --help` lists (set of '--name')."""
+    try:
+        p = subprocess.run([binary, "run", "--help"], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return set(re.findall(r"(?m)^\s+(--[a-z][a-z-]*)", p.stdout.decode("utf-8", "replace")))
 
 
 # --------------------------------------------------------------------------
@@ -155,6 +219,8 @@ class Run:
         self.fence_writer = FENCE_WRITER_BIN if os.access(FENCE_WRITER_BIN, os.X_OK) else ""
         self.Candidate = make_candidate_class()
         self.cands = []
+        self.flags = set()
+        self.qfw = None
 
     # -- setup / teardown ----------------------------------------------------------
 
@@ -170,17 +236,28 @@ class Run:
             m = re.match(r"^(.*)-(\d+)$", d)
             if m and m.group(1) in names and os.path.isdir(os.path.join(self.base, d)):
                 shutil.rmtree(os.path.join(self.base, d), ignore_errors=True)
+        self.flags = agent_flags(h.ZKELECT_BIN)
         t0 = time.monotonic()
         ens_dir = os.path.join(self.base, "ensemble")
         shutil.rmtree(ens_dir, ignore_errors=True)      # no state from an earlier run
-        self.ens = E.Ensemble(ens_dir, tick=TICK_MS)
+        # the servers run as their own uids: they must reach their directories
+        os.chmod(self.base, os.stat(self.base).st_mode | 0o011)
+        # before the servers start: every quorum connection must be marked
+        self.qfw = net.QuorumFirewall(SERVER_UIDS).create()
+        self.ens = E.Ensemble(ens_dir, tick=TICK_MS, sync_limit=SYNC_LIMIT,
+                              uids=[SERVER_UIDS[n] for n in (1, 2, 3)])
+        os.makedirs(ens_dir, exist_ok=True)
+        os.chmod(ens_dir, 0o755)
         self.ens.start(timeout=90)
         self.t_ensemble = time.monotonic() - t0
         for n in (1, 2, 3):
             self.nets.append(net.CandidateNet(n, self.tag).create())
-        print("chaos: ensemble healthy in %.1fs (client ports %s, leader zk%d); zkelect %s; logs %s"
+        print("chaos: ensemble healthy in %.1fs (client ports %s, leader zk%d); zkelect %s "
+              "(server-tick %s, fail-stop %s); logs %s"
               % (self.t_ensemble, [s.client_port for s in self.ens.servers],
-                 self.ens.leader_index() + 1, h.ZKELECT_BIN, self.base), flush=True)
+                 self.ens.leader_index() + 1, h.ZKELECT_BIN,
+                 "yes" if "--server-tick" in self.flags else "no",
+                 "yes" if "--fail-stop" in self.flags else "no", self.base), flush=True)
 
     def kill_proc(self, p, sig=signal.SIGTERM, wait=5.0):
         if p is None or p.poll() is not None:
@@ -213,7 +290,7 @@ class Run:
                 self.ens.close()
             except Exception:
                 traceback.print_exc()
-        for n in self.nets:
+        for n in self.nets + ([self.qfw] if self.qfw else []):
             try:
                 n.delete()
             except Exception:
@@ -222,14 +299,16 @@ class Run:
 
     # -- helpers -------------------------------------------------------------------
 
-    def policy(self, tdir, cid, sock, hang=False):
+    def policy(self, tdir, cid, sock, hang=False, stall_ms=0, stall_after=0.0):
         with open(POLICY_TEMPLATE) as f:
             text = f.read()
         begin, end = "-- CHAOS-CONFIG-BEGIN", "-- CHAOS-CONFIG-END"
         i, j = text.index(begin), text.index(end)
         cfg = ("%s\nlocal CFG = {\n  fence_writer = %s,\n  fence_socket = %s,\n"
-               "  fence_interval_ms = 50,\n  action_every = 0.05,\n  hang_on_leader = %s,\n}\n"
-               % (begin, lua_str(self.fence_writer), lua_str(sock), "true" if hang else "false"))
+               "  fence_interval_ms = 50,\n  action_every = 0.05,\n  hang_on_leader = %s,\n"
+               "  stall_ms = %d,\n  stall_after = %.3f,\n}\n"
+               % (begin, lua_str(self.fence_writer), lua_str(sock), "true" if hang else "false",
+                  int(stall_ms), float(stall_after)))
         path = os.path.join(tdir, "policy-%s.lua" % cid)
         with open(path, "w") as f:
             f.write(text[:i] + cfg + text[j:])
@@ -248,6 +327,8 @@ class Run:
         """Jepsen's final generator: every fault undone."""
         for n in self.nets:
             n.heal()
+        if self.qfw:
+            self.qfw.heal()
         for c in t.cands:
             if c.alive():
                 c.sigcont()
@@ -332,21 +413,29 @@ class Trial:
             return ",".join("%s:%d" % (cn.host_ip, p) for p in self.proxy_ports)
         return self.ens.connect_string(for_namespace=cn)
 
-    def new_candidate(self, n, proxied=False, hang=False):
+    def new_candidate(self, n, proxied=False, hang=False, extra=(), servers=None, stall_ms=0,
+                      stall_after=0.0):
+        """servers: 0-based indexes of the only servers it may connect to."""
         cid = "c%d" % n
-        script = self.run_.policy(self.tdir, cid, self.sock, hang=hang)
-        c = self.run_.Candidate(cid, self.run_.nets[n - 1], self.zkhosts(n, proxied), self.path,
-                                script, self.tdir)
+        script = self.run_.policy(self.tdir, cid, self.sock, hang=hang, stall_ms=stall_ms,
+                                  stall_after=stall_after)
+        if servers is not None:
+            zkhosts = self.ens.connect_string(for_namespace=self.run_.nets[n - 1],
+                                              ports=[self.ens.servers[i].client_port for i in servers])
+        else:
+            zkhosts = self.zkhosts(n, proxied)
+        c = self.run_.Candidate(cid, self.run_.nets[n - 1], zkhosts, self.path,
+                                script, self.tdir, extra=extra, flags=self.run_.flags)
         self.cands.append(c)
         self.run_.cands.append(c)
         c.start()
         return c
 
-    def start_candidates(self, proxied=(), hang=(), wait_role=True):
+    def start_candidates(self, proxied=(), hang=(), wait_role=True, extra=()):
         """c1, c2, c3 one after another (each after the previous joined), so
         sequence order is start order and c1 leads."""
         for n in (1, 2, 3):
-            c = self.new_candidate(n, proxied=n in proxied, hang=n in hang)
+            c = self.new_candidate(n, proxied=n in proxied, hang=n in hang, extra=extra)
             c.wait_for("joined", timeout=15)
         if wait_role:
             self.wait_stable(timeout=15, settle=0)
@@ -426,10 +515,16 @@ class Trial:
 
     def run(self):
         self.ens.ensure_all_running()
+        dt = self.ens.set_sync_limit(self.sc.get("sync_limit", SYNC_LIMIT))
+        if dt:
+            self.notes["ensemble_restart_s"] = round(dt, 1)
         self.ens.wait_healthy(60)
         self.rec.emit("meta", boot_id=HI.boot_id())
         self.rec.emit("config", T_ms=T_MS, tick_ms=TICK_MS, H_ms=H_MS, scenario=self.sc["name"],
-                      trial=self.trial, path=self.path, zkelect=h.ZKELECT_BIN)
+                      trial=self.trial, path=self.path, zkelect=h.ZKELECT_BIN,
+                      sync_limit=self.ens.sync_limit,
+                      server_tick=TICK_MS if "--server-tick" in self.run_.flags else None,
+                      fail_stop="--fail-stop" in self.run_.flags)
         self.start_fence()
         if self.sc.get("proxy"):
             self.start_proxy()
@@ -590,7 +685,10 @@ def sc_leader_kill9(t):
 
 
 def sc_leader_sigstop(t):
-    t.start_candidates()
+    # the epoch's case: the paused leader's writer runs on and is fenced, the
+    # leader steps down on resume. Without the fail-stop watcher, which would
+    # kill both before the successor leads (integration.failstop).
+    t.start_candidates(extra=["--fail-stop", "off"])
     t.steady()
     lead = _leader_or_fail(t)
     t.fault_begin("sigstop", lead.id, l2=True, s2p=True, expect_rejects=True,
@@ -602,6 +700,41 @@ def sc_leader_sigstop(t):
     lead.sigcont()
     t.fault_end("sigstop")
     t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
+def sc_leader_sigstop_guarded(t):
+    """The agent alone frozen, with the fail-stop watcher at its default
+    (`agent`): the watcher, which is not stopped, SIGKILLs the term's groups
+    (the duty, fence_writer) and the agent at the term's hard end, before
+    the successor can lead. No overlap (zero bound), no duty overlap, and
+    the successor leads after c1's session expires."""
+    if "--fail-stop" not in t.run_.flags:
+        t.problems.append("%s has no --fail-stop (the watchdog guard): the pause is not guarded"
+                          % h.ZKELECT_BIN)
+    t.start_candidates()
+    t.steady()
+    lead = _leader_or_fail(t)
+    t.fault_begin("sigstop", lead.id, l2=True, s2_bound_ms=0, duty_bound_ms=0,
+                  expect=[{"type": "leader_change"}, {"type": "gap_positive", "target": lead.id},
+                          {"type": "exited", "target": lead.id}])
+    t.rec.emit("paused", target=lead.id)
+    lead.sigstop()
+    others = [c for c in t.cands if c is not lead]
+    T = T_MS / 1000.0
+    try:
+        h.wait_until(lambda: any(_leads(c) for c in others), timeout=3 * T + 5,
+                     desc="a successor leads")
+    except h.Timeout:
+        t.problems.append("no successor led within %.0f s of the pause" % (3 * T + 5))
+    try:
+        h.wait_until(lambda: not lead.alive(), timeout=5, desc="the frozen leader killed")
+    except h.Timeout:
+        t.problems.append("the frozen leader was not killed by its watcher")
+        t.rec.emit("resumed", target=lead.id)
+        lead.sigcont()
+    t.notes["c1_exit_rc"] = lead.proc.poll()
+    t.fault_end("sigstop")
+    t.wait_stable(timeout=3 * T + 5, record=True)
 
 
 def sc_partition(t, factor, long_):
@@ -755,9 +888,214 @@ def sc_folder_delete(t):
     t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
 
 
+def _leads(c):
+    return c.alive() and c.role() == "leader"
+
+
+def _follower_isolated(t, sync_limit):
+    """Candidate A (c1) connected only to a ZooKeeper follower F, B (c2)
+    only to the other follower; F's links to the other two servers are
+    black-holed (net.QuorumFirewall: every packet dropped, both ways,
+    connections left open; A's client connection to F untouched). F serves A
+    until its syncLimit x tickTime read timeout, while the quorum leader,
+    hearing nothing of A's session, expires it after T: B leads then. A must
+    stop acting as leader (reason `lease`, as its renewals can no longer be
+    confirmed by the quorum leader) before B starts: S2 with a zero bound."""
+    assert t.ens.sync_limit == sync_limit, (t.ens.sync_limit, sync_limit)
+    zl = t.ens.leader_index()
+    if zl is None:
+        raise AssertionError("no ZooKeeper leader")
+    fi, oi = [i for i in range(3) if i != zl]
+    a = t.new_candidate(1, servers=[fi])
+    a.wait_for("joined", timeout=15)
+    h.wait_until(lambda: _leads(a), timeout=15, desc="c1 leads")
+    b = t.new_candidate(2, servers=[oi])
+    b.wait_for("joined", timeout=15)
+    t.wait_stable(timeout=15, settle=0)
+    t.steady()
+    modes = t.ens.modes()
+    t.notes["modes_at_fault"] = modes
+    if modes[fi] != "follower" or t.server_of(a) != fi:
+        raise AssertionError("c1 is not on a ZooKeeper follower at fault time: modes %s, c1 on %s"
+                             % (modes, t.server_of(a)))
+    lead = _leader_or_fail(t)
+    if lead is not a:
+        raise AssertionError("c1 does not lead before the fault: %s" % t.roles())
+    tick_s = TICK_MS / 1000.0
+    T = T_MS / 1000.0
+    t.fault_begin("follower_isolated", "c1", server="zk%d" % (fi + 1), sync_limit=sync_limit,
+                  l2=True, s2_bound_ms=0, duty_bound_ms=0,
+                  expect=[{"type": "stepdown_reason", "target": "c1", "reasons": ["lease"]},
+                          {"type": "gap_positive", "target": "c1"},
+                          {"type": "leader_change"}])
+    t0 = time.monotonic()
+    t.run_.qfw.isolate(fi + 1, {s.index: s.quorum_ports() for s in t.ens.servers})
+    # hold: until B leads and A no longer does, bounded by what the old code
+    # needed to show its overlap (A led on until F dropped it, syncLimit
+    # ticks, plus its lease)
+    bound = sync_limit * tick_s + 2 * T + 2.0
+    mode_f = set()
+    for _ in range(int(bound / POLL) + 10):
+        mode_f.add(t.ens.servers[fi].mode(timeout=0.2))
+        if _leads(b) and not _leads(a):
+            break
+        if time.monotonic() - t0 > bound:
+            break
+        time.sleep(POLL)
+    t.notes["hold_s"] = round(time.monotonic() - t0, 2)
+    t.notes["isolated_server_modes"] = sorted(str(m) for m in mode_f)
+    t.notes["quorum_packets_dropped"] = t.run_.qfw.counters()
+    if not t.notes["quorum_packets_dropped"]:
+        t.problems.append("fault not injected: no quorum packet dropped")
+    t.run_.qfw.heal()
+    t.fault_end("follower_isolated")
+    t1 = time.monotonic()
+    t.ens.wait_healthy(60)
+    t.notes["ensemble_healthy_after_heal_s"] = round(time.monotonic() - t1, 2)
+    t.wait_stable(timeout=3 * T + 5, record=True)
+
+
+def sc_follower_isolated_s5(t):
+    _follower_isolated(t, 5)
+
+
+def sc_follower_isolated_s20(t):
+    _follower_isolated(t, 20)
+
+
+HOSTILE_PREFIX = "n_%016x-"
+
+
+def _forge(zk, path, t):
+    """Writes leader data claiming the epoch of the node's own czxid (what
+    only a zkelect leader's own term writes) into path."""
+    st = zk.exists(path)
+    if st is None:
+        raise AssertionError("forged node %s vanished" % path)
+    data = json.dumps({"zkelect": 1, "id": "evil", "data": "x", "epoch": st["czxid"]},
+                      separators=(",", ":")).encode()
+    zk.set_data(path, data)
+    t.notes.setdefault("forged", []).append({"node": path.rsplit("/", 1)[-1], "czxid": st["czxid"]})
+
+
+def _wait_pinging(zk, cond, timeout, desc):
+    """h.wait_until that keeps the hostile session (and its nodes) alive."""
+    end = time.monotonic() + timeout
+    for _ in range(int(timeout / 0.05) + 10):
+        if cond():
+            return
+        if time.monotonic() > end:
+            raise h.Timeout("timed out after %.1fs waiting for %s" % (timeout, desc))
+        zk.ping()
+        time.sleep(0.05)
+
+
+def sc_hostile_peer(t):
+    """A plain client (open ACL, no zkelect) forges a leader claim in the
+    election folder. Phase 1: an EPHEMERAL|SEQUENTIAL node with the
+    candidates' name style, sorting between c1 (the leader) and c2, holds
+    {"zkelect":1,"id":"evil","data":"x","epoch":<its own czxid>}; c2 joins
+    behind it, then it is deleted. Phase 2: a spacer node, then c3 joins
+    behind it; a forged node (named with the spacer's sequence, sorting after
+    it) is created after c3 joined, the spacer deleted (c3 relists and finds
+    the forged claim ahead), then the forged node deleted. Neither c2 nor c3
+    may lead while c1 leads: no leadership change at all, S2 bound 0."""
+    a = t.new_candidate(1)
+    a.wait_for("joined", timeout=15)
+    h.wait_until(lambda: _leads(a), timeout=15, desc="c1 leads")
+    zk = t.ens.client()
+    try:
+        # phase 1: forged before the victim joins
+        t.fault_begin("hostile_peer", "c2", phase="before_join", leader="c1", no_change=True,
+                      s2_bound_ms=0, duty_bound_ms=0, expect=[{"type": "no_leader_change"}])
+        n1 = zk.create_node(t.path + "/" + HOSTILE_PREFIX % 0xe71e71e71e71e71e, b"x",
+                            ephemeral=True, sequential=True)
+        _forge(zk, n1, t)
+        b = t.new_candidate(2)
+        _wait_pinging(zk, lambda: b.events("joined"), 15, "c2 joined")
+        _wait_pinging(zk, lambda: b.role() == "follower", 10, "c2 follows")
+        zk.keepalive(0.5)                   # c2 may check the claim meanwhile
+        zk.delete(n1)
+        zk.keepalive(1.5)
+        t.fault_end("hostile_peer")
+        t.rec.emit("steady_begin")          # L1: a stable leader between the phases
+        zk.keepalive(1.2)
+        t.rec.emit("steady_end")
+        # phase 2: forged after the victim joined
+        sp = zk.create_node(t.path + "/" + HOSTILE_PREFIX % 0x5a5a5a5a5a5a5a5a, b"x",
+                            ephemeral=True, sequential=True)
+        c = t.new_candidate(3)
+        _wait_pinging(zk, lambda: c.events("joined"), 15, "c3 joined")
+        _wait_pinging(zk, lambda: c.role() == "follower", 10, "c3 follows")
+        t.fault_begin("hostile_peer", "c3", phase="after_join", leader="c1", no_change=True,
+                      s2_bound_ms=0, duty_bound_ms=0, expect=[{"type": "no_leader_change"}])
+        seq = sp.rsplit("-", 1)[1]
+        n2 = zk.create_node(t.path + "/" + (HOSTILE_PREFIX % 0xfefefefefefefefe) + seq, b"x",
+                            ephemeral=True)
+        _forge(zk, n2, t)
+        zk.delete(sp)                       # c3's predecessor goes: c3 relists
+        zk.keepalive(0.7)
+        zk.delete(n2)
+        zk.keepalive(1.5)
+        t.fault_end("hostile_peer")
+    finally:
+        zk.close()
+    t.notes["roles_after"] = t.roles()
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
+STALL_MS = 3 * T_MS             # loop_stall: about 3 x the session timeout
+STALL_AFTER_S = 3.0             # into c1's first term (the others joined, a steady window)
+
+
+def sc_loop_stall(t):
+    """c1's policy, 3 s into its first term (its duty, fence_writer, running),
+    blocks the agent's loop in one C call for about 3 T (policy.lua: a
+    pathological string.find). With the fail-stop watcher (--fail-stop,
+    default `agent`) the term's process groups and the agent are SIGKILLed at
+    the lease's hard end: the successor leads after c1's session expires, no
+    stale write is accepted by the fence, and the duties of the two terms do
+    not overlap (S7 with a zero bound)."""
+    if "--fail-stop" not in t.run_.flags:
+        t.problems.append("%s has no --fail-stop (the watchdog guard): the stall is not guarded"
+                          % h.ZKELECT_BIN)
+    a = t.new_candidate(1, stall_ms=STALL_MS, stall_after=STALL_AFTER_S)
+    a.wait_for("joined", timeout=15)
+    for n in (2, 3):
+        t.new_candidate(n).wait_for("joined", timeout=15)
+    t.wait_stable(timeout=STALL_AFTER_S, settle=0)
+    if a.role() != "leader":
+        raise AssertionError("c1 does not lead: %s" % t.roles())
+    t.rec.emit("steady_begin")
+    ev = a.wait_for(lambda e: e.get("event") == "script" and
+                    (e.get("msg") or "").startswith("stall begin"), timeout=STALL_AFTER_S + 10)
+    t.rec.emit("steady_end", t=int(ev["mono_ns"]) - 1)
+    t.notes["stall"] = ev.get("msg")
+    t.fault_begin("loop_stall", "c1", t=int(ev["mono_ns"]), stall_ms=STALL_MS, l2=True,
+                  s2_bound_ms=0, duty_bound_ms=0,
+                  expect=[{"type": "leader_change"}, {"type": "gap_positive", "target": "c1"},
+                          {"type": "exited", "target": "c1"}])
+    others = [c for c in t.cands if c is not a]
+    T = T_MS / 1000.0
+    try:
+        h.wait_until(lambda: any(_leads(c) for c in others), timeout=3 * T + 5, desc="a successor leads")
+    except h.Timeout:
+        t.problems.append("no successor led within %.0f s of the stall" % (3 * T + 5))
+    # the stall's own end, or c1's death, bounds the fault
+    try:
+        h.wait_until(lambda: not a.alive() or a.events("stepdown"), timeout=STALL_MS / 1000.0 + 5,
+                     desc="c1 gone or stepped down")
+    except h.Timeout:
+        t.problems.append("c1 neither died nor stepped down after its stall")
+    t.notes["c1_exit_rc"] = a.proc.poll()
+    t.fault_end("loop_stall")
+    t.wait_stable(timeout=3 * T + 5, record=True)
+
+
 SCENARIOS = [
     {"name": "leader_kill9", "fn": sc_leader_kill9},
     {"name": "leader_sigstop", "fn": sc_leader_sigstop},
+    {"name": "leader_sigstop_guarded", "fn": sc_leader_sigstop_guarded},
     {"name": "partition_short", "fn": sc_partition_short},
     {"name": "partition_long", "fn": sc_partition_long},
     {"name": "zk_leader_kill", "fn": sc_zk_leader_kill},
@@ -766,6 +1104,12 @@ SCENARIOS = [
     {"name": "cut_after_create", "fn": sc_cut_after_create, "proxy": True},
     {"name": "hook_hang", "fn": sc_hook_hang},
     {"name": "folder_delete", "fn": sc_folder_delete},
+    {"name": "hostile_peer", "fn": sc_hostile_peer},
+    {"name": "loop_stall", "fn": sc_loop_stall},
+    {"name": "follower_isolated_s5", "fn": sc_follower_isolated_s5},
+    # last: it restarts the ensemble with syncLimit 20 (the next trial's first
+    # scenario restarts it with the default again)
+    {"name": "follower_isolated_s20", "fn": sc_follower_isolated_s20, "sync_limit": 20},
 ]
 
 
@@ -775,7 +1119,7 @@ def fmt_result(r):
     ck = r.get("checker") or {}
     if ck and ck["properties"].get("S2p", {}).get("status") == "pass" and r["overlap_ms_max"]:
         worst += "(pause, S2p ok)"
-    line = "%s %-17s #%d  overlaps=%s worst=%s new_leader=%s flaps=%s orphans=%s rejects=%s  [%.1fs]" % (
+    line = "%s %-21s #%d  overlaps=%s worst=%s new_leader=%s flaps=%s orphans=%s rejects=%s  [%.1fs]" % (
         "PASS" if r["verdict"] == "pass" else "FAIL", r["scenario"], r["trial"], r["overlaps"],
         worst, takes, r["flaps"], r["orphans"], r["fence_rejects"], r["seconds"])
     if r["verdict"] != "pass":

@@ -13,6 +13,8 @@ merged and ordered by mono_ns (ties keep file order). Event kinds (§4.1):
              hook_start{hook,epoch} hook_end{hook,killed?,rc?}
              session{id,reason} conn_state{state} joined{node,seq,session}
              lease{deadline_mono_ns,epoch?,renewing?} reload{ok|error} exit{rc}
+             fail_stop{msg} (a line of the agent's fail-stop watcher, another
+             process: it may come after the agent's exit)
              (a lease record with renewing=true only says the lease is being
              renewed from then on: no fixed deadline until the next one)
   fence      accept{cand,epoch,n} reject{cand,epoch,max_epoch}
@@ -30,14 +32,22 @@ fault_begin may carry: target (candidate id), l2 (L2 applies: the target was
 the leader and died / was cut off / paused), no_change (no leadership change
 from the fault until the end of the next steady window), s2p (A1 broken for
 the target: S2 reported for it, S2p decides), s2_bound_ms (override of B for
-overlaps inside the fault's window), x_ms (override of X), expect (list of
-scenario expectations, property E; see EXPECTATIONS below).
+overlaps inside the fault's window, lower or higher; where the windows of
+several faults with one meet, the largest), duty_bound_ms (S7 applies to
+overlaps inside the fault's window, with this bound), x_ms (override of X),
+expect (list of scenario expectations, property E; see EXPECTATIONS below).
+A fault's window runs from its fault_begin to X after its fault_end.
 
 Properties, each reported separately; any failure fails the run:
   S1 epoch order      S2 belief overlap <= B     S2p pause (resumed ex-leader)
   S3 action overlap   S4 fence                   S5 well-formedness
-  S6 lease respect    L1 recovery within X       L2 takeover bound
-  L3 no flapping      L4 nothing stuck           E  scenario expectations
+  S6 lease respect    S7 duty exclusion          L1 recovery within X
+  L2 takeover bound   L3 no flapping             L4 nothing stuck
+  E  scenario expectations
+S7: a term's duty span runs from its first to its last write attempt at the
+fence, accepted or rejected (a rejected write is a duty process of an old
+term still acting); spans of two candidates' terms may overlap by at most
+the duty_bound_ms of a fault window they meet (skipped without such a fault).
 
 Output: a one-line verdict on stdout; --json FILE writes the summary (per
 property pass|fail|skipped with witnesses, and metrics); --timeline FILE
@@ -79,7 +89,10 @@ EXPECTATIONS = """
   {"type":"stepdown_reason","target":C,"reasons":[...]}  C's first stepped_down after
                                                         the fault has one of reasons
   {"type":"stepped_down","target":C}   C stepped down (any reason) after the fault
-  {"type":"gap_positive","target":C}   C stepped down before anyone else became leader
+  {"type":"gap_positive","target":C}   C's term ended (stepped down, exited or killed)
+                                       before anyone else became leader
+  {"type":"exited","target":C}         C's process ended after the fault, without a
+                                       harness kill (e.g. its fail-stop watcher)
   {"type":"leader_change"}             someone other than the leader at fault time leads
   {"type":"no_leader_change"}          the leader at fault time still leads at the end
   {"type":"no_expiry","target":C}      no session{reason:expired} of C after the fault
@@ -213,7 +226,7 @@ class Checker:
             dead = None
             for r in self.by_src(c):
                 ev = r["ev"]
-                if dead is not None and ev not in ("meta",):
+                if dead is not None and ev not in ("meta", "fail_stop"):
                     s5.append({"why": "event after %s" % dead["ev"], "record": witness(r),
                                "dead": witness(dead)})
                     continue
@@ -250,7 +263,7 @@ class Checker:
                     iv["end"], iv["open"], iv["end_ev"] = k["mono_ns"], False, k
             # nothing from a killed candidate after the kill
             for r in self.by_src(c):
-                if r["mono_ns"] > k["mono_ns"] and r["ev"] not in ("exit", "meta"):
+                if r["mono_ns"] > k["mono_ns"] and r["ev"] not in ("exit", "meta", "fail_stop"):
                     s5.append({"why": "event after killed", "record": witness(r),
                                "killed": witness(k)})
         self.s5 = s5
@@ -359,14 +372,15 @@ class Checker:
                         ex.add(i)
         return ex
 
-    def _bound_for(self, lo, hi):
-        """B for an overlap [lo, hi]: the global bound unless a fault window
-        with an s2_bound_ms override intersects it."""
-        b = self.ns["s2_bound_ms"]
-        for (a, z, f) in self.fault_windows_with("s2_bound_ms"):
-            if lo <= z and hi >= a:
-                b = max(b, int(float(f["rec"]["s2_bound_ms"]) * 1e6))
-        return b
+    def _bound_for(self, lo, hi, key="s2_bound_ms", default="global"):
+        """The bound for an overlap [lo, hi]: the largest `key` of the fault
+        windows it meets (lower or higher than the global one), else the
+        global S2 bound (or `default` when given)."""
+        hits = [int(float(f["rec"][key]) * 1e6) for (a, z, f) in self.fault_windows_with(key)
+                if lo <= z and hi >= a]
+        if hits:
+            return max(hits)
+        return self.ns["s2_bound_ms"] if default == "global" else default
 
     def check_s2(self):
         v, info = [], []
@@ -486,6 +500,42 @@ class Checker:
         self.metrics["action_overlap_ms_max"] = ms(worst["actions"])
         self.metrics["fence_overlap_ms_max"] = ms(worst["fence"])
         self.result("S3", v)
+
+    def check_s7(self):
+        spans = {}
+        for r in self.fence:
+            k = (r["cand"], r["epoch"])
+            sp = spans.setdefault(k, [r["mono_ns"], r["mono_ns"], r, r])
+            if r["mono_ns"] < sp[0]:
+                sp[0], sp[2] = r["mono_ns"], r
+            if r["mono_ns"] >= sp[1]:
+                sp[1], sp[3] = r["mono_ns"], r
+        judged = bool(self.fault_windows_with("duty_bound_ms"))
+        v, info = [], []
+        worst = 0
+        keys = sorted(spans, key=lambda k: spans[k][0])
+        for i in range(len(keys)):
+            for j in range(i + 1, len(keys)):
+                if keys[i][0] == keys[j][0]:
+                    continue
+                a, b = spans[keys[i]], spans[keys[j]]
+                lo, hi = max(a[0], b[0]), min(a[1], b[1])
+                ov = hi - lo
+                if ov <= 0:
+                    continue
+                worst = max(worst, ov)
+                item = {"why": "duties of %s/%s and %s/%s overlap by %.1f ms (write attempts, "
+                               "accepted or rejected)" % (keys[i][0], keys[i][1], keys[j][0],
+                                                          keys[j][1], ov / 1e6),
+                        "overlap_ms": ms(ov),
+                        "records": [witness(a[2]), witness(a[3]), witness(b[2]), witness(b[3])]}
+                bound = self._bound_for(lo, hi, key="duty_bound_ms", default=None)
+                if bound is not None and ov > bound:
+                    v.append(item)
+                else:
+                    info.append(item)
+        self.metrics["duty_overlap_ms_max"] = ms(worst)
+        self.result("S7", v, status=None if judged else "skipped", not_judged_or_within=info)
 
     def check_s4(self):
         v = []
@@ -737,15 +787,31 @@ class Checker:
                     if not sd:
                         ok, why = False, "%s did not step down" % c
                 elif typ == "gap_positive":
-                    if not sd:
-                        ok, why = False, "%s did not step down" % c
+                    # the term C held at the fault (or its first one after it)
+                    # ended: stepped down, exited or killed
+                    ends = [iv for iv in self.intervals if iv["cand"] == c and not iv["open"]
+                            and iv["end"] >= t0 and iv["end"] <= t1]
+                    if not ends:
+                        ok, why = False, "%s's term did not end" % c
                     else:
+                        e0 = ends[0]
+                        how = {"stepped_down": "stepped down", "exit": "exited",
+                               "killed": "was killed"}.get(e0["end_ev"]["ev"], e0["end_ev"]["ev"]) \
+                            if e0["end_ev"] is not None else "ended"
                         others = [iv for iv in self.intervals if iv["cand"] != c and iv["start"] > t0]
-                        if others and others[0]["start"] <= sd[0]["end"]:
-                            ok, why = False, "%s became leader %.0f ms before %s stepped down" % (
-                                others[0]["cand"], (sd[0]["end"] - others[0]["start"]) / 1e6, c)
+                        if others and others[0]["start"] <= e0["end"]:
+                            ok, why = False, "%s became leader %.0f ms before %s %s" % (
+                                others[0]["cand"], (e0["end"] - others[0]["start"]) / 1e6, c, how)
                         elif others:
-                            self.metrics.setdefault("gap_ms", []).append(ms(others[0]["start"] - sd[0]["end"]))
+                            self.metrics.setdefault("gap_ms", []).append(ms(others[0]["start"] - e0["end"]))
+                elif typ == "exited":
+                    ex = [r for r in self.by_src(c) if r["ev"] == "exit" and t0 <= r["mono_ns"] <= t1]
+                    kl = [r for r in self.evs("killed") if self.target_of(r) == c and
+                          t0 <= r["mono_ns"] <= t1]
+                    if kl and (not ex or kl[0]["mono_ns"] <= ex[0]["mono_ns"]):
+                        ok, why = False, "%s's process was killed by the harness, not by itself" % c
+                    elif not ex:
+                        ok, why = False, "%s's process did not end after the fault" % c
                 elif typ == "leader_change":
                     if not took:
                         ok, why = False, "no other candidate became leader after the fault"
@@ -820,7 +886,7 @@ class Checker:
     def run(self):
         self.build()
         for fn in (self.check_s1, self.check_s2, self.check_s2p, self.check_s3, self.check_s4,
-                   self.check_s5, self.check_s6, self.check_l1, self.check_l2, self.check_l3,
+                   self.check_s5, self.check_s6, self.check_s7, self.check_l1, self.check_l2, self.check_l3,
                    self.check_l4, self.check_e):
             fn()
         self.fault_metrics()
@@ -851,7 +917,7 @@ class Checker:
 
 def verdict_line(summary):
     parts = []
-    for k in ("S1", "S2", "S2p", "S3", "S4", "S5", "S6", "L1", "L2", "L3", "L4", "E"):
+    for k in ("S1", "S2", "S2p", "S3", "S4", "S5", "S6", "S7", "L1", "L2", "L3", "L4", "E"):
         r = summary["properties"].get(k)
         if r is None:
             continue

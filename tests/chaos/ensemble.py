@@ -12,6 +12,14 @@ candidates in child network namespaces reach them through the host side of
 their veth; the chaos runner only ever starts the ensemble inside its own
 private network namespace (see chaos.py), so nothing is exposed on the host.
 Quorum and election ports are on 127.0.0.1.
+
+Each server may run under its own uid (`Ensemble(uids=[...])`, root only):
+the chaos runner's quorum firewall (net.QuorumFirewall) tells the servers'
+connections apart by the uid of the socket that opened them, so it can
+black-hole the links of one server to the others (peer and election ports)
+without touching client traffic. syncLimit is a parameter of the ensemble;
+`set_sync_limit` restarts all three servers with the new value (the data
+directories are kept).
 """
 import os
 import re
@@ -51,11 +59,33 @@ def free_ports(n, host="127.0.0.1"):
             s.close()
 
 
+def _preexec_as(uid):
+    """preexec_fn: drop to uid (gid = uid, no supplementary groups) first,
+    then PR_SET_PDEATHSIG (a credential change clears it)."""
+    def f():
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        h._pdeathsig()
+    return f
+
+
+def _chown_tree(path, uid):
+    for root, dirs, files in os.walk(path):
+        for n in [root] + [os.path.join(root, x) for x in dirs + files]:
+            try:
+                os.lchown(n, uid, uid)
+            except OSError:
+                pass
+
+
 class Server:
     """One QuorumPeerMain JVM."""
 
-    def __init__(self, ens, index, client_port, peer_port, elect_port):
+    def __init__(self, ens, index, client_port, peer_port, elect_port, uid=None):
         self.ens = ens
+        self.uid = uid                # None: the runner's own
         self.index = index            # 1-based myid
         self.client_port = client_port
         self.peer_port = peer_port
@@ -76,7 +106,7 @@ class Server:
         lines = [
             "tickTime=%d" % self.ens.tick,
             "initLimit=10",
-            "syncLimit=5",
+            "syncLimit=%d" % self.ens.sync_limit,
             "dataDir=%s" % self.datadir,
             "clientPort=%d" % self.client_port,
             "clientPortAddress=0.0.0.0",
@@ -102,18 +132,25 @@ class Server:
         logf = open(self.log, "ab")
         logf.write(("\n==== start #%d at %s ====\n" % (self.starts, time.strftime("%H:%M:%S"))).encode())
         logf.flush()
+        if self.uid is not None:
+            _chown_tree(self.dir, self.uid)
         cmd = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+               "-XX:-UsePerfData",
                "-Dzookeeper.log.dir=" + self.dir,
                "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
                "-Dorg.slf4j.simpleLogger.showDateTime=true",
                "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
                "-cp", _classpath(), "org.apache.zookeeper.server.quorum.QuorumPeerMain", self.cfg]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                     cwd=self.dir, env=h._child_env(), preexec_fn=h._pdeathsig)
+                                     cwd=self.dir, env=h._child_env(), preexec_fn=_preexec_as(self.uid))
         logf.close()
         self.pid = self.proc.pid
         self.stopped = False
         return self
+
+    def quorum_ports(self):
+        """(peer port, election port): what the other servers connect to."""
+        return (self.peer_port, self.elect_port)
 
     def signal(self, sig):
         if self.running():
@@ -206,12 +243,14 @@ class Server:
 class Ensemble:
     """Three QuorumPeerMain servers on 127.0.0.1 (client ports on 0.0.0.0)."""
 
-    def __init__(self, workdir, tick=200):
+    def __init__(self, workdir, tick=200, sync_limit=5, uids=None):
         self.dir = workdir
         self.tick = tick
+        self.sync_limit = sync_limit
         os.makedirs(self.dir, exist_ok=True)
         ports = free_ports(9)
-        self.servers = [Server(self, i + 1, ports[3 * i], ports[3 * i + 1], ports[3 * i + 2])
+        uids = list(uids or [None, None, None])
+        self.servers = [Server(self, i + 1, ports[3 * i], ports[3 * i + 1], ports[3 * i + 2], uids[i])
                         for i in range(3)]
         for s in self.servers:
             s.write_cfg()
@@ -229,6 +268,24 @@ class Ensemble:
                 s.cont()
         for s in self.servers:
             s.terminate(timeout=5.0)
+
+    def set_sync_limit(self, sync_limit, timeout=60.0):
+        """Restarts all three servers with syncLimit = sync_limit (nothing
+        if that is the value already). Returns the seconds it took."""
+        if sync_limit == self.sync_limit:
+            return 0.0
+        t0 = time.monotonic()
+        self.sync_limit = sync_limit
+        for s in self.servers:
+            s.cont()
+            s.kill()
+        for s in self.servers:
+            s.write_cfg()
+            s.wait_port_free()
+        for s in self.servers:
+            s.start()
+        self.wait_healthy(timeout)
+        return time.monotonic() - t0
 
     def server(self, i):
         """Server by 0-based index."""
@@ -369,14 +426,20 @@ class Ensemble:
 
 # --------------------------------------------------------------------------
 # MiniZK: just enough of the ZooKeeper wire protocol (jute) for inspection
-# and operator actions: connect, getChildren, exists, create, addAuth,
-# getACL, setACL, close. Synchronous, bounded.
+# and operator actions: connect, getChildren, exists, getData, create (any
+# mode: ephemeral, sequential), setData, delete, ping, addAuth, getACL,
+# setACL, close. Synchronous, bounded; no watches. It has no heartbeat of its
+# own: a caller that holds ephemeral nodes across a wait calls ping() (or
+# keepalive()) more often than a third of the negotiated session timeout.
 
 class ZKError(Exception):
     pass
 
 
-OP_CREATE, OP_EXISTS, OP_GETCHILDREN, OP_CLOSE = 1, 3, 8, -11
+OP_CREATE, OP_DELETE, OP_EXISTS, OP_GETDATA, OP_SETDATA, OP_GETCHILDREN, OP_PING, OP_CLOSE = \
+    1, 2, 3, 4, 5, 8, 11, -11
+PING_XID = -2
+MODE_EPHEMERAL, MODE_SEQUENTIAL = 1, 2
 OP_GETACL, OP_SETACL, OP_AUTH = 6, 7, 100
 ZNONODE, ZNODEEXISTS, ZNOAUTH = -101, -110, -102
 AUTH_XID = -4
@@ -505,6 +568,67 @@ class MiniZK:
         if err != 0:
             raise ZKError("exists %s: error %d" % (path, err))
         return dict(zip(_STAT_KEYS, _STAT.unpack(rest[:_STAT.size])))
+
+    def get_data(self, path):
+        """(data bytes, stat dict), or None if there is no such node."""
+        err, rest = self._call(OP_GETDATA, self._path(path) + b"\0")
+        if err == ZNONODE:
+            return None
+        if err != 0:
+            raise ZKError("getData %s: error %d" % (path, err))
+        (ln,) = struct.unpack(">i", rest[:4])
+        data = rest[4:4 + max(ln, 0)]
+        off = 4 + max(ln, 0)
+        return data, dict(zip(_STAT_KEYS, _STAT.unpack(rest[off:off + _STAT.size])))
+
+    def set_data(self, path, data, version=-1):
+        """setData; returns the new stat dict (raises on any error)."""
+        body = self._path(path) + struct.pack(">i", len(data)) + data + struct.pack(">i", version)
+        err, rest = self._call(OP_SETDATA, body)
+        if err != 0:
+            raise ZKError("setData %s: error %d" % (path, err))
+        return dict(zip(_STAT_KEYS, _STAT.unpack(rest[:_STAT.size])))
+
+    def delete(self, path, version=-1):
+        """delete; True if deleted, False if there was no such node."""
+        err, _ = self._call(OP_DELETE, self._path(path) + struct.pack(">i", version))
+        if err == ZNONODE:
+            return False
+        if err != 0:
+            raise ZKError("delete %s: error %d" % (path, err))
+        return True
+
+    def create_node(self, path, data=b"", ephemeral=False, sequential=False, acl=None):
+        """create in any mode; returns the path the server created (with the
+        sequence suffix for a sequential node). Raises on any error."""
+        mode = (MODE_EPHEMERAL if ephemeral else 0) | (MODE_SEQUENTIAL if sequential else 0)
+        body = self._path(path) + struct.pack(">i", len(data)) + data + \
+            self._acl(acl or OPEN_ACL) + struct.pack(">i", mode)
+        err, rest = self._call(OP_CREATE, body)
+        if err != 0:
+            raise ZKError("create %s: error %d" % (path, err))
+        (ln,) = struct.unpack(">i", rest[:4])
+        return rest[4:4 + ln].decode("utf-8", "replace")
+
+    def ping(self):
+        """One ping (keeps the session, and its ephemeral nodes, alive)."""
+        self._send(struct.pack(">ii", PING_XID, OP_PING))
+        for _ in range(1000):
+            resp = self._recv()
+            (rxid,) = struct.unpack(">i", resp[:4])
+            if rxid == PING_XID:
+                return
+        raise ZKError("no reply to ping")
+
+    def keepalive(self, seconds, every=0.3):
+        """Sleeps `seconds`, pinging every `every` seconds."""
+        end = time.monotonic() + seconds
+        for _ in range(int(seconds / every) + 2):
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(every, left))
+            self.ping()
 
     def get_children(self, path):
         err, rest = self._call(OP_GETCHILDREN, self._path(path) + b"\0")

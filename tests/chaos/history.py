@@ -98,6 +98,9 @@ def convert_agent_event(src, pid, e):
             rec("hook_end", hook=m.group(1))
             return out
         rec("script", msg=msg, hook=e.get("hook"), level=e.get("level"))
+    elif name == "fail_stop":
+        # the fail-stop watcher (a process of its own, same log): kept as is
+        rec("fail_stop", msg=(e.get("msg") or "")[:500], level=e.get("level"))
     elif name == "hook_error":
         msg = e.get("msg") or ""
         killed = "budget" in msg or "exceeded" in msg or "timeout" in msg or "timed out" in msg

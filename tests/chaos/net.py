@@ -10,11 +10,21 @@
     10.250.N.2 candidate side). Candidates reach the servers at 10.250.N.1.
   * A partition is an nftables drop of the given TCP ports in both directions
     inside the candidate's namespace (a silent black hole); heal = flush.
+  * `QuorumFirewall` (run namespace): partitions ZooKeeper servers from each
+    other, never clients from servers. Each server runs under its own uid;
+    the first packet of every TCP connection on `lo` marks the connection's
+    conntrack entry with the opener's server number (meta skuid), and the
+    original destination port tells whose listener (peer or election port)
+    accepted it. `isolate(F)` then drops, silently and both ways, every
+    packet of every connection between server F and another server, the
+    established ones included (they stay open: nothing is reset), and new
+    ones (their SYNs). Clients and 4-letter words are untouched.
 
 Only addresses and links this module creates are touched; everything is
 deleted in teardown (and disappears anyway with the private namespaces).
 """
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -88,6 +98,62 @@ def _setup_inside():
     os.makedirs("/run/netns", exist_ok=True)
     # a private tmpfs: named namespaces of this run are invisible on the host
     sh(["mount", "-t", "tmpfs", "-o", "size=1m,mode=755", "zkechaos", "/run/netns"])
+
+
+class QuorumFirewall:
+    """nftables table `inet zkquorum` in the run namespace (see the module
+    docstring). uids: {server number: uid}; created before the servers start
+    (a connection opened earlier is not marked, so it could not be cut)."""
+
+    TABLE = "zkquorum"
+
+    def __init__(self, uids):
+        self.uids = dict(uids)
+        self.created = False
+        self.isolated = None
+
+    def create(self):
+        marks = "".join("    ct state new meta skuid %d ct mark set %d\n" % (uid, n)
+                        for n, uid in sorted(self.uids.items()))
+        sh(["nft", "-f", "-"], input=(
+            "table inet %s {\n"
+            "  chain qmark { type filter hook output priority -150; policy accept;\n"
+            "    oifname != \"lo\" accept\n%s"
+            "  }\n"
+            "  chain qdrop { type filter hook output priority 0; policy accept; }\n"
+            "}\n" % (self.TABLE, marks)))
+        self.created = True
+        return self
+
+    def isolate(self, n, ports):
+        """Black-holes server n from the others. ports: {server number:
+        (peer port, election port)} of all three servers."""
+        mine = ", ".join(str(p) for p in sorted(ports[n]))
+        theirs = ", ".join(str(p) for m in sorted(ports) if m != n for p in ports[m])
+        others = ", ".join(str(m) for m in sorted(self.uids) if m != n)
+        sh(["nft", "-f", "-"], input=(
+            "flush chain inet {t} qdrop\n"
+            "add rule inet {t} qdrop oifname \"lo\" ct mark {n} meta l4proto tcp "
+            "ct original proto-dst {{ {theirs} }} counter drop\n"
+            "add rule inet {t} qdrop oifname \"lo\" ct mark {{ {others} }} meta l4proto tcp "
+            "ct original proto-dst {{ {mine} }} counter drop\n").format(
+                t=self.TABLE, n=n, theirs=theirs, others=others, mine=mine))
+        self.isolated = n
+
+    def heal(self):
+        if self.created:
+            sh(["nft", "flush", "chain", "inet", self.TABLE, "qdrop"])
+        self.isolated = None
+
+    def counters(self):
+        """Packets dropped by the isolation rules so far (0 if none)."""
+        out = sh(["nft", "list", "chain", "inet", self.TABLE, "qdrop"], check=False)
+        return sum(int(x) for x in re.findall(r"counter packets (\d+)", out))
+
+    def delete(self):
+        if self.created:
+            sh(["nft", "delete", "table", "inet", self.TABLE], check=False)
+            self.created = False
 
 
 class CandidateNet:

@@ -20,6 +20,17 @@
 -- The runner generates one copy per candidate, replacing the block between
 -- the CHAOS-CONFIG markers (the Lua sandbox has no os.getenv); as checked in
 -- this file is valid on its own (no duty process: fence_writer = "").
+-- Variant (loop_stall scenario): CFG.stall_ms > 0 makes the first term of
+-- this candidate, CFG.stall_after seconds after on_leader (its duty process
+-- running), block the agent's loop in ONE C call for about stall_ms: a lazy
+-- pattern that backtracks in O(n^3) on a string without the 'b' it looks
+-- for (string.find(("a"):rep(n), ".-.-b")). The sandbox has no os.execute
+-- nor io.popen, and the instruction-count budget cannot stop a C function:
+-- only the agent's fail-stop watcher (another process) can end such a term
+-- in time. n is calibrated first (calls of a few ms, doubling n until one
+-- takes 20 ms, then n * (stall/t)^(1/3)). Logs "stall begin n=<n>
+-- target_ms=<ms>" right before the call.
+--
 -- If zkelect.every / zkelect.spawn are missing (an older agent) it degrades to
 -- one action per term and says so at load time ("policy caps ...").
 
@@ -30,12 +41,37 @@ local CFG = {
   fence_interval_ms = 50,
   action_every = 0.05,      -- seconds between "action" lines
   hang_on_leader = false,   -- hook_hang variant
+  stall_ms = 0,             -- loop_stall variant (0 = none)
+  stall_after = 0,          -- seconds after on_leader
 }
 -- CHAOS-CONFIG-END
 
 local HAS_EVERY = type(zkelect.every) == "function"
 local HAS_SPAWN = type(zkelect.spawn) == "function"
+local HAS_AFTER = type(zkelect.after) == "function"
 local terms = 0
+
+-- One C call of about ms milliseconds (loop_stall variant).
+local function stall(ms)
+  local pat = ".-.-b"
+  local n, dt = 64, 0
+  while n < 1000000 do
+    local s = string.rep("a", n)
+    local t0 = zkelect.clock()
+    string.find(s, pat)
+    dt = zkelect.clock() - t0
+    if dt >= 0.02 then
+      break
+    end
+    n = n * 2
+  end
+  local target = math.floor(n * ((ms / 1000) / math.max(dt, 1e-4)) ^ (1 / 3))
+  local s = string.rep("a", target)
+  zkelect.log("warn", string.format("stall begin n=%d target_ms=%d", target, ms))
+  local t0 = zkelect.clock()
+  string.find(s, pat)
+  zkelect.log("warn", string.format("stall end ms=%d", math.floor((zkelect.clock() - t0) * 1000)))
+end
 
 local function epoch_str(ev)
   if math.type(ev.epoch) == "integer" then
@@ -44,8 +80,8 @@ local function epoch_str(ev)
   return tostring(ev.epoch)
 end
 
-zkelect.log("info", string.format("policy caps every=%s spawn=%s hang=%s",
-  tostring(HAS_EVERY), tostring(HAS_SPAWN), tostring(CFG.hang_on_leader)))
+zkelect.log("info", string.format("policy caps every=%s spawn=%s hang=%s stall_ms=%d",
+  tostring(HAS_EVERY), tostring(HAS_SPAWN), tostring(CFG.hang_on_leader), CFG.stall_ms))
 
 function on_leader(ev)
   local e = epoch_str(ev)
@@ -63,6 +99,9 @@ function on_leader(ev)
     if not child then
       zkelect.log("error", "spawn fence_writer failed: " .. tostring(msg) .. " code=" .. tostring(code))
     end
+  end
+  if CFG.stall_ms > 0 and terms == 1 and HAS_AFTER then
+    zkelect.after(CFG.stall_after, function() stall(CFG.stall_ms) end)
   end
   if CFG.hang_on_leader and terms == 1 then
     zkelect.log("warn", "hang on_leader epoch=" .. e)

@@ -466,6 +466,118 @@ def test_expectation_stepdown_reason():
     teardown()
 
 
+def test_strict_s2_bound_in_fault_window():
+    """A fault's s2_bound_ms lowers the bound in its window: 30 ms of
+    overlap pass the global 50 ms, not a fault's 0 (follower_isolated,
+    hostile_peer, loop_stall)."""
+    hh = clean()
+    hh.drop(lambda r: r["src"] == "c2" and r["ev"] == "became_leader")
+    hh.add(2970, "c2", "became_leader", epoch=200, seq=1, node="n_x-0000000001", session="0x%x" % S2)
+    for r in hh.recs:
+        if r["ev"] == "fault_begin":
+            r["mono_ns"] = BASE + 2900 * 10 ** 6
+    hh.drop(lambda r: r["ev"] in ("steady_begin", "steady_end") and r["mono_ns"] < BASE + 3000 * 10 ** 6)
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    rc, s = run(hh, "--eps-take-ms", "5000")
+    assert "S2" not in failed(s), s["properties"]["S2"]
+    for r in hh.recs:
+        if r["ev"] == "fault_begin":
+            r["s2_bound_ms"] = 0
+    s = expect_caught(hh, "S2", "E", "L2")
+    assert s["properties"]["S2"]["violations"][0]["overlap_ms"] == 30.0
+    teardown()
+
+
+def stall_history(writer_survives=False, exit_late=False):
+    """loop_stall: c1 leads (epoch 100) and writes to the fence; its loop
+    stalls at 3000; its fail-stop watcher kills the writer and the agent at
+    4700; c2 leads at 5300 (epoch 200). writer_survives: c1's writer goes on
+    (rejected by the fence) until 6000; exit_late: c1 ends only at 5600."""
+    hh = Hist()
+    hh.harness(0, "meta", boot_id="b-1")
+    hh.harness(0, "config", T_ms=2000, tick_ms=200, H_ms=667, scenario="synthetic-stall", trial=1)
+    for i, c in enumerate(("c1", "c2")):
+        hh.add(20 + i, c, "session", id="0x%x" % (S1 + i), reason="connected")
+    leader_term(hh, "c1", 100, 100, 3000, actions=True)
+    hh.harness(1000, "steady_begin")
+    hh.harness(2900, "steady_end")
+    hh.harness(3000, "fault_begin", kind="loop_stall", target="c1", l2=True, s2_bound_ms=0,
+               duty_bound_ms=0, expect=[{"type": "leader_change"}, {"type": "gap_positive", "target": "c1"},
+                                         {"type": "exited", "target": "c1"}])
+    end = 5600 if exit_late else 4700
+    t, n = 3001, 100
+    while t < (6000 if writer_survives else end):
+        n += 1
+        if t < 5303:                      # c2's first write (accepted) is at 5303
+            hh.add(t, "fence", "accept", cand="c1", epoch=100, n=n)
+        else:
+            hh.add(t, "fence", "reject", cand="c1", epoch=100, n=n, max_epoch=200)
+        t += 50
+    hh.add(end, "c1", "fail_stop", msg="fail-stop: a term outlived its lease ...")
+    hh.add(end + 1, "c1", "exit", rc=-9)
+    hh.add(end + 3, "c1", "fail_stop", msg="fail-stop: the agent is gone")   # the watcher, after
+    leader_term(hh, "c2", 200, 5300, 9000)
+    hh.harness(6500, "fault_end", kind="loop_stall")
+    hh.harness(6600, "steady_begin")
+    hh.harness(8800, "steady_end")
+    hh.harness(8900, "final_children", phase="live", path="/p", live=["c2"],
+               children=[{"name": "n_b-0000000001", "owner": S2}])
+    hh.harness(9000, "phase", name="stop")
+    hh.add(9010, "c2", "stepped_down", epoch=200, reason="shutdown")
+    hh.add(9030, "c2", "exit", rc=0)
+    hh.harness(9100, "final_children", phase="after_stop", path="/p", live=[], children=[])
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    return hh
+
+
+def test_stall_clean_passes():
+    rc, s = run(stall_history())
+    assert rc == 0, {k: v["violations"][:2] for k, v in s["properties"].items() if v["status"] == "fail"}
+    assert s["properties"]["S7"]["status"] == "pass"
+    assert s["metrics"]["duty_overlap_ms_max"] == 0.0, s["metrics"]
+    assert s["metrics"]["gap_ms"] == [599.0], s["metrics"]      # exit at 4701, c2 at 5300
+    teardown()
+
+
+def test_duty_overlap_caught():
+    # the old term's writer runs on after the successor's first write: its
+    # writes are rejected (S4 holds), but the duties overlap (S7)
+    s = expect_caught(stall_history(writer_survives=True), "S7", "S1")
+    assert "duties of c1/100 and c2/200" in s["properties"]["S7"]["violations"][0]["why"], \
+        s["properties"]["S7"]
+    teardown()
+
+
+def test_duty_overlap_not_judged_without_fault_bound():
+    hh = stall_history(writer_survives=True)
+    for r in hh.recs:
+        if r["ev"] == "fault_begin":
+            del r["duty_bound_ms"]
+    rc, s = run(hh)
+    assert s["properties"]["S7"]["status"] == "skipped", s["properties"]["S7"]
+    assert s["metrics"]["duty_overlap_ms_max"] > 600, s["metrics"]
+    teardown()
+
+
+def test_stall_exit_after_successor():
+    # the agent ends after the successor leads: both believe they lead (S2, 0
+    # bound), gap_positive fails
+    s = expect_caught(stall_history(exit_late=True), "S2", "E", "S7")
+    assert any("before c1 exited" in v["why"] for v in s["properties"]["E"]["violations"]), \
+        s["properties"]["E"]
+    teardown()
+
+
+def test_exited_expectation():
+    hh = stall_history()
+    hh.drop(lambda r: r["src"] == "c1" and r["ev"] in ("exit", "fail_stop"))
+    hh.harness(4701, "killed", target="c1", signal=9)       # the harness, not the watcher
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    s = expect_caught(hh, "E")
+    assert "killed by the harness" in s["properties"]["E"]["violations"][0]["why"], s["properties"]["E"]
+    teardown()
+
+
 def test_malformed_inputs():
     d = tempfile.mkdtemp(prefix="zkechaos-checker-")
     _tmp.append(d)
