@@ -275,5 +275,30 @@ def test_settings_that_break_the_lease_are_refused():
         assert "granted a session timeout of 20000 ms (asked 60000 ms)" in err, err
 
 
+def test_the_lease_counts_from_a_confirmed_renewal():
+    """A renewal counts only once a later one, sent a server tick (x 1.01)
+    after its answer, came back through the quorum leader: the lease a leader
+    has left is never more than lease - that gap. With the default tick (half
+    the 2000 ms session) that is 1630 - 1010 = 620 ms; stating the server's
+    real 200 ms tick gives up to 1630 - 202 = 1428 ms. A graceful hand-over
+    still takes the fast path either way."""
+    with h.ZooKeeper() as zk:
+        for tick, most in ((None, 620), (200, 1428)):
+            path = PATH + "-tick%s" % (tick or "default")
+            a, b = h.start_in_order(zk, ("ta", "tb"), path=path, session_timeout=T,
+                                    server_tick=tick)
+            time.sleep(1.0)                 # renewals under way
+            mb = b.mark()
+            a.term()
+            lb = b.wait_for("leader", timeout=5, since=mb)
+            assert 0 < lb["lease_ms"] <= most, (tick, lb)
+            assert a.wait_exit(10) == 0
+            # b renews as leader: its lease stays positive and under the bound
+            time.sleep(1.0)
+            assert b.alive() and not b.events("stepdown"), b.describe()
+            b.term()
+            assert b.wait_exit(10) == 0
+
+
 if __name__ == "__main__":
     h.run_tests(globals())

@@ -493,9 +493,14 @@ class Agent:
     """One `zkelect run` process, logging JSON lines to a file."""
 
     def __init__(self, zk, id, path="/app/election", script=None, session_timeout=2000, data=None,
-                 session_file=None, extra=(), start=True, log="json", zkhosts=None):
+                 session_file=None, extra=(), start=True, log="json", zkhosts=None,
+                 server_tick="auto"):
         self.zk = zk
         self.id = id
+        # the servers' tickTime, as an operator who knows it states it
+        # (--server-tick): "auto" passes the harness server's own; None
+        # leaves the default (half the granted session timeout)
+        self.server_tick = getattr(zk, "tick", None) if server_tick == "auto" else server_tick
         self.path = path
         self.script = script
         self.session_timeout = session_timeout
@@ -533,6 +538,8 @@ class Agent:
             cmd += ["--session-file", self.session_file]
         if self.logfmt:
             cmd += ["--log", self.logfmt]
+        if self.server_tick and "--server-tick" not in self.extra:
+            cmd += ["--server-tick", str(self.server_tick)]
         return cmd + self.extra
 
     def start(self):
