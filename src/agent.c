@@ -396,8 +396,9 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
     p.margin_ms = s->lease_margin_ms > 0 ? s->lease_margin_ms : (T / 20 > 50 ? T / 20 : 50);
     p.renew_ms = s->renew_ms > 0 ? s->renew_ms : T / 10 > 10 ? T / 10 : 10;
     p.server_tick_ms = s->server_tick_ms > 0 ? s->server_tick_ms : T / 2;
+    /* T and the drift are not checked yet: keep the product in range */
     double confirm = (double)p.server_tick_ms * (1.0 + p.drift) + 0.999;
-    p.confirm_ms = confirm < (double)INT_MAX ? (int)confirm : INT_MAX;  /* drift may be bad yet */
+    p.confirm_ms = !(confirm > 0.) ? 0 : confirm < (double)INT_MAX ? (int)confirm : INT_MAX;
     if (out != NULL)
         *out = p;
     if (T <= 0) {
