@@ -653,6 +653,16 @@ static struct req *new_req(session *s, sess_done_fn *cb, void *arg)
     return r;
 }
 
+/* new_req() on a live handle; NULL (reason in s->err) without one. */
+static struct req *start_req(session *s, sess_done_fn *cb, void *arg)
+{
+    if (s->zh == NULL) {
+        snprintf(s->err, sizeof s->err, "no session");
+        return NULL;
+    }
+    return new_req(s, cb, arg);
+}
+
 static void unlink_req(struct req *r)
 {
     if (!r->linked)
@@ -808,11 +818,7 @@ static void create_done(int rc, const char *string, const struct Stat *stat, con
 int session_create(session *s, const char *path, const char *data, size_t len,
                    enum sess_create mode, sess_done_fn *cb, void *arg)
 {
-    if (s->zh == NULL) {
-        snprintf(s->err, sizeof s->err, "no session");
-        return -1;
-    }
-    struct req *r = new_req(s, cb, arg);
+    struct req *r = start_req(s, cb, arg);
     if (r == NULL)
         return -1;
     log_target = s;
@@ -838,11 +844,7 @@ static void list_done(int rc, const struct String_vector *sv, const struct Stat 
 
 int session_list(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
 {
-    if (s->zh == NULL) {
-        snprintf(s->err, sizeof s->err, "no session");
-        return -1;
-    }
-    struct req *r = new_req(s, cb, arg);
+    struct req *r = start_req(s, cb, arg);
     if (r == NULL)
         return -1;
     log_target = s;
@@ -865,11 +867,7 @@ static void get_done(int rc, const char *value, int len, const struct Stat *stat
 
 int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
 {
-    if (s->zh == NULL) {
-        snprintf(s->err, sizeof s->err, "no session");
-        return -1;
-    }
-    struct req *r = new_req(s, cb, arg);
+    struct req *r = start_req(s, cb, arg);
     if (r == NULL)
         return -1;
     log_target = s;
@@ -888,11 +886,7 @@ static void stat_done(int rc, const struct Stat *stat, const void *data)
 
 int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
 {
-    if (s->zh == NULL) {
-        snprintf(s->err, sizeof s->err, "no session");
-        return -1;
-    }
-    struct req *r = new_req(s, cb, arg);
+    struct req *r = start_req(s, cb, arg);
     if (r == NULL)
         return -1;
     log_target = s;
@@ -910,11 +904,7 @@ static void sync_done(int rc, const char *value, const void *data)
 
 int session_sync(session *s, const char *path, sess_done_fn *cb, void *arg)
 {
-    if (s->zh == NULL) {
-        snprintf(s->err, sizeof s->err, "no session");
-        return -1;
-    }
-    struct req *r = new_req(s, cb, arg);
+    struct req *r = start_req(s, cb, arg);
     if (r == NULL)
         return -1;
     r->confirms = 1;
@@ -932,11 +922,7 @@ static void commit_done(int rc, const void *data)
 
 int session_commit(session *s, const char *path, sess_done_fn *cb, void *arg)
 {
-    if (s->zh == NULL) {
-        snprintf(s->err, sizeof s->err, "no session");
-        return -1;
-    }
-    struct req *r = new_req(s, cb, arg);
+    struct req *r = start_req(s, cb, arg);
     if (r == NULL)
         return -1;
     r->confirms = 1;
@@ -957,11 +943,7 @@ static void void_done(int rc, const void *data)
 
 int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg)
 {
-    if (s->zh == NULL) {
-        snprintf(s->err, sizeof s->err, "no session");
-        return -1;
-    }
-    struct req *r = new_req(s, cb, arg);
+    struct req *r = start_req(s, cb, arg);
     if (r == NULL)
         return -1;
     log_target = s;
@@ -980,11 +962,7 @@ static void set_done(int rc, const struct Stat *stat, const void *data)
 int session_set(session *s, const char *path, const char *data, size_t len, int version,
                 sess_done_fn *cb, void *arg)
 {
-    if (s->zh == NULL) {
-        snprintf(s->err, sizeof s->err, "no session");
-        return -1;
-    }
-    struct req *r = new_req(s, cb, arg);
+    struct req *r = start_req(s, cb, arg);
     if (r == NULL)
         return -1;
     log_target = s;
