@@ -1260,9 +1260,9 @@ static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
     if (a->renewing || !session_connected(a->sess))
         return;
     /* the lease is the session's, whoever renews it: on a conn shared by
-     * many agents one sync renews them all, so skip ours while the last one
-     * was sent less than half a period ago */
-    if (sess_now_ns() - session_last_sync_ns(a->sess) < (int64_t)a->renew_period_ms * 500000)
+     * many agents one renewal renews them all, so skip ours while another
+     * was sent (answered or still in flight) less than half a period ago */
+    if (sess_now_ns() - session_last_renewal_ns(a->sess) < (int64_t)a->renew_period_ms * 500000)
         return;
     el_status(a->el, &st);
     if (st.node == NULL || full_path(a, st.node, path, sizeof path) != 0)

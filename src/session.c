@@ -49,6 +49,7 @@ struct session {
     double drift;
     unsigned handle_connected : 1;  /* this handle connected once (its session exists) */
     unsigned tick_set : 1;
+    int64_t renewal_sent_ns;    /* latest sync or commit handed to the library */
     char *auth_scheme, *auth_cred;  /* owned; the credentials are wiped before free */
     size_t auth_len;
     enum zke_acl acl;
@@ -364,6 +365,7 @@ int session_open(session *s)
     s->close_requested = 0;
     s->need_rearm = 1;
     touch_init(&s->touch);
+    s->renewal_sent_ns = 0;
     s->opened_ns = sess_now_ns();
     s->handle_connected = 0;
     /* first zookeeper_interest() at once: it opens the socket */
@@ -572,9 +574,9 @@ int64_t session_lease_base_ns(const session *s)
     return s->zh != NULL ? s->touch.confirmed : 0;
 }
 
-int64_t session_last_sync_ns(const session *s)
+int64_t session_last_renewal_ns(const session *s)
 {
-    return s->zh != NULL ? s->touch.last_sync : 0;
+    return s->zh != NULL ? s->renewal_sent_ns : 0;
 }
 
 void session_set_server_tick(session *s, int tick_ms, double drift)
@@ -910,6 +912,8 @@ int session_sync(session *s, const char *path, sess_done_fn *cb, void *arg)
     r->confirms = 1;
     log_target = s;
     int rc = zoo_async(s->zh, path, sync_done, r);
+    if (rc == ZOK)
+        s->renewal_sent_ns = r->sent_ns;
     return submitted(s, r, rc, "sync", path);
 }
 
@@ -931,6 +935,8 @@ int session_commit(session *s, const char *path, sess_done_fn *cb, void *arg)
     memset(&r->mres, 0, sizeof r->mres);
     log_target = s;
     int rc = zoo_amulti(s->zh, 1, &op, &r->mres, commit_done, r);
+    if (rc == ZOK)
+        s->renewal_sent_ns = r->sent_ns;
     return submitted(s, r, rc, "commit", path);
 }
 

@@ -159,8 +159,10 @@ int64_t session_pair_gap_ns(const session *s);
  * expire the session earlier than one session timeout after it (on its
  * clock). Moves only on an answered sync or a new session. */
 int64_t session_lease_base_ns(const session *s);
-/* Send time of the latest answered sync or commit of this handle, or 0. */
-int64_t session_last_sync_ns(const session *s);
+/* Send time of the latest sync or commit handed to the library on this
+ * handle (answered or still in flight), or 0: agents sharing the session
+ * skip their own renewal while another's is this recent. */
+int64_t session_last_renewal_ns(const session *s);
 
 /* CLOCK_MONOTONIC (ns) at which the io callback that is now running
  * zookeeper_process() for some session woke up, i.e. when the bytes whose
