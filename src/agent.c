@@ -457,6 +457,14 @@ static int64_t lease_end(const zke_agent *a)
     return base > 0 ? base + (int64_t)a->plan.lease_ms * 1000000 : 0;
 }
 
+/* A renewal sent this long after an answer confirms it (the confirmation
+ * gap plus a tenth, at least 10 ms, for the round trip). */
+static int confirm_step_ms(const zke_agent *a)
+{
+    int c = a->plan.confirm_ms;
+    return c + (c / 10 > 10 ? c / 10 : 10);
+}
+
 /* Enough lease to start acting: more than one leader renewal period. */
 static int lease_ready(const zke_agent *a)
 {
@@ -1240,6 +1248,27 @@ static void census_cb(struct ev_loop *loop, ev_timer *w, int revents)
         a->census_pending = 1;
 }
 
+/* A follower further back than next in line: it sends a read (instead of
+ * the client library's ping), so that when it moves up its first renewal,
+ * sent at once, finds an answer to confirm. */
+static int behind(const struct zke_status *st)
+{
+    return st->role == ZKE_ROLE_FOLLOWER && st->position != 1;
+}
+
+/* How often a follower further back reads: the client's ping period, T/3,
+ * or less where a read must be younger than lease - renewal period to
+ * leave a fresh lease once confirmed (it is a confirmation gap old by
+ * then). */
+static int read_period(const zke_agent *a)
+{
+    int q = a->plan.session_ms / 3;
+    int room = a->plan.lease_ms - a->plan.renew_ms - confirm_step_ms(a);
+    if (q > room)
+        q = room;
+    return q > 10 ? q : 10;
+}
+
 static void renew_done(void *arg, const struct sess_result *r)
 {
     zke_agent *a = arg;
@@ -1255,7 +1284,6 @@ static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
     zke_agent *a = w->data;
     struct zke_status st;
     char path[1100];
-    (void)loop;
     (void)revents;
     if (a->renewing || !session_connected(a->sess))
         return;
@@ -1270,16 +1298,28 @@ static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
     /* a sync, or a write that changes nothing, goes through the quorum
      * leader: its answer confirms what this connection sent at least a
      * server tick before it (touch.h); the write's also that the leader
-     * still had its quorum */
-    int rc = a->set.renewal == ZKE_RENEW_SYNC ? session_sync(SESS(a), path, renew_done, a)
-                                              : session_commit(SESS(a), path, renew_done, a);
+     * still had its quorum. Further back, a plain read: an answer for the
+     * first renewal after a promotion to confirm at once */
+    int rc = behind(&st) ? session_exists(SESS(a), path, 0, renew_done, a)
+             : a->set.renewal == ZKE_RENEW_SYNC ? session_sync(SESS(a), path, renew_done, a)
+                                                : session_commit(SESS(a), path, renew_done, a);
     if (rc == 0)
         a->renewing = 1;
+    /* a lease not fresh yet (a new next in line, a term waiting for its
+     * lease) gets the next renewal as soon as it can confirm this one's
+     * answer, not a whole period on */
+    int next = a->renew_period_ms, soon = confirm_step_ms(a);
+    if (!lease_ready(a) && soon < next && !behind(&st))
+        next = soon;
+    if ((double)next / 1000.0 != w->repeat) {
+        w->repeat = (double)next / 1000.0;
+        ev_timer_again(loop, w);
+    }
 }
 
 /* Renew while leading, and as next in line (it may lead on the fast path
  * without a round trip, so its lease must already be fresh: more than one
- * leader's renewal period left). The leader renews every plan.renew_ms; the
+ * leader's renewal period left). Further back, read (behind()). The leader renews every plan.renew_ms; the
  * next in line, whose lease only has to stay above that, at the client
  * library's own ping period (T/3, where the renewal replaces the ping)
  * when the lease leaves room, so it wakes and sends no more than a plain
@@ -1294,9 +1334,9 @@ static int renew_period(const zke_agent *a, int leading)
          * to c + 2p; renewing just over c (c + e, e for the round trip)
          * pairs each with the previous one: a lag of up to 2 (c + e), the
          * better schedule when that is shorter (a short server tick). */
-        int c = a->plan.confirm_ms, e = c / 10 > 10 ? c / 10 : 10;
-        if (p < c + e && 2 * (c + e) < c + 2 * p)
-            p = c + e;
+        int c = a->plan.confirm_ms, step = confirm_step_ms(a);
+        if (p < step && 2 * step < c + 2 * p)
+            p = step;
         return p;
     }
     /* the base is a request answered a pair gap before the latest answered
@@ -1315,20 +1355,19 @@ static void update_renew(zke_agent *a)
     struct zke_status st;
     el_status(a->el, &st);
     int want = !a->done && session_is_open(a->sess) &&
-               (st.role == ZKE_ROLE_LEADER || (st.role == ZKE_ROLE_FOLLOWER && st.position == 1));
-    int period = want ? renew_period(a, st.role == ZKE_ROLE_LEADER) : 0;
-    double first = -1.;
-    if (ev_is_active(&a->renew) && (!want || period != a->renew_period_ms)) {
+               (st.role == ZKE_ROLE_LEADER || st.role == ZKE_ROLE_FOLLOWER);
+    int period = !want ? 0 : behind(&st) ? read_period(a)
+                                         : renew_period(a, st.role == ZKE_ROLE_LEADER);
+    if (ev_is_active(&a->renew) && (!want || period != a->renew_period_ms))
         ev_timer_stop(a->loop, &a->renew);
-        /* the next in line became leader: its lease may be down to a
-         * little over one leader period, so renew now, not a period on */
-        if (want)
-            first = 0.;
-    }
     if (want && !ev_is_active(&a->renew)) {
+        /* the first renewal at once: the next in line that became leader
+         * may be down to a little over one leader period, and a new next
+         * in line's lease (or a won term's) counts only from a confirmed
+         * renewal */
         double p = period / 1000.0;
         a->renew_period_ms = period;
-        ev_timer_set(&a->renew, first >= 0. ? first : p, p);
+        ev_timer_set(&a->renew, 0., p);
         ev_timer_start(a->loop, &a->renew);
     }
 }

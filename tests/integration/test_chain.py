@@ -82,9 +82,11 @@ def test_chain_of_ten_and_no_herd():
 
         # no herd: an observation window after the handover, then nobody but the
         # successor logged anything, and (server side) the others sent no
-        # request at all (lcxid counts requests, not pings). The one exception
-        # is the new next in line, which now renews its lease (exists on its
-        # own node every T/6) so that it can lead without a round trip.
+        # request but their periodic read (lcxid counts requests, not pings: a
+        # follower further back reads its own node every T/3 where a plain
+        # client would ping, so that a promotion finds an answer to confirm).
+        # The new next in line renews its lease so that it can lead without a
+        # round trip.
         h.assert_quiet(order[2:], marks, 1.0)
         after_cons = zk.cons()
         for a in order[2:]:
@@ -94,7 +96,8 @@ def test_chain_of_ten_and_no_herd():
                 # renewals only: a handful in the window, not a re-listing
                 assert 0 <= c["lcxid"] - b["lcxid"] <= 10, "%s: %s -> %s" % (a.id, b, c)
                 continue
-            assert b["lcxid"] == c["lcxid"], \
+            assert c["lcxid"] - b["lcxid"] <= 2 and \
+                (c["lcxid"] == b["lcxid"] or c["lop"] == "EXIS"), \
                 "%s sent requests after the leader left (lcxid %s -> %s)" % (a.id, b, c)
         assert all(a.alive() for a in order[1:])
         assert not succ.find("stepdown", since=marks[succ]), succ.describe()
