@@ -420,9 +420,9 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
     p.lease_ms = lease < INT_MIN ? INT_MIN : (int)lease;     /* lease <= T */
     if (out != NULL)
         *out = p;
-    /* A renewal counts once a sync sent a server tick (x (1 + drift))
+    /* A request counts once a renewal sent a server tick (x (1 + drift))
      * after its answer came back: the lease's base is that much older than
-     * the latest sync. What is left must be at least a fifth of T and two
+     * the latest renewal. What is left must be at least a fifth of T and two
      * renewals. */
     int64_t left = lease - p.confirm_ms;
     int64_t twice = (int64_t)2 * p.renew_ms;
@@ -972,7 +972,7 @@ void agent_session_state(zke_agent *a, enum sess_state st)
             }
             a->plan = np;
             alog(a, ZKE_LOG_INFO, "lease %d ms (session %d ms, stepdown budget %d ms, margin %d "
-                 "ms, renewal every %d ms, confirmed by a sync %d ms later)", np.lease_ms, T,
+                 "ms, renewal every %d ms, confirmed by a renewal %d ms later)", np.lease_ms, T,
                  np.stepdown_budget_ms, np.margin_ms, np.renew_ms, np.confirm_ms);
         }
         a->last_session = sid;
@@ -1319,8 +1319,8 @@ static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* Renew while leading, and as next in line (it may lead on the fast path
  * without a round trip, so its lease must already be fresh: more than one
- * leader's renewal period left). Further back, read (behind()). The leader renews every plan.renew_ms; the
- * next in line, whose lease only has to stay above that, at the client
+ * leader's renewal period left); further back, read (behind()). The leader
+ * renews every plan.renew_ms; the next in line, whose lease only has to stay above that, at the client
  * library's own ping period (T/3, where the renewal replaces the ping)
  * when the lease leaves room, so it wakes and sends no more than a plain
  * client; its lease then stays above twice the leader's period. */
@@ -1339,10 +1339,10 @@ static int renew_period(const zke_agent *a, int leading)
             p = step;
         return p;
     }
-    /* the base is a request answered a pair gap before the latest answered
-     * sync, which may be 1.5 periods old (a renewal is skipped while the
-     * last sync is younger than half a period), and requests are a period
-     * apart: keep lease - gap - 2.5 q >= 2 p */
+    /* the base is a request answered a confirmation gap before the latest
+     * answered renewal, which may be 1.5 periods old (a renewal is skipped
+     * while the last one is younger than half a period), and requests are a
+     * period apart: keep lease - gap - 2.5 q >= 2 p */
     int q = a->plan.session_ms / 3;
     int room = (a->plan.lease_ms - a->plan.confirm_ms - 2 * p) * 2 / 5;
     if (q > room)

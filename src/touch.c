@@ -77,8 +77,6 @@ int64_t touch_synced(struct touch_log *t, int64_t sent, int64_t answered, int64_
     if (t->revalidated > t->confirmed)
         t->confirmed = t->revalidated;
     t->revalidated = 0;
-    if (sent > t->last_sync)
-        t->last_sync = sent;
     touch_answered(t, sent, answered, gap);
     return t->confirmed;
 }

@@ -40,7 +40,6 @@ struct touch_log {
     int64_t sent[TOUCH_SLOTS], answered[TOUCH_SLOTS];  /* ring, oldest at head */
     int head, n;
     int64_t confirmed;      /* send time of the latest request the leader surely heard of */
-    int64_t last_sync;      /* send time of the latest answered sync (or write), any connection */
     int64_t last_sent;      /* send time of the latest answered request, any connection */
     int64_t revalidated;    /* touch_revalidated's bound, until a confirming answer; 0: none */
 };

@@ -26,7 +26,6 @@ static void test_a_sync_confirms_only_what_was_answered_a_gap_before(void)
     /* the next sync pairs with the sync answered at 270 at best (sent 260) */
     CHECK(touch_synced(&t, 470, 480, GAP) == 260);
     CHECK(touch_synced(&t, 530, 540, GAP) == 310);
-    CHECK(t.last_sync == 530);
 }
 
 static void test_an_answer_alone_never_confirms(void)
