@@ -209,6 +209,7 @@ class Run:
         self.args = args
         self.tag = str(os.getpid())
         self.base = args.out or tempfile.mkdtemp(prefix="zkechaos-")
+        self.ens_dir = None         # setup(): the ensemble's own folder
         os.makedirs(self.base, exist_ok=True)
         self.sockdir = tempfile.mkdtemp(prefix="zkechaos-s-")   # short paths for Unix sockets
         self.ens = None
@@ -238,10 +239,12 @@ class Run:
                 shutil.rmtree(os.path.join(self.base, d), ignore_errors=True)
         self.flags = agent_flags(h.ZKELECT_BIN)
         t0 = time.monotonic()
-        ens_dir = os.path.join(self.base, "ensemble")
-        shutil.rmtree(ens_dir, ignore_errors=True)      # no state from an earlier run
-        # the servers run as their own uids: they must reach their directories
-        os.chmod(self.base, os.stat(self.base).st_mode | 0o011)
+        # the servers run as their own uids: they must reach their
+        # directories, which a log folder inside a private tree (a 0700
+        # temporary clone, say) does not let them: the ensemble lives in a
+        # folder of its own under the system's temporary directory
+        ens_dir = tempfile.mkdtemp(prefix="zkechaos-ensemble-")
+        self.ens_dir = ens_dir
         # before the servers start: every quorum connection must be marked
         self.qfw = net.QuorumFirewall(SERVER_UIDS).create()
         self.ens = E.Ensemble(ens_dir, tick=TICK_MS, sync_limit=SYNC_LIMIT,
@@ -1203,10 +1206,13 @@ def main(argv):
     if run.degraded:
         print("chaos: WARNING: degraded run (agent without zkelect.every/spawn: no duty process)")
     where = "logs under %s" % run.base
+    if run.ens_dir:
+        where += ", the ensemble's under %s" % run.ens_dir
     if failed == 0 and not args.keep and rc == 0:
-        if args.out:
-            shutil.rmtree(os.path.join(run.base, "ensemble"), ignore_errors=True)
-        else:
+        if run.ens_dir:
+            shutil.rmtree(run.ens_dir, ignore_errors=True)
+        where = "logs under %s" % run.base
+        if not args.out:
             shutil.rmtree(run.base, ignore_errors=True)
             where = "logs removed; --keep keeps them"
     print("%d passed, %d failed (%.0fs; %s)" % (passed, failed, total_s, where), flush=True)
