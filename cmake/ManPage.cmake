@@ -1,40 +1,51 @@
 # ManPage.cmake - renders zkelect.1 (cmake -P, run by the build):
-#   cmake -DREADME=README.md -DHEAD=docs/zkelect.1.head.md -DLOWDOWN=lowdown
-#         -DVERSION=x.y.z -DOUT=zkelect.1 -P ManPage.cmake
+#   cmake "-DSOURCES=docs/operations.md;docs/policy.md" -DHEAD=docs/zkelect.1.head.md
+#         -DLOWDOWN=lowdown -DVERSION=x.y.z -DOUT=zkelect.1 [-DMD=work.md]
+#         [-DEXPECT=docs/zkelect.1] -P ManPage.cmake
+# MD is where the assembled Markdown goes (default OUT.md). With EXPECT, the
+# run fails when the page rendered into OUT differs from the file EXPECT:
+# the test docs.manpage checks so that the prebuilt page docs/zkelect.1 (what
+# a build without lowdown installs) is what the current docs render to. The
+# page has no date and no path of the machine: the same docs and version
+# render to the same bytes.
 # The page is HEAD (metadata, NAME, SYNOPSIS, DESCRIPTION) followed by every
-# part of README between "<!-- man:begin -->" and "<!-- man:end -->", one
-# heading level up ("## X" becomes a section, in capitals), links to anchors
-# of the README reduced to their text. The README is the one source.
+# part of each of SOURCES, in order, between "<!-- man:begin -->" and
+# "<!-- man:end -->", one heading level up ("## X" becomes a section, in
+# capitals), links to anchors or files of the repository reduced to their
+# text. Those documents are the one source: docs/operations.md (the CLI
+# reference) and docs/policy.md (the policy script).
 cmake_minimum_required(VERSION 3.18)
-foreach(v README HEAD LOWDOWN VERSION OUT)
+foreach(v SOURCES HEAD LOWDOWN VERSION OUT)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "ManPage.cmake: -D${v}=... missing")
   endif()
 endforeach()
 
-file(READ "${README}" readme)
 file(READ "${HEAD}" md)
 string(REPLACE "@VERSION@" "${VERSION}" md "${md}")
 
-set(parts 0)
-while(TRUE)
-  string(FIND "${readme}" "<!-- man:begin -->" b)
-  if(b EQUAL -1)
-    break()
+foreach(source IN LISTS SOURCES)
+  file(READ "${source}" doc)
+  set(parts 0)
+  while(TRUE)
+    string(FIND "${doc}" "<!-- man:begin -->" b)
+    if(b EQUAL -1)
+      break()
+    endif()
+    math(EXPR b "${b} + 18")
+    string(SUBSTRING "${doc}" ${b} -1 doc)
+    string(FIND "${doc}" "<!-- man:end -->" e)
+    if(e EQUAL -1)
+      message(FATAL_ERROR "${source}: <!-- man:begin --> without <!-- man:end -->")
+    endif()
+    string(SUBSTRING "${doc}" 0 ${e} part)
+    string(APPEND md "\n${part}\n")
+    math(EXPR parts "${parts} + 1")
+  endwhile()
+  if(parts EQUAL 0)
+    message(FATAL_ERROR "${source}: no <!-- man:begin --> ... <!-- man:end --> part")
   endif()
-  math(EXPR b "${b} + 18")
-  string(SUBSTRING "${readme}" ${b} -1 readme)
-  string(FIND "${readme}" "<!-- man:end -->" e)
-  if(e EQUAL -1)
-    message(FATAL_ERROR "${README}: <!-- man:begin --> without <!-- man:end -->")
-  endif()
-  string(SUBSTRING "${readme}" 0 ${e} part)
-  string(APPEND md "\n${part}\n")
-  math(EXPR parts "${parts} + 1")
-endwhile()
-if(parts EQUAL 0)
-  message(FATAL_ERROR "${README}: no <!-- man:begin --> ... <!-- man:end --> part")
-endif()
+endforeach()
 
 # "## Title" -> "# TITLE", "### Sub" -> "## Sub" (section, subsection)
 set(out "")
@@ -54,15 +65,24 @@ while(TRUE)
 endwhile()
 string(APPEND out "${md}")
 string(REPLACE "\n### " "\n## " out "${out}")
-# [text](#anchor), [text](path/in/repo) -> text: links inside the README or
-# the repository mean nothing in man (URLs, with a colon, stay)
+# [text](#anchor), [text](path/in/repo) -> text: links inside a document or
+# the repository mean nothing in man (URLs, with a colon, stay); the first
+# pattern takes an image's "!" along
 string(REGEX REPLACE "\\[([^]]*)\\]\\([^):]*\\)" "\\1" out "${out}")
 
-get_filename_component(dir "${OUT}" DIRECTORY)
-set(src "${OUT}.md")
+if(DEFINED MD)
+  set(src "${MD}")
+else()
+  set(src "${OUT}.md")
+endif()
 file(WRITE "${src}" "${out}")
 # no smart typography: "--zk" must stay two hyphens, not an en dash
-execute_process(COMMAND "${LOWDOWN}" -s -Tman --out-no-smarty "${src}"
+find_program(_lowdown NAMES "${LOWDOWN}" NO_CACHE)
+if(NOT _lowdown)
+  message(FATAL_ERROR "lowdown not found (${LOWDOWN}): the man page is rendered with it "
+                      "(Debian: apt-get install lowdown; scripts/setup.sh --dev installs it)")
+endif()
+execute_process(COMMAND "${_lowdown}" -s -Tman --out-no-smarty "${src}"
                 OUTPUT_VARIABLE roff RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "lowdown failed (${rc}) on ${src}: ${err}")
@@ -73,3 +93,13 @@ string(REPLACE "tab(|) expand allbox;" "tab(|) allbox;" roff "${roff}")
 string(REGEX REPLACE "\n(l( l)*) l\\.\n" "\n\\1 lx.\n" roff "${roff}")
 # tables are tbl(1) input: the first line tells man(1) to run tbl
 file(WRITE "${OUT}" "'\\\" t\n${roff}")
+
+if(DEFINED EXPECT)
+  file(READ "${EXPECT}" expected)
+  file(READ "${OUT}" rendered)
+  if(NOT expected STREQUAL rendered)
+    message(FATAL_ERROR "${EXPECT} is not what lowdown renders from the current docs "
+                        "(${OUT} is): refresh it with `cmake --build build --target manpage-update` "
+                        "and commit it (diff -u ${EXPECT} ${OUT} shows what changed)")
+  endif()
+endif()

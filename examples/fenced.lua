@@ -16,7 +16,7 @@ The resource keeps the largest epoch it has accepted and rejects any write
 with a smaller one ("REJECT <max>"). That covers what the lease cannot: a
 writer that outlived its agent's term for a moment (its agent was frozen:
 a frozen agent's children are not frozen), or a write that was in flight
-when the host paused. Epochs only grow from term to term (README, "The
+when the host paused. Epochs only grow from term to term (docs/design.md, "The
 promise"), so the newest leader's writes always pass.
 
 The writer and the resource here are the chaos suite's:

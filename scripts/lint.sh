@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Static analysis: clang-tidy (checks in .clang-tidy) and cppcheck (checks and
-# suppressions in .cppcheck-suppressions) over src/, examples/, bench/ and
-# tests/tools/. Any finding fails the run (exit 1); exit 0 when clean.
+# Static analysis: the layering rule of the include graph (scripts/layers.py),
+# clang-tidy (checks in .clang-tidy) and cppcheck (checks and suppressions in
+# .cppcheck-suppressions) over src/, examples/, bench/ and tests/tools/. Any
+# finding fails the run (exit 1); exit 0 when clean.
 #   scripts/lint.sh          needs $BUILD_DIR/compile_commands.json (default build/;
 #                            scripts/setup.sh makes it)
 # A file whose text, headers, compile command and .clang-tidy did not change
@@ -21,11 +22,17 @@ command -v "$CPPCHECK" >/dev/null || { echo "lint: cppcheck not found (apt-get i
 t0=$(date +%s)
 rc=0
 
+# --- the layering rule: cli -> lua -> lib, no module cycle (HACKING.md)
+if ! python3 scripts/layers.py; then
+  echo "lint: the include graph breaks the layering rule (above)" >&2
+  rc=1
+fi
+
 # --- cppcheck: the whole tree at once (a few seconds)
 if ! "$CPPCHECK" --std=c11 --enable=warning,style,performance,portability --inline-suppr --quiet \
         -j"$(nproc)" --error-exitcode=1 --suppressions-list=.cppcheck-suppressions \
         -D__GNUC__ -DZKELECT_LUA_DIR='""' -DZKELECT_LUA_RELDIR='""' -DZKELECT_BUILD_DIR='""' \
-        -DZKELECT_SOURCE_LUA_DIR='""' -I src \
+        -DZKELECT_SOURCE_LUA_DIR='""' -I include -I src/lib -I src/lua -I src/cli \
         --template='{file}:{line}:{column}: {severity}: {message} [{id}]' \
         src examples tests/tools bench; then
   echo "lint: cppcheck found something (above)" >&2
@@ -35,7 +42,7 @@ fi
 # --- clang-tidy: one process per file, two at a time, cached by content
 cache=$BUILD_DIR/lint-cache
 mkdir -p "$cache"
-headers_sum=$(cat .clang-tidy src/*.h | sha256sum | cut -c1-16)
+headers_sum=$(cat .clang-tidy include/*.h src/*/*.h | sha256sum | cut -c1-16)
 mapfile -t files < <(python3 -c '
 import json, os, sys
 root = os.getcwd() + "/"

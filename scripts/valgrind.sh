@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
-bash scripts/setup.sh >/dev/null || exit 1
+bash scripts/setup.sh --dev >/dev/null || exit 1
 command -v valgrind >/dev/null || { echo "valgrind.sh: valgrind not found" >&2; exit 1; }
 export ZKELECT_WRAP="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect --child-silent-after-fork=yes --track-fds=no -q"
 # slower processes: more time per test function (never a weaker check)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """chaos.py: fault-injection runs of zkelect against a real 3-node ZooKeeper
-ensemble, checked by tests/chaos/checker.py (reference anchors-reliability.md
-§2-§4, DESIGN.md §3).
+ensemble, checked by tests/chaos/checker.py (tests/chaos/README.md lists the
+scenarios and the properties; docs/design.md states the promise they test).
 
     python3 tests/chaos/chaos.py [--trials N] [--scenario NAME ...] [--keep]
                                  [--json FILE] [--out DIR] [--list]
@@ -16,7 +16,7 @@ own uid and nftables drops the packets of the connections between one server
 and the others. Nothing is touched outside the run's own namespaces;
 everything started is remembered by pid and killed by pid.
 
-Scenarios (README.md has the table): leader_kill9, leader_sigstop (the
+Scenarios (tests/chaos/README.md has the table): leader_kill9, leader_sigstop (the
 fail-stop watcher off: the epoch's case), leader_sigstop_guarded (the
 watcher on, as by default), partition_short, partition_long, zk_leader_kill, quorum_loss, server_restart,
 cut_after_create, hook_hang, folder_delete, and for issue 15 hostile_peer (a
@@ -64,10 +64,11 @@ import proxy as P  # noqa: E402
 import zkharness as h  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-FENCE_WRITER_BIN = os.environ.get("FENCE_WRITER_BIN") or os.path.join(
-    REPO, "build", "tests", "tools", "fence_writer")
+FENCE_WRITER_BIN = os.path.abspath(os.environ.get("FENCE_WRITER_BIN") or os.path.join(
+    REPO, "build", "tests", "tools", "fence_writer"))   # agents run elsewhere: absolute
 POLICY_TEMPLATE = os.path.join(HERE, "policy.lua")
 FENCE_PY = os.path.join(HERE, "fence.py")
+HTTP_FLOOD_PY = os.path.join(HERE, "http_flood.py")
 PROXY_PY = os.path.join(HERE, "proxy.py")
 
 T_MS = 2000                 # requested session timeout of the candidates
@@ -639,7 +640,19 @@ class Trial:
                     caps[c.id] = (m.group(1) == "true", m.group(2) == "true")
         full = caps and all(a and b for a, b in caps.values())
         self.notes["api"] = "full" if full else "degraded"
-        if not full:
+        silent = [c.id for c in self.cands if c.id not in caps]
+        if silent:
+            # an agent that never loaded the policy did not start at all (a
+            # binary that cannot be executed) or died first: say that, not
+            # "lacks zkelect.every"
+            for c in self.cands:
+                if c.id in silent:
+                    code = c.proc.poll() if c.proc is not None else None
+                    tail = (c.other_lines() or [""])[-1][:300]
+                    self.problems.append("agent %s never loaded the policy (exit code %s; %s): "
+                                         "did %s start?" % (c.id, code, tail or "no output",
+                                                            h.ZKELECT_BIN))
+        elif not full:
             self.run_.degraded = True
             if not self.run_.args.allow_degraded:
                 self.problems.append("agent lacks zkelect.every/zkelect.spawn (policy caps %s); "
@@ -760,7 +773,10 @@ def sc_partition(t, factor, long_):
 
 
 def sc_partition_short(t):
-    sc_partition(t, 0.5, False)
+    # 0.3 T: what the default renewal schedule rides out wherever in its
+    # cycle the cut falls (docs/operations.md, "A lease that rides out more
+    # costs a slower crash failover"); half a session timeout only sometimes
+    sc_partition(t, 0.3, False)
 
 
 def sc_partition_long(t):
@@ -1095,6 +1111,62 @@ def sc_loop_stall(t):
     t.wait_stable(timeout=3 * T + 5, record=True)
 
 
+def sc_http_flood(t):
+    """Held and half-open connections to every candidate's --status (a
+    flooder in each candidate's namespace) while the leader hands over
+    (SIGTERM). The election does not wait for the endpoint: the handover is
+    as fast as without the flood, every live endpoint answers within a
+    second after the flood ends, and nothing else changes (no overlap)."""
+    t.start_candidates(extra=["--status", "127.0.0.1:0"])
+    t.steady()
+    lead = _leader_or_fail(t)
+    floods = {}
+    for c in t.cands:
+        port = int(c.wait_for("status_listen", timeout=5)["addr"].rsplit(":", 1)[1])
+        floods[c.id] = subprocess.Popen(c.netns.exec_prefix() + [sys.executable, HTTP_FLOOD_PY,
+                                                                  str(port), "4"],
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        preexec_fn=_preexec)
+    time.sleep(1.5)                 # the endpoints are full of held connections
+    others = [c for c in t.cands if c is not lead]
+    marks = {c: c.mark() for c in others}
+    t.fault_begin("sigterm", lead.id, l2=True,
+                  expect=[{"type": "leader_change"}, {"type": "epoch_up"}])
+    t.rec.emit("terminated", target=lead.id)
+    t_term = time.monotonic_ns()
+    lead.term()
+    try:
+        nl = h.wait_until(lambda: [e for c in others for e in c.events()[marks[c]:]
+                                   if e.get("event") == "leader"], timeout=5)
+        # compared with "handover_ms", the same SIGTERM handover at the end
+        # of the trial without a flood (stop_all)
+        t.notes["flood_handover_ms"] = round((nl[0]["mono_ns"] - t_term) / 1e6, 1)
+        if t.notes["flood_handover_ms"] > 1000:
+            t.problems.append("handover took %.0f ms under the flood" % t.notes["flood_handover_ms"])
+    except h.Timeout:
+        t.problems.append("no handover within 5 s of SIGTERM under the flood")
+    t.fault_end("sigterm")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+    for cid, p in floods.items():
+        try:
+            out, _ = p.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            t.run_.kill_proc(p, signal.SIGKILL)
+            t.problems.append("the flooder of %s did not end" % cid)
+            continue
+        try:
+            r = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            t.problems.append("the flooder of %s said %r" % (cid, out[-300:]))
+            continue
+        t.notes["flood_%s" % cid] = r
+        if cid == lead.id:
+            continue                # it stopped: refusals are its right
+        if r["answer_ms"] is None or r["answer_ms"] > 1000:
+            t.problems.append("%s's endpoint answered %s ms after the flood (%s)"
+                              % (cid, r["answer_ms"], r["error"]))
+
+
 SCENARIOS = [
     {"name": "leader_kill9", "fn": sc_leader_kill9},
     {"name": "leader_sigstop", "fn": sc_leader_sigstop},
@@ -1109,6 +1181,7 @@ SCENARIOS = [
     {"name": "folder_delete", "fn": sc_folder_delete},
     {"name": "hostile_peer", "fn": sc_hostile_peer},
     {"name": "loop_stall", "fn": sc_loop_stall},
+    {"name": "http_flood", "fn": sc_http_flood},
     {"name": "follower_isolated_s5", "fn": sc_follower_isolated_s5},
     # last: it restarts the ensemble with syncLimit 20 (the next trial's first
     # scenario restarts it with the default again)

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Safety and liveness checker for recorded leader-election histories
-(reference anchors-reliability.md §4).
+(the properties are listed in tests/chaos/README.md).
 
     python3 checker.py [options] HISTORY.jsonl [MORE.jsonl ...]
 

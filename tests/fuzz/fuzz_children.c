@@ -72,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     election *e = el_new("/app/election", "me", NULL, &ops, &s, fz_byte(&f));
     if (e == NULL)
         return 0;
-    (void)el_set_compat(e, (enum zke_compat)(fz_byte(&f) % 4));
+    (void)el_set_compat(e, (enum zke_compat)(fz_byte(&f) % 4), 0);
     el_set_strict(e, (int)(fz_byte(&f) & 1));
     for (int step = 0; step < 64 && f.n > 0; step++) {
         unsigned op = fz_byte(&f);
@@ -166,7 +166,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case 6:
             switch (fz_byte(&f) % 4) {
-            case 0: (void)el_resign(e); break;
+            case 0: (void)el_resign(e, fz_byte(&f) * 100); break;
             case 1: (void)el_withdraw(e, "health"); break;
             case 2: (void)el_rejoin(e); break;
             default: (void)el_lease_expired(e, "lease"); break;

@@ -1,7 +1,8 @@
 /*
  * fuzz_lua_api - the argument checking of the Lua API (zkelect.log, sleep,
- * reload, resign, status, after, every, spawn, exec and the timer handle's
- * methods). A fixed script (api.lua) is loaded fresh for each input, with a
+ * reload, resign, status, after, every, spawn, exec, json.encode,
+ * json.decode and the timer handle's methods). Whatever json.encode
+ * returns as text, json.decode must read back. A fixed script (api.lua) is loaded fresh for each input, with a
  * loop and processes not allowed (nothing forks); the input picks a function
  * and decodes its arguments (nil, booleans, integers, floats including NaN
  * and infinities, strings, keywords, nested tables, functions) and the call
@@ -19,12 +20,14 @@
 #include "script.h"
 
 static const char *const funcs[] = { "log", "sleep", "reload", "resign", "status",
-                                     "after", "every", "spawn", "exec" };
+                                     "after", "every", "spawn", "exec", "json.encode",
+                                     "json.decode", "json.decode" };
 #define NFUNCS (sizeof funcs / sizeof funcs[0])
 static const char *const words[] = {
     "debug", "info", "warn", "error", "restart", "never", "on-failure", "always", "stop_timeout",
     "restart_delay", "on_exit", "env", "shell", "timeout", "max_output", "true", "/bin/true", "PATH",
-    "A=B", "", "sh", "-c",
+    "A=B", "", "sh", "-c", "{\"a\":[1,null,2.5e3,\"x\"],\"b\":{}}", "[[[[[[", "\"\\ud800\"",
+    "9223372036854775807", "-0.0e-400", "[1] x", "\xed\xa0\x80", "{\"k\":1,\"k\":true}",
 };
 #define NWORDS (sizeof words / sizeof words[0])
 
@@ -95,12 +98,27 @@ static int fuzz_call(lua_State *L)
 {
     unsigned which = fz_byte(&cur);
     int nargs = (int)(fz_byte(&cur) % 5);
+    const char *name = funcs[which % NFUNCS];
+    int json = strncmp(name, "json.", 5) == 0;
     lua_settop(L, 0);
     lua_getglobal(L, "zkelect");
-    lua_getfield(L, 1, funcs[which % NFUNCS]);
+    if (json) {
+        lua_getfield(L, 1, "json");
+        lua_replace(L, 1);
+    }
+    lua_getfield(L, 1, json ? name + 5 : name);
     for (int i = 0; i < nargs; i++)
         push_value(L, &cur, 0);
     lua_call(L, nargs, 3);
+    if (json && strcmp(name, "json.encode") == 0 && lua_type(L, -3) == LUA_TSTRING) {
+        /* the text encode made reads back (its memory may run out: then
+         * nil, msg, never a raise) */
+        lua_getfield(L, 1, "decode");
+        lua_pushvalue(L, -4);
+        lua_call(L, 1, 2);
+        FZ_ASSERT(!lua_isnil(L, -2) || strstr(lua_tostring(L, -1), "out of memory") != NULL);
+        lua_pop(L, 2);
+    }
     if (lua_type(L, -3) == LUA_TUSERDATA && (which & 0x80)) {
         static const char *const methods[] = { "active", "stop", "close", "active" };
         lua_pushvalue(L, -3);
@@ -124,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct ev_loop *loop;
     char err[512];
-    int code = 0;
+    enum zke_policy_error code = ZKE_POLICY_OK;
     if (loop == NULL)
         loop = ev_loop_new(EVFLAG_AUTO);
     if (loop == NULL || size > 4096)

@@ -5,6 +5,7 @@
  */
 #include "fuzz.h"
 #include "nodedata.h"
+#include "zkelect.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -15,13 +16,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;                   /* out of memory */
     FZ_ASSERT(nd.id != NULL && nd.data != NULL);
     FZ_ASSERT(nd.epoch >= 0 && nd.epoch < (INT64_C(1) << 53));
+    FZ_ASSERT(nd.priority >= 0 && nd.priority <= ZKE_PRIORITY_MAX);
     if (!nd.ours) {
         /* a foreign node: its bytes are both id and data */
         FZ_ASSERT(nd.epoch == 0);
         FZ_ASSERT(strncmp(nd.id, (const char *)data, size) == 0);
         FZ_ASSERT(strcmp(nd.id, nd.data) == 0);
     } else {
-        char *enc = nodedata_encode(nd.id, nd.data, nd.epoch);
+        char *enc = nodedata_encode(nd.id, nd.data, nd.epoch, nd.priority);
         if (enc != NULL) {
             struct nodedata back;
             if (nodedata_decode(enc, (int)strlen(enc), &back) == 0) {
@@ -29,6 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FZ_ASSERT(strcmp(back.id, nd.id) == 0);
                 FZ_ASSERT(strcmp(back.data, nd.data) == 0);
                 FZ_ASSERT(back.epoch == nd.epoch);
+                FZ_ASSERT(back.priority == nd.priority);
                 nodedata_clear(&back);
             }
             free(enc);

@@ -178,7 +178,8 @@ def test_auth_file_keeps_the_secret_out_of_sight():
         os.chmod(f, 0o644)
         code, out, err, _ = zkelect("status", "--zk", zk.hostport, "--path", "/af/e",
                                     "--auth-file", f)
-        assert code == 0 and "warning" in err and "0644" in err and SECRET not in err, (code, err)
+        # (exit 3: a and b have stopped, the election has no leader)
+        assert code == 3 and "warning" in err and "0644" in err and SECRET not in err, (code, err)
 
 
 def test_auth_survives_reconnect_and_expiry():
@@ -223,7 +224,7 @@ def test_auth_required_at_runtime_is_retried_not_fatal():
     sees disconnects (about 13 a second, the client's own reconnects) and
     the leader's lease runs out. The AUTH_FAILED path (retried after 1 s,
     doubling to 30 s, once a role was taken) is not reached by this test.
-    README Pitfalls."""
+    docs/operations.md, pitfalls."""
     with h.ZooKeeper() as zk:
         a = h.Agent(zk, "r", path="/rt/e", session_timeout=8000)
         a.wait_for("leader", timeout=10)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Bad command lines and bad scripts: the documented sysexits code and a
 single stderr line naming the offending value; never a crash or a Lua
-traceback. Also --help and --version. Every row of the README's "Bad input"
+traceback. Also --help and --version. Every row of docs/operations.md's "Bad input"
 table is checked here, except two that have their own tests: authentication
 rejected (test_auth.py: test_unknown_scheme_rejected, test_enforced_auth_*,
 exit 77) and a missing chroot for status/watch (test_auth.py, test_status.py;
@@ -66,6 +66,12 @@ def expect(args, code, *names, timeout=10.0, one_line=True, kind=None):
     return rc, lines[-1], dt
 
 
+def test_priorities_refused():
+    expect(argv(priority="5", compat="kazoo"), 78, "priorities need zkelect's own node data")
+    expect(argv(priority="1000001"), 64, "--priority 1000001", "0..1000000")
+    expect(argv(preempt_check="50"), 64, "--preempt-check 50")
+
+
 def test_missing_script_file():
     missing = os.path.join(h.mkdtemp("bad"), "no-such-policy.lua")
     expect(argv(script=missing), 66, missing)
@@ -125,6 +131,17 @@ def test_script_binary_huge_or_failing():
     assert rc == 0 and "on_leader" in out, (rc, out, err)
 
 
+def test_check_strict_refuses_warnings():
+    d = h.mkdtemp("strict")
+    p = os.path.join(d, "typo.lua")
+    with open(p, "w") as f:
+        f.write("function on_leader(ev) end\nfunction on_stepdwon(ev) end\nfunction health_check() end\n")
+    rc, line, _ = expect([h.ZKELECT_BIN, "check", "--strict", "--script", p], 78, p, "2 warnings (--strict)",
+                         one_line=False)
+    rc, out, err, _ = h.run([h.ZKELECT_BIN, "check", "--script", p], timeout=10)
+    assert rc == 0 and "on_stepdwon" in err and "health_check" in err, (rc, out, err)
+
+
 def test_script_syntax_error():
     _, line, _ = expect(argv(script=SYNTAX), 78, "syntax_error.lua:4")
 
@@ -165,6 +182,7 @@ FLAG_CASES = [
     ("--health-interval", _NUM + ["9", "86400001"]),
     ("--health-fails", _NUM + ["0", "1001"]),
     ("--health-passes", _NUM + ["0", "1001"]),
+    ("--notify-timeout", _NUM + ["0", "3600001"]),
     ("--drift", ["abc", "", "0", "0.5", "-0.01", "1e9", "nan"]),
     ("--log", ["xml", "", "JSON"]),
     ("--log-level", ["loud", "", "INFO"]),
@@ -173,6 +191,8 @@ FLAG_CASES = [
     ("--on-leader-error", ["explode", ""]),
     ("--acl", ["everyone", ""]),
     ("--fail-stop", ["never", "", "Agent"]),
+    ("--restart", ["sometimes", "", "on_failure"]),
+    ("--on-exit", ["explode", "", "Resign"]),
 ]
 
 
@@ -230,6 +250,21 @@ def test_string_flags_malformed():
     expect(argv(acl="creator-all"), 64, "--acl", "creator-all")
 
 
+def test_notify_not_an_executable_file():
+    """--notify: a missing file or a directory (66), a file we may not execute (77),
+    an empty value (64); refused before joining, one line naming the file."""
+    d = h.mkdtemp("notify-bad")
+    missing = os.path.join(d, "no-such-notify.sh")
+    expect(argv(notify=missing), 66, "--notify", missing, "No such file")
+    expect(argv(notify=d), 66, "--notify", d, "directory")
+    plain = os.path.join(d, "not-executable.sh")
+    with open(plain, "w") as f:
+        f.write("#!/bin/sh\n")
+    os.chmod(plain, 0o644)
+    expect(argv(notify=plain), 77, "--notify", plain, "not executable")
+    expect(argv(notify=""), 64, "--notify")
+
+
 def test_unknown_flag():
     expect(argv() + ["--bogus"], 64, "--bogus")
 
@@ -248,6 +283,32 @@ def test_fail_stop_unknown():
     expect(argv() + ["--fail-stop", "kill"], 64, "--fail-stop", "kill", "agent", "groups", "off")
     rc, out, err, _ = h.run(argv(), timeout=10, env={"ZKELECT_FAIL_STOP": "never"})
     assert rc == 64 and "ZKELECT_FAIL_STOP" in err and "never" in err, (rc, err)
+
+
+def test_zk_scheme_extra_colon_and_unresolvable_name():
+    """--zk mistakes: a scheme (not "an invalid chroot"), a second ':' in one element
+    (64, for run, status and watch); a host name that does not resolve is said to
+    be one, at every retry and in the final error (69), never "No such file or
+    directory". A bare IPv6 address is still a host."""
+    for cmd in ("run", "status", "watch"):
+        base = argv() if cmd == "run" else [h.ZKELECT_BIN, cmd, "--zk", "127.0.0.1:1", "--path", "/e",
+                                            "--connect-timeout", "1500"]
+        for z, names in (("http://127.0.0.1:2181", ["'http://'", "no scheme: HOST:PORT[,HOST:PORT...][/chroot]"]),
+                         ("zk://zk1:2181,zk2:2181/app", ["'zk://'", "no scheme"]),
+                         ("zk1:2181:2182", ["'zk1:2181:2182'", "more than one ':'"]),
+                         ("zk1:2181,zk2:2181:2182", ["'zk2:2181:2182'", "more than one ':'"])):
+            _, line, _ = expect(base + ["--zk", z], 64, *names, kind="zk-mistake " + cmd)
+            assert "chroot '" not in line, line
+        name = "no-such-host.invalid"
+        rc, out, err, _ = h.run(base + ["--zk", name + ":2181"], timeout=15)
+        lines = [l for l in err.splitlines() if l.strip() and "ZOO_ERROR" not in l]
+        assert rc == 69, (cmd, rc, err)
+        assert "No such file or directory" not in err, err
+        assert "'%s'" % name in lines[-1] and "does not resolve" in lines[-1], lines[-1]
+        if cmd != "status":     # status tries once; run and watch retry and say so
+            assert any("does not resolve" in l and "retrying" in l for l in lines[:-1]), err
+    # an IPv6 literal has colons of its own: accepted (then unreachable: 69)
+    expect(argv(zk="::1:1", connect_timeout="1000"), 69, "::1:1", one_line=False)
 
 
 def test_missing_id():
@@ -386,6 +447,74 @@ def test_missing_chroot_and_hook_budget():
                timeout=20, one_line=False)
     # a hook budget that would starve the session's pings is refused up front
     expect(argv(session_timeout="3000", hook_timeout="2500"), 78, "--hook-timeout", "2500", "3000")
+
+def test_control_socket():
+    """run --control at a path that is no socket (never followed or
+    replaced), or too long; ctl with no agent (exit 69), no command, an
+    unknown one, --to with another command, no socket path at all. The
+    refusals of a live agent (resign --to an unknown id: 65, not next in
+    line: 75, a socket still served: 75) are in integration.ctl."""
+    d = h.mkdtemp("bad-ctl")
+    plain = os.path.join(d, "file")
+    with open(plain, "w") as f:
+        f.write("keep me\n")
+    expect(argv(control=plain), 78, plain, "not a socket")
+    with open(plain) as f:
+        assert f.read() == "keep me\n"
+    expect(argv(control=d), 78, d, "not a socket")
+    target = os.path.join(d, "target.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(target)
+    s.close()
+    link = os.path.join(d, "link")
+    os.symlink(target, link)
+    expect(argv(control=link), 78, link, "symbolic link")
+    assert os.path.islink(link)
+    expect(argv(control="/tmp/" + "x" * 120), 78, "longer than")
+    ctl = [h.ZKELECT_BIN, "ctl"]
+    missing = os.path.join(d, "none.sock")
+    expect(ctl + ["--control", missing, "status"], 69, missing, "no agent")
+    expect(ctl + ["--control", target, "status"], 69, target, "no agent")     # stale: nobody listens
+    expect(ctl + ["--control", target, "resign", "--to", "x"], 69, target)
+    expect(ctl + ["--control", target], 64, "missing ctl command")
+    expect(ctl + ["--control", target, "stop"], 64, "'stop'")
+    expect(ctl + ["--control", target, "status", "--to", "x"], 64, "--to")
+    expect(ctl + ["--control", target, "status", "extra"], 64, "'extra'")
+    os.environ.pop("RUNTIME_DIRECTORY", None)      # ZKELECT_* are never passed on
+    rc, out, err, _ = h.run(ctl + ["status"])
+    assert rc == 64 and "--control" in err and len(err.strip().splitlines()) == 1, (rc, err)
+
+
+def test_command_after_double_dash():
+    """run ... -- CMD: a missing, empty, unknown or unusable command, and
+    --restart/--on-exit that make no sense, are refused before joining."""
+    expect(argv() + ["--"], 64, "'--'", "no command")
+    expect(argv() + ["--", ""], 64, "'--'", "empty command")
+    d = h.mkdtemp("bad-cmd")
+    missing = os.path.join(d, "no-such-cmd")
+    expect(argv() + ["--", missing, "arg"], 66, missing)
+    expect(argv() + ["--", "zkelect-no-such-command"], 66, "zkelect-no-such-command", "$PATH")
+    expect(argv() + ["--", d], 66, d)
+    plain = os.path.join(d, "not-executable")
+    with open(plain, "w") as f:
+        f.write("#!/bin/sh\n")
+    os.chmod(plain, 0o644)
+    expect(argv() + ["--", plain], 77, plain)
+    # --restart / --on-exit without a command, or combined into nonsense
+    expect(argv(restart="always"), 64, "--restart", "-- CMD")
+    expect(argv(on_exit="resign"), 64, "--on-exit", "-- CMD")
+    rc, _, err, _ = h.run(argv(), env=dict(os.environ, ZKELECT_RESTART="always"), timeout=10)
+    assert rc == 64 and "ZKELECT_RESTART" in err and len(err.strip().splitlines()) == 1, (rc, err)
+    expect(argv(on_exit="resign", restart="on-failure") + ["--", "true"], 64, "--on-exit resign",
+           "--restart on-failure")
+    expect(argv(on_exit="exit", restart="always") + ["--", "true"], 64, "--on-exit exit", "--restart always")
+    expect(argv(restart="never") + ["--", "true"], 64, "--restart never", "--on-exit")
+    # only run takes a command; a "--" that is an option's value is no separator
+    for cmd in ("status", "watch", "check"):
+        expect([h.ZKELECT_BIN, cmd, "--zk", "127.0.0.1:1", "--path", "/e", "--", "true"], 64,
+               "only zkelect run", kind="cmd " + cmd)
+    expect(argv(data="--") + ["--"], 64, "no command")
+
 
 if __name__ == "__main__":
     h.run_tests(globals())

@@ -5,7 +5,6 @@ failover (SIGTERM, SIGKILL) requests through each live candidate's proxy
 reach the new leader's backend within a bound, including a candidate far
 from the front (it learns through the census, --status)."""
 import os
-import subprocess
 import sys
 import time
 import urllib.request
@@ -45,16 +44,7 @@ frontend fe
     default_backend leader
 """
 
-_procs = []
-
-
-def spawn(argv, log):
-    out = open(log, "ab")
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                         preexec_fn=h._pdeathsig)
-    out.close()
-    _procs.append(p)
-    return p
+spawn = h.spawn_logged
 
 
 class Host:
@@ -149,16 +139,7 @@ def test_proxies_follow_the_leader():
             assert [e["msg"].split()[2] for e in applied] == \
                 ["127.0.0.1:%d" % hosts[n].backend_port for n in ("a", "b", "c")], applied
     finally:
-        for p in _procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in _procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
-        del _procs[:]
+        h.stop_spawned()
 
 
 if __name__ == "__main__":

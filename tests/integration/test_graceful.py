@@ -59,10 +59,7 @@ def _handover(sig):
         old_session = h.sid(lead["session"])
         h.wait_until(lambda: old_session not in zk.ephemerals(), timeout=5, desc="old node released")
 
-        for a in (nxt, third):
-            a.term()
-        for a in (nxt, third):
-            assert a.wait_exit(10) == 0
+        h.stop_cleanly([nxt, third], 10)
 
 
 def test_sigterm_handover():

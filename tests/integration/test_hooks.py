@@ -177,10 +177,7 @@ def test_resign_from_on_leader():
         assert h.leaders_now([b, c]) == [c]
         assert not b.events("hook_error"), b.describe()
 
-        for x in (b, c):
-            x.term()
-        for x in (b, c):
-            assert x.wait_exit(10) == 0
+        h.stop_cleanly([b, c], 10)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
-"""`zkelect run --status`: GET /status, /metrics and /leader served on the
-agent's loop. Under load from a second process while the election changes
+"""`zkelect run --status`: GET /status, /metrics and the checks load
+balancers speak (/leader, /primary, /follower, /replica, /health, with GET,
+HEAD and OPTIONS) served on the agent's loop; a frozen leader never answers
+/leader 200 after its lease. Under load from a second process while the election changes
 leader, every request is answered and no candidate loses or gains a role it
 should not; malformed requests get 4xx and do not stall the loop; hook
 timeouts and failures are counted; bad --status values are refused."""
@@ -8,7 +10,6 @@ import http.client
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -233,6 +234,8 @@ def test_malformed_requests_get_4xx_and_never_stall_the_loop():
         a = h.Agent(zk, "m1", path=PATH, script=POLICY, extra=STATUS)
         e = a.wait_for("leader", timeout=10)
         addr = addr_of(a)
+        # /leader says 200 once on_leader (20 ms) is done
+        h.wait_until(lambda: get(addr, "/leader")[0] == 200, 5, "/leader 200")
         mark = a.mark()
         # hold 30 half-sent requests open for the whole test
         held = []
@@ -265,7 +268,7 @@ def test_malformed_requests_get_4xx_and_never_stall_the_loop():
                 resp = raw(addr, req)
                 assert code_of(resp) in want, (req[:60], resp[:200])
                 if code_of(resp) == 405:
-                    assert b"\r\nAllow: GET, HEAD\r\n" in resp, resp[:300]
+                    assert b"\r\nAllow: GET, HEAD, OPTIONS\r\n" in resp, resp[:300]
             # the endpoint still answers, HEAD has no body, a query is ignored
             assert get(addr, "/leader")[0] == 200
             code, hdrs, body = get(addr, "/status", method="HEAD")
@@ -300,10 +303,13 @@ def test_hook_timeouts_and_failures_are_counted():
             m = metrics(addr)
             return m.get('zkelect_hook_runs_total{hook="health",outcome="failed"}', 0) >= 2 and m
         m = h.wait_until(counted, 10, "two failed health() runs counted")
-        assert m['zkelect_hook_timeouts_total{hook="on_leader"}'] == 1, m
-        assert m['zkelect_hook_runs_total{hook="on_leader",outcome="timed_out"}'] == 1
-        assert m['zkelect_hook_failures_total{hook="on_leader"}'] == 1
-        assert m['zkelect_hook_timeouts_total{hook="health"}'] == 0
+        assert m['zkelect_hook_runs_total{hook="on_leader",outcome="timed_out"}'] == 1, m
+        assert m['zkelect_hook_runs_total{hook="on_leader",outcome="failed"}'] == 0, m
+        assert m['zkelect_hook_runs_total{hook="health",outcome="timed_out"}'] == 0, m
+        # one way to count each thing: the outcomes are labels of
+        # zkelect_hook_runs_total, not metrics of their own
+        assert not [k for k in m if k.startswith(("zkelect_hook_failures_total",
+                                                  "zkelect_hook_timeouts_total"))], m
         assert m["zkelect_is_leader"] == 1          # --on-leader-error ignore
         check_histograms(m)
         st = status(addr)
@@ -365,55 +371,259 @@ def test_bad_status_addresses_are_refused():
         assert a.wait_exit(10) == 0
 
 
-def _mapped(pid):
-    with open("/proc/%d/maps" % pid) as f:
-        return {l.split()[-1] for l in f if len(l.split()) >= 6}
-
-
-def test_libmicrohttpd_is_loaded_only_for_status():
-    """libmicrohttpd (and its TLS stack) is dlopen()ed when --status is
-    given: an agent without it maps neither; with it both are mapped and the
-    endpoint answers. With the library missing (hidden in a private mount
-    namespace) --status exits 78 naming the package; a run without --status
-    is unaffected."""
+def test_slow_readers_and_pipelined_bursts_do_not_lock_out_a_check():
+    """64 clients each pipeline 300 requests and never read their answers:
+    a check still gets its answer (the client that kept answers waiting
+    longest makes room), every answer of a 40-request pipeline arrives, a
+    HEAD that is refused gets no body, and an absolute-form target's
+    authority ends at '?'."""
     with h.ZooKeeper() as zk:
-        a = h.Agent(zk, "m1", path=PATH, script=POLICY)
+        a = h.Agent(zk, "p1", path=PATH, extra=STATUS)
         a.wait_for("leader", timeout=10)
-        b = h.Agent(zk, "m2", path=PATH, script=POLICY, extra=STATUS)
-        addr = addr_of(b)
-        assert get(addr, "/status")[0] == 200
-        lib = None
-        if not h.WRAP:                  # under valgrind the pid maps valgrind's own files
-            without, with_ = _mapped(a.pid), _mapped(b.pid)
-            assert not [m for m in without if "microhttpd" in m or "gnutls" in m], sorted(without)
-            lib = [m for m in with_ if "libmicrohttpd.so" in m]
-            assert lib and [m for m in with_ if "gnutls" in m], sorted(with_)
-        for x in (b, a):
-            x.term()
-            assert x.wait_exit(10) == 0
-        if lib is None or os.geteuid() != 0 or not shutil.which("unshare"):
-            print("  info: missing-library case skipped (needs root, unshare, no wrapper)",
-                  flush=True)
-            return
-        # /dev/null bound over the library: dlopen() fails as for a missing file
-        # (unshare and sh exec: the agent keeps the pid we started)
-        ns = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-              "mount --bind /dev/null %s && exec \"$@\"" % lib[0], "sh"]
-        code, out, err, _ = h.run(ns + [h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", PATH,
-                                        "--id", "m3", "--status", "127.0.0.1:0"],
-                                  timeout=20, nowrap=True)
-        assert code == 78, (code, err)
-        assert "--status needs libmicrohttpd" in err and "libmicrohttpd12" in err, err
-        assert len(err.strip().splitlines()) == 1, err
+        addr = addr_of(a)
+        h.wait_until(lambda: get(addr, "/leader")[0] == 200, 5, "/leader 200")
+        resp = raw(addr, b"GET /leader HTTP/1.1\r\nHost: x\r\n\r\n" * 39 +
+                   b"GET /leader HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert resp.count(b"HTTP/1.1 200") == 40, resp.count(b"HTTP/1.1 200")
+        resp = raw(addr, b"HEAD /status HTTP/1.1\r\n\r\n")          # no Host: 400
+        assert code_of(resp) == 400 and resp.endswith(b"\r\n\r\n"), resp
+        resp = raw(addr, b"GET http://x?y/leader HTTP/1.1\r\nHost: x\r\n"
+                         b"Connection: close\r\n\r\n")
+        assert code_of(resp) == 200 and b"zkelect" in resp, resp[:300]   # "/" (the index)
+        slow = []
+        try:
+            burst = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 300
+            for _ in range(64):
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.connect(addr)
+                s.setblocking(False)
+                try:
+                    s.send(burst)
+                except BlockingIOError:
+                    pass
+                slow.append(s)
+            time.sleep(0.5)
+            for _ in range(5):
+                c = http.client.HTTPConnection(addr[0], addr[1], timeout=2)
+                c.request("GET", "/leader")
+                assert c.getresponse().status == 200
+                c.close()
+        finally:
+            for s in slow:
+                s.close()
+        a.term()
+        assert a.wait_exit(10) == 0
 
-        # without --status a candidate there runs as usual
-        class Hidden(h.Agent):
-            def argv(self):
-                return ns + h.Agent.argv(self)
-        c = Hidden(zk, "m4", path=PATH, script=POLICY)
-        c.wait_for("leader", timeout=10)
-        c.term()
-        assert c.wait_exit(10) == 0
+
+def _half_requests(addr, n, hold):
+    """n clients each send half a request; closed at once unless hold."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(addr, timeout=5)
+        s.sendall(b"GET /status HTTP/1.1\r\nHo")
+        if hold:
+            socks.append(s)
+        else:
+            s.close()
+    return socks
+
+
+def _answers_within(addr, seconds):
+    """The endpoint answers GET /leader within seconds (connect and reply)."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            c = http.client.HTTPConnection(addr[0], addr[1], timeout=seconds)
+            c.request("GET", "/leader")
+            code = c.getresponse().status
+            c.close()
+            return code, time.monotonic() - t0
+        except (OSError, http.client.HTTPException) as e:
+            if time.monotonic() - t0 > seconds:
+                raise AssertionError("no answer within %.1f s: %r" % (seconds, e))
+            time.sleep(0.05)
+
+
+def test_a_flood_of_half_requests_leaves_the_endpoint_answering():
+    """65, then 300, clients each send half a request and close: the
+    endpoint answers within a second after each flood (with libmicrohttpd
+    it stayed deaf: the 65th connection took its listening socket out of
+    its epoll set for good). Then 200 connections held open with half a
+    request: a check still gets its answer while they are held, as the
+    connection that waited longest makes room."""
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "f1", path=PATH, extra=STATUS)
+        a.wait_for("leader", timeout=10)
+        addr = addr_of(a)
+        assert _answers_within(addr, 5)[0] == 200
+        for n in (65, 300):
+            _half_requests(addr, n, hold=False)
+            code, took = _answers_within(addr, 1.0)
+            assert code == 200, code
+        held = _half_requests(addr, 200, hold=True)
+        try:
+            for _ in range(5):
+                code, took = _answers_within(addr, 1.0)
+                assert code == 200, code
+            # the oldest of the held ones were closed to make room
+            closed = 0
+            for s in held[:20]:
+                s.settimeout(2)
+                try:
+                    closed += s.recv(1) == b""
+                except (ConnectionResetError, socket.timeout):
+                    closed += 1
+            assert closed == 20, closed
+        finally:
+            for s in held:
+                s.close()
+        assert _answers_within(addr, 1.0)[0] == 200
+        # the flood cost the election nothing
+        assert not a.find(lambda ev: ev.get("event") in ("stepdown", "suspend", "follower")), \
+            a.describe()
+        a.term()
+        assert a.wait_exit(10) == 0
+
+
+def test_held_connections_do_not_delay_failover():
+    """Every candidate's endpoint is held full (64 half-sent requests each,
+    topped up) while the leader is stopped: the next in line leads, its
+    endpoint answers /leader 200 within a second of its leader event."""
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "g1", path=PATH, extra=STATUS)
+        a.wait_for("leader", timeout=10)
+        b = h.Agent(zk, "g2", path=PATH, extra=STATUS)
+        b.wait_for("follower", timeout=10)
+        addrs = [addr_of(a), addr_of(b)]
+        held = []
+        try:
+            for ad in addrs:
+                held += _half_requests(ad, 70, hold=True)
+            mark = b.mark()
+            a.term()
+            ev = b.wait_for("leader", timeout=10, since=mark)
+            held += _half_requests(addrs[1], 70, hold=True)
+            code, took = _answers_within(addrs[1], 1.0)
+            assert code in (200, 503), code      # 503 only while on_leader runs
+            h.wait_until(lambda: _answers_within(addrs[1], 1.0)[0] == 200, 5, "/leader 200")
+            assert a.wait_exit(10) == 0
+            assert ev["epoch"] > 0
+        finally:
+            for s in held:
+                s.close()
+        b.term()
+        assert b.wait_exit(10) == 0
+
+
+CHECKS = {"/": "leader", "/leader": "leader", "/primary": "leader",
+          "/follower": "follower", "/replica": "follower", "/health": "health"}
+
+
+def check_all(addr, want, epoch):
+    """Every check path with GET, HEAD and OPTIONS: want[kind] is the status
+    expected; each answer carries the role and epoch headers."""
+    for path, kind in CHECKS.items():
+        for method in ("GET", "HEAD", "OPTIONS"):
+            code, hdrs, body = get(addr, path, method=method)
+            assert code == want[kind], (addr, method, path, code, want, body)
+            assert hdrs.get("X-Zkelect-Epoch") == str(epoch), (method, path, hdrs)
+            assert hdrs.get("X-Zkelect-Role") in ("leader", "follower", "idle"), hdrs
+            if method == "HEAD":
+                assert body == b"" and int(hdrs["Content-Length"]) > 0, (path, hdrs, body)
+            if method == "OPTIONS":
+                assert hdrs.get("Allow") == "GET, HEAD, OPTIONS", (path, hdrs)
+
+
+def test_load_balancer_checks_answer_get_head_and_options():
+    """/leader and /primary 200 only on the leader, /follower and /replica
+    only on a follower that knows its leader, /health on both while
+    connected, / like /leader (as in Patroni); OPTIONS answers the check's
+    status (HAProxy's `option httpchk OPTIONS /primary`), with the role and
+    epoch headers. With ZooKeeper frozen: /health and /follower say 503
+    once the session is disconnected, /leader once the leader suspends."""
+    with h.ZooKeeper() as zk:
+        l1, f1 = h.start_in_order(zk, ("l1", "f1"), path=PATH, script=POLICY, extra=STATUS)
+        e = l1.wait_for("leader", timeout=5)
+        la, fa = addr_of(l1), addr_of(f1)
+        h.wait_until(lambda: get(la, "/leader")[0] == 200, 5, "/leader 200 after on_leader")
+        # the follower names the leader's epoch once the leader published it
+        h.wait_until(lambda: get(fa, "/health")[1].get("X-Zkelect-Epoch") == str(e["epoch"]),
+                     10, "the follower's epoch header")
+        check_all(la, {"leader": 200, "follower": 503, "health": 200}, e["epoch"])
+        check_all(fa, {"leader": 503, "follower": 200, "health": 200}, e["epoch"])
+        assert get(la, "/leader")[1]["X-Zkelect-Role"] == "leader"
+        assert get(fa, "/leader")[1]["X-Zkelect-Role"] == "follower"
+        code, hdrs, body = get(fa, "/")
+        assert code == 503 and b"not leader: follower" in body and b"/replica" in body, body
+        # the documents answer OPTIONS with 200 and no body; OPTIONS * too
+        for path in ("/status", "/metrics"):
+            code, hdrs, body = get(la, path, method="OPTIONS")
+            assert code == 200 and body == b"" and hdrs["Allow"] == "GET, HEAD, OPTIONS", hdrs
+        resp = raw(la, b"OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert code_of(resp) == 200 and b"\r\nAllow: GET, HEAD, OPTIONS\r\n" in resp, resp
+        for method in ("POST", "PUT", "DELETE"):
+            code, hdrs, body = get(la, "/primary", method=method)
+            assert code == 405 and hdrs["Allow"] == "GET, HEAD, OPTIONS", (method, code, hdrs)
+        assert get(la, "/nope", method="OPTIONS")[0] == 404
+        # ZooKeeper frozen: both lose the session's connection
+        mark = l1.mark()
+        zk.sigstop()
+        try:
+            l1.wait_for("suspend", timeout=10, since=mark)
+            assert get(la, "/leader")[0] == 503
+            assert get(la, "/primary", method="OPTIONS")[0] == 503
+            h.wait_until(lambda: get(la, "/health")[0] == 503, 10, "leader /health 503")
+            h.wait_until(lambda: get(fa, "/health")[0] == 503, 10, "follower /health 503")
+            assert get(fa, "/replica", method="OPTIONS")[0] == 503
+        finally:
+            zk.sigcont()
+        for a in (l1, f1):
+            a.term()
+            assert a.wait_exit(10) == 0
+
+
+def test_a_frozen_leader_never_answers_200_after_its_lease():
+    """Keep-alive connections to the leader's /leader, each answered 200,
+    then the leader is frozen (SIGSTOP, --fail-stop off so nothing kills
+    it) for three session timeouts while each connection sends one more
+    request; the follower takes over meanwhile. When the old leader runs
+    again, every answer it gives is 503: the lease is read on the clock
+    when the answer is built, not from what the loop last heard."""
+    with h.ZooKeeper() as zk:
+        extra = STATUS + ["--fail-stop", "off"]
+        a1, a2 = h.start_in_order(zk, ("z1", "z2"), path=PATH, script=POLICY, extra=extra)
+        a1.wait_for("leader", timeout=5)
+        addr = addr_of(a1)
+        h.wait_until(lambda: get(addr, "/leader")[0] == 200, 5, "/leader 200")
+        conns = []
+        for _ in range(8):
+            c = http.client.HTTPConnection(addr[0], addr[1], timeout=30)
+            c.request("GET", "/leader")
+            r = c.getresponse()
+            assert r.status == 200 and r.read() == b"leader\n"
+            conns.append(c)
+        mark2 = a2.mark()
+        a1.sigstop()
+        try:
+            t_stop = time.time()
+            for c in conns:
+                c.request("GET", "/leader")     # buffered by the kernel until it runs again
+            a2.wait_for("leader", timeout=15, since=mark2)
+            time.sleep(max(0.0, t_stop + 6.0 - time.time()))
+        finally:
+            a1.sigcont()
+        codes = []
+        for c in conns:
+            r = c.getresponse()
+            codes.append((r.status, r.getheader("X-Zkelect-Role"), r.read()))
+            c.close()
+        assert all(code == 503 for code, _, _ in codes), codes
+        assert get(addr_of(a2), "/leader")[0] == 200
+        a1.wait_for("stepdown", timeout=10)
+        for a in (a1, a2):
+            a.term()
+            assert a.wait_exit(10) == 0
 
 
 if __name__ == "__main__":

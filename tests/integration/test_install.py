@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """`cmake --install` into a staging prefix, and run from there: the files are
-where the README says; pkg-config finds the library and a small C program
-compiles and links with it; the installed binary runs, and a candidate with a
+where docs/operations.md "Installing" says; pkg-config finds the library and a small C program
+compiles and links with it; examples/embed builds against the staging prefix with
+find_package(zkelect) and with pkg-config, each with the shared and the static
+library, and leads a real ZooKeeper election; the installed binary runs, and a candidate with a
 policy that does `require "zke"` leads against a real ZooKeeper with the Lua
 modules of the staging prefix (not the source tree's lua/), also when the
 tree was installed with DESTDIR; the man page is rendered; the example units
@@ -17,6 +19,7 @@ import sys
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zkharness as h  # noqa: E402
+import embedbuild  # noqa: E402
 
 BUILD = os.environ.get("ZKELECT_BUILD_DIR") or os.path.join(h.REPO, "build")
 PATH = "/app/installed"
@@ -24,8 +27,16 @@ PATH = "/app/installed"
 FILES = [
     "bin/zkelect",
     "lib/libzkelect.a",
+    "lib/libzkelect.so.0.1.0",
+    "lib/libzkelect.so.0",
+    "lib/libzkelect.so",
     "include/zkelect.h",
     "lib/pkgconfig/zkelect.pc",
+    "lib/pkgconfig/zkelect-static.pc",
+    "lib/cmake/zkelect/zkelectConfig.cmake",
+    "lib/cmake/zkelect/zkelectConfigVersion.cmake",
+    "lib/systemd/system/zkelect.service",
+    "lib/systemd/system/zkelect@.service",
     "share/zkelect/lua/zke.lua",
     "share/man/man1/zkelect.1",
     "share/doc/zkelect/examples/policy.lua",
@@ -34,9 +45,10 @@ FILES = [
     "share/doc/zkelect/examples/upstream.lua",
     "share/doc/zkelect/examples/preferred.lua",
     "share/doc/zkelect/examples/fenced.lua",
-    "share/doc/zkelect/examples/zkelect.service",
-    "share/doc/zkelect/examples/zkelect@.service",
-    "share/doc/zkelect/examples/embed_libev.c",
+    "share/doc/zkelect/examples/embed/embed_libev.c",
+    "share/doc/zkelect/examples/embed/embed_policy.c",
+    "share/doc/zkelect/examples/embed/CMakeLists.txt",
+    "share/doc/zkelect/examples/embed/Makefile",
 ]
 
 HOST_C = r"""
@@ -124,10 +136,12 @@ def test_install_tree_pkgconfig_and_man_page():
     code, out, err, _ = h.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", src, "-o", exe]
                               + flags.split(), timeout=120)
     assert code == 0, "host.c did not build with `%s`:\n%s" % (flags.strip(), err)
-    code, out, err, _ = h.run([exe])
+    code, out, err, _ = h.run([exe], env={"LD_LIBRARY_PATH": os.path.join(stage, "lib")})
     assert code == 0 and out.strip() == "zkelect " + version, (code, out, err)
+    embedbuild.check_links(exe, shared=True, libdir=os.path.join(stage, "lib"),
+                           env={"LD_LIBRARY_PATH": os.path.join(stage, "lib")})
 
-    # the man page: roff with tbl tables, the README's reference sections
+    # the man page: roff with tbl tables, the reference sections of docs/operations.md and docs/policy.md
     page = open(os.path.join(stage, "share/man/man1/zkelect.1")).read()
     assert page.startswith("'\\\" t\n"), page[:80]
     assert '.TH "zkelect" "1"' in page, page[:300]
@@ -182,31 +196,74 @@ def test_installed_binary_leads_with_staged_lua_modules():
     assert code == 0, (code, out, err)
 
 
-def test_example_units_verify():
-    """The example units, with ExecStart pointing at an installed binary,
-    pass `systemd-analyze verify` (unknown keys, bad values...)."""
-    tool = shutil.which("systemd-analyze")
-    if tool is None:
-        print("  info: systemd-analyze not found: units not verified", flush=True)
-        return
+def configured_bindir():
+    """CMAKE_INSTALL_FULL_BINDIR of the build: the path the units name."""
+    with open(os.path.join(BUILD, "CMakeCache.txt")) as f:
+        cache = dict(l.rstrip("\n").split("=", 1) for l in f if "=" in l and not l.startswith(("#", "//")))
+    prefix = cache["CMAKE_INSTALL_PREFIX:PATH"]
+    bindir = cache.get("CMAKE_INSTALL_BINDIR:PATH", "bin")
+    return bindir if bindir.startswith("/") else os.path.join(prefix, bindir)
+
+
+def test_units_name_the_configured_binary_and_verify():
+    """The units installed under the prefix's lib/systemd/system name the
+    configured bindir's zkelect (not a hard-coded /usr/local/bin), and with
+    that path pointing at the staged binary pass `systemd-analyze verify`
+    (unknown keys, bad values, a missing binary...)."""
     stage = install(os.path.join(h.mkdtemp("install"), "stage"))
+    binary = os.path.join(configured_bindir(), "zkelect")
     d = h.mkdtemp("units")
     names = []
     for name, as_name in (("zkelect.service", "zkelect.service"),
                           ("zkelect@.service", "zkelect@db.service")):
-        text = open(os.path.join(stage, "share/doc/zkelect/examples", name)).read()
-        assert "/usr/local/bin/zkelect" in text
-        write(os.path.join(d, as_name), text.replace("/usr/local/bin/zkelect",
-                                                    os.path.join(stage, "bin/zkelect")))
+        text = open(os.path.join(stage, "lib/systemd/system", name)).read()
+        assert "ExecStart=%s run " % binary in text, text
+        assert "ExecStartPre=%s check" % binary in text, text
+        execs = [l for l in text.splitlines() if l.startswith("Exec") and "zkelect" in l]
+        assert all(binary in l for l in execs), execs
+        write(os.path.join(d, as_name), text.replace(binary, os.path.join(stage, "bin/zkelect")))
         names.append(os.path.join(d, as_name))
+    tool = shutil.which("systemd-analyze")
+    assert tool, "systemd-analyze not found (scripts/setup.sh installs systemd)"
     p = subprocess.run([tool, "verify", "--man=no"] + names, capture_output=True, text=True,
                        timeout=120, cwd=d)
     complaints = [l for l in (p.stdout + p.stderr).splitlines()
                   if "zkelect.service" in l or "zkelect@" in l]
     assert not complaints, "systemd-analyze verify:\n" + "\n".join(complaints)
-    if p.returncode != 0:
-        print("  info: systemd-analyze verify could not run here (%d): %s"
-              % (p.returncode, p.stderr.strip()[-300:]), flush=True)
+    assert p.returncode == 0, p.stderr
+
+
+def test_embed_example_builds_against_the_install_both_ways():
+    """examples/embed, outside the tree: its CMakeLists.txt with
+    find_package(zkelect 0.1) and its Makefile with pkg-config, each with
+    libzkelect.so and libzkelect.a; every build leads a real election."""
+    root = h.mkdtemp("install-embed")
+    stage = install(os.path.join(root, "stage"))
+    # a moved tree: the CMake package and zkelect.pc are relocatable
+    moved = os.path.join(root, "moved")
+    os.rename(stage, moved)
+    lib = os.path.join(moved, "lib")
+    run_env = {"LD_LIBRARY_PATH": lib}
+    pc_path = os.path.join(lib, "pkgconfig")
+    builds = [
+        ("find_package zkelect::zkelect", embedbuild.cmake_build(moved, static=False), True),
+        ("find_package zkelect::zkelect_static", embedbuild.cmake_build(moved, static=True), False),
+        ("pkg-config zkelect", embedbuild.make_build(pc_path, "zkelect"), True),
+        ("pkg-config zkelect-static", embedbuild.make_build(pc_path, "zkelect-static"), False),
+    ]
+    with h.ZooKeeper() as zk:
+        for i, (what, d, shared) in enumerate(builds):
+            exe = os.path.join(d, "embed_libev")
+            embedbuild.check_links(exe, shared, libdir=lib if shared else None, env=run_env)
+            embedbuild.lead_and_stop(exe, zk, "/embed/install%d" % i, env=run_env)
+            print("  info: %s: built, leads, stops" % what, flush=True)
+    # find_package asks for the version: 0.1 is met, a newer major is not
+    src = os.path.join(h.mkdtemp("embed-version"), "CMakeLists.txt")
+    write(src, "cmake_minimum_required(VERSION 3.18)\nproject(v LANGUAGES C)\n"
+               "find_package(zkelect 1.0 REQUIRED)\n")
+    p = subprocess.run(["cmake", "-S", os.path.dirname(src), "-B", os.path.dirname(src) + "/b",
+                        "-DCMAKE_PREFIX_PATH=" + moved], capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "zkelectConfig.cmake, version: 0.1.0" in p.stderr, p.stderr
 
 
 if __name__ == "__main__":

@@ -42,10 +42,7 @@ def test_kill9_leader_handover_after_session_timeout():
         # the third candidate was not disturbed (its predecessor is still there)
         h.assert_quiet([third], marks, 0.3)
         assert nxt.alive() and third.alive()
-        for a in (nxt, third):
-            a.term()
-        for a in (nxt, third):
-            assert a.wait_exit(10) == 0
+        h.stop_cleanly([nxt, third], 10)
 
 
 if __name__ == "__main__":

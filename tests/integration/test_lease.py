@@ -99,10 +99,7 @@ def test_pause_past_the_lease():
         # the old leader rejoins as a follower; one leader
         a.wait_for("follower", timeout=10, since=ma)
         assert h.leaders_now([a, b]) == [b]
-        for x in (a, b):
-            x.term()
-        for x in (a, b):
-            assert x.wait_exit(10) == 0
+        h.stop_cleanly([a, b], 10)
 
 
 def test_graceful_handover_ends_the_term_first():

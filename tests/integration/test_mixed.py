@@ -14,7 +14,7 @@ foreign candidate's `stepdown` line, printed before it releases its node, or
 the moment of the SIGKILL). `zkelect status` names the kinds and the leader;
 the foreign leader's own view of the participants lists our ids.
 
-Curator and kazoo in one folder do not agree with each other (README "Mixed
+Curator and kazoo in one folder do not agree with each other (docs/operations.md "Mixed
 elections"); test_curator_and_kazoo_disagree shows it with the real clients.
 """
 import json

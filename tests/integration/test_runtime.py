@@ -6,6 +6,7 @@ leadership preempts a waiting on_leader; a hook past its budget fails and a
 failed on_leader resigns; a hook that never waits is stopped even through
 pcall; blocking calls point to the asynchronous API; hooks run one at a
 time, in event order."""
+import json
 import os
 import re
 import sys
@@ -97,10 +98,7 @@ def test_budget_overrun_resigns():
         assert sd["reason"] == "resign" and sd["epoch"] == la["epoch"], sd
         lb = b.wait_for("leader", timeout=5, since=mb)
         assert lb["epoch"] > la["epoch"]
-        for x in (a, b):
-            x.term()
-        for x in (a, b):
-            assert x.wait_exit(10) == 0
+        h.stop_cleanly([a, b], 10)
 
 
 def test_hook_that_never_waits_is_stopped():
@@ -207,10 +205,7 @@ def test_health_withdraws_and_rejoins():
         f = a.wait_for("follower", timeout=5, since=m2)
         assert f["leader"] == "hb", f
         assert any("healthy again" in e["msg"] for e in a.find("health", since=m2))
-        for x in (a, b):
-            x.term()
-        for x in (a, b):
-            assert x.wait_exit(10) == 0
+        h.stop_cleanly([a, b], 10)
 
 
 V1 = """
@@ -252,6 +247,7 @@ def test_reload_keeps_candidacy():
         a.signal(__import__("signal").SIGHUP)
         r = a.wait_for("reload", timeout=5, since=m)
         assert r["level"] == "error" and "policy.lua" in r["msg"], r
+        assert r["msg"].endswith("; the old script keeps running"), r
         # SIGHUP with a good file: told the current role, same term
         with open(pol, "w") as f:
             f.write(V2)
@@ -263,6 +259,84 @@ def test_reload_keeps_candidacy():
         a.term()
         wait_msg(a, "v2 on_stepdown shutdown", timeout=5, since=m)
         assert a.wait_exit(10) == 0
+
+
+IDENTITY = """
+local out = os.getenv("ZKT_OUT")
+-- the top level runs before the candidate joins: its child has the identity too
+zkelect.spawn{ "sh", "-c", 'echo "$ZKELECT_ID $ZKELECT_PATH $ZKELECT_ROLE" > "$1/top"', "sh", out }
+zkelect.log("info", "top id=" .. tostring(zkelect.id) .. " path=" .. tostring(zkelect.path))
+local told = false
+function health()
+  if not told then
+    told = true
+    zkelect.log("info", "health id=" .. tostring(zkelect.id) .. " status.id=" .. tostring(zkelect.status().id))
+  end
+  local ok = zkelect.exec{ "test", "!", "-e", out .. "/unhealthy-" .. zkelect.id }
+  return ok, "marker file present"
+end
+function on_leader(ev) zkelect.log("info", "leading " .. ev.id) end
+"""
+
+
+def test_identity_health_log_and_empty_reload():
+    """zkelect.id/.path at the top level and in health(), ZKELECT_ID/_PATH in
+    a child started before the candidate joined (--id given as a flag, no
+    ZKELECT_ID in the agent's environment); a withdrawn candidate logs its
+    failed checks once, not at every interval; reloading a script with no
+    hook while leading warns."""
+    d = h.mkdtemp("ident")
+    pa, pb = os.path.join(d, "a.lua"), os.path.join(d, "b.lua")
+    for p in (pa, pb):
+        with open(p, "w") as f:
+            f.write(IDENTITY)
+    flags = ["--health-interval", "100", "--health-fails", "2", "--health-passes", "2"]
+    os.environ["ZKT_OUT"] = d
+    try:
+        with h.ZooKeeper() as zk:
+            a = h.Agent(zk, "ida", path=PATH, script=pa, extra=flags)
+            a.wait_for("leader", timeout=10)
+            assert "top id=ida path=%s" % PATH in msgs(a), msgs(a)
+            wait_msg(a, "health id=ida status.id=ida", timeout=5)
+            h.wait_until(lambda: os.path.exists(os.path.join(d, "top")), 5, "the top level's child")
+            h.wait_until(lambda: open(os.path.join(d, "top")).read().strip() != "", 5, "its output")
+            assert open(os.path.join(d, "top")).read().split() == ["ida", PATH, "idle"]
+            b = h.Agent(zk, "idb", path=PATH, script=pb, extra=flags)
+            b.wait_for("follower", timeout=10)
+            # withdrawn: two warnings (1 of 2, 2 of 2) and the withdrawal, then quiet
+            ma, mb = a.mark(), b.mark()
+            open(os.path.join(d, "unhealthy-ida"), "w").close()
+            sd = a.wait_for("stepdown", timeout=5, since=ma)
+            assert sd["reason"] == "health", sd
+            b.wait_for("leader", timeout=5, since=mb)
+            time.sleep(1.5)                           # about 15 more failed checks
+            lines = [e["msg"] for e in a.find("health", since=ma)]
+            fails = [m for m in lines if "check failed" in m]
+            assert len(fails) == 2 and "(1 of 2)" in fails[0] and "(2 of 2)" in fails[1], lines
+            assert sum("unhealthy: withdrawing" in m for m in lines) == 1, lines
+            m2 = a.mark()
+            os.unlink(os.path.join(d, "unhealthy-ida"))
+            a.wait_for("follower", timeout=5, since=m2)
+            lines = [e["msg"] for e in a.find("health", since=m2)]
+            assert lines[:2] == ["check passed (1 of 2) while withdrawn", "healthy again: rejoining"], lines
+            # b leads: a script without hooks, reloaded while leading, warns
+            with open(pb, "w") as f:
+                f.write("x = 1\n")
+            m3 = b.mark()
+            b.signal(__import__("signal").SIGHUP)
+            b.wait_for("reload", timeout=5, since=m3)
+            w = [e for e in b.find("log", since=m3) if "defines no hook" in e.get("msg", "")]
+            assert len(w) == 1 and w[0]["level"] == "warn" and "while leading" in w[0]["msg"], b.describe(10)
+            # a follower reloading it is told nothing
+            with open(pa, "w") as f:
+                f.write("x = 1\n")
+            m4 = a.mark()
+            a.signal(__import__("signal").SIGHUP)
+            a.wait_for("reload", timeout=5, since=m4)
+            assert not [e for e in a.find("log", since=m4) if "defines no hook" in e.get("msg", "")]
+            h.stop_cleanly([a, b], 10)
+    finally:
+        del os.environ["ZKT_OUT"]
 
 
 def test_supervised_spawn_restarts_within_the_term():
@@ -300,6 +374,52 @@ def test_lua_helpers():
         assert a.wait_exit(10) == 0
 
 
+JSON_POLICY = """
+function on_follower(ev)
+  local v, err = zkelect.json.decode(ev.leader_data or "")
+  if not v then zkelect.log("info", "json bad: " .. err) return end
+  zkelect.log("info", string.format("json addr=%s port=%d tags=%s,%s null=%s",
+    v.addr, v.port, v.tags[1], v.tags[2], tostring(v.backup == zkelect.json.null)))
+  zkelect.log("info", "json out=" .. zkelect.json.encode{ id = zkelect.id, n = { 1, 2 } })
+end
+"""
+
+
+def test_json_round_trip_through_zookeeper():
+    """zkelect.json across processes: the leader's --data is a JSON object,
+    which ZooKeeper carries to a follower, whose on_follower decodes it
+    (nested values, null) and encodes a reply; data that is no JSON is
+    `nil, msg` there, not an error of the hook."""
+    d = h.mkdtemp("rtjson")
+    script = os.path.join(d, "p.lua")
+    with open(script, "w") as fh:
+        fh.write(JSON_POLICY)
+    data = json.dumps({"addr": "10.0.0.7", "port": 5432, "tags": ["a", "b"], "backup": None})
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "ja", path=PATH + "-json", script=script, data=data)
+        a.wait_for("leader", timeout=10)
+        b = h.Agent(zk, "jb", path=PATH + "-json", script=script)
+        wait_msg(b, "json out=", timeout=10)
+        m = msgs(b)
+        assert "json addr=10.0.0.7 port=5432 tags=a,b null=true" in m, m
+        out = [x for x in m if x.startswith("json out=")][0][len("json out="):]
+        assert json.loads(out) == {"id": "jb", "n": [1, 2]}, out
+        a.term()
+        assert a.wait_exit(10) == 0
+        b.wait_for("leader", timeout=10)
+        c = h.Agent(zk, "jc", path=PATH + "-json", script=script, data="not {json")
+        c.wait_for("follower", timeout=10)
+        b.term()
+        assert b.wait_exit(10) == 0
+        c.wait_for("leader", timeout=10)
+        d2 = h.Agent(zk, "jd", path=PATH + "-json", script=script)
+        wait_msg(d2, "json bad: ", timeout=10)
+        assert not d2.find(lambda e: e.get("level") == "error"), d2.describe()
+        for x in (c, d2):
+            x.term()
+            assert x.wait_exit(10) == 0
+
+
 def test_check_warns_about_misspelt_hooks():
     d = h.mkdtemp("rtc")
     f = os.path.join(d, "typo.lua")
@@ -308,6 +428,56 @@ def test_check_warns_about_misspelt_hooks():
     code, out, err, _ = h.run([h.ZKELECT_BIN, "check", "--script", f])
     assert code == 0 and "'on_leaders' is not a hook (did you mean on_leader?)" in err, (code, err)
     assert "helper" not in err, err
+
+
+def test_check_strict_is_a_ci_gate():
+    """check --strict exits 78 on any warning (a misspelt hook, a health_check
+    meant as health, no hook at all) and 0 on a clean script; check names an
+    observer script's on_leader_change instead of `hooks: none`."""
+    d = h.mkdtemp("rts")
+
+    def script(name, text):
+        p = os.path.join(d, name)
+        with open(p, "w") as fh:
+            fh.write(text)
+        return p
+
+    def check(path, *flags):
+        return h.run([h.ZKELECT_BIN, "check"] + list(flags) + ["--script", path])
+
+    typo = script("typo.lua", "function on_stepdwon(ev) end\nfunction health_check() return true end\n"
+                              "function on_leader(ev) end\n")
+    code, out, err, _ = check(typo)
+    assert code == 0, (code, out, err)
+    assert "'on_stepdwon' is not a hook (did you mean on_stepdown?)" in err, err
+    assert "'health_check' is not a hook (did you mean health?)" in err, err
+    assert out == "%s: 2 warnings; hooks: on_leader\n" % typo, out
+    code, out, err, _ = check(typo, "--strict")
+    assert code == 78, (code, out, err)
+    assert "zkelect: error: %s: 2 warnings (--strict)" % typo in err, err
+    # the same helper made local is no hook candidate: clean
+    clean = script("clean.lua", "local function health_check() return true end\n"
+                                "function health() return health_check() end\nfunction on_leader(ev) end\n")
+    code, out, err, _ = check(clean, "--strict")
+    assert code == 0 and err == "" and out == "%s: ok; hooks: health on_leader\n" % clean, (code, out, err)
+    # an observer script (zkelect watch --script)
+    obs = script("obs.lua", "function on_leader_change(ev) end\n")
+    code, out, err, _ = check(obs, "--strict")
+    assert code == 0 and err == "", (code, out, err)
+    assert out == "%s: ok; observer hooks (zkelect watch --script): on_leader_change\n" % obs, out
+    both = script("both.lua", "function on_leader_change(ev) end\nfunction on_follower(ev) end\n")
+    code, out, err, _ = check(both, "--strict")
+    assert code == 0 and "hooks: on_follower; observer hooks (zkelect watch --script): on_leader_change" in out, \
+        (code, out, err)
+    # no hook at all: a warning, so --strict refuses it
+    empty = script("empty.lua", "x = 1\n")
+    code, out, err, _ = check(empty)
+    assert code == 0 and "defines no hook" in err and "1 warning; hooks: none" in out, (code, out, err)
+    code, out, err, _ = check(empty, "--strict")
+    assert code == 78 and "1 warning (--strict)" in err, (code, out, err)
+    # the shipped helpers pass the gate
+    code, out, err, _ = check(os.path.join(h.REPO, "examples", "singleton.lua"), "--strict")
+    assert code == 0, (code, out, err)
 
 
 def test_bad_hook_budgets_refused():

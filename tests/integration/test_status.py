@@ -75,10 +75,45 @@ def test_status_of_a_mixed_election():
             assert a.wait_exit(10) == 0
 
 
+def test_exit_codes_of_an_empty_election_and_of_a_folder_that_is_none():
+    """0 with a leader; 3 without one, the same whether the empty election's folder
+    is still there or gone (ZooKeeper removes an empty container node); 66 for a
+    path whose children are no candidates (the election's parent)."""
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "e1", path=PATH)
+        a.wait_for("leader", timeout=10)
+        code, out, err, _ = status(zk)
+        assert code == 0 and "leader: e1" in out, (code, out, err)
+        # the parent of the election: no candidate, one child: 66, naming the child
+        code, out, err, _ = status(zk, path="/app")
+        assert code == 66 and out == "", (code, out, err)
+        assert "/app is not an election" in err and "/app/status" in err, err
+        code, out, err, _ = status(zk, "--json", path="/app")
+        assert code == 66 and out == "", (code, out, err)
+        a.term()
+        assert a.wait_exit(10) == 0
+        # empty: no leader (3), text and JSON
+        code, out, err, _ = status(zk)
+        assert code == 3 and "0 candidates" in out and "leader: none" in out and err == "", (code, out, err)
+        code, out, err, _ = status(zk, "--json")
+        st = json.loads(out)
+        assert code == 3 and st["candidates"] == [] and st["leader"] is None, (code, out, err)
+        assert st["exists"] is True, st
+        # the folder removed, as ZooKeeper removes an empty container: still 3
+        cli = MiniZK("127.0.0.1", zk.port)
+        cli.delete(PATH)
+        cli.close()
+        code, out, err, _ = status(zk)
+        assert code == 3 and "no such path" in out and "leader: none" in out and err == "", (code, out, err)
+        code, out, err, _ = status(zk, "--json")
+        st = json.loads(out)
+        assert code == 3 and st["exists"] is False and st["leader"] is None, (code, out, err)
+
+
 def test_status_errors():
     with h.ZooKeeper() as zk:
         code, out, err, _ = status(zk, path="/no/such/election")
-        assert code == 66 and "no such election path" in err, (code, err)
+        assert code == 3 and "no such path" in out and err == "", (code, out, err)
         code, out, err, _ = status(zk, "--json", path="/")
         assert code == 64, (code, err)
     port = h.free_port()

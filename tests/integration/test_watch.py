@@ -82,5 +82,66 @@ def test_observer_follows_three_failovers():
         assert n.wait_exit(10) == 0
 
 
+def test_stdout_is_one_json_object_per_report():
+    """stdout: one JSON object per report (the documented keys); the first one says
+    "initial", later ones "changed" or why there is no leader; the log stays on
+    stderr; a closed stdout ends the watch (exit 0)."""
+    import json
+    import select
+    with h.ZooKeeper() as zk:
+        a1 = h.Agent(zk, "j1", path=PATH)
+        l1 = a1.wait_for("leader", timeout=10)
+        errf = open(os.path.join(h.mkdtemp("watch-json"), "stderr"), "wb")
+        p = subprocess.Popen([h.ZKELECT_BIN, "watch", "--zk", zk.hostport, "--path", PATH],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errf)
+        buf = b""
+
+        def next_report(timeout=10):
+            nonlocal buf
+            deadline = time.monotonic() + timeout
+            while b"\n" not in buf:
+                left = deadline - time.monotonic()
+                assert left > 0, "no report within %ss (got %r)" % (timeout, buf)
+                r, _, _ = select.select([p.stdout], [], [], left)
+                if r:
+                    chunk = os.read(p.stdout.fileno(), 65536)
+                    assert chunk, "watch closed its stdout (exit %s)" % p.poll()
+                    buf += chunk
+            line, _, buf = buf.partition(b"\n")
+            return json.loads(line)
+        try:
+            keys = {"ts", "path", "reason", "leader", "leader_node", "leader_data", "leader_epoch",
+                    "candidates"}
+            r = next_report()
+            assert set(r) == keys and r["reason"] == "initial" and r["path"] == PATH, r
+            assert r["leader"] == "j1" and r["leader_node"] == l1["node"] and r["candidates"] == 1, r
+            if r["leader_epoch"] == 0:      # seen before it published its epoch
+                r = next_report()
+                assert r["reason"] == "changed", r
+            assert r["leader_epoch"] == l1["epoch"] and r["leader_data"] == "j1", r
+            a1.term()
+            assert a1.wait_exit(10) == 0
+            r = next_report()
+            assert r["reason"] == "no_candidates" and r["leader"] is None and r["leader_node"] is None, r
+            assert r["leader_epoch"] == 0 and r["candidates"] == 0, r
+            a2 = h.Agent(zk, "j2", path=PATH)
+            l2 = a2.wait_for("leader", timeout=10)
+            r = next_report()
+            assert r["reason"] == "changed" and r["leader"] == "j2" and r["leader_node"] == l2["node"], r
+            # the reader goes away: the next report ends the watch, exit 0
+            p.stdout.close()
+            a2.term()
+            assert a2.wait_exit(10) == 0
+            assert p.wait(10) == 0
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+            errf.close()
+        with open(errf.name) as f:
+            err = f.read()
+        assert "leader_change" in err and "stdout was closed" in err, err
+
+
 if __name__ == "__main__":
     h.run_tests(globals())

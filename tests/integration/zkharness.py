@@ -56,9 +56,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 POLICIES = os.path.join(HERE, "policies")
 
-ZKELECT_BIN = os.environ.get("ZKELECT_BIN") or os.path.join(REPO, "build", "zkelect")
-ZKE_EXPIRE_BIN = os.environ.get("ZKE_EXPIRE_BIN") or os.path.join(
-    REPO, "build", "tests", "tools", "zke_expire")
+# absolute: agents run in directories of their own, where a relative path
+# (ZKELECT_BIN=build/zkelect) would name nothing
+ZKELECT_BIN = os.path.abspath(os.environ.get("ZKELECT_BIN") or
+                              os.path.join(REPO, "build", "zkelect"))
+ZKE_EXPIRE_BIN = os.path.abspath(os.environ.get("ZKE_EXPIRE_BIN") or os.path.join(
+    REPO, "build", "tests", "tools", "zke_expire"))
 ZK_JAR = os.environ.get("ZK_JAR") or "/usr/share/java/zookeeper.jar"
 SLF4J_SIMPLE = "/usr/share/java/slf4j-simple.jar"
 KEEP = bool(os.environ.get("ZKH_KEEP"))
@@ -723,7 +726,7 @@ CURATOR_JARS = ["curator-recipes", "curator-framework", "curator-client", "zooke
 def curator_classpath():
     jars = ["/usr/share/java/%s.jar" % j for j in CURATOR_JARS]
     missing = [j for j in jars if not os.path.exists(j)]
-    assert not missing, "missing %s (run scripts/setup.sh)" % ", ".join(missing)
+    assert not missing, "missing %s (run scripts/setup.sh --dev)" % ", ".join(missing)
     return ":".join(jars)
 
 
@@ -851,6 +854,15 @@ def leaders_now(agents):
     return out
 
 
+def stop_cleanly(agents, timeout=10.0):
+    """SIGTERM to every agent, then each must exit 0 within timeout."""
+    for a in agents:
+        a.term()
+    for a in agents:
+        code = a.wait_exit(timeout)
+        assert code == 0, "%s exited %s; last events:\n%s" % (a.id, code, a.describe(8))
+
+
 def start_in_order(zk, names, **kw):
     """Starts candidates one at a time, each after the previous one took a
     role, so sequence order is start order. Returns the agents."""
@@ -940,8 +952,38 @@ def _diagnostics():
     return "\n".join(out)
 
 
+_spawned = []
+
+
+def spawn_logged(argv, log):
+    """Starts a helper process of a test (a backend, HAProxy ...) with its
+    stdout and stderr appended to log, dying with the test (PDEATHSIG); it
+    is stopped by stop_spawned(), at the latest at the test's teardown."""
+    out = open(log, "ab")
+    try:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                             preexec_fn=_pdeathsig)
+    finally:
+        out.close()
+    _spawned.append(p)
+    return p
+
+
+def stop_spawned(timeout=10.0):
+    """SIGTERM to every process of spawn_logged() still running, SIGKILL to
+    those still there after timeout seconds; each is reaped."""
+    for p in _spawned:
+        _kill_pid(p, signal.SIGTERM)
+    for p in _spawned:
+        if _wait_proc(p, timeout) is None:
+            _kill_pid(p, signal.SIGKILL)
+            _wait_proc(p, timeout)
+    del _spawned[:]
+
+
 def _teardown():
     stop_all_agents()
+    stop_spawned()
     for zk in list(_servers):
         try:
             zk.close()

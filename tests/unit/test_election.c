@@ -673,14 +673,29 @@ static void test_resign(void)
     struct rec x = { 0 };
     char name[128];
     election *e = lead_alone(&x, name);
-    CHECK(el_resign(e) == 0);
+    CHECK(el_resign(e, 0) == 0);
     CHECK(last_ev(&x)->type == ZKE_EV_STEPDOWN && strcmp(x.ev_reason[x.nev - 1], "resign") == 0);
     CHECK(last_req(&x)->type == EL_REQ_DELETE && strcmp(last_req(&x)->node, name) == 0);
-    CHECK(el_resign(e) == -1);
+    CHECK(el_resign(e, 0) == -1);
     reply(e, last_req(&x), EL_OK);
-    CHECK(last_req(&x)->type == EL_REQ_BACKOFF && last_req(&x)->delay_ms >= 200);
+    CHECK(last_req(&x)->type == EL_REQ_BACKOFF && last_req(&x)->delay_ms >= 200 &&
+          last_req(&x)->delay_ms < 200 + 200);
     el_kick(e);
     CHECK(last_req(&x)->type == EL_REQ_CREATE);
+    el_free(e);
+}
+
+/* The owner's backoff (a flapping term) sets the rejoin delay, with up to
+ * half again of jitter, for that resign only. */
+static void test_resign_backoff(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    election *e = lead_alone(&x, name);
+    CHECK(el_resign(e, 6400) == 0);
+    reply(e, last_req(&x), EL_OK);
+    CHECK(last_req(&x)->type == EL_REQ_BACKOFF && last_req(&x)->delay_ms >= 6400 &&
+          last_req(&x)->delay_ms <= 6400 + 3200 + 100);
     el_free(e);
 }
 
@@ -689,7 +704,7 @@ static void test_resign_delete_retried(void)
     struct rec x = { 0 };
     char name[128];
     election *e = lead_alone(&x, name);
-    el_resign(e);
+    el_resign(e, 0);
     el_on_session(e, EL_SESS_DISCONNECTED, 1);
     reply(e, last_req(&x), EL_CONNLOSS);
     el_on_session(e, EL_SESS_CONNECTED, 1);
@@ -768,7 +783,7 @@ static void test_publish_after_lead(void)
 static void test_nodedata(void)
 {
     struct nodedata nd;
-    char *enc = nodedata_encode("a\"b", "x\ny", 4294967297LL);
+    char *enc = nodedata_encode("a\"b", "x\ny", 4294967297LL, 0);
     CHECK(enc != NULL && nodedata_decode(enc, (int)strlen(enc), &nd) == 0);
     CHECK(nd.ours && strcmp(nd.id, "a\"b") == 0 && strcmp(nd.data, "x\ny") == 0);
     CHECK(nd.epoch == 4294967297LL);
@@ -868,7 +883,7 @@ static void test_follower_reads_leader_epoch(void)
     snprintf(others[0], 64, "n_%016x-%010d", 1, 1);
     const char *names[] = { others[0], name };
     reply_list(e, last_req(&x), names, 2);
-    char *enc = nodedata_encode("boss", "10.0.0.7:80", 77);
+    char *enc = nodedata_encode("boss", "10.0.0.7:80", 77, 0);
     reply_data(e, find_req(&x, EL_REQ_WATCH), enc);
     free(enc);
     reply_stat(e, find_req(&x, EL_REQ_WATCH_SELF), 103, 1);
@@ -942,7 +957,7 @@ static void test_denied_backs_off_quietly(void)
     el_free(e);
 }
 
-/* ---- mixed elections: compat naming (README "Mixed elections") ---------- */
+/* ---- mixed elections: compat naming (docs/operations.md "Mixed elections") ---------- */
 
 static int is_hex(const char *s, size_t n)
 {
@@ -995,9 +1010,9 @@ static void test_compat_names(void)
     struct rec x = { 0 };
     char name[128];
     election *e = el_new("/app/election", "me", "payload", &ops, &x, 42);
-    CHECK(el_set_compat(e, ZKE_COMPAT_CURATOR) == 0);
+    CHECK(el_set_compat(e, ZKE_COMPAT_CURATOR, 0) == 0);
     el_on_session(e, EL_SESS_CONNECTED, 1);
-    CHECK(el_set_compat(e, ZKE_COMPAT_KAZOO) == -1);          /* fixed once connected */
+    CHECK(el_set_compat(e, ZKE_COMPAT_KAZOO, 0) == -1);          /* fixed once connected */
     const struct el_req *c = last_req(&x);
     /* "_c_" + a 36-character UUID-shaped id starting with "zke" + "-latch-" */
     CHECK(c->type == EL_REQ_CREATE && strlen(c->node) == 46);
@@ -1015,7 +1030,7 @@ static void test_compat_names(void)
 
     struct rec y = { 0 };
     e = el_new("/app/election", "me", NULL, &ops, &y, 43);
-    CHECK(el_set_compat(e, ZKE_COMPAT_KAZOO) == 0);
+    CHECK(el_set_compat(e, ZKE_COMPAT_KAZOO, 0) == 0);
     el_on_session(e, EL_SESS_CONNECTED, 1);
     c = last_req(&y);
     /* 32 characters like uuid4().hex, starting with "zke", then "__lock__" */
@@ -1069,7 +1084,7 @@ static void test_compat_orders(void)
         struct rec x = { 0 };
         char name[128];
         election *e = el_new("/app/election", "me", NULL, &ops, &x, 44);
-        CHECK(el_set_compat(e, set == 0 ? ZKE_COMPAT_CURATOR : ZKE_COMPAT_KAZOO) == 0);
+        CHECK(el_set_compat(e, set == 0 ? ZKE_COMPAT_CURATOR : ZKE_COMPAT_KAZOO, 0) == 0);
         el_on_session(e, EL_SESS_CONNECTED, 1);
         reply_create(e, &x, set == 0 ? 11 : 7, 100, 1, name);
         const char *curn[] = { cur[1], cur[0], name, cur[2] };   /* seq 9, 12, 11, 10 */
@@ -1105,7 +1120,7 @@ static void test_compat_adopt_after_connloss(void)
     for (int m = ZKE_COMPAT_CURATOR; m <= ZKE_COMPAT_KAZOO; m++) {
         struct rec x = { 0 };
         election *e = el_new("/app/election", "me", NULL, &ops, &x, 45);
-        CHECK(el_set_compat(e, (enum zke_compat)m) == 0);
+        CHECK(el_set_compat(e, (enum zke_compat)m, 0) == 0);
         el_on_session(e, EL_SESS_CONNECTED, 1);
         const struct el_req *c = last_req(&x);
         char ours[128];
@@ -1185,6 +1200,7 @@ int main(void)
     RUN(test_adopt_none_found);
     RUN(test_expiry_rejoins);
     RUN(test_resign);
+    RUN(test_resign_backoff);
     RUN(test_resign_delete_retried);
     RUN(test_stop);
     RUN(test_own_node_deleted);

@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "script.h"
+#include "script_int.h"
 
 static const char *dir;
 static char lastlog[8192], lastevent[32];
@@ -40,7 +41,7 @@ static int dispatch(script *sc, const struct zke_event *ev)
     return nfailed == before ? 0 : -1;
 }
 
-static script *load(const char *name, int *code, char *err, size_t errlen)
+static script *load(const char *name, enum zke_policy_error *code, char *err, size_t errlen)
 {
     char path[1024];
     struct script_opts o = { .mem_limit = 8u << 20, .hook_timeout_ms = 300 };
@@ -73,22 +74,23 @@ static struct zke_event event(enum zke_event_type t)
 static void test_load_errors(void)
 {
     char err[512];
-    int code = 0;
-    CHECK(load("nope.lua", &code, err, sizeof err) == NULL && code == 66);
+    enum zke_policy_error code = ZKE_POLICY_OK;
+    CHECK(load("nope.lua", &code, err, sizeof err) == NULL && code == ZKE_POLICY_NO_FILE);
     CHECK(strstr(err, "nope.lua") != NULL && strchr(err, '\n') == NULL);
-    CHECK(load(".", &code, err, sizeof err) == NULL && code == 66 && strstr(err, "directory"));
-    CHECK(load("syntax.lua", &code, err, sizeof err) == NULL && code == 78);
+    CHECK(load(".", &code, err, sizeof err) == NULL && code == ZKE_POLICY_NO_FILE &&
+          strstr(err, "directory"));
+    CHECK(load("syntax.lua", &code, err, sizeof err) == NULL && code == ZKE_POLICY_SYNTAX);
     CHECK(strstr(err, "syntax.lua:") != NULL);
-    CHECK(load("badhook.lua", &code, err, sizeof err) == NULL && code == 78);
+    CHECK(load("badhook.lua", &code, err, sizeof err) == NULL && code == ZKE_POLICY_CONFIG);
     CHECK(strstr(err, "on_leader must be a function, got number") != NULL);
-    CHECK(load("toperror.lua", &code, err, sizeof err) == NULL && code == 78);
+    CHECK(load("toperror.lua", &code, err, sizeof err) == NULL && code == ZKE_POLICY_TOP_LEVEL);
     CHECK(strstr(err, "toperror.lua:2") != NULL && strchr(err, '\n') == NULL);
 }
 
 static void test_sandbox(void)
 {
     char err[512];
-    int code = 0;
+    enum zke_policy_error code = ZKE_POLICY_OK;
     script *sc = load("sandbox.lua", &code, err, sizeof err);
     CHECK(sc != NULL);
     if (sc == NULL)
@@ -99,7 +101,7 @@ static void test_sandbox(void)
 static void test_hook_fields(void)
 {
     char err[512];
-    int code = 0;
+    enum zke_policy_error code = ZKE_POLICY_OK;
     script *sc = load("hooks.lua", &code, err, sizeof err);
     CHECK(sc != NULL);
     if (sc == NULL)
@@ -130,7 +132,7 @@ static void test_hook_fields(void)
 static void test_hook_failures(void)
 {
     char err[512];
-    int code = 0;
+    enum zke_policy_error code = ZKE_POLICY_OK;
     script *sc = load("errors.lua", &code, err, sizeof err);
     CHECK(sc != NULL);
     if (sc == NULL)
@@ -158,7 +160,7 @@ static void test_hook_failures(void)
 static void test_strict_globals(void)
 {
     char err[512];
-    int code = 0;
+    enum zke_policy_error code = ZKE_POLICY_OK;
     script *sc = load("strict.lua", &code, err, sizeof err);
     CHECK(sc != NULL);
     if (sc == NULL) {
@@ -174,10 +176,10 @@ static void test_strict_globals(void)
 static void test_finalizer_budget(void)
 {
     char err[512];
-    int code = 0;
+    enum zke_policy_error code = ZKE_POLICY_OK;
     /* finalizers run with hooks off: the sandbox refuses them */
     script *sc = load("gcloop.lua", &code, err, sizeof err);
-    CHECK(sc == NULL && code == 78 && strstr(err, "__gc metamethods are not allowed"));
+    CHECK(sc == NULL && code == ZKE_POLICY_TOP_LEVEL && strstr(err, "__gc metamethods are not allowed"));
     CHECK(strstr(err, "gcloop.lua:2") != NULL);
     script_free(sc);
 }
@@ -187,7 +189,7 @@ static void test_finalizer_budget(void)
 static void test_processes_need_consent(void)
 {
     char err[512], path[1024];
-    int code = 0;
+    enum zke_policy_error code = ZKE_POLICY_OK;
     struct zke_event ev = event(ZKE_EV_FOLLOWER);
     struct ev_loop *other = ev_loop_new(0);
     snprintf(path, sizeof path, "%s/procs.lua", dir);
@@ -210,6 +212,51 @@ static void test_processes_need_consent(void)
     ev_loop_destroy(other);
 }
 
+/* zkelect.id, zkelect.path and status().id from the top level on: the
+ * ones given at load; nil when none were given and no agent is attached. */
+static void test_identity(void)
+{
+    char err[512], path[1024];
+    enum zke_policy_error code = ZKE_POLICY_OK;
+    struct zke_event ev = event(ZKE_EV_FOLLOWER);
+    snprintf(path, sizeof path, "%s/identity.lua", dir);
+    struct script_opts o = { .hook_timeout_ms = 300, .id = "db-1", .path = "/app/election" };
+    script *sc = script_load(path, &o, logfn, NULL, err, sizeof err, &code);
+    CHECK(sc != NULL);
+    if (sc == NULL) {
+        fprintf(stderr, "  %s\n", err);
+        return;
+    }
+    CHECK(dispatch(sc, &ev) == 0);
+    CHECK(strcmp(lastlog, "top id=db-1 path=/app/election status.id=db-1 "
+                          "status.path=/app/election other=nil") == 0);
+    script_free(sc);
+    o.id = o.path = NULL;
+    sc = script_load(path, &o, logfn, NULL, err, sizeof err, &code);
+    CHECK(sc != NULL);
+    CHECK(sc != NULL && dispatch(sc, &ev) == 0);
+    CHECK(strcmp(lastlog, "top id=nil path=nil status.id=nil status.path=nil other=nil") == 0);
+    script_free(sc);
+}
+
+/* zkelect.json: json.lua asserts the mapping and the refusals at its top
+ * level; what cJSON allocated is charged to the script and given back
+ * (the count equals the Lua state's own). */
+static void test_json(void)
+{
+    char err[1024];
+    enum zke_policy_error code = ZKE_POLICY_OK;
+    script *sc = load("json.lua", &code, err, sizeof err);
+    CHECK(sc != NULL);
+    if (sc == NULL) {
+        fprintf(stderr, "  %s\n", err);
+        return;
+    }
+    lua_gc(sc->L, LUA_GCCOLLECT);
+    CHECK(sc->used == script_memory(sc));
+    script_free(sc);
+}
+
 int main(int argc, char **argv)
 {
     dir = argc > 1 ? argv[1] : "tests/unit/scripts";
@@ -220,5 +267,7 @@ int main(int argc, char **argv)
     RUN(test_strict_globals);
     RUN(test_finalizer_budget);
     RUN(test_processes_need_consent);
+    RUN(test_identity);
+    RUN(test_json);
     return check_done();
 }

@@ -44,7 +44,14 @@ function on_leader(ev)
   assert(p, err)
   zkelect.log("info", "duty pid=" .. p:pid() .. " file=" .. file)
   if ev.id == os.getenv("ZKT_STALL_ID") then
-    zkelect.sleep(0.3)      -- the duty writes a few stamps first
+    -- the duty writes a few stamps and names its grandchild first (what the
+    -- test waits for; a fixed sleep lost the race on a loaded machine)
+    for _ = 1, 200 do
+      if zkelect.exec{ "sh", "-c", '[ -e "$1.gc" ] && [ "$(wc -l <"$1")" -ge 3 ]', "sh", file } then
+        break
+      end
+      zkelect.sleep(0.05)
+    end
     local n = tonumber(os.getenv("ZKT_STALL_N"))
     zkelect.log("info", "stall_begin n=" .. n)
     stall(n)

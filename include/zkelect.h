@@ -1,0 +1,924 @@
+/*
+ * zkelect.h - the public C API of libzkelect: one ZooKeeper leader-election
+ * candidate ("agent") driven by the host's libev loop.
+ *
+ * Threading: none. Every function must be called from the thread that runs
+ * the loop given to zke_agent_new(), and every callback is called from that
+ * loop, never from inside the ZooKeeper client library.
+ *
+ * Lifecycle:  zke_agent_new -> zke_agent_start -> (events) ->
+ *             zke_agent_stop -> on_stopped -> zke_agent_free
+ * zke_agent_free() may be called at any time, also from inside a callback
+ * (the memory is then released when the callback returns).
+ * Several elections on one ZooKeeper session: zke_conn_new, then
+ * zke_agent_new_on per election (see "Shared connections" below).
+ *
+ * When each function may be called:
+ *  - zke_agent_new/_new_on, zke_conn_new: any time on the loop thread,
+ *    also inside callbacks. zke_agent_start: once, after new.
+ *  - zke_agent_resign/resign_failed/withdraw/rejoin/stop/status/errstr/userdata: any time
+ *    after new and before free, also inside any callback of any agent (the
+ *    agent's own included); what they cause is delivered later, from the loop.
+ *  - zke_agent_free: any time, inside any callback too (deferred until that
+ *    callback returns); never twice; the pointer is invalid afterwards. Inside
+ *    callbacks of the teardown it calls (on_stepdown "shutdown", on_stopped
+ *    "free"), calls on that agent are allowed and have no lasting effect.
+ *  - zke_conn_free: see below; the conn must outlive its agents.
+ *
+ * Ownership: settings structs and their strings are copied (the caller
+ * keeps its own); struct zke_event and the strings of struct zke_status are
+ * borrowed (valid during the callback / until the next call into that
+ * agent); the library owns the agent and conn until *_free.
+ *
+ * Callback contract: each callback of struct zke_callbacks is called once per
+ * event, in event order, one at a time, from the loop. on_stopped is called
+ * exactly once per started agent, teardown included (a zke_agent_free()
+ * without zke_agent_stop() still calls it). Pointers inside a struct
+ * zke_event are borrowed: valid only during the callback.
+ *
+ * Errors: functions return 0 on success and -1 on failure; the reason is kept
+ * in the agent (zke_agent_errstr) or conn (zke_conn_errstr). The library
+ * never prints, never exits, never installs signal handlers, never forks
+ * (this API starts no process; the Lua layer only does with the host's
+ * consent, script_opts.allow_processes): it logs through callbacks.log (and
+ * the conn's log), whose lines are queued and delivered from the loop like
+ * events. The one exception is zke_guard_watch(), which runs in a process
+ * of its own that the host forked for it (see "Fail-stop guard" below).
+ *
+ * Exactly once: every event gives one call of its callback (none if that
+ * member is NULL), teardown included: an agent freed while leading gets its
+ * on_stepdown (reason "shutdown") before on_stopped; every on_leader is
+ * followed by exactly one on_stepdown before the next on_leader or
+ * on_stopped; nothing is called after on_stopped.
+ *
+ * A started agent keeps the loop alive (like an open connection) until
+ * on_stopped. on_stopped's reason: "stop" (zke_agent_stop finished), "free"
+ * (zke_agent_free without a finished stop), "unreachable" (no connection
+ * within connect_timeout_ms), "auth" (authentication failed or permission
+ * denied on the election path), "config" (the chroot does not exist, or the
+ * negotiated session timeout cannot keep the lease promise).
+ *
+ * Leadership is a lease (docs/design.md "The promise"): while leader, the agent keeps
+ * the latest moment it may still act, (send time of the last request the
+ * server answered) + T x (1 - drift) - stepdown budget - margin, on
+ * CLOCK_BOOTTIME, renews it with requests of its own, and steps down with
+ * reason "lease" when it runs out, before the server can expire the session.
+ * On a disconnect a leader is suspended (on_suspend) until it is confirmed
+ * again (on_resume) or the lease ends. The lease is checked first thing in
+ * every loop iteration (an ev_check of top priority), so a process resumed
+ * from a pause steps down before any other watcher of the agent runs.
+ *
+ * Term scope: things started during a term (zke_agent_term()) are cancelled
+ * when it ends, before on_stepdown and before the node is released.
+ *
+ * Fail-stop: the lease is checked by the loop, so a loop stuck in one long
+ * call, or a frozen process, cannot end a term. A host that wants a term
+ * never to outlive its lease whatever the loop does gives the agent a
+ * zke_guard (zke_agent_set_guard) and runs zke_guard_watch() in a process
+ * it forked: that process kills the term's process groups (and the agent)
+ * when the term's hard end passes (see "Fail-stop guard" below).
+ */
+#ifndef ZKELECT_H
+#define ZKELECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZKELECT_VERSION "0.1.0"
+
+struct ev_loop;
+typedef struct zke_agent zke_agent;
+typedef struct zke_conn zke_conn;
+
+enum zke_log_level { ZKE_LOG_DEBUG = 0, ZKE_LOG_INFO, ZKE_LOG_WARN, ZKE_LOG_ERROR };
+
+enum zke_role {
+    ZKE_ROLE_IDLE = 0,   /* not (yet, or no longer) a candidate with a node */
+    ZKE_ROLE_FOLLOWER,   /* our node exists, a smaller one leads */
+    ZKE_ROLE_LEADER,     /* our node is the smallest and was confirmed ours */
+};
+
+enum zke_event_type {
+    ZKE_EV_LEADER = 0,
+    ZKE_EV_FOLLOWER,
+    ZKE_EV_PREDECESSOR_CHANGE,
+    ZKE_EV_STEPDOWN,
+    ZKE_EV_SESSION,      /* reason: connected, disconnected, expired, reconnected, closed
+                          * (given up by us: a node we may not delete), auth_failed */
+    ZKE_EV_JOINED,       /* our node was created (or adopted); node, seq set */
+    ZKE_EV_STOPPED,      /* final event; reason: stop, free, unreachable, auth, config */
+    ZKE_EV_SUSPEND,      /* leader lost its connection; leads until the lease ends */
+    ZKE_EV_RESUME,       /* a suspended leader's session and node were confirmed */
+    ZKE_EV_LEADER_CHANGE,/* observers (zkelect watch): the election's leader changed */
+    ZKE_EV_COUNT
+};
+
+/* One event. Fields that do not apply to a type are NULL / 0 / -1. */
+struct zke_event {
+    enum zke_event_type type;
+    const char *id;           /* our candidate id */
+    const char *path;         /* election path */
+    const char *node;         /* our znode name (no path), or NULL */
+    int32_t seq;              /* its sequence number, or -1 */
+    uint64_t session;         /* session id, 0 if none */
+    const char *reason;       /* why this event happened (docs/policy.md) */
+    /* ZKE_EV_LEADER, ZKE_EV_STEPDOWN, ZKE_EV_SUSPEND, ZKE_EV_RESUME */
+    int64_t epoch;            /* fencing epoch of the term (docs/design.md "The promise") */
+    int64_t lease_ms;         /* LEADER, SUSPEND, RESUME: lease left, ms */
+    const char *previous;     /* LEADER: id of the last leader we saw, or NULL */
+    int candidates;           /* LEADER/FOLLOWER: candidates in our last listing */
+    /* ZKE_EV_FOLLOWER, ZKE_EV_PREDECESSOR_CHANGE */
+    const char *leader;       /* leader's id, NULL if unknown */
+    const char *leader_data;  /* leader's published data (--data; its id by default) */
+    int64_t leader_epoch;     /* leader's published epoch, 0 if not (yet) published */
+    const char *leader_node;
+    const char *predecessor;  /* node we watch */
+    int position;             /* 1 = next in line */
+    /* ZKE_EV_PREDECESSOR_CHANGE */
+    const char *old_pred;
+    const char *new_pred;
+    int reload;               /* set by a host that re-tells the role after reloading its policy */
+    /* CLOCK_MONOTONIC (ns) at which the loop read the ZooKeeper message that
+     * caused this event (the watch notification, or the reply that decided
+     * the role), 0 if no message did (a timer, a stop, a lease): the time
+     * from there to the callback is the library's own dispatch delay. */
+    int64_t cause_ns;
+};
+
+typedef void zke_event_fn(zke_agent *a, const struct zke_event *ev, void *ud);
+typedef void zke_log_fn(void *ud, enum zke_log_level level, const char *msg);
+
+/* Any member may be NULL. */
+struct zke_callbacks {
+    zke_event_fn *on_leader;
+    zke_event_fn *on_follower;
+    zke_event_fn *on_predecessor_change;
+    zke_event_fn *on_stepdown;
+    zke_event_fn *on_session;
+    zke_event_fn *on_joined;
+    zke_event_fn *on_stopped;
+    zke_log_fn *log;
+    zke_event_fn *on_suspend;
+    zke_event_fn *on_resume;
+};
+
+enum zke_disconnect { ZKE_DISCONNECT_SUSPEND = 0, ZKE_DISCONNECT_STEPDOWN };
+
+/* The ACL of every node the agent creates (its candidate node and the
+ * missing parents of the election path). "creator" is the identity of the
+ * credentials (ZooKeeper's "auth" ids), so both need auth_scheme. */
+enum zke_acl {
+    ZKE_ACL_DEFAULT = 0,    /* ZKE_ACL_OPEN without credentials, ZKE_ACL_WORLD_READ with them */
+    ZKE_ACL_OPEN,           /* world:anyone:cdrwa (ZOO_OPEN_ACL_UNSAFE) */
+    ZKE_ACL_CREATOR_ALL,    /* only our identity, all permissions (ZOO_CREATOR_ALL_ACL) */
+    ZKE_ACL_WORLD_READ,     /* our identity all, everyone else read (status, watch) */
+};
+/* Node naming for mixed elections (docs/operations.md "Mixed elections"). NONE: our own
+ * "n_<guid>-<seq>" with JSON data. CURATOR: "_c_zke<guid>-latch-<seq>", which
+ * Curator's LeaderLatch orders by sequence; KAZOO: "zke<guid>__lock__<seq>",
+ * which kazoo's Election/Lock orders by sequence. In both compat modes the
+ * node carries the data bytes verbatim (no JSON, no epoch written), since
+ * those clients read a participant's id from its node's data. */
+enum zke_compat { ZKE_COMPAT_NONE = 0, ZKE_COMPAT_CURATOR, ZKE_COMPAT_KAZOO };
+
+/* --- Defaults ---------------------------------------------------------
+ * Every default of the library, the Lua layer and the CLI, written once.
+ * A setting of 0 in the structs below takes the default named in its
+ * comment; the ones that scale with the granted session timeout T are
+ * computed from these bounds. */
+#define ZKE_DEFAULT_SESSION_TIMEOUT_MS   10000 /* requested session timeout */
+#define ZKE_DEFAULT_CONNECT_TIMEOUT_MS   15000 /* the first connect */
+#define ZKE_DEFAULT_STEPDOWN_DIVISOR     8     /* step-down budget T/8 ... */
+#define ZKE_DEFAULT_STEPDOWN_MAX_MS      2000  /* ... at most this */
+#define ZKE_DEFAULT_MARGIN_DIVISOR       20    /* lease margin T/20 ... */
+#define ZKE_DEFAULT_MARGIN_MIN_MS        50    /* ... at least this */
+#define ZKE_DEFAULT_RENEW_DIVISOR        10    /* a leader renews every T/10 ... */
+#define ZKE_DEFAULT_RENEW_MIN_MS         10    /* ... at least this far apart */
+#define ZKE_DEFAULT_DRIFT                0.01  /* assumed clock-rate difference */
+#define ZKE_DEFAULT_HOOK_TIMEOUT_MS      5000  /* a hook's run without waiting (the CLI:
+                                                * T/3, at most this) */
+#define ZKE_DEFAULT_HOOK_BUDGET_MS       30000 /* a hook's whole budget, waits included */
+#define ZKE_DEFAULT_POLICY_STEPDOWN_MS   250   /* zke_policy's step-down budget before it
+                                                * learns the agent's plan */
+#define ZKE_DEFAULT_HEALTH_INTERVAL_MS   5000  /* health() this often */
+#define ZKE_DEFAULT_HEALTH_FAILS         3     /* withdraw after this many failures in a row */
+#define ZKE_DEFAULT_HEALTH_PASSES        2     /* rejoin after this many passes in a row */
+#define ZKE_DEFAULT_PREEMPT_DELAY_MS     10000 /* a higher priority in line this long preempts */
+#define ZKE_DEFAULT_PREEMPT_CHECK_MS     2000  /* a leader with preempt reads the line this often */
+#define ZKE_PRIORITY_MAX                 1000000 /* priorities are 0..this */
+#define ZKE_DEFAULT_MEM_LIMIT            ((size_t)64 << 20) /* a policy's Lua heap */
+#define ZKE_DEFAULT_NOTIFY_TIMEOUT_MS    10000 /* the CLI's --notify: one call's budget */
+
+/* Copied by zke_agent_new(); the caller keeps ownership of its strings. */
+enum zke_renewal { ZKE_RENEW_WRITE = 0, ZKE_RENEW_SYNC };
+
+struct zke_settings {
+    const char *zk;              /* "host:port[,host:port...][/chroot]" */
+    const char *path;            /* absolute election path, e.g. "/app/election" */
+    const char *id;              /* candidate id: 1..128 printable chars, no '/' */
+    const char *data;            /* published in our node; NULL: the id */
+    int session_timeout_ms;      /* requested; 0: 10000 */
+    int connect_timeout_ms;      /* first connect must succeed within; 0: 15000, -1: forever */
+    const char *session_file;    /* if set, write "sessionid passwdhex" there (tests, tooling) */
+    /* The lease (all validated at zke_agent_new and again against the
+     * timeout the server grants; see zke_lease_check). */
+    enum zke_disconnect on_disconnect;
+    int stepdown_budget_ms;      /* D: longest step-down (term cancel + on_stepdown); 0: min(T/8, 2000) */
+    int lease_margin_ms;         /* m: 0: max(50, T/20) */
+    int renew_ms;                /* how often a leader renews with a request of its own (the
+                                  * next in line: T/3, or this if longer); 0: max(10, T/10).
+                                  * Longer: fewer packets,
+                                  * a crash failover closer to a plain client's, less of a
+                                  * disconnect ridden out (see zke_lease_check) */
+    double drift;                /* assumed clock-rate difference; 0: 0.01 */
+    int hook_budget_ms;          /* longest leader hook of the host, checked against the lease;
+                                  * 0: none set (zke_lease_plan.hook_budget_ms has a default) */
+    int census_interval_ms;      /* > 0: read the election's size (nodes under path, one exists
+                                  * call, no watch) this often, for zke_status.election_size */
+    /* Authentication (NULL: none). Added with zoo_add_auth on every new
+     * session before any request, e.g. scheme "digest" with credentials
+     * "user:password". The agent's copy is wiped when it is freed; the
+     * secret never appears in a log line or an error string. A rejection
+     * (or a server that requires auth we do not give) stops the agent with
+     * reason "auth". */
+    const char *auth_scheme;
+    const char *auth_credentials;
+    enum zke_acl acl;            /* see enum zke_acl; CREATOR_ALL/WORLD_READ need auth_scheme */
+    enum zke_compat compat;      /* node naming and data for mixed elections; default NONE */
+    /* The servers' tickTime that the lease may assume (docs/design.md "The
+     * promise"): a renewal counts only once a later sync, sent at least one
+     * tick after it was answered, came back through the quorum leader.
+     * 0: half the granted session timeout (ZooKeeper's default
+     * minSessionTimeout, 2 x tickTime, implies no more). A value above the
+     * servers' real tickTime breaks the promise. */
+    int server_tick_ms;
+    /* What a renewal sends (docs/design.md "The promise"): ZKE_RENEW_WRITE (default)
+     * a write that changes nothing (a multi of one version check of our
+     * node), which a quorum commits; ZKE_RENEW_SYNC a sync, which costs the
+     * servers no transaction but is answered by a quorum leader that may have
+     * lost its quorum without noticing yet (up to syncLimit ticks). */
+    enum zke_renewal renewal;
+    /* Priorities (docs/operations.md "Priorities"; compat NONE only).
+     * priority: 0..ZKE_PRIORITY_MAX, published in our node's JSON data; 0
+     * publishes none. preempt: 1 makes this candidate, while it leads, read
+     * the line (a listing and one read per candidate, no watch) every
+     * preempt_check_ms and resign (on_stepdown reason "resign") as soon as a
+     * candidate in line has had a strictly higher priority for
+     * preempt_delay_ms on the servers' clock (its node's last data write).
+     * Followers read nothing for it. Set preempt on every candidate that
+     * may lead: one without it never hands over. */
+    int priority;
+    int preempt;
+    int preempt_delay_ms;        /* 0: ZKE_DEFAULT_PREEMPT_DELAY_MS; -1: none */
+    int preempt_check_ms;        /* 0: ZKE_DEFAULT_PREEMPT_CHECK_MS */
+};
+
+struct zke_status {
+    enum zke_role role;
+    const char *node;            /* borrowed until the next call into the agent */
+    int32_t seq;
+    uint64_t session;
+    int connected;
+    int64_t epoch;               /* current term's epoch, 0 when not leader */
+    int suspended;               /* leader, disconnected, lease still running */
+    int withdrawn;               /* out of the election (zke_agent_withdraw) */
+    const char *withdrawn_by;    /* the reasons that keep it out, comma-separated, in the
+                                  * order they were given ("ctl,health"); NULL if none */
+    int64_t lease_ms;            /* leader: lease left (ms, may be <= 0); else -1 */
+    const char *leader;          /* leader's id, if known */
+    const char *leader_data;     /* leader's published data, if known */
+    int64_t leader_epoch;        /* leader's published epoch, 0 if unknown */
+    const char *leader_node;
+    const char *predecessor;
+    int position;                /* 0 leader, 1 next in line, ... ; -1 unknown */
+    int candidates;              /* in our last listing of the election (docs/policy.md) */
+    int election_size;           /* nodes under the path at the last census, -1 unknown */
+    unsigned long long short_terms;  /* terms whose promotion failed soon after they began
+                                      * (zke_agent_resign_failed): each one more in a row
+                                      * rejoins twice as late */
+};
+
+const char *zke_version(void);
+
+/* Validates and copies the settings. Returns NULL only when out of memory;
+ * with invalid settings it returns an agent whose zke_agent_errstr() is set
+ * and whose zke_agent_start() fails. */
+zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
+                         const struct zke_callbacks *cb, void *ud);
+
+/* Starts connecting and joins once connected. May be called once. */
+int zke_agent_start(zke_agent *a);
+
+/* Gives up leadership (on_stepdown, reason "resign"), releases our node and
+ * rejoins at the back after a short backoff (200 ms and jitter). Fails when
+ * not the leader. */
+int zke_agent_resign(zke_agent *a);
+/* The same for a term whose promotion failed (the host's on_leader): one
+ * failed within max(5 s, the session timeout) of its start is a flap, and
+ * each one more in a row doubles the rejoin backoff, up to 30 s (logged,
+ * counted in zke_status.short_terms), so candidates whose promotion always
+ * fails do not trade the lead forever. A longer term, or a plain resign,
+ * ends the streak. */
+int zke_agent_resign_failed(zke_agent *a);
+
+/* Leaves the election without stopping the agent, for a named reason
+ * (NULL: "withdraw"): the Lua layer's failed health checks use "health",
+ * `zkelect ctl withdraw` uses "ctl". The first reason makes a leader step
+ * down (on_stepdown with that reason) and deletes the node; while any
+ * reason holds, no new node is created. -1 (zke_agent_errstr) when not
+ * running, or already withdrawn for this reason. At most 8 reasons at once.
+ * Loop thread. */
+int zke_agent_withdraw(zke_agent *a, const char *reason);
+/* Releases the hold named reason (NULL: "withdraw"); the candidate rejoins
+ * (at the back) when no other reason keeps it out: an operator's withdrawal
+ * outlasts a passing health check, and a failing check an operator's
+ * rejoin. -1 when reason holds nothing (the error names what does). */
+int zke_agent_rejoin(zke_agent *a, const char *reason);
+
+/* Graceful stop: a leader steps down (reason "shutdown"), the node is deleted,
+ * the session closed, then on_stopped is called. Idempotent. */
+void zke_agent_stop(zke_agent *a);
+
+/* Releases everything. Calls on_stopped if it was not called yet. Safe from
+ * inside any callback of this agent. */
+void zke_agent_free(zke_agent *a);
+
+/* Keeping the node while on_stepdown goes on. By default our node is
+ * released as soon as the host's on_stepdown callback returns. A host whose
+ * step-down work goes on after that (it waits on a process, a timer)
+ * calls zke_agent_hold_node() from inside on_stepdown and gets a token > 0
+ * (0: not inside on_stepdown, or the agent is being freed); the node, and
+ * every event behind the step-down, then wait until each token is given
+ * back with zke_agent_release_node() (any time later, from the loop) or
+ * until half the step-down budget has passed (then a warning is logged and
+ * the node goes anyway: the lease arithmetic counts on that bound). A token
+ * of an earlier step-down is ignored. The Lua layer does this for every
+ * on_stepdown hook, so the successor starts only after it ended. */
+int zke_agent_hold_node(zke_agent *a);
+void zke_agent_release_node(zke_agent *a, int token);
+
+int zke_agent_status(zke_agent *a, struct zke_status *out);
+/* The lease plan in force: for the session timeout the server granted once
+ * a session was established, for the requested one before. A host that
+ * sizes its own budgets from it (hooks, on_stepdown) reads it again on
+ * every ZKE_EV_SESSION "connected" event: the server may grant a timeout
+ * other than the one asked, and a new session may get another. Loop
+ * thread; 0, or -1 before zke_agent_start(). */
+struct zke_lease_plan;
+int zke_agent_plan(const zke_agent *a, struct zke_lease_plan *out);
+const char *zke_agent_errstr(const zke_agent *a);
+void *zke_agent_userdata(const zke_agent *a);
+
+/* ZooKeeper requests sent on the agent's session, by operation, and the
+ * names received in children listings: counted from the connection's
+ * creation, over every handle it opened (on a shared connection, the
+ * requests of all its agents). sent[i] is the count of the operation
+ * zke_request_op_name(i) names: "create", "delete", "exists", "get",
+ * "list", "set", "sync", "commit". */
+#define ZKE_REQUEST_OPS 8
+struct zke_requests {
+    uint64_t sent[ZKE_REQUEST_OPS];
+    uint64_t listed_names;
+};
+/* The name of operation i (0 <= i < ZKE_REQUEST_OPS), NULL otherwise. */
+const char *zke_request_op_name(int i);
+/* Fills *out. Loop thread; any time between zke_agent_new() and
+ * zke_agent_free(); 0, or -1 (out zeroed) when the agent has no session
+ * (its settings were refused). */
+int zke_agent_requests(const zke_agent *a, struct zke_requests *out);
+
+/* --- Shared connections (one ZooKeeper session, several elections) -------
+ *
+ * A zke_conn is one ZooKeeper session (one handle at a time, one socket, one
+ * io watcher on the host's loop) that several agents share, each running its
+ * own election on its own path:
+ *
+ *   c = zke_conn_new(loop, &cs, log, ud);            (may fail: zke_conn_errstr)
+ *   a = zke_agent_new_on(c, &s1, &cb, ud1);  zke_agent_start(a);
+ *   b = zke_agent_new_on(c, &s2, &cb, ud2);  zke_agent_start(b);
+ *   ... zke_agent_stop(a), zke_agent_stop(b) -> on_stopped x2 ...
+ *   zke_agent_free(a); zke_agent_free(b); zke_conn_free(c);
+ *
+ * zke_agent_new() is unchanged: it makes a private conn that belongs to the
+ * agent (freed with it; its log lines go to the agent's log callback).
+ *
+ * Sharing rules:
+ *  - Session events (on_session: connected, reconnected, disconnected,
+ *    expired, closed, auth_failed) reach every running agent of the conn
+ *    (started, on_stopped not yet due), in the order the agents were made;
+ *    each agent's callbacks still run from its own queue, at the top of the
+ *    loop.
+ *  - Expiry (or the session given up after a disconnect of a whole session
+ *    timeout) ends the session for all of them: every leader steps down
+ *    ("expired"), one new handle is opened for all, and each agent rejoins.
+ *    A leader that may not delete its node (NOAUTH on DELETE) releases it by
+ *    closing the session, which on a shared conn makes every agent rejoin.
+ *  - The lease of every agent counts from the last request of the shared
+ *    session that the server answered, and is checked against the timeout
+ *    the server granted to that session (an agent whose lease settings do
+ *    not fit stops with reason "config"; the others go on). Each leader
+ *    renews with a request of its own.
+ *  - At most one running agent per election path on a conn (zke_agent_start
+ *    fails otherwise): watches are routed by path.
+ *  - The handle is open while at least one agent runs; it is closed when the
+ *    last one is done (on_stopped of that one comes after the close) and
+ *    opened again when an agent starts. An idle conn keeps no watcher that
+ *    holds the loop alive.
+ *  - zke_agent_stop/free of one agent does not touch the others. A free
+ *    without a finished stop deletes the agent's node without waiting for
+ *    the answer (on a private conn the close does it); until ZooKeeper has
+ *    applied it a successor cannot lead, so prefer stop, then free in
+ *    on_stopped.
+ */
+struct zke_conn_settings {          /* copied by zke_conn_new() */
+    const char *zk;                 /* "host:port[,host:port...][/chroot]" */
+    int session_timeout_ms;         /* requested; 0: 10000 (the server may clamp it) */
+    int connect_timeout_ms;         /* each agent stops with "unreachable" if not connected
+                                     * within this long after its start; 0: 15000, -1: never */
+    const char *session_file;       /* if set, "sessionid passwdhex" is written there per session */
+    const char *auth_scheme;        /* as in struct zke_settings (wiped at free) */
+    const char *auth_credentials;
+    enum zke_acl acl;               /* ACL of every node any agent on the conn creates */
+};
+
+/* Validates and copies the settings. NULL only when out of memory; with
+ * invalid settings zke_conn_errstr() is set and every agent made on it fails
+ * to start. log (may be NULL) receives the connection's own lines (the
+ * ZooKeeper client's, reconnect retries, the session file), from the loop,
+ * never from inside the ZooKeeper library; it may call any zke_* function.
+ * The conn does not keep the loop alive by itself. */
+zke_conn *zke_conn_new(struct ev_loop *loop, const struct zke_conn_settings *s, zke_log_fn *log,
+                       void *ud);
+/* An agent on a shared conn. The connection members of s (zk,
+ * session_timeout_ms, connect_timeout_ms, session_file, auth_scheme,
+ * auth_credentials, acl) must be zero/NULL: they are the conn's (an error
+ * otherwise, in zke_agent_errstr). The lease settings are validated against
+ * the conn's requested timeout now and against the granted one at every new
+ * session. The conn must outlive the agent. Not from inside a callback of
+ * an agent that is being freed. */
+zke_agent *zke_agent_new_on(zke_conn *c, const struct zke_settings *s,
+                            const struct zke_callbacks *cb, void *ud);
+/* Frees the conn. Returns -1 (zke_conn_errstr says why) while an agent is
+ * on it that the host has not zke_agent_free()d: free the agents first (in
+ * their on_stopped, for instance). An agent whose free was deferred (called
+ * inside its own callback) does not count: the conn is then freed right
+ * after that agent. Safe from inside any callback, the conn's log included
+ * (deferred until it returns). Closes the handle if still open (blocking up
+ * to a few seconds when the server does not answer). -1 also for a private
+ * conn (there is no way to get one; listed for completeness). */
+int zke_conn_free(zke_conn *c);
+const char *zke_conn_errstr(const zke_conn *c);
+/* The current session's id (0: none) and whether it is connected now. */
+uint64_t zke_conn_session(const zke_conn *c);
+int zke_conn_connected(const zke_conn *c);
+
+/* Helpers shared with the CLI and bindings. */
+const char *zke_role_name(enum zke_role r);
+const char *zke_event_name(enum zke_event_type t);
+const char *zke_log_level_name(enum zke_log_level l);
+
+/* Validation of settings values; on failure writes a one-line reason naming
+ * the value into err and returns -1. */
+int zke_check_path(const char *path, char *err, size_t errlen);
+int zke_check_id(const char *id, char *err, size_t errlen);
+int zke_check_hosts(const char *zk, char *err, size_t errlen);
+/* scheme: letters, digits, '_' or '-'; "digest" credentials must be
+ * "user:password" with a non-empty user. The message never contains the
+ * credentials. Both NULL is fine (no auth). */
+int zke_check_auth(const char *scheme, const char *credentials, char *err, size_t errlen);
+/* "open", "creator-all", "world-read" ("default" for ZKE_ACL_DEFAULT). */
+const char *zke_acl_name(enum zke_acl acl);
+
+/* The lease arithmetic for a session timeout T (ms), with the settings'
+ * defaults applied. Returns 0, or -1 with a one-line reason naming the
+ * values when the settings cannot keep the promise. */
+struct zke_lease_plan {
+    int session_ms, stepdown_budget_ms, margin_ms, renew_ms, lease_ms;
+    double drift;
+    int server_tick_ms;     /* assumed servers' tickTime (settings, or T/2) */
+    int confirm_ms;         /* a sync this long after an answer confirms it: tick x (1 + drift);
+                             * the lease's base lags the latest sync by at least this */
+    int hook_budget_ms;     /* the settings' hook_budget_ms, or the default for T: a third of
+                             * it, at most 5 s and at most lease - confirm - renewal */
+};
+/* Only values the settings give explicitly (non-zero) can make it fail:
+ * the defaults fit every T. The reason names those values. */
+int zke_lease_check(const struct zke_settings *s, int session_ms, struct zke_lease_plan *out,
+                    char *err, size_t errlen);
+
+/* ===================================================================== */
+/* Observer: follow an election's leader without being a candidate        */
+/* (zkelect watch, a gateway that routes to the leader).                  */
+/* ===================================================================== */
+/*
+ * An observer has its own ZooKeeper session (not shared with any agent) and
+ * holds one data watch, on the current leader's node (a child watch on the
+ * election folder only while it is empty). Its cost per change of leader is
+ * one notification, one listing and one read; nothing while the leader
+ * stays. It never creates, writes or deletes a node.
+ *
+ * Threading and callbacks: as for agents. Every function from the loop's
+ * thread; every callback from the loop (an ev_prepare at the top of an
+ * iteration), never from inside the ZooKeeper client, one at a time, in
+ * order. Pointers inside the event and the message strings are borrowed:
+ * valid only during the callback.
+ *
+ * Lifecycle:  zke_observer_new -> zke_observer_start -> (on_change ...) ->
+ *             zke_observer_free
+ * There is no stop: zke_observer_free() is the end. It may be called at any
+ * time, also from inside any callback of the observer (the memory is then
+ * released when the callback returns); no callback runs after it. It closes
+ * the session, which blocks for up to a few seconds when the server does not
+ * answer (zookeeper_close). A started observer keeps the loop alive until it
+ * is freed.
+ *
+ * on_change(o, ev, ud): a ZKE_EV_LEADER_CHANGE event every time the leader's
+ * node, id, published data or published epoch differ from the last report.
+ * Set: ev->path, ev->reason ("initial": the first report, with a leader;
+ * "changed"; "no_candidates", "no_election": no leader, the folder empty or missing),
+ * ev->leader (NULL: no leader), ev->leader_node, ev->leader_data (for a
+ * zkelect candidate its `data` setting, else the node's bytes),
+ * ev->leader_epoch (0 until the leader published it: a new leader is often
+ * reported twice, first with epoch 0, then with its epoch) and
+ * ev->candidates; ev->id is NULL, seq and position are -1. The leader is the
+ * owner of the smallest node at the time of the read: it may not have
+ * confirmed its leadership yet (a zkelect leader does within a round trip),
+ * and while the observer's own session is disconnected the last report
+ * stays in force (nothing is reported for a disconnect).
+ *
+ * on_fatal(o, reason, msg, ud): called at most once, after which the
+ * observer reports nothing more (free it). reason: "unreachable" (no first
+ * report within connect_timeout_ms), "auth" (credentials rejected, the
+ * server requires some, or the election is not readable before the first
+ * report), "config" (the chroot of the connect string does not exist).
+ * msg is one line naming the values (never the secret). A permission error
+ * after the first report (an ACL changed) is not fatal: it is logged once
+ * and retried with a backoff capped at 5 s.
+ *
+ * log(ud, level, msg): the observer's and its session's warnings and
+ * errors, delivered from the loop like the events.
+ */
+typedef struct zke_observer zke_observer;
+
+/* Copied by zke_observer_new() and zke_census_run(); the caller keeps
+ * ownership of its strings. */
+struct zke_observer_settings {
+    const char *zk;              /* "host:port[,host:port...][/chroot]" */
+    const char *path;            /* absolute election path */
+    int session_timeout_ms;      /* requested; 0: ZKE_DEFAULT_SESSION_TIMEOUT_MS */
+    int connect_timeout_ms;      /* first report within; 0: ZKE_DEFAULT_CONNECT_TIMEOUT_MS,
+                                  * -1: forever */
+    const char *auth_scheme;     /* NULL: none; as in struct zke_settings (copied, */
+    const char *auth_credentials;/* wiped at free, never logged) */
+};
+
+typedef void zke_observer_fn(zke_observer *o, const struct zke_event *ev, void *ud);
+typedef void zke_observer_fatal_fn(zke_observer *o, const char *reason, const char *msg,
+                                   void *ud);
+
+/* Any member may be NULL. */
+struct zke_observer_callbacks {
+    zke_observer_fn *on_change;
+    zke_observer_fatal_fn *on_fatal;
+    zke_log_fn *log;
+};
+
+/* Validates and copies the settings. Returns NULL only when out of memory;
+ * with invalid settings (zk, path, auth) it returns an observer whose
+ * zke_observer_errstr() is set and whose zke_observer_start() fails (free it
+ * all the same). */
+zke_observer *zke_observer_new(struct ev_loop *loop, const struct zke_observer_settings *s,
+                               const struct zke_observer_callbacks *cb, void *ud);
+/* Starts connecting; reports follow from the loop. May be called once;
+ * -1 (reason in zke_observer_errstr) for invalid settings or a second call. */
+int zke_observer_start(zke_observer *o);
+/* Ends the observer: closes its session, drops its queued reports and
+ * releases everything. NULL is fine. Safe inside its callbacks. */
+void zke_observer_free(zke_observer *o);
+const char *zke_observer_errstr(const zke_observer *o);
+void *zke_observer_userdata(const zke_observer *o);
+
+/* --- Census: a one-time reading of an election (zkelect status) --------
+ *
+ * zke_census_run() opens a session of its own, lists the election, reads
+ * every candidate's node, closes the session and then calls done() exactly
+ * once, from the loop (never from inside zke_census_run), also when it
+ * fails. It works on elections that mix zkelect, Curator and kazoo
+ * candidates (ordered by the trailing sequence, as agents order them). It
+ * never creates, writes or deletes a node. There is no cancel: it keeps
+ * the loop alive until done() has returned. The census and everything it
+ * points to are borrowed: valid only during done().
+ */
+struct zke_candidate {
+    const char *node;            /* the child's name */
+    int32_t seq;                 /* its sequence number */
+    const char *id, *data;       /* decoded (foreign nodes: id and data are their
+                                  * bytes); NULL if gone or unreadable */
+    const char *kind;            /* "zkelect", "curator", "kazoo" or "other" */
+    int64_t epoch;               /* the published epoch, 0 if none */
+    uint64_t session;            /* its ephemeral owner, 0 for a persistent node */
+    int64_t ctime_ms;            /* creation time, the server's clock */
+    int gone;                    /* deleted between the listing and the read */
+    int priority;                /* published (--priority), 0..ZKE_PRIORITY_MAX; 0: none or
+                                  * not valid. Anyone who can write the node writes it: a hint */
+    int64_t mtime_ms;            /* its data's last write, the server's clock (0: unknown) */
+};
+
+struct zke_census {
+    /* NULL: read. Otherwise why not: "no_election" (no such election
+     * path), "unreachable" (no connection, or no answer within
+     * connect_timeout_ms), "auth" (credentials rejected, or permission
+     * denied), "config" (the chroot of the connect string does not
+     * exist), "internal" (out of memory). */
+    const char *reason;
+    const char *msg;             /* one line when reason is set (never the secret) */
+    int n;
+    const struct zke_candidate *candidates; /* by sequence: [0] leads unless gone */
+    /* Children of the path that are no candidate (their names do not end
+     * in a sequence number): with n == 0, the path is likely no election
+     * (its parent, say). other: the first of them listed, or NULL. */
+    int others;
+    const char *other;
+};
+
+typedef void zke_census_fn(const struct zke_census *c, void *ud);
+
+/* Starts a census with an observer's settings: connect_timeout_ms bounds
+ * the whole reading (0: ZKE_DEFAULT_CONNECT_TIMEOUT_MS, -1: no limit); the
+ * strings are copied. Returns 0 (done() follows), or -1 with a one-line
+ * reason in err (invalid settings, out of memory), and then calls nothing.
+ * Loop thread only. */
+int zke_census_run(struct ev_loop *loop, const struct zke_observer_settings *s,
+                   zke_census_fn *done, void *ud, char *err, size_t errlen);
+
+/* The line as this agent last read it for its priorities (settings.preempt,
+ * while it led): the same fields as a census, in out->candidates (borrowed
+ * until the next call into the agent); age_ms: how long ago that reading
+ * ended (-1 when there is none: out->n is 0 and reason "not_read"). The
+ * reading is kept after the term, so it ages. Any time after new. */
+int zke_agent_candidates(zke_agent *a, struct zke_census *out, int64_t *age_ms);
+
+/* --- Hand-over: resigning to a named candidate (zkelect ctl resign --to) --
+ *
+ * zke_agent_resign_to() lists the election once on the agent's own
+ * session (one listing, one read per candidate: ids come from the nodes'
+ * data, and a foreign node's bytes are only a hint) and, in the answer's
+ * callback, either refuses (leadership stays) or resigns as
+ * zke_agent_resign() does; then it reads the line every 300 ms, up to
+ * max(10 s, 4 x the session timeout), until another node leads with a newer
+ * epoch. done() is called exactly once, from the loop (never from inside
+ * zke_agent_resign_to), with the outcome: also when the agent is stopped
+ * ("stopped", from the loop) or freed ("freed", from inside
+ * zke_agent_free, the agent still valid during done) meanwhile. The result
+ * and its strings are borrowed: valid only during done(). One hand-over at
+ * a time per agent.
+ */
+struct zke_handover {
+    /* NULL: the candidate asked for leads. Otherwise why not:
+     * "not_leader" (this agent does not lead, or its node is not first),
+     * "no_candidate" (no live candidate has that id), "not_next" (others
+     * are ahead of it: msg names them), "unreachable" (the listing
+     * failed), "no_successor" (resigned, no new leader seen in time),
+     * "other_led" (resigned, another candidate leads), "stopped", "freed",
+     * "internal" (out of memory) */
+    const char *reason;
+    const char *msg;             /* one line, for people */
+    const char *to;              /* the id asked for */
+    int resigned;                /* this agent resigned: 0 for the refusals (it still leads) */
+    const char *leader;          /* who leads next (its id, or its node name without one):
+                                  * on success and with "other_led"; NULL otherwise */
+    const char *leader_node;     /* its node */
+    int64_t leader_epoch;        /* its published epoch (0: a foreign candidate) */
+};
+
+typedef void zke_handover_fn(zke_agent *a, const struct zke_handover *r, void *ud);
+
+/* Hands leadership over to the candidate whose id is `id` (copied), if it
+ * is next in line. Returns 0 (done() follows), or -1 with zke_agent_errstr
+ * set, and then calls nothing: not the leader (zke_agent_resign's rule),
+ * a hand-over under way, an invalid id or this agent's own, no memory.
+ * Loop thread only, any time after start. */
+int zke_agent_resign_to(zke_agent *a, const char *id, zke_handover_fn *done, void *ud);
+
+typedef void zke_candidates_fn(zke_agent *a, const struct zke_census *c, void *ud);
+
+/* Reads the line once on the agent's own session (one listing, one read per
+ * candidate; no watch) and calls done() exactly once from the loop, with
+ * the reading (reason NULL) or reason "unreachable" (no connection, the
+ * request failed), "stopped" or "freed" (from inside zke_agent_free), or
+ * "internal". The census is borrowed: valid only during done(). 0, or -1
+ * (not started, stopping, no memory: zke_agent_errstr) and then nothing is
+ * called. Loop thread only. */
+int zke_agent_read_candidates(zke_agent *a, zke_candidates_fn *done, void *ud);
+
+/* --- Fail-stop guard ---------------------------------------------------
+ *
+ * The loop ends a term when its lease runs out; the guard ends it when the
+ * loop cannot. A guard is one shared anonymous page (no file, no fd) that
+ * the agent's process and a watcher process both map: each guarded agent
+ * keeps its term's hard end there (CLOCK_BOOTTIME: the lease end plus the
+ * step-down budget, i.e. the lease margin before the earliest moment the
+ * server can expire the session), from just before on_leader until its
+ * step-down has finished (on_stepdown returned or released its hold, the
+ * term's processes ended); the Lua layer (zke_policy_settings.guard)
+ * registers the process group of every child it starts. The watcher
+ * (zke_guard_watch) sleeps until the earliest hard end and, if it passes
+ * and no agent moved or cleared it, SIGKILLs the terms' process groups and,
+ * with ZKE_GUARD_KILL_AGENT, the agent's process (SIGKILL works on a
+ * stopped process too). When the agent's process dies, however it dies,
+ * the watcher SIGKILLs every group still registered (grandchildren
+ * included) at once and returns.
+ *
+ *   g = zke_guard_new(err, sizeof err);
+ *   pid = fork();  child: ... zke_guard_watch(g, ZKE_GUARD_KILL_AGENT, log, ud); _exit(0);
+ *   zke_agent_set_guard(a, g);  policy settings .guard = g;
+ *   ... at the end: zke_agent_free(a) (and the policy), then zke_guard_free(g)
+ *
+ * What it covers: a loop stuck in one call (a hook's C call the
+ * instruction-count hook cannot interrupt, a blocking syscall), and the
+ * agent's process frozen alone (SIGSTOP, a debugger). What it does not: the
+ * whole machine paused with the watcher (nothing runs; on resume
+ * CLOCK_BOOTTIME shows the time that passed, and the agent's own check ends
+ * the term first if its loop runs), and whatever a child already sent out:
+ * for both, only the fencing epoch protects the resource.
+ *
+ * One guard per process and loop: several agents may share it (each takes
+ * one of ZKE_GUARD_AGENTS slots; it fires at the earliest hard end of any,
+ * and then kills every term's group: a stuck loop stalls all its agents).
+ * The host owns the guard; it must outlive the agents and policies it was
+ * given to. Loop thread only, except zke_guard_watch. */
+typedef struct zke_guard zke_guard;
+
+#define ZKE_GUARD_AGENTS 16     /* agents per guard */
+#define ZKE_GUARD_GROUPS 512    /* process groups registered at once */
+#define ZKE_GUARD_GROUP_TERM 1  /* zke_guard_add_group: a term's group (killed when it fires) */
+#define ZKE_GUARD_KILL_AGENT 1  /* zke_guard_watch: when it fires, SIGKILL the agent too */
+
+/* Maps the page, in the process that will run the agents (recorded as the
+ * agent's pid). NULL with a one-line reason in err (mmap failed, or this
+ * platform's 64-bit atomics are not lock-free). */
+zke_guard *zke_guard_new(char *err, size_t errlen);
+/* Unmaps it in this process (the watcher keeps its own mapping). NULL is
+ * fine. Not while an agent or policy still uses it. */
+void zke_guard_free(zke_guard *g);
+/* Registers a process group to kill (pgid > 0): with ZKE_GUARD_GROUP_TERM
+ * when the guard fires and when the agent dies, otherwise only when the
+ * agent dies. 0, or -1 when the table is full (ZKE_GUARD_GROUPS) or pgid is
+ * not valid. Remove it once the group is gone (its leader reaped), before
+ * the id can be reused. Any thread, async-signal-safe (lock-free atomics). */
+int zke_guard_add_group(zke_guard *g, pid_t pgid, int flags);
+void zke_guard_remove_group(zke_guard *g, pid_t pgid);
+/* Guards the agent's terms with g (NULL: no longer). Any time from the
+ * loop; a term already running is armed at once. -1 (zke_agent_errstr)
+ * when g has no free agent slot. */
+int zke_agent_set_guard(zke_agent *a, zke_guard *g);
+/* The watcher: runs in the calling process, which must be a child that the
+ * agent's process forked after zke_guard_new (the agent is its parent), and
+ * returns only once that parent is gone, after it killed every group still
+ * registered: then the host _exit()s. It sets the calling process's
+ * parent-death signal (PR_SET_PDEATHSIG) to SIGHUP and installs a handler
+ * for it (the one exception to "never installs signal handlers": this is
+ * not the host's process); everything else about the process (its name,
+ * its descriptors, SIGTERM/SIGINT, which the agent handles and a whole
+ * process group may get) is the host's to set first. It allocates nothing,
+ * wakes only when a hard end passes or moves earlier and when a term
+ * starts, and calls log(ud, level, msg) (may be NULL) once per firing, and
+ * once if the agent left groups behind. flags: ZKE_GUARD_KILL_AGENT, or 0
+ * for the groups alone. 0, or -1 (g NULL, or the signal could not be set
+ * up). */
+int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud);
+
+/* --- Lua policies -----------------------------------------------------
+ * The Lua layer of `zkelect run` for a host that embeds the library: the
+ * same hooks (on_leader, on_follower, on_predecessor_change, on_stepdown,
+ * on_suspend, on_resume, health), sandbox, budgets and zkelect.* API
+ * (docs/policy.md). Loop thread only.
+ *
+ * Use: zke_policy_load(), zke_policy_attach() to the agent whose events it
+ * gets (zkelect.resign/status and the term scope act on that agent), then
+ * forward every event from the agent's callbacks with zke_policy_dispatch()
+ * (a hook runs in a coroutine: it may wait without blocking the loop, and
+ * the next event's hook waits for it; the end of a term preempts a leader
+ * hook). Before zke_agent_free(), detach (zke_policy_attach(p, NULL)), then
+ * zke_policy_free() when the loop no longer needs it; not from inside a
+ * hook. A hook error never reaches the host: it is logged through log
+ * (lines "hook_error on_leader: ...") and, for on_leader with
+ * resign_on_leader_error, resigns the term. */
+typedef struct zke_policy zke_policy;
+
+/* How a hook run ended (zke_policy_settings.on_hook_done). */
+enum zke_hook_outcome {
+    ZKE_HOOK_OK = 0,
+    ZKE_HOOK_FAILED,            /* it raised (or yielded outside the zkelect API) */
+    ZKE_HOOK_TIMEOUT,           /* it ran past a budget */
+    ZKE_HOOK_PREEMPTED,         /* the term ended (or the policy was freed or reloaded) */
+};
+/* A log line of the policy with its parts: event is "script" (zkelect.log,
+ * print), "hook_error", "hook_warning", "hook_preempted", "health" or
+ * "log"; hook may be NULL. */
+typedef void zke_policy_log_fn(void *ud, enum zke_log_level lvl, const char *event,
+                               const char *hook, const char *msg);
+
+/* Why a policy did not load (zke_policy_load_ex); a host maps these to its
+ * own exit codes or messages (the zkelect CLI: NO_FILE 66, PERMISSION 77,
+ * NO_MEMORY 70, the others 78). */
+enum zke_policy_error {
+    ZKE_POLICY_OK = 0,
+    ZKE_POLICY_NO_FILE,         /* no file given, missing, or not a regular file */
+    ZKE_POLICY_PERMISSION,      /* the file may not be read */
+    ZKE_POLICY_TOO_LARGE,       /* over the 4 MiB a script may have */
+    ZKE_POLICY_SYNTAX,          /* it does not compile (a syntax error, a binary chunk) */
+    ZKE_POLICY_TOP_LEVEL,       /* its top level raised, or returned nil or false first */
+    ZKE_POLICY_CONFIG,          /* a hook that is not a function, a bad hook_budgets */
+    ZKE_POLICY_NO_MEMORY,       /* out of memory (or over mem_limit while loading) */
+};
+
+/* Copied at load; the strings only during the call. */
+struct zke_policy_settings {
+    const char *file;            /* the Lua script */
+    size_t mem_limit;            /* bytes; 0: 64 MiB */
+    int hook_timeout_ms;         /* longest a hook may run without waiting; 0: 5000. It stalls
+                                  * the loop: keep it within the lease (zke_lease_check with
+                                  * hook_budget_ms set to it) */
+    int hook_budget_ms;          /* a hook's whole budget, waits included; 0: 30000 */
+    int stepdown_budget_ms;      /* the agent's (zke_lease_plan.stepdown_budget_ms): on_stepdown
+                                  * gets half of it; 0: 250. Once attached, the agent's plan
+                                  * for the granted timeout replaces it on every "connected"
+                                  * session event */
+    int health_interval_ms;      /* health() this often, if defined; 0: 5000 */
+    int allow_processes;         /* 0: zkelect.spawn/exec return nil, msg, "EPERM" and nothing
+                                  * forks; 1: allowed (libev's default loop only) */
+    int resign_on_leader_error;  /* 1: a failed on_leader gives the term up (the CLI's default) */
+    const char *lua_dir;         /* where require() looks last; NULL: where this build installs */
+    zke_guard *guard;            /* NULL, or the fail-stop guard every child's process group is
+                                  * registered with (borrowed: it must outlive the policy) */
+    int health_fails;            /* health() failures in a row that withdraw; 0: 3 */
+    int health_passes;           /* health() passes in a row that rejoin; 0: 2 */
+    int hook_timeout_from_plan;  /* 1: on a new granted session timeout, hook_timeout_ms
+                                  * becomes the agent's plan's hook_budget_ms (as `zkelect run`
+                                  * without --hook-timeout); 0: it stays */
+    const char *id;              /* the candidate's id and election path, known to the script
+                                  * from its top level on (zkelect.id, zkelect.path, status().id,
+                                  * the children's ZKELECT_ID and ZKELECT_PATH); NULL: the
+                                  * attached agent's, once attached */
+    const char *path;
+    /* Optional callbacks, all with the ud given to zke_policy_load. Each is
+     * called from the loop, never after zke_policy_free. */
+    zke_policy_log_fn *log_event;  /* NULL: log gets the line "event hook: msg"; set: every
+                                    * line goes here, in parts, instead of to log */
+    void (*on_hook_done)(void *ud, const char *hook, enum zke_hook_outcome o, double seconds);
+                                 /* every hook run that started (health() included) ends with
+                                  * exactly one call: how, and how long (waits included) */
+    void (*on_reload)(void *ud); /* zkelect.reload() was called: the host calls
+                                  * zke_policy_reload() once zke_policy_busy() is 0 (not from
+                                  * this callback). NULL: zkelect.reload() fails, ENORELOAD */
+};
+
+/* Loads the file and runs its top level. NULL with a one-line reason in err
+ * (missing file, syntax error, failing top level, out of memory). loop NULL:
+ * a check (no timers, no processes, no health()). */
+zke_policy *zke_policy_load(struct ev_loop *loop, const struct zke_policy_settings *s,
+                            zke_log_fn *log, void *ud, char *err, size_t errlen);
+/* The same, and on failure what went wrong in *why (may be NULL). */
+zke_policy *zke_policy_load_ex(struct ev_loop *loop, const struct zke_policy_settings *s,
+                               zke_log_fn *log, void *ud, char *err, size_t errlen,
+                               enum zke_policy_error *why);
+/* a may be NULL (detached: hooks see no agent). */
+void zke_policy_attach(zke_policy *p, zke_agent *a);
+/* From any agent callback: queues the event's hook (if the script has one)
+ * and runs it now if none is running. 0, or -1 (out of memory, logged). */
+int zke_policy_dispatch(zke_policy *p, const struct zke_event *ev);
+/* A hook is running (waiting) or queued: a host that reloads waits for 0. */
+int zke_policy_busy(const zke_policy *p);
+/* Loads the file again with the same settings and, if it loads, replaces
+ * the script at once: the old one is freed (what it started outside a term
+ * ends), the new one is attached to the same agent, its health state is
+ * the agent's (withdrawn: unhealthy), and it is told the current role
+ * (ev.reload = 1, reason "reload") if the agent leads or follows. Only when
+ * zke_policy_busy() is 0 and not from inside a hook or policy callback.
+ * 0; or -1 with the reason in err (ending "; the old script keeps
+ * running") and *why (may be NULL; a busy policy: ZKE_POLICY_OK) and the
+ * old script kept. A script without any hook, loaded while the agent
+ * leads, is logged as a warning (the term goes on without a policy). */
+int zke_policy_reload(zke_policy *p, char *err, size_t errlen, enum zke_policy_error *why);
+/* Whether the script defines the hook of event type t; whether it defines
+ * health(). 0 for NULL. */
+int zke_policy_has_hook(const zke_policy *p, enum zke_event_type t);
+int zke_policy_has_health(const zke_policy *p);
+/* The hook timeout in force (ms; it follows the plan, see
+ * hook_timeout_from_plan), 0 for NULL. */
+int zke_policy_hook_timeout(const zke_policy *p);
+/* Bytes the policy's Lua state holds now; 0 for NULL. */
+size_t zke_policy_memory(const zke_policy *p);
+/* Ends what the script started outside a term and frees it; NULL is a no-op. */
+void zke_policy_free(zke_policy *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,48 @@
+/*
+ * candidate.h - one candidate that zkelect demo runs as a child process
+ * (zkelect run --log json): started with child_spawn_io (its own process
+ * group, killed if we die), its stderr (the JSON log) read through a pipe
+ * one line at a time, reaped.
+ *
+ * Single-threaded; the caller polls candidate.fd and calls candidate_read
+ * when it is readable. The struct is the caller's (zeroed, fd -1, before
+ * the first start); a candidate may be started again once reaped.
+ */
+#ifndef ZKELECT_CANDIDATE_H
+#define ZKELECT_CANDIDATE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct candidate {
+    const char *name;           /* borrowed: its --id */
+    pid_t pid;                  /* the agent, also its process group; 0: not running */
+    int fd;                     /* the read end of its stderr; -1: none (at EOF) */
+    char *buf;                  /* a line not yet complete */
+    size_t len, cap;
+    int status;                 /* its wait status once reaped */
+    int starts;                 /* how often it was started */
+};
+
+/* Called with each complete line (without its '\n', NUL-terminated,
+ * borrowed for the call). */
+typedef void candidate_line_fn(struct candidate *c, const char *line, void *ud);
+
+/* Starts file with argv (argv[0] included), env as child_spawn's, stderr
+ * into a new pipe (stdout inherited). 0, or -1 with errno. */
+int candidate_start(struct candidate *c, const char *file, char *const argv[], char *const env[]);
+/* Reads what the pipe holds without blocking and calls fn for every
+ * complete line; at EOF (the agent and everything of its group that held
+ * the pipe are gone) a last unfinished line is passed too and fd becomes
+ * -1. A line longer than 1 MiB is cut there (never from our own binary). */
+void candidate_read(struct candidate *c, candidate_line_fn *fn, void *ud);
+/* 1 when it has exited (reaped now: status set, pid 0), 0 while it runs
+ * or when it is not running. */
+int candidate_reap(struct candidate *c);
+/* Sends sig to the agent (group: to its whole process group). Nothing
+ * when it is not running. */
+void candidate_signal(struct candidate *c, int sig, int group);
+/* Frees the buffer and closes the pipe (after it has been reaped). */
+void candidate_free(struct candidate *c);
+
+#endif

@@ -1,0 +1,98 @@
+/* cmd_check.c - zkelect check: load the policy script and report its
+ * hooks, without connecting; with --strict, any warning exits 78 (a CI
+ * gate). Knows candidate scripts (zkelect run) and observer scripts
+ * (zkelect watch: on_leader_change). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+
+#include "commands.h"
+#include "datadir.h"
+#include "exits.h"
+#include "log.h"
+#include "zkelect.h"
+
+/* warnings the script's load logged (misspelt hooks, budgets lowered) */
+static int warnings;
+
+static void check_log(void *ud, enum zke_log_level lvl, const char *event, const char *hook,
+                      const char *msg)
+{
+    if (lvl >= ZKE_LOG_WARN)
+        warnings++;
+    log_script(ud, lvl, event, hook, msg);
+}
+
+static const struct { enum zke_event_type t; const char *n; } hooks[] = {
+    { ZKE_EV_LEADER, "on_leader" }, { ZKE_EV_FOLLOWER, "on_follower" },
+    { ZKE_EV_PREDECESSOR_CHANGE, "on_predecessor_change" }, { ZKE_EV_STEPDOWN, "on_stepdown" },
+    { ZKE_EV_SUSPEND, "on_suspend" }, { ZKE_EV_RESUME, "on_resume" },
+};
+
+/* Which kinds of hooks the script defines: bit 0 a candidate's (health
+ * included), bit 1 an observer's (on_leader_change). */
+static int hook_kinds(const zke_policy *p)
+{
+    int kinds = zke_policy_has_health(p) ? 1 : 0;
+    for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
+        if (zke_policy_has_hook(p, hooks[i].t))
+            kinds |= 1;
+    if (zke_policy_has_hook(p, ZKE_EV_LEADER_CHANGE))
+        kinds |= 2;
+    return kinds;
+}
+
+/* The hooks the script defines, on the rest of the line: a candidate's
+ * (" hooks: ...", " none" if none) unless it is only an observer's, then
+ * an observer's ("; observer hooks ..."). A script may be both (it runs
+ * under zkelect run and zkelect watch --script: examples/upstream.lua). */
+static void print_hooks(const zke_policy *p)
+{
+    int kinds = hook_kinds(p);
+    if (kinds != 2) {
+        printf(" hooks:");
+        if (zke_policy_has_health(p))
+            printf(" health");
+        for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
+            if (zke_policy_has_hook(p, hooks[i].t))
+                printf(" %s", hooks[i].n);
+        printf("%s", kinds == 0 ? " none" : "");
+    }
+    if (kinds & 2)
+        printf("%sobserver hooks (zkelect watch --script): on_leader_change",
+               kinds == 2 ? " " : "; ");
+    printf("\n");
+}
+
+int cmd_check(struct opts *o)
+{
+    char err[2048];
+    enum zke_policy_error why;
+    if (o->script == NULL)
+        die(EX_USAGE, "check needs --script FILE");
+    log_setup(stderr, LOG_TEXT, ZKE_LOG_WARN, "check");     /* warnings (misspelt hooks) */
+    /* no agent plans a step-down budget: twice the default hook timeout,
+     * so on_stepdown's share is the whole hook timeout and every
+     * hook_budgets.on_stepdown within it passes */
+    struct zke_policy_settings ps = {
+        .file = o->script, .lua_dir = datadir_lua(),
+        .stepdown_budget_ms = 2 * ZKE_DEFAULT_HOOK_TIMEOUT_MS, .log_event = check_log,
+        .id = o->id, .path = o->path,
+    };
+    zke_policy *p = zke_policy_load_ex(NULL, &ps, NULL, NULL, err, sizeof err, &why);
+    if (p == NULL)
+        die(exit_code_for_policy(why), "%s", err);
+    if (hook_kinds(p) == 0)
+        check_log(NULL, ZKE_LOG_WARN, "hook_warning", NULL,
+                  "the script defines no hook: nothing of it runs when the role changes");
+    if (warnings == 0)
+        printf("%s: ok;", o->script);
+    else
+        printf("%s: %d warning%s;", o->script, warnings, warnings == 1 ? "" : "s");
+    print_hooks(p);
+    zke_policy_free(p);
+    fflush(stdout);
+    if (o->strict && warnings > 0)
+        die(EX_CONFIG, "%s: %d warning%s (--strict)", o->script, warnings,
+            warnings == 1 ? "" : "s");
+    return EX_OK;
+}

@@ -1,0 +1,583 @@
+/*
+ * cmd_run.c - zkelect run: check the options, plan the lease, start the
+ * fail-stop watcher, load the policy, wire the agent, the script, the log,
+ * the metrics and the status server together, handle signals and reloads,
+ * and return the exit code the run ended with (exits.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#include "commands.h"
+#include "control.h"
+#include "credentials.h"
+#include "datadir.h"
+#include "endpoints.h"
+#include "exits.h"
+#include "failstop.h"
+#include "httpd.h"
+#include "log.h"
+#include "metrics.h"
+#include "notifier.h"
+#include "notify.h"
+#include "supervise.h"
+#include "switchboard.h"
+#include "zkelect.h"
+
+struct app {
+    struct ev_loop *loop;
+    zke_agent *agent;
+    zke_policy *policy;         /* with --script, else NULL */
+    const char *script_path;
+    metrics *metrics;
+    httpd *httpd;
+    notifier *notifier;         /* --notify, or NULL */
+    int leader_ready;           /* leading, and on_leader (if any) has finished its work */
+    ev_signal sigterm, sigint, sighup;
+    ev_timer reload;
+    zke_guard *guard;           /* --fail-stop's guard page, or NULL */
+    ev_child guard_child;       /* the --fail-stop watcher */
+    int leader_error_ignore;
+    int hook_timeout_set;       /* --hook-timeout given: not derived from the session timeout */
+    int timing_session_ms;      /* the session timeout budgets were last logged for (first: asked) */
+    int signals;
+    double first_signal;
+    int stopped;
+    int exit_code;
+    supervisor *cmd;            /* -- CMD (supervise.h), or NULL */
+    control *control;           /* --control's socket (control.h), or NULL */
+    switchboard *switchboard;   /* what it serves */
+};
+
+/* After the policy saw a "connected" session event: the server may have
+ * granted a timeout other than the one asked (its min/maxSessionTimeout),
+ * the library planned the lease for it, and the policy sized its budgets
+ * again (on_stepdown's share of the step-down budget, and the hook timeout
+ * unless --hook-timeout set it). Logs them when the timeout changed. */
+static void log_budgets(struct app *app)
+{
+    struct zke_lease_plan p;
+    if (zke_agent_plan(app->agent, &p) != 0 || p.session_ms == app->timing_session_ms)
+        return;
+    app->timing_session_ms = p.session_ms;
+    int sd = p.stepdown_budget_ms / 2 > 0 ? p.stepdown_budget_ms / 2 : 1;
+    struct logf f[3] = { { "session_timeout_ms", LF_INT, NULL, p.session_ms },
+                         { "hook_timeout_ms", LF_INT, NULL, zke_policy_hook_timeout(app->policy) },
+                         { "stepdown_hook_ms", LF_INT, NULL, sd } };
+    log_line(ZKE_LOG_INFO, "budgets", f, 3);
+}
+
+static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
+{
+    struct app *app = ud;
+    /* no hook runs for a session event: the policy gets it first, so that
+     * the budgets it sizes for a granted timeout are logged before it */
+    int session = ev->type == ZKE_EV_SESSION;
+    if (session && app->policy != NULL) {
+        (void)zke_policy_dispatch(app->policy, ev);
+        if (ev->reason != NULL && strcmp(ev->reason, "connected") == 0)
+            log_budgets(app);
+    }
+    log_event(ev);
+    metrics_event(app->metrics, ev);
+    if (ev->type == ZKE_EV_LEADER) {
+        app->leader_ready = !zke_policy_has_hook(app->policy, ZKE_EV_LEADER);
+        supervisor_leader(app->cmd, ev);
+        if (app->leader_ready)
+            supervisor_ready(app->cmd);     /* else once on_leader did its work */
+    } else if (ev->type == ZKE_EV_STEPDOWN) {
+        app->leader_ready = 0;
+        supervisor_stepdown(app->cmd);      /* holds the node until CMD is gone */
+    }
+    notify_event(ev);
+    if (app->notifier != NULL)
+        notifier_event(app->notifier, a, ev);
+    if (!session && app->policy != NULL)
+        (void)zke_policy_dispatch(app->policy, ev);
+}
+
+static void request_reload(struct app *app);
+static void on_reload_request(void *ud);
+
+static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
+{
+    struct app *app = ud;
+    log_event(ev);
+    metrics_event(app->metrics, ev);
+    app->stopped = 1;
+    notifier_detach(app->notifier);
+    int code = exit_code_for(ev->reason);
+    if (code != EX_OK) {
+        error_line(zke_agent_errstr(a), "");
+        app->exit_code = code;
+    }
+    ev_break(app->loop, EVBREAK_ALL);
+}
+
+static void on_lib_log(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    (void)ud;
+    log_msg(lvl, "log", msg);
+}
+
+static void on_hook_done(void *ud, const char *hook, enum zke_hook_outcome o, double seconds)
+{
+    struct app *app = ud;
+    metrics_hook(app->metrics, hook, o, seconds);
+    /* /leader says 200 once on_leader did its work (a failed one counts
+     * only under --on-leader-error ignore; otherwise the term is resigned) */
+    if (strcmp(hook, "on_leader") == 0 &&
+        (o == ZKE_HOOK_OK || (app->leader_error_ignore && o != ZKE_HOOK_PREEMPTED))) {
+        app->leader_ready = 1;
+        supervisor_ready(app->cmd);
+    }
+}
+
+/* --on-exit exit: CMD ended the term; the agent steps down and exits with
+ * CMD's code (like consul lock -child-exit-code). */
+static void on_cmd_exit(void *ud, int code)
+{
+    struct app *app = ud;
+    char msg[80];
+    snprintf(msg, sizeof msg, "the command exited with code %d: stepping down and leaving", code);
+    log_msg(ZKE_LOG_INFO, "log", msg);
+    app->exit_code = code;
+    notify_stopping();
+    zke_agent_stop(app->agent);
+}
+
+/* The status server's requests (endpoints.h); called from the loop. */
+static void on_http(void *ud, const char *method, const char *url, struct httpd_reply *r)
+{
+    struct app *app = ud;
+    if (app->policy != NULL)
+        metrics_set_lua_bytes(app->metrics, (long long)zke_policy_memory(app->policy));
+    struct endpoints_view v = { app->metrics, app->agent, app->leader_ready };
+    endpoints_answer(&v, method, url, r);
+}
+
+static void on_http_log(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    (void)ud;
+    log_msg(lvl, "http", msg);
+}
+
+/* Swaps in a freshly loaded script at a quiescent point (no hook running
+ * or queued), keeping the candidacy; a script that fails to load is
+ * refused and the old one keeps running. The new script is told the
+ * current role (ev.reload = true) inside zke_policy_reload, so that hook's
+ * first lines come before the "reload" line. */
+static void do_reload(struct app *app)
+{
+    char err[2048];
+    if (zke_policy_reload(app->policy, err, sizeof err, NULL) != 0) {
+        log_msg(ZKE_LOG_ERROR, "reload", err);
+        metrics_reload(app->metrics, 0);
+        notify_reloaded(err);
+        return;
+    }
+    metrics_reload(app->metrics, 1);
+    log_msg(ZKE_LOG_INFO, "reload", app->script_path);
+    notify_reloaded(NULL);
+}
+
+static void reload_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct app *app = w->data;
+    (void)revents;
+    if (zke_policy_busy(app->policy))
+        return;             /* a hook runs or waits: bounded by its budget */
+    ev_timer_stop(loop, w);
+    do_reload(app);
+}
+
+static void request_reload(struct app *app)
+{
+    if (app->script_path == NULL) {
+        log_msg(ZKE_LOG_INFO, "reload", "no script to reload");
+        return;
+    }
+    if (!ev_is_active(&app->reload)) {
+        ev_timer_set(&app->reload, 0., 0.05);
+        ev_timer_start(app->loop, &app->reload);
+        notify_reloading();
+    }
+}
+
+static void on_reload_request(void *ud)
+{
+    request_reload(ud);
+}
+
+static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    struct app *app = w->data;
+    (void)revents;
+    if (w->signum == SIGHUP) {
+        request_reload(app);
+        return;
+    }
+    if (app->signals > 0 && ev_now(loop) - app->first_signal < 1.0) {
+        /* supervisors often signal the pid and its group at once */
+        log_msg(ZKE_LOG_DEBUG, "log", "repeated signal within 1 s ignored");
+        return;
+    }
+    if (app->signals++ == 0)
+        app->first_signal = ev_now(loop);
+    if (app->signals > 1) {
+        log_msg(ZKE_LOG_WARN, "log", "second signal: closing the session and exiting now");
+        if (app->policy != NULL)
+            zke_policy_attach(app->policy, NULL);   /* its timers may still fire in this pass */
+        zke_agent_free(app->agent);    /* calls on_stopped, which breaks the loop */
+        app->agent = NULL;
+        ev_break(loop, EVBREAK_ALL);
+        return;
+    }
+    log_msg(ZKE_LOG_INFO, "log", w->signum == SIGTERM ? "SIGTERM: stepping down and leaving"
+                                                      : "SIGINT: stepping down and leaving");
+    notify_stopping();
+    zke_agent_stop(app->agent);
+}
+
+/* --- setting up ---------------------------------------------------------- */
+
+/* --session-file is written at every new session: its directory must take
+ * it. Exits 64 otherwise. */
+static void check_session_file(const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    if (file[0] == '\0' || (slash != NULL && slash[1] == '\0'))
+        die(EX_USAGE, "--session-file '%s': not a file name", file);
+    char *dir = slash == NULL ? strdup(".") : slash == file ? strdup("/")
+                                            : strndup(file, (size_t)(slash - file));
+    if (dir == NULL)
+        die(EX_SOFTWARE, "out of memory");
+    if (access(dir, W_OK | X_OK) != 0)
+        die(EX_USAGE, "--session-file '%s': cannot create files in '%s': %s", file, dir,
+            strerror(errno));
+    free(dir);
+}
+
+/* What run needs and can check alone, before any credentials are read. */
+static void check_run_options(const struct opts *o)
+{
+    char err[2048];
+    if (o->zk == NULL || o->zk[0] == '\0')
+        die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
+    if (o->path == NULL || o->path[0] == '\0')
+        die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
+    if (o->id == NULL || o->id[0] == '\0')
+        die(EX_USAGE, "missing --id NAME (or ZKELECT_ID)");
+    if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0 ||
+        zke_check_id(o->id, err, sizeof err) != 0)
+        die(EX_USAGE, "%s", err);
+    if (o->status_addr != NULL && httpd_check_addr(o->status_addr, NULL, err, sizeof err) != 0)
+        die(EX_USAGE, "%s", err);
+    if (o->session_file != NULL)
+        check_session_file(o->session_file);
+    int code;
+    if (o->notify != NULL && notifier_check(o->notify, err, sizeof err, &code) != 0)
+        die(code, "%s", err);
+}
+
+/* --acl, or its default: open without credentials, world-read with them. */
+static enum zke_acl choose_acl(const struct opts *o, const char *ascheme)
+{
+    enum zke_acl asked = (enum zke_acl)o->acl;
+    if ((asked == ZKE_ACL_CREATOR_ALL || asked == ZKE_ACL_WORLD_READ) && ascheme == NULL)
+        die(EX_USAGE, "--acl %s names the creator's identity and needs --auth or --auth-file "
+            "(ZooKeeper would refuse it with INVALIDACL); without credentials use --acl open",
+            zke_acl_name(asked));
+    return asked != ZKE_ACL_DEFAULT ? asked : ascheme != NULL ? ZKE_ACL_WORLD_READ : ZKE_ACL_OPEN;
+}
+
+/* The agent's settings from the options (strings borrowed from o). */
+static struct zke_settings agent_settings(const struct opts *o, const char *ascheme,
+                                          const char *acred, enum zke_acl acl)
+{
+    struct zke_settings s = {
+        .zk = o->zk, .path = o->path, .id = o->id, .data = o->data,
+        .session_timeout_ms = o->session_timeout, .connect_timeout_ms = options_connect_timeout(o),
+        .session_file = o->session_file, .on_disconnect = (enum zke_disconnect)o->on_disconnect,
+        .stepdown_budget_ms = o->stepdown_budget, .lease_margin_ms = o->lease_margin,
+        .renew_ms = o->renew_interval, .server_tick_ms = o->server_tick,
+        .renewal = (enum zke_renewal)o->renewal,
+        .drift = o->drift, .auth_scheme = ascheme, .auth_credentials = acred, .acl = acl,
+        .compat = (enum zke_compat)o->compat,
+        /* only an explicit --hook-timeout is the library's to check (now
+         * and against the granted timeout) */
+        .hook_budget_ms = o->hook_timeout,
+        /* any of the three turns priorities on (docs/operations.md "Priorities") */
+        .priority = o->priority > 0 ? o->priority : 0,
+        .preempt = o->priority >= 0 || o->preempt_delay >= 0 || o->preempt_check > 0,
+        .preempt_delay_ms = o->preempt_delay < 0 ? 0 : o->preempt_delay == 0 ? -1 : o->preempt_delay,
+        .preempt_check_ms = o->preempt_check,
+    };
+    if (o->status_addr != NULL || o->script != NULL) {
+        /* the election's size for /status, /metrics and zkelect.status():
+         * one exists() per interval, half the session timeout within
+         * [1 s, 5 s] (a leader never lists again while it leads) */
+        int t = o->session_timeout > 0 ? o->session_timeout : ZKE_DEFAULT_SESSION_TIMEOUT_MS;
+        s.census_interval_ms = t / 2 < 1000 ? 1000 : t / 2 > 5000 ? 5000 : t / 2;
+    }
+    return s;
+}
+
+/* Hooks still run on the loop: by default one may take a third of the
+ * session timeout (at most ZKE_DEFAULT_HOOK_TIMEOUT_MS), and never more
+ * than the lease leaves between two renewals. The library refuses explicit
+ * values that do not fit (exit 78), here and again against the granted
+ * timeout; the default follows the plan, sized again when the server
+ * grants another timeout. Sets o->hook_timeout when it was not given. */
+static void plan_lease(struct app *app, struct opts *o, const struct zke_settings *s,
+                       struct zke_lease_plan *plan)
+{
+    char err[2048];
+    int st = o->session_timeout > 0 ? o->session_timeout : ZKE_DEFAULT_SESSION_TIMEOUT_MS;
+    app->hook_timeout_set = o->hook_timeout > 0;
+    if (zke_lease_check(s, st, plan, err, sizeof err) != 0) {
+        int given = o->stepdown_budget || o->lease_margin || o->renew_interval || o->server_tick ||
+                    o->drift > 0 || o->hook_timeout;
+        if (given)
+            die(EX_CONFIG, "%s", err);
+        /* only the asked timeout is short: the server grants at least twice
+         * its tickTime, and the library checks what it grants */
+        char msg[sizeof err + 160];
+        snprintf(msg, sizeof msg, "%s; the server's grant decides (at least twice its tickTime), "
+                 "and the agent stops if that is still too short", err);
+        log_msg(ZKE_LOG_WARN, "log", msg);
+    }
+    if (o->hook_timeout == 0)
+        o->hook_timeout = plan->hook_budget_ms;
+    app->timing_session_ms = plan->session_ms;
+}
+
+/* The metrics and, with --script, the policy (exits 66/78 for a bad one). */
+static void load_policy(struct app *app, const struct opts *o, const struct zke_lease_plan *plan)
+{
+    char err[2048];
+    enum zke_policy_error why;
+    app->leader_error_ignore = o->leader_error == LEADER_ERROR_IGNORE;
+    app->script_path = o->script;
+    app->metrics = metrics_new(o->id, o->path);
+    if (app->metrics == NULL)
+        die(EX_SOFTWARE, "out of memory");
+    if (o->script == NULL)
+        return;
+    struct zke_policy_settings ps = {
+        .file = o->script, .hook_timeout_ms = o->hook_timeout, .hook_budget_ms = o->hook_budget,
+        /* at least 2: on_stepdown's share (half) is at least 1 ms, never
+         * the policy's default for 0 */
+        .stepdown_budget_ms = plan->stepdown_budget_ms > 2 ? plan->stepdown_budget_ms : 2,
+        .health_interval_ms = o->health_interval, .health_fails = o->health_fails,
+        .health_passes = o->health_passes,
+        .allow_processes = 1,       /* the agent is the host: its policies may start processes */
+        .resign_on_leader_error = !app->leader_error_ignore,
+        .lua_dir = datadir_lua(), .guard = app->guard, .id = o->id, .path = o->path,
+        .hook_timeout_from_plan = !app->hook_timeout_set,
+        .log_event = log_script, .on_hook_done = on_hook_done, .on_reload = on_reload_request,
+    };
+    app->policy = zke_policy_load_ex(app->loop, &ps, NULL, app, err, sizeof err, &why);
+    if (app->policy == NULL)
+        die(exit_code_for_policy(why), "%s", err);
+}
+
+/* The agent, with the guard and the policy attached (not started). */
+static void make_agent(struct app *app, const struct zke_settings *s)
+{
+    struct zke_callbacks cb = {
+        .on_leader = on_event, .on_follower = on_event, .on_predecessor_change = on_event,
+        .on_stepdown = on_event, .on_session = on_event, .on_joined = on_event,
+        .on_stopped = on_stopped, .log = on_lib_log,
+        .on_suspend = on_event, .on_resume = on_event,
+    };
+    app->agent = zke_agent_new(app->loop, s, &cb, app);
+    if (app->agent == NULL)
+        die(EX_SOFTWARE, "out of memory");
+    if (app->guard != NULL && zke_agent_set_guard(app->agent, app->guard) != 0)
+        die(EX_SOFTWARE, "%s", zke_agent_errstr(app->agent));
+    if (app->policy != NULL)
+        zke_policy_attach(app->policy, app->agent);
+    supervisor_attach(app->cmd, app->agent);
+}
+
+/* --status: the HTTP server on the loop. */
+static void start_status_server(struct app *app, const char *addr)
+{
+    char err[2048];
+    int loopback = 1, e = 0;
+    app->httpd = httpd_new(app->loop, addr, on_http, app, on_http_log, err, sizeof err, &e);
+    /* in use: perhaps only for now (an old instance still closing), so
+     * 75 (temporary: systemd restarts it), not 78 (configuration) */
+    if (app->httpd == NULL)
+        die(e == EADDRINUSE ? EX_TEMPFAIL : e == EACCES ? EX_NOPERM : EX_CONFIG, "%s", err);
+    (void)httpd_check_addr(addr, &loopback, err, sizeof err);
+    struct logf f[2] = { { "addr", LF_STR, httpd_addr(app->httpd), 0 },
+                         { "loopback", LF_STR, loopback ? "yes" : "no", 0 } };
+    log_line(loopback ? ZKE_LOG_INFO : ZKE_LOG_WARN, "status_listen", f, 2);
+}
+
+static void on_control_log(void *ud, int warn, const char *msg)
+{
+    (void)ud;
+    log_msg(warn ? ZKE_LOG_WARN : ZKE_LOG_DEBUG, "ctl", msg);
+}
+
+/* --control (or $RUNTIME_DIRECTORY's default): the control socket, before
+ * the credentials are forgotten (a hand-over lists the election with them). */
+static void start_control(struct app *app, const struct opts *o, const char *ascheme,
+                          const char *acred)
+{
+    char err[2048];
+    int code = 0;
+    char *def = o->control == NULL ? control_default_path() : NULL;
+    const char *path = o->control != NULL ? o->control : def;
+    if (path == NULL)
+        return;
+    struct switchboard_settings ss = {
+        .agent = app->agent, .zk = o->zk, .path = o->path, .id = o->id,
+        .auth_scheme = ascheme, .auth_credentials = acred,
+        .session_timeout_ms = o->session_timeout > 0 ? o->session_timeout
+                                                     : ZKE_DEFAULT_SESSION_TIMEOUT_MS,
+        .reload = on_reload_request, .ud = app,
+    };
+    app->switchboard = switchboard_new(app->loop, &ss);
+    if (app->switchboard == NULL)
+        die(EX_SOFTWARE, "out of memory");
+    app->control = control_new(app->loop, path, switchboard_request, app->switchboard,
+                               on_control_log, err, sizeof err, &code);
+    if (app->control == NULL)
+        die(code, "%s", err);
+    switchboard_attach(app->switchboard, app->control);
+    struct logf f[1] = { { "path", LF_STR, path, 0 } };
+    log_line(ZKE_LOG_INFO, "control_listen", f, 1);
+    free(def);
+}
+
+/* SIGTERM, SIGINT, SIGHUP, the reload timer and the watcher's exit; none
+ * keeps the loop alive (unref'd: the agent does). */
+static void start_watchers(struct app *app, pid_t guard_pid)
+{
+    ev_signal_init(&app->sigterm, on_signal, SIGTERM);
+    ev_signal_init(&app->sigint, on_signal, SIGINT);
+    ev_signal_init(&app->sighup, on_signal, SIGHUP);
+    ev_timer_init(&app->reload, reload_cb, 0., 0.05);
+    app->reload.data = app;
+    app->sigterm.data = app->sigint.data = app->sighup.data = app;
+    ev_signal_start(app->loop, &app->sigterm);
+    ev_signal_start(app->loop, &app->sigint);
+    ev_signal_start(app->loop, &app->sighup);
+    ev_unref(app->loop);
+    ev_unref(app->loop);
+    ev_unref(app->loop);
+    ev_child_init(&app->guard_child, failstop_exited, guard_pid, 0);
+    if (app->guard != NULL) {
+        ev_child_start(app->loop, &app->guard_child);
+        ev_unref(app->loop);
+    }
+}
+
+static void log_start(const struct opts *o, const struct zke_lease_plan *plan, const char *who,
+                      enum zke_acl acl)
+{
+    struct logf f[13] = {
+        { "version", LF_STR, ZKELECT_VERSION, 0 }, { "zk", LF_STR, o->zk, 0 },
+        { "path", LF_STR, o->path, 0 }, { "script", LF_STR, o->script, 0 },
+        { "lease_ms", LF_INT, NULL, plan->lease_ms },
+        { "stepdown_budget_ms", LF_INT, NULL, plan->stepdown_budget_ms },
+        { "margin_ms", LF_INT, NULL, plan->margin_ms },
+        { "hook_timeout_ms", LF_INT, NULL, o->hook_timeout },
+        { "on_disconnect", LF_STR, options_choice_name("--on-disconnect", o->on_disconnect), 0 },
+        { "auth", LF_STR, who, 0 }, { "acl", LF_STR, zke_acl_name(acl), 0 },
+        { "compat", LF_STR, options_choice_name("--compat", o->compat), 0 },
+        { "fail_stop", LF_STR, options_choice_name("--fail-stop", o->fail_stop), 0 },
+    };
+    log_line(ZKE_LOG_INFO, "start", f, 13);
+}
+
+/* After the loop: everything in the reverse order, the guard last. */
+static void teardown(struct app *app)
+{
+    switchboard_free(app->switchboard);     /* answers a hand-over still running */
+    control_free(app->control);             /* removes the socket file */
+    httpd_free(app->httpd);
+    notifier_free(app->notifier);
+    if (app->policy != NULL)
+        zke_policy_attach(app->policy, NULL);  /* its timers and holds must not reach a freed agent */
+    if (app->agent != NULL)
+        zke_agent_free(app->agent);
+    zke_policy_free(app->policy);
+    supervisor_free(app->cmd);      /* a command still running is killed */
+    metrics_free(app->metrics);
+    ev_ref(app->loop);
+    ev_ref(app->loop);
+    ev_ref(app->loop);
+    ev_signal_stop(app->loop, &app->sigterm);
+    ev_signal_stop(app->loop, &app->sigint);
+    ev_signal_stop(app->loop, &app->sighup);
+    ev_timer_stop(app->loop, &app->reload);
+    if (ev_is_active(&app->guard_child)) {
+        ev_ref(app->loop);
+        ev_child_stop(app->loop, &app->guard_child);
+    }
+    ev_loop_destroy(app->loop);
+    zke_guard_free(app->guard);     /* the watcher ends when we do (it kills what is left) */
+}
+
+int cmd_run(struct opts *o)
+{
+    struct app app;
+    const char *ascheme, *acred;
+    char who[160];
+    struct zke_lease_plan plan;
+    pid_t guard_pid = -1;
+
+    memset(&app, 0, sizeof app);
+    check_run_options(o);
+    supervise_check(o);
+    resolve_auth(o, &ascheme, &acred, who, sizeof who);
+    enum zke_acl acl = choose_acl(o, ascheme);
+    log_setup(stderr, (enum log_format)o->log, (enum zke_log_level)o->level, o->id);
+    struct zke_settings s = agent_settings(o, ascheme, acred, acl);
+    plan_lease(&app, o, &s, &plan);
+    /* before the loop and the script: the watcher inherits neither */
+    if (o->fail_stop != FAIL_STOP_OFF)
+        app.guard = failstop_start((enum fail_stop)o->fail_stop, &guard_pid);
+    app.loop = ev_default_loop(EVFLAG_AUTO);
+    if (app.loop == NULL)
+        die(EX_SOFTWARE, "cannot initialise the event loop (bad LIBEV_FLAGS?)");
+    signal(SIGPIPE, SIG_IGN);
+    load_policy(&app, o, &plan);
+    app.cmd = supervisor_new(app.loop, o, app.guard, on_cmd_exit, &app);
+    if (o->notify != NULL &&
+        (app.notifier = notifier_new(app.loop, o->notify, o->notify_timeout, o->id, o->path,
+                                     app.guard)) == NULL)
+        die(EX_SOFTWARE, "out of memory");
+    make_agent(&app, &s);
+    start_control(&app, o, ascheme, acred);
+    forget_auth(o, ascheme, acred);     /* the agent has its copy */
+    s.auth_scheme = s.auth_credentials = NULL;
+    if (o->status_addr != NULL)
+        start_status_server(&app, o->status_addr);
+    if (zke_agent_start(app.agent) != 0)
+        die(EX_CONFIG, "%s", zke_agent_errstr(app.agent));
+    start_watchers(&app, guard_pid);
+    log_start(o, &plan, who, acl);
+
+    notify_start(app.loop);
+    ev_run(app.loop, 0);
+    notifier_drain(app.notifier);       /* the calls still queued, each within its budget */
+    notify_stop();
+    if (!app.stopped) {
+        fprintf(stderr, "zkelect: error: the event loop ended while the agent was running\n");
+        app.exit_code = EX_SOFTWARE;
+    }
+    teardown(&app);
+    return app.exit_code;
+}

@@ -1,0 +1,21 @@
+/*
+ * commands.h - zkelect's commands, one file each: run (cmd_run.c), check
+ * (cmd_check.c), status (cmd_status.c), watch (cmd_watch.c), ctl
+ * (cmd_ctl.c), demo (cmd_demo.c). main reads the
+ * options and calls one; each returns the process's exit code (exits.h),
+ * or exits itself (die) on an error found before its loop runs. Each is
+ * called once per process.
+ */
+#ifndef ZKELECT_COMMANDS_H
+#define ZKELECT_COMMANDS_H
+
+#include "options.h"
+
+int cmd_run(struct opts *o);
+int cmd_check(struct opts *o);
+int cmd_status(struct opts *o);
+int cmd_watch(struct opts *o);
+int cmd_ctl(struct opts *o);
+int cmd_demo(struct opts *o);
+
+#endif

@@ -1,0 +1,26 @@
+/*
+ * credentials.h - the ZooKeeper credentials of a command: from --auth
+ * (options.c keeps a copy and blanks argv) or from --auth-file /
+ * ZKELECT_AUTH_FILE, checked, handed to the library and wiped.
+ *
+ * Called from the commands before their loop runs; these exit on errors
+ * (exits.h), since nothing is running yet.
+ */
+#ifndef ZKELECT_CREDENTIALS_H
+#define ZKELECT_CREDENTIALS_H
+
+#include <stddef.h>
+
+#include "options.h"
+
+/* The credentials from --auth or --auth-file (ZKELECT_AUTH_FILE), checked;
+ * *scheme and *cred point into o->auth (NULL: none). who names them without
+ * the secret ("none" without). Exits 64 for --auth with --auth-file or a
+ * malformed --auth, 66/77/78 for an unreadable, unreadable-by-us or
+ * malformed file. Makes the process non-dumpable while it holds them. */
+void resolve_auth(struct opts *o, const char **scheme, const char **cred, char *who,
+                  size_t wholen);
+/* Wipes and frees our copy once the library has its own. */
+void forget_auth(struct opts *o, const char *scheme, const char *cred);
+
+#endif

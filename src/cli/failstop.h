@@ -1,0 +1,26 @@
+/*
+ * failstop.h - --fail-stop: the guard page (zke_guard) and its watcher, a
+ * child process that kills a term's process groups (and, in mode agent,
+ * the agent) when the term outlives its lease because the loop is stuck or
+ * the agent frozen. It must be neither stuck nor stopped with us.
+ */
+#ifndef ZKELECT_FAILSTOP_H
+#define ZKELECT_FAILSTOP_H
+
+#include <sys/types.h>
+
+#include <ev.h>
+
+#include "options.h"
+#include "zkelect.h"
+
+/* Makes the guard page and forks the watcher (its pid in *pid); before the
+ * loop and the script exist, so that it inherits neither. mode is not
+ * FAIL_STOP_OFF. Exits 70 (exits.h) if either cannot be made. The guard is
+ * the caller's: zke_guard_free() it last (the watcher ends with us). */
+zke_guard *failstop_start(enum fail_stop mode, pid_t *pid);
+/* An ev_child callback for the watcher's pid, started unref'd: logs that
+ * the watcher ended and stops the watcher (re-ref'ing the loop). */
+void failstop_exited(struct ev_loop *loop, ev_child *w, int revents);
+
+#endif

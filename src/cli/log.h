@@ -1,0 +1,38 @@
+/*
+ * log.h - the binary's log sink: one line per record, text or JSON lines.
+ * Library code never writes here directly; main.c connects the library's
+ * log callback and events to it. Not thread-safe (one loop thread).
+ */
+#ifndef ZKELECT_LOG_H
+#define ZKELECT_LOG_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "zkelect.h"
+
+enum log_format { LOG_TEXT, LOG_JSON };
+enum logf_type { LF_STR, LF_INT, LF_HEX };
+
+struct logf {
+    const char *key;
+    enum logf_type type;
+    const char *s;     /* LF_STR; NULL: field omitted */
+    int64_t i;         /* LF_INT, LF_HEX */
+};
+
+void log_setup(FILE *out, enum log_format fmt, enum zke_log_level min, const char *id);
+int log_parse_level(const char *s, enum zke_log_level *out);
+int log_enabled(enum zke_log_level lvl);
+void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, int n);
+void log_msg(enum zke_log_level lvl, const char *event, const char *msg);
+void log_event(const struct zke_event *ev);
+/* A policy script's log line (the script runtime's log callback): event
+ * with the hook and the message as fields. ud is unused. */
+void log_script(void *ud, enum zke_log_level lvl, const char *event, const char *hook,
+                const char *msg);
+/* Lines that could not be written (disk full, a closed pipe: the agent goes
+ * on without them); once writing works again one "log_dropped" line says
+ * how many were lost. */
+uint64_t log_dropped(void);
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * main.c - the zkelect command line: read the options (options.c), pick
+ * the command (commands.h) and return its exit code. Everything else lives
+ * in the commands and in the library.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "exits.h"
+#include "options.h"
+#include "zkelect.h"
+
+int main(int argc, char **argv)
+{
+    static const struct { const char *name; int (*run)(struct opts *); } commands[] = {
+        { "run", cmd_run }, { "watch", cmd_watch }, { "status", cmd_status }, { "check", cmd_check },
+        { "ctl", cmd_ctl }, { "demo", cmd_demo },
+    };
+    struct opts o;
+    char *msg = NULL;
+    options_init(&o);
+
+    if (argc < 2)
+        die(EX_USAGE, "missing command (run, check, status, watch, ctl or demo)");
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        options_usage(stdout);
+        return EX_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("zkelect %s\n", zke_version());
+        return EX_OK;
+    }
+    int (*command)(struct opts *) = NULL;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            command = commands[i].run;
+    /* the environment first, the command line over it */
+    enum options_outcome rc = options_env(&o, &msg);
+    if (rc == OPTIONS_OK && command == NULL) {
+        if (argv[1][0] == '-')
+            die(EX_USAGE, "unknown option '%s' (a command comes first: run or check)", argv[1]);
+        die(EX_USAGE, "unknown command '%s'", argv[1]);
+    }
+    o.words_ok = command == cmd_ctl;    /* ctl COMMAND [--to ID] */
+    if (rc == OPTIONS_OK)
+        rc = options_argv(&o, argc - 1, argv + 1, &msg);
+    switch (rc) {
+    case OPTIONS_OK:
+        /* run ... -- CMD [ARGS...]: the words after "--" (options.c) */
+        if (o.cmd_sep && command != cmd_run)
+            die(EX_USAGE, "'-- %s': only zkelect run runs a command",
+                o.cmd_argc > 0 ? o.cmd_argv[0] : "");
+        if (o.cmd_sep && o.cmd_argc == 0)
+            die(EX_USAGE, "'--' with no command after it (zkelect run ... -- CMD [ARGS...])");
+        if (o.cmd_sep && o.cmd_argv[0][0] == '\0')
+            die(EX_USAGE, "'--' followed by an empty command name");
+        return command(&o);
+    case OPTIONS_HELP:
+        options_usage(stdout);
+        return EX_OK;
+    case OPTIONS_USAGE:
+        if (msg != NULL)
+            die(EX_USAGE, "%s", msg);
+        break;
+    case OPTIONS_NOMEM:
+        break;
+    }
+    die(EX_SOFTWARE, "out of memory");
+}

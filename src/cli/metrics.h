@@ -1,0 +1,44 @@
+/*
+ * metrics.h - what a running candidate has been through, for operators:
+ * counters, the last transitions, hook statistics, rendered on demand as
+ * the /status JSON document and the /metrics Prometheus text.
+ *
+ * The owner feeds it: every agent event (metrics_event), every finished hook
+ * run (metrics_hook), every reload (metrics_reload). Rendering also reads the
+ * agent's live state (role, lease, leader) with zke_agent_status(), so it must
+ * be called from the loop, not from inside an agent callback's caller chain
+ * that is freeing the agent. The only I/O: /proc/self/stat and /proc/stat
+ * once in metrics_new (the process's start time), and /proc/self/stat and a
+ * listing of /proc/self/fd at each metrics_prometheus (the process_*
+ * metrics, left out when /proc cannot be read).
+ */
+#ifndef ZKELECT_METRICS_H
+#define ZKELECT_METRICS_H
+
+#include <stddef.h>
+#include "zkelect.h"
+
+typedef struct metrics metrics;
+
+/* id and path are copied. NULL when out of memory. */
+metrics *metrics_new(const char *id, const char *path);
+void metrics_free(metrics *m);
+
+/* Records one agent event (transitions, session state, candidates). */
+void metrics_event(metrics *m, const struct zke_event *ev);
+/* Records one finished hook run. */
+void metrics_hook(metrics *m, const char *hook, enum zke_hook_outcome o, double seconds);
+/* Records a script reload: ok 1 loaded, 0 refused. */
+void metrics_reload(metrics *m, int ok);
+
+/* The policy's Lua memory in bytes, shown as lua_bytes / zkelect_lua_memory_bytes;
+ * negative (the default): no script, not shown. */
+void metrics_set_lua_bytes(metrics *m, long long bytes);
+
+/* Rendered documents, malloc'd (the caller frees), NULL when out of memory.
+ * a may be NULL (the agent is gone): only what was recorded is shown (the
+ * ZooKeeper request counters, read from the agent's session, as 0). */
+char *metrics_status_json(const metrics *m, zke_agent *a, size_t *len);
+char *metrics_prometheus(const metrics *m, zke_agent *a, size_t *len);
+
+#endif

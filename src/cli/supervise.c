@@ -1,0 +1,436 @@
+/* supervise.c - see supervise.h. */
+#define _GNU_SOURCE             /* strchrnul */
+#include "supervise.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "child.h"
+#include "exits.h"
+#include "log.h"
+
+#ifndef NSIG
+#define NSIG 65
+#endif
+
+
+#define BACKOFF_FIRST 0.2       /* s: the first restart's delay */
+#define BACKOFF_MAX 30.0        /* s: the delay doubles up to this */
+#define BACKOFF_RESET 10.0      /* s: a run this long starts the backoff again */
+#define EXEC_FAILED 127         /* the code of a command that could not be executed */
+#define ENV_VARS 5              /* ZKELECT_ID, _EPOCH, _ROLE, _PATH, _NODE */
+
+struct supervisor {
+    struct ev_loop *loop;
+    zke_agent *agent;
+    zke_guard *guard;               /* borrowed, or NULL */
+    char *file;                     /* the command's resolved path */
+    char **argv;                    /* borrowed from main's argv */
+    enum cmd_restart restart;
+    enum cmd_on_exit on_exit;
+    supervisor_exit_fn *exit_fn;
+    void *ud;
+    /* the term */
+    int term;                       /* on_leader seen, on_stepdown not yet */
+    int done;                       /* the command will not run again in this term */
+    int64_t epoch;
+    char *env[ENV_VARS + 1];        /* "ZKELECT_...=..." of this term */
+    /* the command */
+    pid_t pid;                      /* > 0 while it runs (its group's id too) */
+    double started;                 /* ev_now() at its start */
+    int stopping;                   /* SIGTERM sent at the step-down */
+    int hold;                       /* the node's hold token while stopping, 0: none */
+    double delay;                   /* the next restart's delay, s */
+    ev_child child;
+    ev_timer kill_timer;            /* SIGTERM -> SIGKILL */
+    ev_timer restart_timer;
+};
+
+/* --- before the loop ------------------------------------------------- */
+
+/* An allocated formatted string; exits 70 when out of memory. */
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+    va_list ap, again;
+    va_start(ap, f);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, f, ap);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf == NULL)
+        die(EX_SOFTWARE, "out of memory");
+    vsnprintf(buf, (size_t)n + 1, f, again);
+    va_end(again);
+    va_end(ap);
+    return buf;
+}
+
+/* 0 if file is a regular file we may execute; else an errno (EISDIR and
+ * ENOEXEC for a directory and another non-regular file). */
+static int executable(const char *file)
+{
+    struct stat st;
+    if (stat(file, &st) != 0)
+        return errno;
+    if (S_ISDIR(st.st_mode))
+        return EISDIR;
+    if (!S_ISREG(st.st_mode))
+        return ENOEXEC;
+    return access(file, X_OK) == 0 ? 0 : errno;
+}
+
+/* The command's file, allocated: argv0 itself when it has a '/', else the
+ * first executable match in $PATH (execvp's default path when unset). Exits
+ * 66 or 77 when there is none. */
+static char *resolve(const char *argv0)
+{
+    int e;
+    if (strchr(argv0, '/') != NULL) {
+        if ((e = executable(argv0)) != 0)
+            die(e == EACCES || e == EPERM ? EX_NOPERM : EX_NOINPUT, "-- '%s': %s", argv0,
+                e == ENOEXEC ? "not a regular file" : strerror(e));
+        return fmt("%s", argv0);
+    }
+    const char *path = getenv("PATH");
+    if (path == NULL || path[0] == '\0')
+        path = "/bin:/usr/bin";
+    int denied = 0;
+    for (const char *p = path;;) {
+        const char *end = strchrnul(p, ':');
+        char *file = end == p ? fmt("./%s", argv0) : fmt("%.*s/%s", (int)(end - p), p, argv0);
+        if ((e = executable(file)) == 0)
+            return file;
+        denied |= e == EACCES;
+        free(file);
+        if (*end == '\0')
+            break;
+        p = end + 1;
+    }
+    if (denied)
+        die(EX_NOPERM, "-- '%s': permission denied (in $PATH '%s')", argv0, path);
+    die(EX_NOINPUT, "-- '%s': command not found in $PATH '%s'", argv0, path);
+}
+
+void supervise_check(struct opts *o)
+{
+    if (!o->cmd_sep) {
+        if (o->cmd_restart != CMD_RESTART_UNSET || o->cmd_on_exit != CMD_ON_EXIT_UNSET)
+            die(EX_USAGE, "--%s (or ZKELECT_%s) applies to a command: zkelect run ... -- CMD "
+                "[ARGS...]", o->cmd_restart != CMD_RESTART_UNSET ? "restart" : "on-exit",
+                o->cmd_restart != CMD_RESTART_UNSET ? "RESTART" : "ON_EXIT");
+        return;
+    }
+    if (o->cmd_on_exit == CMD_ON_EXIT_UNSET)
+        o->cmd_on_exit = CMD_ON_EXIT_RESTART;
+    if (o->cmd_restart == CMD_RESTART_UNSET)
+        o->cmd_restart = o->cmd_on_exit == CMD_ON_EXIT_RESTART ? CMD_RESTART_ON_FAILURE
+                                                                 : CMD_RESTART_NEVER;
+    const char *r = options_choice_name("--restart", o->cmd_restart);
+    const char *e = options_choice_name("--on-exit", o->cmd_on_exit);
+    if (o->cmd_on_exit != CMD_ON_EXIT_RESTART && o->cmd_restart != CMD_RESTART_NEVER)
+        die(EX_USAGE, "--on-exit %s ends the term at the command's first exit, which --restart "
+            "%s would restart: give one of them", e, r);
+    if (o->cmd_on_exit == CMD_ON_EXIT_RESTART && o->cmd_restart == CMD_RESTART_NEVER)
+        die(EX_USAGE, "--restart never with --on-exit restart: nothing would restart the "
+            "command; use --on-exit resign or exit, or --restart on-failure or always");
+    free(resolve(o->cmd_argv[0]));
+}
+
+static void kill_cb(struct ev_loop *loop, ev_timer *w, int revents);
+static void restart_cb(struct ev_loop *loop, ev_timer *w, int revents);
+
+supervisor *supervisor_new(struct ev_loop *loop, const struct opts *o, zke_guard *guard,
+                           supervisor_exit_fn *on_exit, void *ud)
+{
+    if (!o->cmd_sep)
+        return NULL;
+    supervisor *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        die(EX_SOFTWARE, "out of memory");
+    s->loop = loop;
+    s->guard = guard;
+    s->file = resolve(o->cmd_argv[0]);
+    s->argv = o->cmd_argv;
+    s->restart = (enum cmd_restart)o->cmd_restart;
+    s->on_exit = (enum cmd_on_exit)o->cmd_on_exit;
+    s->exit_fn = on_exit;
+    s->ud = ud;
+    s->delay = BACKOFF_FIRST;
+    ev_timer_init(&s->kill_timer, kill_cb, 0., 0.);
+    ev_timer_init(&s->restart_timer, restart_cb, 0., 0.);
+    s->kill_timer.data = s->restart_timer.data = s;
+    return s;
+}
+
+void supervisor_attach(supervisor *s, zke_agent *a)
+{
+    if (s != NULL)
+        s->agent = a;
+}
+
+/* --- the command's process ------------------------------------------- */
+
+/* Kills the group and waits (at most 1 s) for its leader: for teardown,
+ * where the loop will not reap it. */
+static void kill_and_reap(supervisor *s)
+{
+    (void)kill(-s->pid, SIGKILL);
+    for (int i = 0; i < 100; i++) {
+        pid_t r = waitpid(s->pid, NULL, WNOHANG);
+        if (r == s->pid || (r < 0 && errno != EINTR))
+            break;
+        struct timespec ten_ms = { 0, 10000000 };
+        nanosleep(&ten_ms, NULL);
+    }
+    zke_guard_remove_group(s->guard, s->pid);
+    s->pid = 0;
+}
+
+static void child_cb(struct ev_loop *loop, ev_child *w, int revents);
+
+struct spawning {
+    supervisor *s;
+    pid_t guarded;              /* the group registered with the guard, 0: none */
+};
+
+/* child_spawn's forked: the group is registered with the guard as one of
+ * the term's before the command can do anything (if we die from here on,
+ * the watcher kills it; the command itself dies with us). */
+static int guard_group(pid_t pid, void *ud)
+{
+    struct spawning *sp = ud;
+    if (sp->s->guard == NULL)
+        return 0;
+    if (zke_guard_add_group(sp->s->guard, pid, ZKE_GUARD_GROUP_TERM) == 0) {
+        sp->guarded = pid;
+        return 0;
+    }
+    errno = EMFILE;
+    return -1;
+}
+
+/* Forks and execs the command: 0 (running, s->pid set), or an errno (it did
+ * not start; *what says which step failed: a static string). */
+static int spawn(supervisor *s, const char **what)
+{
+    struct spawning sp = { s, 0 };
+    pid_t pid = child_spawn(s->file, s->argv, s->env, guard_group, &sp);
+    if (pid < 0) {
+        int e = errno;
+        if (sp.guarded > 0)
+            zke_guard_remove_group(s->guard, sp.guarded);   /* reaped */
+        if (e == EMFILE && s->guard != NULL && sp.guarded == 0)
+            *what = "the fail-stop guard watches too many process groups";
+        else
+            *what = e == ENOMEM || e == EAGAIN ? "cannot start it" : "cannot execute it";
+        return e;
+    }
+    s->pid = pid;
+    s->started = ev_now(s->loop);
+    ev_child_init(&s->child, child_cb, pid, 0);
+    s->child.data = s;
+    ev_child_start(s->loop, &s->child);
+    return 0;
+}
+
+/* --- the term -------------------------------------------------------- */
+
+static void free_env(supervisor *s)
+{
+    for (int j = 0; j < ENV_VARS; j++) {
+        free(s->env[j]);
+        s->env[j] = NULL;
+    }
+}
+
+void supervisor_leader(supervisor *s, const struct zke_event *ev)
+{
+    if (s == NULL)
+        return;
+    free_env(s);
+    s->term = 1;
+    s->done = 0;
+    s->epoch = ev->epoch;
+    s->delay = BACKOFF_FIRST;
+    s->env[0] = fmt("ZKELECT_ID=%s", ev->id != NULL ? ev->id : "");
+    s->env[1] = fmt("ZKELECT_EPOCH=%" PRId64, ev->epoch);
+    s->env[2] = fmt("ZKELECT_ROLE=leader");
+    s->env[3] = fmt("ZKELECT_PATH=%s", ev->path != NULL ? ev->path : "");
+    s->env[4] = fmt("ZKELECT_NODE=%s", ev->node != NULL ? ev->node : "");
+}
+
+/* The term is still ours, with lease left (a restart timer may fire after
+ * the lease ran out and before the step-down is delivered). */
+static int term_live(supervisor *s)
+{
+    struct zke_status st;
+    return s->term && s->agent != NULL && zke_agent_status(s->agent, &st) == 0 &&
+           st.role == ZKE_ROLE_LEADER && st.epoch == s->epoch && st.lease_ms > 0;
+}
+
+static void handle_exit(supervisor *s, int status, pid_t pid);
+
+static void start(supervisor *s)
+{
+    const char *what;
+    if (!term_live(s))
+        return;
+    int e = spawn(s, &what);
+    if (e != 0) {
+        struct logf f[4] = { { "cmd", LF_STR, s->file, 0 }, { "epoch", LF_INT, NULL, s->epoch },
+                             { "step", LF_STR, what, 0 }, { "error", LF_STR, strerror(e), 0 } };
+        log_line(ZKE_LOG_ERROR, "cmd_start_failed", f, 4);
+        handle_exit(s, EXEC_FAILED << 8, 0);    /* an exit status of 127 */
+        return;
+    }
+    struct logf f[3] = { { "cmd", LF_STR, s->file, 0 }, { "pid", LF_INT, NULL, s->pid },
+                         { "epoch", LF_INT, NULL, s->epoch } };
+    log_line(ZKE_LOG_INFO, "cmd_start", f, 3);
+}
+
+void supervisor_ready(supervisor *s)
+{
+    if (s == NULL || s->pid > 0 || s->done || ev_is_active(&s->restart_timer))
+        return;
+    start(s);
+}
+
+static void restart_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    supervisor *s = w->data;
+    (void)loop;
+    (void)revents;
+    if (s->pid == 0 && !s->done)
+        start(s);
+}
+
+/* What an exit during the term does (--restart, --on-exit). pid 0: the
+ * command never ran (it could not be executed). */
+static void handle_exit(supervisor *s, int status, pid_t pid)
+{
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    int failed = code != 0;
+    double ran = pid > 0 ? ev_now(s->loop) - s->started : 0;
+    int again = s->restart == CMD_RESTART_ALWAYS || (s->restart == CMD_RESTART_ON_FAILURE && failed);
+    const char *action = again ? "restart" : s->on_exit == CMD_ON_EXIT_RESIGN ? "resign"
+                         : s->on_exit == CMD_ON_EXIT_EXIT ? "exit" : "none";
+    if (ran >= BACKOFF_RESET)
+        s->delay = BACKOFF_FIRST;
+    struct logf f[7] = {
+        { "pid", LF_INT, NULL, pid }, { "epoch", LF_INT, NULL, s->epoch },
+        { "code", LF_INT, NULL, WIFEXITED(status) ? code : -1 },
+        { "signal", LF_INT, NULL, WIFSIGNALED(status) ? WTERMSIG(status) : 0 },
+        { "ran_ms", LF_INT, NULL, (int64_t)(ran * 1000) }, { "action", LF_STR, action, 0 },
+        { "restart_in_ms", LF_INT, NULL, (int64_t)(s->delay * 1000) },
+    };
+    log_line(failed ? ZKE_LOG_WARN : ZKE_LOG_INFO, "cmd_exit", f, again ? 7 : 6);
+    if (again) {
+        ev_timer_set(&s->restart_timer, s->delay, 0.);
+        ev_timer_start(s->loop, &s->restart_timer);
+        s->delay = s->delay * 2 > BACKOFF_MAX ? BACKOFF_MAX : s->delay * 2;
+        return;
+    }
+    s->done = 1;
+    if (s->on_exit == CMD_ON_EXIT_RESIGN)
+        (void)(failed ? zke_agent_resign_failed(s->agent) : zke_agent_resign(s->agent));
+    else if (s->on_exit == CMD_ON_EXIT_EXIT && s->exit_fn != NULL) {
+        supervisor_exit_fn *fn = s->exit_fn;
+        s->exit_fn = NULL;
+        fn(s->ud, code);
+    }
+}
+
+static void child_cb(struct ev_loop *loop, ev_child *w, int revents)
+{
+    supervisor *s = w->data;
+    (void)revents;
+    if (WIFSTOPPED(w->rstatus) || WIFCONTINUED(w->rstatus))
+        return;
+    pid_t pid = s->pid;
+    ev_child_stop(loop, w);
+    ev_timer_stop(loop, &s->kill_timer);
+    /* the group's leader is gone; nothing it started stays (the group id
+     * cannot be reused while a member lives) */
+    (void)kill(-pid, SIGKILL);
+    zke_guard_remove_group(s->guard, pid);
+    s->pid = 0;
+    if (s->stopping) {
+        int token = s->hold;
+        s->stopping = 0;
+        s->hold = 0;
+        struct logf f[3] = { { "pid", LF_INT, NULL, pid }, { "epoch", LF_INT, NULL, s->epoch },
+                             { "ran_ms", LF_INT, NULL,
+                               (int64_t)((ev_now(loop) - s->started) * 1000) } };
+        log_line(ZKE_LOG_INFO, "cmd_stopped", f, 3);
+        zke_agent_release_node(s->agent, token);
+        return;
+    }
+    if (s->term)
+        handle_exit(s, w->rstatus, pid);
+}
+
+static void kill_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    supervisor *s = w->data;
+    (void)loop;
+    (void)revents;
+    if (s->pid <= 0)
+        return;
+    struct logf f[2] = { { "pid", LF_INT, NULL, s->pid }, { "epoch", LF_INT, NULL, s->epoch } };
+    log_line(ZKE_LOG_WARN, "cmd_kill", f, 2);
+    (void)kill(-s->pid, SIGKILL);
+}
+
+void supervisor_stepdown(supervisor *s)
+{
+    if (s == NULL)
+        return;
+    s->term = 0;
+    ev_timer_stop(s->loop, &s->restart_timer);
+    if (s->pid <= 0)
+        return;
+    s->hold = zke_agent_hold_node(s->agent);
+    if (s->hold == 0) {
+        /* the agent is being freed: it will not wait, so neither do we */
+        ev_child_stop(s->loop, &s->child);
+        kill_and_reap(s);
+        return;
+    }
+    /* on_stepdown holds the node for at most half the step-down budget:
+     * SIGKILL after three quarters of that, the rest for the kill */
+    struct zke_lease_plan plan;
+    int half = zke_agent_plan(s->agent, &plan) == 0 ? plan.stepdown_budget_ms / 2 : 0;
+    double grace = half > 1 ? half * 0.75 / 1000.0 : 0.001;
+    s->stopping = 1;
+    (void)kill(-s->pid, SIGTERM);
+    (void)kill(-s->pid, SIGCONT);   /* a stopped group would not see TERM */
+    ev_timer_set(&s->kill_timer, grace, 0.);
+    ev_timer_start(s->loop, &s->kill_timer);
+    struct logf f[3] = { { "pid", LF_INT, NULL, s->pid }, { "epoch", LF_INT, NULL, s->epoch },
+                         { "grace_ms", LF_INT, NULL, (int64_t)(grace * 1000) } };
+    log_line(ZKE_LOG_INFO, "cmd_stop", f, 3);
+}
+
+void supervisor_free(supervisor *s)
+{
+    if (s == NULL)
+        return;
+    ev_timer_stop(s->loop, &s->restart_timer);
+    ev_timer_stop(s->loop, &s->kill_timer);
+    if (s->pid > 0) {
+        ev_child_stop(s->loop, &s->child);
+        kill_and_reap(s);
+    }
+    free_env(s);
+    free(s->file);
+    free(s);
+}

@@ -1,0 +1,271 @@
+/* switchboard.c - see switchboard.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "switchboard.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <ev.h>
+
+#include "exits.h"
+#include "log.h"
+#include "options.h"
+
+struct switchboard {
+    struct ev_loop *loop;
+    control *ctl;
+    zke_agent *agent;
+    char *zk, *path, *id, *scheme, *cred;
+    int session_ms;
+    void (*reload)(void *ud);
+    void *ud;
+    /* the hand-over in progress: its request (token 0: none, or answered) */
+    unsigned long token;
+    int handing_over, stopping;
+};
+
+static char *dup_or_null(const char *s)
+{
+    return s != NULL ? strdup(s) : NULL;
+}
+
+/* Answers with o (consumed): adds "ok". */
+static void answer(switchboard *sb, unsigned long token, cJSON *o, int status)
+{
+    cJSON_AddBoolToObject(o, "ok", status == EX_OK);
+    char *txt = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    (void)control_answer(sb->ctl, token, txt != NULL ? txt : "{\"ok\":false,\"error\":\"out of "
+                         "memory\",\"reason\":\"internal\"}", txt != NULL ? status : EX_SOFTWARE);
+    free(txt);
+}
+
+static void fail(switchboard *sb, unsigned long token, int status, const char *reason,
+                 const char *msg)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "error", msg);
+    cJSON_AddStringToObject(o, "reason", reason);
+    answer(sb, token, o, status);
+}
+
+static void done(switchboard *sb, unsigned long token, const char *msg)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "message", msg);
+    answer(sb, token, o, EX_OK);
+}
+
+static void add_str(cJSON *o, const char *k, const char *v)
+{
+    if (v != NULL)
+        cJSON_AddStringToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+static void status(switchboard *sb, unsigned long token)
+{
+    struct zke_status st;
+    if (zke_agent_status(sb->agent, &st) != 0) {
+        fail(sb, token, EX_SOFTWARE, "internal", zke_agent_errstr(sb->agent));
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", sb->id);
+    cJSON_AddStringToObject(o, "path", sb->path);
+    cJSON_AddStringToObject(o, "role", st.withdrawn ? "withdrawn" : zke_role_name(st.role));
+    cJSON_AddBoolToObject(o, "withdrawn", st.withdrawn);
+    add_str(o, "withdrawn_by", st.withdrawn_by);
+    cJSON_AddBoolToObject(o, "connected", st.connected);
+    cJSON_AddBoolToObject(o, "suspended", st.suspended);
+    add_str(o, "node", st.node);
+    add_str(o, "leader", st.leader);
+    cJSON_AddNumberToObject(o, "epoch", (double)(st.role == ZKE_ROLE_LEADER ? st.epoch
+                                                                        : st.leader_epoch));
+    if (st.role == ZKE_ROLE_LEADER)
+        cJSON_AddNumberToObject(o, "lease_ms", (double)st.lease_ms);
+    else
+        cJSON_AddNullToObject(o, "lease_ms");
+    cJSON_AddNumberToObject(o, "position", st.position);
+    char session[24];
+    snprintf(session, sizeof session, "0x%llx", (unsigned long long)st.session);
+    cJSON_AddStringToObject(o, "session", session);
+    answer(sb, token, o, EX_OK);
+}
+
+/* --- the hand-over (resign ID): zke_agent_resign_to ----------------------- */
+
+static int handover_status(const char *reason)
+{
+    if (strcmp(reason, "no_candidate") == 0)
+        return EX_DATAERR;
+    if (strcmp(reason, "unreachable") == 0)
+        return EX_UNAVAILABLE;
+    if (strcmp(reason, "internal") == 0)
+        return EX_SOFTWARE;
+    return EX_TEMPFAIL;
+}
+
+static void handover_done(zke_agent *a, const struct zke_handover *r, void *ud)
+{
+    switchboard *sb = ud;
+    (void)a;
+    sb->handing_over = 0;
+    if (sb->stopping) {
+        free(sb);               /* switchboard_free() answered and left it to us */
+        return;
+    }
+    unsigned long token = sb->token;
+    sb->token = 0;
+    if (r->reason != NULL) {
+        const char *reason = strcmp(r->reason, "stopped") == 0 || strcmp(r->reason, "freed") == 0
+                                 ? "stopping" : strcmp(r->reason, "unreachable") == 0 && !r->resigned
+                                 ? "unreachable" : r->reason;
+        size_t len = strlen(r->to) + strlen(r->msg) + 32;
+        char *line = malloc(len);
+        if (line != NULL)
+            snprintf(line, len, "resign --to %s refused: %s", r->to, r->msg);
+        log_msg(ZKE_LOG_WARN, "ctl", line != NULL ? line : r->msg);
+        free(line);
+        fail(sb, token, handover_status(r->reason), reason, r->msg);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "message", r->msg);
+    cJSON_AddStringToObject(o, "leader", r->leader);
+    cJSON_AddNumberToObject(o, "epoch", (double)r->leader_epoch);
+    log_msg(ZKE_LOG_INFO, "ctl", r->msg);
+    answer(sb, token, o, EX_OK);
+}
+
+static void resign_to(switchboard *sb, unsigned long token, const char *to)
+{
+    char err[600];
+    if (sb->handing_over) {
+        fail(sb, token, EX_TEMPFAIL, "busy", "a hand-over is in progress already");
+        return;
+    }
+    if (zke_check_id(to, err, sizeof err) != 0) {
+        fail(sb, token, EX_USAGE, "usage", err);
+        return;
+    }
+    if (strcmp(to, sb->id) == 0) {
+        fail(sb, token, EX_DATAERR, "self", "that is this candidate's own id");
+        return;
+    }
+    struct zke_status st;
+    (void)zke_agent_status(sb->agent, &st);
+    if (st.role != ZKE_ROLE_LEADER) {
+        snprintf(err, sizeof err, "this candidate does not lead (%s%s%s)",
+                 st.withdrawn ? "withdrawn" : zke_role_name(st.role),
+                 st.leader != NULL ? "; the leader is " : "", st.leader ? st.leader : "");
+        fail(sb, token, EX_TEMPFAIL, "not_leader", err);
+        return;
+    }
+    if (zke_agent_resign_to(sb->agent, to, handover_done, sb) != 0) {
+        fail(sb, token, EX_TEMPFAIL, "not_leader", zke_agent_errstr(sb->agent));
+        return;
+    }
+    sb->token = token;
+    sb->handing_over = 1;
+}
+
+/* --- the commands --------------------------------------------------------- */
+
+void switchboard_request(void *ud, unsigned long token, const char *cmd, const char *arg)
+{
+    switchboard *sb = ud;
+    char msg[600];
+    if (strcmp(cmd, "status") == 0 && arg[0] == '\0') {
+        status(sb, token);
+    } else if (strcmp(cmd, "resign") == 0 && arg[0] != '\0') {
+        resign_to(sb, token, arg);
+    } else if (strcmp(cmd, "resign") == 0) {
+        if (zke_agent_resign(sb->agent) != 0) {
+            fail(sb, token, EX_TEMPFAIL, "not_leader", "this candidate does not lead");
+            return;
+        }
+        log_msg(ZKE_LOG_INFO, "ctl", "resigning (zkelect ctl resign)");
+        done(sb, token, "resigned: rejoining at the back");
+    } else if (strcmp(cmd, "withdraw") == 0 && arg[0] == '\0') {
+        if (zke_agent_withdraw(sb->agent, "ctl") != 0) {
+            fail(sb, token, EX_TEMPFAIL, "not_in_election", zke_agent_errstr(sb->agent));
+            return;
+        }
+        done(sb, token, "withdrawn: the session stays, the node is gone (zkelect ctl rejoin)");
+    } else if (strcmp(cmd, "rejoin") == 0 && arg[0] == '\0') {
+        if (zke_agent_rejoin(sb->agent, "ctl") != 0) {
+            fail(sb, token, EX_TEMPFAIL, "not_withdrawn", zke_agent_errstr(sb->agent));
+            return;
+        }
+        struct zke_status st;
+        if (zke_agent_status(sb->agent, &st) == 0 && st.withdrawn && st.withdrawn_by != NULL) {
+            snprintf(msg, sizeof msg, "withdrawn by ctl no more; still out of the election for: %.400s",
+                     st.withdrawn_by);
+            done(sb, token, msg);
+        } else {
+            done(sb, token, "rejoining the election");
+        }
+    } else if (strcmp(cmd, "reload") == 0 && arg[0] == '\0') {
+        log_msg(ZKE_LOG_INFO, "ctl", "reload asked (zkelect ctl reload)");
+        sb->reload(sb->ud);
+        done(sb, token, "reload asked (as SIGHUP: the log says whether the script loaded)");
+    } else {
+        snprintf(msg, sizeof msg, "unknown request '%.200s%s%.200s' (status, resign [ID], "
+                 "withdraw, rejoin, reload)", cmd, arg[0] ? " " : "", arg);
+        fail(sb, token, EX_USAGE, "usage", msg);
+    }
+}
+
+switchboard *switchboard_new(struct ev_loop *loop, const struct switchboard_settings *s)
+{
+    switchboard *sb = calloc(1, sizeof *sb);
+    if (sb == NULL)
+        return NULL;
+    sb->loop = loop;
+    sb->agent = s->agent;
+    sb->session_ms = s->session_timeout_ms;
+    sb->reload = s->reload;
+    sb->ud = s->ud;
+    sb->zk = dup_or_null(s->zk);
+    sb->path = dup_or_null(s->path);
+    sb->id = dup_or_null(s->id);
+    sb->scheme = dup_or_null(s->auth_scheme);
+    sb->cred = dup_or_null(s->auth_credentials);
+    if (sb->zk == NULL || sb->path == NULL || sb->id == NULL ||
+        (s->auth_scheme != NULL && sb->scheme == NULL) ||
+        (s->auth_credentials != NULL && sb->cred == NULL)) {
+        switchboard_free(sb);
+        return NULL;
+    }
+    return sb;
+}
+
+void switchboard_attach(switchboard *sb, control *ctl)
+{
+    sb->ctl = ctl;
+}
+
+void switchboard_free(switchboard *sb)
+{
+    if (sb == NULL)
+        return;
+    if (sb->token != 0)
+        fail(sb, sb->token, EX_TEMPFAIL, "stopping", "the agent is stopping");
+    sb->token = 0;
+    free(sb->zk);
+    free(sb->path);
+    free(sb->id);
+    free(sb->scheme);
+    options_wipe(sb->cred);
+    free(sb->cred);
+    sb->zk = sb->path = sb->id = sb->scheme = sb->cred = NULL;
+    if (sb->handing_over)
+        sb->stopping = 1;       /* handover_done frees it: the agent calls it once, at the
+                                 * latest when it is freed */
+    else
+        free(sb);
+}

@@ -1,0 +1,528 @@
+/*
+ * agent.c - one candidate: a session, an election, and the host's callbacks.
+ *
+ * Flow: the session's callbacks (which run inside the ZooKeeper library) feed
+ * the election; the election's requests and events go into one FIFO. The FIFO
+ * is drained when the conn pumps the agent (from the conn's ev_prepare
+ * watcher, once per loop iteration), at the top of the loop, outside any
+ * library call stack: events become host callbacks, requests become session
+ * calls. A request queued behind an event is only sent after that event's
+ * callback returned, which is what makes "on_stepdown runs before our node is
+ * deleted" hold. When the FIFO is empty a request is sent at once.
+ *
+ * Re-entrancy: host callbacks may call any zke_agent_* function, including
+ * zke_agent_free(), which is then deferred until the callback returns
+ * (hiredis IN_CALLBACK/FREEING).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "agent_priv.h"
+#include "rng.h"
+#include "settings.h"
+#include "xstr.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+
+const char *zke_version(void) { return ZKELECT_VERSION; }
+
+
+const char *zke_role_name(enum zke_role r)
+{
+    return r == ZKE_ROLE_LEADER ? "leader" : r == ZKE_ROLE_FOLLOWER ? "follower" : "idle";
+}
+
+
+const char *zke_event_name(enum zke_event_type t)
+{
+    static const char *n[] = { "leader", "follower", "predecessor_change", "stepdown",
+                               "session", "joined", "stopped", "suspend", "resume",
+                               "leader_change" };
+    return (unsigned)t < ZKE_EV_COUNT ? n[t] : "?";
+}
+
+
+const char *zke_log_level_name(enum zke_log_level l)
+{
+    static const char *n[] = { "debug", "info", "warn", "error" };
+    return (unsigned)l <= ZKE_LOG_ERROR ? n[l] : "?";
+}
+
+
+static int agent_ever_settled(const zke_agent *a)
+{
+    return a->ever_settled;
+}
+
+
+void agent_life_to(zke_agent *a, enum agent_life to)
+{
+    if (to > a->life)
+        a->life = to;
+    if (to >= AL_STOPPING && to < AL_FREEING && a->handover != NULL)
+        agent_handover_abort(a, "stopped", 0);      /* their callbacks run from the loop */
+}
+
+
+int agent_started(const zke_agent *a) { return a->life >= AL_RUNNING; }
+
+int agent_stopping(const zke_agent *a) { return a->life >= AL_STOPPING; }
+
+int agent_done(const zke_agent *a) { return a->life >= AL_DONE; }
+
+
+static int agent_running(const zke_agent *a)
+{
+    return a->life == AL_RUNNING || a->life == AL_STOPPING;
+}
+
+
+static int agent_wants_session(const zke_agent *a)
+{
+    return a->life == AL_RUNNING;
+}
+
+
+int agent_free_requested(const zke_agent *a)
+{
+    return dispatch_free_requested(&a->q);
+}
+
+
+const char *agent_id(const zke_agent *a) { return a->set.id; }
+
+const char *agent_path(const zke_agent *a) { return a->set.path; }
+
+
+static const struct conn_agent_ops agent_conn_ops = {
+    .running = agent_running,
+    .wants_session = agent_wants_session,
+    .ever_settled = agent_ever_settled,
+    .free_requested = agent_free_requested,
+    .path = agent_path,
+    .id = agent_id,
+    .session_state = agent_session_state,
+    .session_lost = agent_session_lost,
+    .session_watch = agent_session_watch,
+    .pump = agent_pump,
+    .log = agent_queue_log,
+};
+
+
+static void stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    (void)loop;
+    (void)revents;
+    if (agent_done(a))
+        return;
+    if (a->term != NULL) {
+        /* on_stepdown must run before the node goes: the term's drain is
+         * bounded (grace, SIGKILL, 1 s), wait for it */
+        ev_timer_set(&a->stop_to, 0.25, 0.);
+        ev_timer_start(a->loop, &a->stop_to);
+        return;
+    }
+    if (conn_is_private(a->conn))
+        agent_alog(a, ZKE_LOG_WARN, "stop: could not release our node in time; closing the session "
+                              "(the server removes the node)");
+    else
+        agent_alog(a, ZKE_LOG_WARN, "stop: could not release our node in time; it stays until the "
+                              "shared session ends or a later delete of it gets through");
+    agent_life_to(a, AL_DONE);
+    conn_agent_done(a->conn, a);
+    agent_kick_now(a);
+}
+
+
+
+/* The watchers and the FIFO, first: real_free() stops them whatever fails
+ * after. */
+static void init_watchers(zke_agent *a, struct ev_loop *loop)
+{
+    ev_check_init(&a->check, agent_check_cb);
+    ev_set_priority(&a->check, EV_MAXPRI);
+    a->check.data = a;
+    ev_timer_init(&a->renew, agent_renew_cb, 0., 0.);
+    ev_timer_init(&a->census, agent_census_cb, 0., 0.);
+    ev_timer_init(&a->prio, agent_prio_cb, 0., 0.);
+    a->prio.data = a;
+    a->election_size = -1;
+    a->census_position = -1;
+    ev_timer_init(&a->lease_to, agent_lease_to_cb, 0., 0.);
+    a->renew.data = a->lease_to.data = a->census.data = a;
+    dispatch_init(&a->q, loop);
+    ev_timer_init(&a->backoff, agent_backoff_cb, 0., 0.);
+    ev_timer_init(&a->connect_to, agent_connect_to_cb, 0., 0.);
+    ev_timer_init(&a->stop_to, stop_to_cb, 0., 0.);
+    ev_timer_init(&a->hold_to, agent_hold_to_cb, 0., 0.);
+    a->hold_to.data = a;
+    a->backoff.data = a->connect_to.data = a->stop_to.data = a;
+}
+
+
+/* Attaches a to `shared`, or to a private conn made from s. 0, or -1 with
+ * the reason in a->err (a->conn is then set, or NULL: out of memory). */
+static int join_conn(zke_agent *a, struct ev_loop *loop, zke_conn *shared,
+                     const struct zke_settings *s)
+{
+    if (shared != NULL) {
+        a->conn = shared;
+        if (conn_attach(shared, a, &agent_conn_ops) != 0) {
+            a->conn = NULL;
+            snprintf(a->err, sizeof a->err, "out of memory");
+            return -1;
+        }
+        if (settings_conn_given(s)) {
+            snprintf(a->err, sizeof a->err, "an agent on a shared connection takes zk, "
+                     "session_timeout_ms, connect_timeout_ms, session_file, auth and acl from the "
+                     "connection: leave them zero in its settings");
+            return -1;
+        }
+    } else {
+        a->conn = conn_new_private(loop, s, a);
+        if (a->conn == NULL) {
+            snprintf(a->err, sizeof a->err, "out of memory");
+            return -1;
+        }
+        (void)conn_attach(a->conn, a, &agent_conn_ops);      /* on failure the agent still owns (frees) it */
+    }
+    if (conn_error(a->conn)[0] != '\0') {
+        snprintf(a->err, sizeof a->err, "%s%s", shared ? "connection: " : "", conn_error(a->conn));
+        return -1;
+    }
+    a->sess = conn_session(a->conn);
+    return 0;
+}
+
+
+/* a->set: the conn's part from the conn, the rest copied from s (strings
+ * owned), then checked. 0, or -1 with the reason in a->err. */
+static int take_settings(zke_agent *a, const struct zke_settings *s)
+{
+    a->set.session_timeout_ms = conn_requested_timeout_ms(a->conn);
+    a->set.connect_timeout_ms = conn_connect_timeout_ms(a->conn);
+    a->set.zk = xstrdup(conn_hosts(a->conn));
+    a->set.path = xstrdup(s->path ? s->path : "");
+    a->set.id = xstrdup(s->id ? s->id : "");
+    a->set.data = xstrdup(s->data ? s->data : s->id ? s->id : "");
+    a->set.on_disconnect = s->on_disconnect;
+    a->set.stepdown_budget_ms = s->stepdown_budget_ms;
+    a->set.lease_margin_ms = s->lease_margin_ms;
+    a->set.renew_ms = s->renew_ms;
+    a->set.server_tick_ms = s->server_tick_ms;
+    a->set.renewal = s->renewal;
+    a->set.drift = s->drift;
+    a->set.hook_budget_ms = s->hook_budget_ms;
+    a->set.census_interval_ms = s->census_interval_ms > 0 ? s->census_interval_ms : 0;
+    a->set.compat = s->compat;
+    a->set.priority = s->priority;
+    a->set.preempt = s->preempt != 0;
+    a->set.preempt_delay_ms = s->preempt_delay_ms == 0 ? ZKE_DEFAULT_PREEMPT_DELAY_MS
+                              : s->preempt_delay_ms < 0 ? 0 : s->preempt_delay_ms;
+    a->set.preempt_check_ms = s->preempt_check_ms > 0 ? s->preempt_check_ms
+                                                       : ZKE_DEFAULT_PREEMPT_CHECK_MS;
+    if (s->priority < 0 || s->priority > ZKE_PRIORITY_MAX) {
+        snprintf(a->err, sizeof a->err, "priority %d is not within 0..%d", s->priority,
+                 ZKE_PRIORITY_MAX);
+        return -1;
+    }
+    if ((s->priority > 0 || s->preempt) && s->compat != ZKE_COMPAT_NONE) {
+        snprintf(a->err, sizeof a->err, "priorities need zkelect's own node data (compat none)");
+        return -1;
+    }
+    if (a->set.zk == NULL || a->set.path == NULL || a->set.id == NULL || a->set.data == NULL) {
+        snprintf(a->err, sizeof a->err, "out of memory");
+        return -1;
+    }
+    return settings_check_candidate(a->set.path, a->set.id, a->set.data, a->err, sizeof a->err);
+}
+
+
+/* The lease plan and the election, from a->set and s's compat mode. 0, or
+ * -1 with the reason in a->err. */
+static int make_election(zke_agent *a, const struct zke_settings *s)
+{
+    /* The plan for the requested timeout; the server may grant another
+     * (within its min/maxSessionTimeout), and the plan is made again for
+     * it, defaults and all (zke_agent_plan). When only the requested
+     * timeout is too short for the defaults, the server's grant decides:
+     * it is at least twice its tickTime. */
+    if (zke_lease_check(&a->set, a->set.session_timeout_ms, &a->plan, a->err, sizeof a->err) != 0) {
+        if (settings_lease_given(&a->set))
+            return -1;
+        a->err[0] = '\0';
+        a->plan_unchecked = 1;
+    }
+    struct el_ops eops = { agent_el_request_cb, agent_el_event_cb, agent_el_log_cb };
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t seed = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 17) ^
+                    (uint64_t)(uintptr_t)a;
+    a->rng = seed | 1;
+    a->el = el_new(a->set.path, a->set.id, a->set.data, &eops, a, seed);
+    if (a->el == NULL) {
+        snprintf(a->err, sizeof a->err, "out of memory");
+        return -1;
+    }
+    el_set_strict(a->el, a->set.on_disconnect == ZKE_DISCONNECT_STEPDOWN);
+    if (el_set_compat(a->el, s->compat, s->priority) != 0) {
+        snprintf(a->err, sizeof a->err, "compat mode %d is not one of none, curator, kazoo",
+                 (int)s->compat);
+        return -1;
+    }
+    return 0;
+}
+
+
+/* Everything but the conn's part; a->conn is set (or NULL: out of memory).
+ * Whatever fails, the agent is returned with the reason in a->err: only
+ * zke_agent_start refuses it. */
+static zke_agent *make_agent(struct ev_loop *loop, zke_conn *shared, const struct zke_settings *s,
+                             const struct zke_callbacks *cb, void *ud)
+{
+    zke_agent *a = calloc(1, sizeof *a);
+    if (a == NULL)
+        return NULL;
+    a->loop = loop;
+    if (cb != NULL)
+        a->cb = *cb;
+    a->ud = ud;
+    init_watchers(a, loop);
+    if (join_conn(a, loop, shared, s) == 0 && take_settings(a, s) == 0)
+        (void)make_election(a, s);
+    return a;
+}
+
+
+zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
+                         const struct zke_callbacks *cb, void *ud)
+{
+    return make_agent(loop, NULL, s, cb, ud);
+}
+
+
+zke_agent *zke_agent_new_on(zke_conn *c, const struct zke_settings *s,
+                            const struct zke_callbacks *cb, void *ud)
+{
+    return make_agent(conn_loop(c), c, s, cb, ud);
+}
+
+
+int zke_agent_start(zke_agent *a)
+{
+    if (a->err[0] != '\0' || a->el == NULL || a->sess == NULL)
+        return -1;
+    if (agent_started(a)) {
+        snprintf(a->err, sizeof a->err, "agent already started");
+        return -1;
+    }
+    agent_life_to(a, AL_RUNNING);
+    /* the session keeps the most cautious tick of the agents sharing it */
+    session_set_server_tick(a->sess, a->set.server_tick_ms, a->plan.drift);
+    ev_check_start(a->loop, &a->check);
+    if (a->set.connect_timeout_ms > 0) {
+        ev_timer_set(&a->connect_to, a->set.connect_timeout_ms / 1000.0, 0.);
+        ev_timer_start(a->loop, &a->connect_to);
+    }
+    if (a->set.census_interval_ms > 0) {
+        /* a random phase: candidates started together do not census together */
+        double iv = a->set.census_interval_ms / 1000.0;
+        ev_timer_set(&a->census, 0.05 + iv * rng_unit(&a->rng), iv);
+        ev_timer_start(a->loop, &a->census);
+    }
+    if (a->set.preempt) {
+        double iv = a->set.preempt_check_ms / 1000.0;
+        ev_timer_set(&a->prio, iv * (0.5 + 0.5 * rng_unit(&a->rng)), iv);
+        ev_timer_start(a->loop, &a->prio);
+    }
+    if (conn_agent_start(a->conn, a, a->err, sizeof a->err) != 0) {
+        a->life = AL_NEW;             /* the one step back: it may be started again */
+        ev_check_stop(a->loop, &a->check);
+        ev_timer_stop(a->loop, &a->connect_to);
+        ev_timer_stop(a->loop, &a->census);
+        ev_timer_stop(a->loop, &a->prio);
+        return -1;
+    }
+    return 0;
+}
+
+
+void zke_agent_stop(zke_agent *a)
+{
+    if (a->life != AL_RUNNING)
+        return;
+    agent_life_to(a, AL_STOPPING);
+    ev_timer_stop(a->loop, &a->connect_to);
+    if (!session_is_open(a->sess)) {
+        agent_life_to(a, AL_DONE);
+        conn_agent_done(a->conn, a);
+    } else {
+        el_stop(a->el);
+        int ms = session_timeout_ms(a->sess);
+        ms = ms < 1000 ? 1000 : ms > 5000 ? 5000 : ms;
+        /* room for the step-down: the term's children, then on_stepdown */
+        if (ms < a->plan.stepdown_budget_ms + 2000)
+            ms = a->plan.stepdown_budget_ms + 2000;
+        ev_timer_set(&a->stop_to, ms / 1000.0, 0.);
+        ev_timer_start(a->loop, &a->stop_to);
+    }
+    agent_kick_now(a);
+}
+
+
+static void forget_done(void *arg, const struct sess_result *r)
+{
+    (void)arg;
+    (void)r;
+}
+
+
+static void real_free(zke_agent *a)
+{
+    nodedata_clear(&a->census_lead);
+    free(a->persistent_warned);
+    agent_free_withdraw_holds(a);
+    ev_check_stop(a->loop, &a->check);
+    ev_timer_stop(a->loop, &a->renew);
+    ev_timer_stop(a->loop, &a->census);
+    ev_timer_stop(a->loop, &a->prio);
+    agent_prio_free(a);
+    ev_timer_stop(a->loop, &a->lease_to);
+    ev_timer_stop(a->loop, &a->hold_to);
+    scope_free(a->term);            /* SIGKILL to what is left, no wait */
+    a->term = NULL;
+    if (a->guard != NULL)
+        guard_slot_release(a->guard, a->guard_slot);
+    a->guard = NULL;
+    ev_timer_stop(a->loop, &a->backoff);
+    ev_timer_stop(a->loop, &a->connect_to);
+    ev_timer_stop(a->loop, &a->stop_to);
+    int started = agent_started(a);
+    agent_handover_abort(a, "freed", 1);    /* their callbacks run now */
+    agent_life_to(a, AL_FREEING);
+    if (a->sess != NULL)
+        session_cancel(a->sess, a);     /* completions see a->freeing */
+    if (a->conn != NULL && a->sess != NULL && !conn_is_private(a->conn)) {
+        /* the shared session stays: a node we still hold would lead (or
+         * block) its election until the session ends, so delete it now,
+         * without waiting for the answer (untagged: nothing of ours) */
+        struct zke_status st;
+        if (a->el != NULL && started)
+            el_status(a->el, &st);
+        else
+            st.node = NULL;
+        char *path = st.node != NULL && session_connected(a->sess) ? agent_full_path(a, st.node) : NULL;
+        if (path != NULL && session_delete(a->sess, path, forget_done, NULL) == 0)
+            agent_alog(a, ZKE_LOG_DEBUG, "freed without a finished stop: deleting %s", st.node);
+        free(path);
+    }
+    if (a->conn != NULL)
+        conn_detach(a->conn, a);        /* a private conn closes: completions see a->freeing */
+    el_free(a->el);
+    dispatch_close(&a->q, NULL);
+    free((char *)a->set.zk);
+    free((char *)a->set.path);
+    free((char *)a->set.id);
+    free((char *)a->set.data);
+    free(a->host_node);
+    free(a);
+}
+
+
+/* Ends the term and the agent for the host: an on_stepdown for a sitting
+ * leader and the one on_stopped, then releases everything. */
+void agent_teardown(zke_agent *a)
+{
+    struct zke_event ev;
+    scope_free(a->term);            /* the term ends before on_stepdown */
+    a->term = NULL;
+    if (a->host_leader && a->cb.on_stepdown != NULL) {
+        int32_t seq;
+        a->host_leader = 0;
+        agent_base_event(a, ZKE_EV_STEPDOWN, "shutdown", &ev);
+        ev.node = a->host_node;
+        ev.seq = a->host_node && el_parse_seq(a->host_node, &seq) == 0 ? seq : -1;
+        ev.session = a->last_session;
+        ev.epoch = a->host_epoch;
+        dispatch_enter(&a->q);      /* a zke_agent_free() in it is the one running */
+        a->cb.on_stepdown(a, &ev, a->ud);
+        (void)dispatch_leave(&a->q);
+    }
+    /* on_stopped, unless the FIFO called it already; not recorded in
+     * a->life: real_free follows as soon as it returns, and the FIFO, the
+     * only other caller (emit_stopped), never runs again */
+    if (agent_started(a) && a->life < AL_STOPPED) {
+        agent_base_event(a, ZKE_EV_STOPPED, "free", &ev);
+        if (a->cb.on_stopped != NULL) {
+            dispatch_enter(&a->q);
+            a->cb.on_stopped(a, &ev, a->ud);
+            (void)dispatch_leave(&a->q);
+        }
+    }
+    real_free(a);
+}
+
+
+void zke_agent_free(zke_agent *a)
+{
+    if (a == NULL || !dispatch_request_free(&a->q))
+        return;         /* asked already, or agent_call_host() finishes it when the callback returns */
+    agent_teardown(a);
+}
+
+
+int zke_agent_set_guard(zke_agent *a, zke_guard *g)
+{
+    int slot = -1;
+    if (a == NULL || a->life == AL_FREEING || g == a->guard)
+        return a == NULL || a->life == AL_FREEING ? -1 : 0;
+    if (g != NULL && (slot = guard_slot_take(g)) < 0) {
+        snprintf(a->err, sizeof a->err, "the fail-stop guard has no free agent slot (it guards "
+                 "at most %d agents)", ZKE_GUARD_AGENTS);
+        return -1;
+    }
+    if (a->guard != NULL)
+        guard_slot_release(a->guard, a->guard_slot);
+    a->guard = g;
+    a->guard_slot = slot;
+    a->guard_end_ns = 0;
+    agent_guard_sync(a);                  /* a term already running is armed now */
+    return 0;
+}
+
+
+int zke_agent_plan(const zke_agent *a, struct zke_lease_plan *out)
+{
+    if (a == NULL || out == NULL || !agent_started(a))
+        return -1;
+    *out = a->plan;
+    return 0;
+}
+
+
+int zke_agent_requests(const zke_agent *a, struct zke_requests *out)
+{
+    if (a->sess == NULL) {
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    session_requests(a->sess, out);
+    return 0;
+}
+
+
+const char *zke_agent_errstr(const zke_agent *a)
+{
+    return a->err;
+}
+
+
+void *zke_agent_userdata(const zke_agent *a)
+{
+    return a->ud;
+}

@@ -1,0 +1,253 @@
+/*
+ * agent_lease.c - the lease: its end, its check every loop iteration, the renewals, the fail-stop guard. See agent.c for the agent's flow.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "agent_priv.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+
+/* The lease as it stands now: from the send time of the latest request of
+ * this session that the quorum leader surely heard of (touch.h). 0 if none. */
+int64_t agent_lease_end(const zke_agent *a)
+{
+    int64_t base = session_lease_base_ns(a->sess);
+    return base > 0 ? base + (int64_t)a->plan.lease_ms * 1000000 : 0;
+}
+
+
+/* A renewal sent this long after an answer confirms it (the confirmation
+ * gap plus a tenth, at least 10 ms, for the round trip). */
+static int confirm_step_ms(const zke_agent *a)
+{
+    int c = a->plan.confirm_ms;
+    return c + (c / 10 > 10 ? c / 10 : 10);
+}
+
+
+/* Enough lease to start acting: more than one leader renewal period. */
+int agent_lease_ready(const zke_agent *a)
+{
+    return agent_lease_end(a) - sess_now_ns() > (int64_t)a->plan.renew_ms * 1000000;
+}
+
+
+int64_t agent_lease_remaining_ms(const zke_agent *a)
+{
+    return (agent_lease_end(a) - sess_now_ns()) / 1000000;
+}
+
+
+/* The fail-stop guard (zke_agent_set_guard) holds the term's hard end, the
+ * lease end + the step-down budget + half the margin (a step-down that
+ * uses all its budget is not killed for it, and the successor still cannot
+ * start for another half margin), from just before on_leader until its
+ * step-down has finished (its processes ended, on_stepdown returned or its
+ * hold released); it follows the lease end as renewals move it. */
+void agent_guard_sync(zke_agent *a)
+{
+    if (a->guard == NULL)
+        return;
+    int64_t d = 0;
+    if (a->host_leader || a->term != NULL || a->holding || a->in_stepdown_cb) {
+        int64_t end = agent_lease_end(a);
+        int64_t after = (int64_t)a->plan.stepdown_budget_ms + a->plan.margin_ms / 2;
+        d = end > 0 ? end + after * 1000000 : a->guard_end_ns;
+    }
+    if (d != a->guard_end_ns) {
+        a->guard_end_ns = d;
+        guard_slot_arm(a->guard, a->guard_slot, d);
+    }
+}
+
+
+/* Checks the lease; called first in every loop iteration (ev_check of top
+ * priority) and by its timer. A leader whose lease ran out, also while the
+ * process was stopped, revokes its term before anything else runs and steps
+ * down with reason "lease". */
+void agent_lease_tick(zke_agent *a)
+{
+    int leading = el_role(a->el) == ZKE_ROLE_LEADER;
+    if (a->life == AL_FREEING || (!leading && !a->host_leader)) {
+        ev_timer_stop(a->loop, &a->lease_to);
+        return;
+    }
+    if (a->lease_wait != 0 && !a->host_leader) {
+        /* won, not acting yet: nothing to end; start once the lease is */
+        ev_timer_stop(a->loop, &a->lease_to);
+        if (agent_lease_ready(a))
+            agent_kick_now(a);
+        return;
+    }
+    int64_t end = agent_lease_end(a), now = sess_now_ns();
+    if (end == 0 || now >= end) {
+        ev_timer_stop(a->loop, &a->lease_to);
+        agent_revoke_term(a);
+        if (leading) {
+            int64_t base = session_lease_base_ns(a->sess);
+            agent_alog(a, ZKE_LOG_WARN, "lease ran out %" PRId64 " ms ago (last request confirmed by "
+                 "the quorum leader sent %" PRId64 " ms ago, lease %d ms): stepping down before "
+                 "the session can expire", (now - end) / 1000000,
+                 base ? (now - base) / 1000000 : -1, a->plan.lease_ms);
+            (void)el_lease_expired(a->el, "lease");
+            agent_kick_now(a);
+        }
+        return;
+    }
+    /* runs every loop iteration: re-arm only when a renewal moved the end */
+    if (leading && (end != a->armed_end_ns || !ev_is_active(&a->lease_to))) {
+        a->armed_end_ns = end;
+        ev_timer_stop(a->loop, &a->lease_to);
+        ev_now_update(a->loop);     /* relative to now, not to the cached loop time */
+        ev_timer_set(&a->lease_to, (double)(end - now) / 1e9 + 0.0005, 0.);
+        ev_timer_start(a->loop, &a->lease_to);
+        agent_guard_sync(a);
+    }
+}
+
+
+void agent_check_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    agent_lease_tick(w->data);
+}
+
+
+void agent_lease_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    agent_lease_tick(w->data);
+}
+
+
+/* A follower further back than next in line: it sends a read (instead of
+ * the client library's ping), so that when it moves up its first renewal,
+ * sent at once, finds an answer to confirm. */
+static int behind(const struct zke_status *st)
+{
+    return st->role == ZKE_ROLE_FOLLOWER && st->position != 1;
+}
+
+
+/* How often a follower further back reads: the client's ping period, T/3,
+ * or less where a read must be younger than lease - renewal period to
+ * leave a fresh lease once confirmed (it is a confirmation gap old by
+ * then). */
+static int read_period(const zke_agent *a)
+{
+    int q = a->plan.session_ms / 3;
+    int room = a->plan.lease_ms - a->plan.renew_ms - confirm_step_ms(a);
+    if (q > room)
+        q = room;
+    return q > 10 ? q : 10;
+}
+
+
+static void renew_done(void *arg, const struct sess_result *r)
+{
+    zke_agent *a = arg;
+    (void)r;                /* the session noted the answer's send time */
+    a->renewing = 0;
+}
+
+
+/* A request of our own, so the lease does not depend on the client
+ * library's pings (which it hides, and which a follower server answers
+ * without its leader) nor on the election being busy. */
+void agent_renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    struct zke_status st;
+    (void)revents;
+    if (a->renewing || !session_connected(a->sess))
+        return;
+    /* the lease is the session's, whoever renews it: on a conn shared by
+     * many agents one renewal renews them all, so skip ours while another
+     * was sent (answered or still in flight) less than half a period ago */
+    if (sess_now_ns() - session_last_renewal_ns(a->sess) < (int64_t)a->renew_period_ms * 500000)
+        return;
+    el_status(a->el, &st);
+    char *own = st.node != NULL ? agent_full_path(a, st.node) : NULL;
+    const char *path = own != NULL ? own : a->set.path;
+    /* a sync, or a write that changes nothing, goes through the quorum
+     * leader: its answer confirms what this connection sent at least a
+     * server tick before it (touch.h); the write's also that the leader
+     * still had its quorum. Further back, a plain read: an answer for the
+     * first renewal after a promotion to confirm at once */
+    int rc = behind(&st) ? session_exists(SESS(a), path, 0, renew_done, a)
+             : a->set.renewal == ZKE_RENEW_SYNC ? session_sync(SESS(a), path, renew_done, a)
+                                                : session_commit(SESS(a), path, renew_done, a);
+    free(own);
+    if (rc == 0)
+        a->renewing = 1;
+    /* a lease not fresh yet (a new next in line, a term waiting for its
+     * lease) gets the next renewal as soon as it can confirm this one's
+     * answer, not a whole period on */
+    int next = a->renew_period_ms, soon = confirm_step_ms(a);
+    if (!agent_lease_ready(a) && soon < next && !behind(&st))
+        next = soon;
+    if ((double)next / 1000.0 != w->repeat) {
+        w->repeat = (double)next / 1000.0;
+        ev_timer_again(loop, w);
+    }
+}
+
+
+/* Renew while leading, and as next in line (it may lead on the fast path
+ * without a round trip, so its lease must already be fresh: more than one
+ * leader's renewal period left); further back, read (behind()). The leader
+ * renews every plan.renew_ms; the next in line, whose lease only has to stay above that, at the client
+ * library's own ping period (T/3, where the renewal replaces the ping)
+ * when the lease leaves room, so it wakes and sends no more than a plain
+ * client; its lease then stays above twice the leader's period. */
+static int renew_period(const zke_agent *a, int leading)
+{
+    int p = a->plan.renew_ms;
+    if (leading) {
+        /* A renewal confirms the latest request answered a confirmation
+         * gap (c) before it was sent. Renewing every p < c pairs each with
+         * one two periods back, so the lease lags the latest renewal by up
+         * to c + 2p; renewing just over c (c + e, e for the round trip)
+         * pairs each with the previous one: a lag of up to 2 (c + e), the
+         * better schedule when that is shorter (a short server tick). */
+        int c = a->plan.confirm_ms, step = confirm_step_ms(a);
+        if (p < step && 2 * step < c + 2 * p)
+            p = step;
+        return p;
+    }
+    /* the base is a request answered a confirmation gap before the latest
+     * answered renewal, which may be 1.5 periods old (a renewal is skipped
+     * while the last one is younger than half a period), and requests are a
+     * period apart: keep lease - gap - 2.5 q >= 2 p */
+    int q = a->plan.session_ms / 3;
+    int room = (a->plan.lease_ms - a->plan.confirm_ms - 2 * p) * 2 / 5;
+    if (q > room)
+        q = room;
+    return q > p ? q : p;
+}
+
+
+void agent_update_renew(zke_agent *a)
+{
+    struct zke_status st;
+    el_status(a->el, &st);
+    int want = !agent_done(a) && session_is_open(a->sess) &&
+               (st.role == ZKE_ROLE_LEADER || st.role == ZKE_ROLE_FOLLOWER);
+    int period = !want ? 0 : behind(&st) ? read_period(a)
+                                         : renew_period(a, st.role == ZKE_ROLE_LEADER);
+    if (ev_is_active(&a->renew) && (!want || period != a->renew_period_ms))
+        ev_timer_stop(a->loop, &a->renew);
+    if (want && !ev_is_active(&a->renew)) {
+        /* the first renewal at once: the next in line that became leader
+         * may be down to a little over one leader period, and a new next
+         * in line's lease (or a won term's) counts only from a confirmed
+         * renewal */
+        double p = period / 1000.0;
+        a->renew_period_ms = period;
+        ev_timer_set(&a->renew, 0., p);
+        ev_timer_start(a->loop, &a->renew);
+    }
+}

@@ -1,0 +1,291 @@
+/*
+ * agent_queue.c - the FIFO of events, requests and log lines, and its drain (the conn's pump). See agent.c for the agent's flow.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "agent_priv.h"
+#include "xstr.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+/* A log line for the host; never cut (names in it are other clients'
+ * bytes, of any length). */
+void agent_alog(zke_agent *a, enum zke_log_level lvl, const char *fmt, ...)
+{
+    char buf[600];
+    va_list ap;
+    if (a->cb.log == NULL)
+        return;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof buf) {
+        char *big = malloc((size_t)n + 1);
+        if (big != NULL) {
+            va_start(ap, fmt);
+            vsnprintf(big, (size_t)n + 1, fmt, ap);
+            va_end(ap);
+            agent_queue_log(a, lvl, big);
+            free(big);
+            return;
+        }
+    }
+    agent_queue_log(a, lvl, buf);
+}
+
+
+/* Makes the loop turn (and run_pending) soon, without blocking first. */
+void agent_kick_now(zke_agent *a)
+{
+    if (a->life != AL_FREEING)
+        dispatch_kick(&a->q);
+}
+
+
+
+
+
+static void enqueue(zke_agent *a, struct item *it)
+{
+    dispatch_push(&a->q, &it->link);
+}
+
+
+/* An event of this agent with no election fields (session, stopped). */
+void agent_base_event(const zke_agent *a, enum zke_event_type t, const char *reason,
+                       struct zke_event *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->type = t;
+    ev->id = a->set.id;
+    ev->path = a->set.path;
+    ev->reason = reason;
+    ev->seq = -1;
+    ev->position = -1;
+}
+
+
+void agent_queue_log(zke_agent *a, enum zke_log_level lvl, const char *msg)
+{
+    if (a->life == AL_FREEING || a->cb.log == NULL)
+        return;
+    size_t n = strlen(msg) + 1;
+    struct item *it = malloc(sizeof *it + n);
+    if (it == NULL)
+        return;
+    memset(it, 0, sizeof *it);
+    it->kind = IT_LOG;
+    it->lvl = lvl;
+    memcpy(it->buf, msg, n);
+    enqueue(a, it);
+    agent_kick_now(a);
+}
+
+
+static void queue_event(zke_agent *a, const struct zke_event *ev)
+{
+    const struct zke_event *e = ev;
+    size_t n = xstr_size(e->id) + xstr_size(e->path) + xstr_size(e->node) + xstr_size(e->reason) + xstr_size(e->previous) +
+               xstr_size(e->leader) + xstr_size(e->leader_data) + xstr_size(e->leader_node) + xstr_size(e->predecessor) +
+               xstr_size(e->old_pred) + xstr_size(e->new_pred);
+    if (a->life == AL_FREEING)
+        return;
+    struct item *it = malloc(sizeof *it + n);
+    if (it == NULL) {
+        agent_alog(a, ZKE_LOG_ERROR, "out of memory: %s event lost", zke_event_name(ev->type));
+        return;
+    }
+    char *p = it->buf;
+    it->kind = IT_EVENT;
+    it->ev = *ev;
+    if (it->ev.cause_ns == 0)
+        it->ev.cause_ns = session_reading_ns();
+    it->ev.id = xstr_put(&p, e->id);
+    it->ev.path = xstr_put(&p, e->path);
+    it->ev.node = xstr_put(&p, e->node);
+    it->ev.reason = xstr_put(&p, e->reason);
+    it->ev.previous = xstr_put(&p, e->previous);
+    it->ev.leader = xstr_put(&p, e->leader);
+    it->ev.leader_data = xstr_put(&p, e->leader_data);
+    it->ev.leader_node = xstr_put(&p, e->leader_node);
+    it->ev.predecessor = xstr_put(&p, e->predecessor);
+    it->ev.old_pred = xstr_put(&p, e->old_pred);
+    it->ev.new_pred = xstr_put(&p, e->new_pred);
+    enqueue(a, it);
+    agent_kick_now(a);
+}
+
+
+void agent_queue_session_event(zke_agent *a, const char *reason, uint64_t sid)
+{
+    struct zke_event ev;
+    agent_base_event(a, ZKE_EV_SESSION, reason, &ev);
+    ev.session = sid;
+    queue_event(a, &ev);
+}
+
+
+/* election -> agent */
+void agent_el_request_cb(void *ud, const struct el_req *r)
+{
+    zke_agent *a = ud;
+    if (dispatch_peek(&a->q) == NULL) {
+        agent_submit(a, r);
+        return;
+    }
+    struct item *it = malloc(sizeof *it + xstr_size(r->node) + r->datalen + 1);
+    if (it == NULL) {
+        agent_alog(a, ZKE_LOG_ERROR, "out of memory queueing a request; retrying later");
+        ev_timer_stop(a->loop, &a->backoff);
+        ev_timer_set(&a->backoff, 0.5, 0.);
+        ev_timer_start(a->loop, &a->backoff);
+        return;
+    }
+    char *p = it->buf;
+    it->kind = IT_REQUEST;
+    it->req = *r;
+    it->req.node = xstr_put(&p, r->node);
+    if (r->data != NULL) {
+        memcpy(p, r->data, r->datalen);
+        it->req.data = p;
+    }
+    enqueue(a, it);
+}
+
+
+void agent_el_event_cb(void *ud, const struct zke_event *ev)
+{
+    zke_agent *a = ud;
+    /* the term ends now, not when the FIFO gets to on_stepdown: its timers
+     * stop and its children get SIGTERM at once */
+    if (ev->type == ZKE_EV_STEPDOWN && a->host_leader && ev->epoch == a->host_epoch)
+        agent_revoke_term(a);
+    if (ev->type == ZKE_EV_LEADER || ev->type == ZKE_EV_FOLLOWER)
+        a->ever_settled = 1;
+    queue_event(a, ev);
+}
+
+
+void agent_el_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    agent_queue_log(ud, lvl, msg);
+}
+
+
+static int call_log(zke_agent *a, enum zke_log_level lvl, const char *msg)
+{
+    if (a->cb.log == NULL)
+        return 0;
+    dispatch_enter(&a->q);
+    a->cb.log(a->ud, lvl, msg);
+    if (dispatch_leave(&a->q)) {
+        agent_teardown(a);
+        return -1;
+    }
+    return 0;
+}
+
+
+static int emit_stopped(zke_agent *a, const char *reason)
+{
+    struct zke_event ev;
+    if (a->life >= AL_STOPPED)
+        return 0;
+    agent_life_to(a, AL_STOPPED);
+    agent_base_event(a, ZKE_EV_STOPPED, reason, &ev);
+    return agent_call_host(a, &ev);
+}
+
+
+/* Drains the FIFO and pumps the session. Returns -1 if the agent is gone. */
+static int run_pending(zke_agent *a)
+{
+    for (int round = 0; round < MAX_ROUNDS; round++) {
+        while (dispatch_peek(&a->q) != NULL && !a->holding) {
+            struct item *it = (struct item *)dispatch_peek(&a->q);
+            if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_LEADER && !a->host_leader &&
+                !agent_stopping(a) && !agent_lease_ready(a)) {
+                struct zke_status st;
+                el_status(a->el, &st);
+                if (st.role == ZKE_ROLE_LEADER && st.epoch == it->ev.epoch) {
+                    /* won on a listing, but no sync has confirmed a request
+                     * recent enough yet: the term starts once one has (the
+                     * leader's renewals run meanwhile); nothing acts */
+                    if (a->lease_wait != it->ev.epoch)
+                        agent_alog(a, ZKE_LOG_INFO, "elected (epoch %" PRId64 "): waiting for the "
+                             "quorum leader to confirm the lease before on_leader",
+                             it->ev.epoch);
+                    a->lease_wait = it->ev.epoch;
+                    session_flush(a->sess);
+                    agent_update_renew(a);
+                    return 0;       /* lease_tick kicks the loop when it is */
+                }
+            }
+            if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_LEADER)
+                a->lease_wait = 0;
+            if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_STEPDOWN && a->host_leader &&
+                it->ev.epoch == a->host_epoch && a->term != NULL) {
+                /* on_stepdown (and the node's release, queued behind it)
+                 * only once everything of the term has ended */
+                agent_revoke_term(a);
+                if (!a->term_drained) {
+                    session_flush(a->sess);
+                    agent_update_renew(a);
+                    return 0;       /* agent_term_drained_cb kicks the loop */
+                }
+                scope_free(a->term);
+                a->term = NULL;
+            }
+            (void)dispatch_pop(&a->q);
+            if (it->kind == IT_EVENT) {
+                int gone = agent_call_host(a, &it->ev);
+                free(it);
+                if (gone)
+                    return -1;
+            } else if (it->kind == IT_LOG) {
+                int gone = call_log(a, it->lvl, it->buf);
+                free(it);
+                if (gone)
+                    return -1;
+            } else {
+                agent_submit(a, &it->req);
+                free(it);
+            }
+        }
+        session_flush(a->sess);
+        agent_update_renew(a);
+        /* done: on_stopped once the handle is closed, or at once when
+         * other agents keep a shared one open (then what we still wait for
+         * is cancelled: each completion runs now, with SESS_CLOSING) */
+        if (a->life == AL_DONE &&
+            (!session_is_open(a->sess) || conn_others_running(a->conn, a))) {
+            session_cancel(a->sess, a);
+            ev_check_stop(a->loop, &a->check);
+            ev_timer_stop(a->loop, &a->renew);
+            ev_timer_stop(a->loop, &a->census);
+            ev_timer_stop(a->loop, &a->lease_to);
+            ev_timer_stop(a->loop, &a->stop_to);
+            ev_timer_stop(a->loop, &a->backoff);
+            ev_timer_stop(a->loop, &a->connect_to);
+            conn_agent_quiet(a->conn, a);
+            if (emit_stopped(a, a->stop_reason ? a->stop_reason : "stop") < 0)
+                return -1;
+        }
+        if (dispatch_peek(&a->q) == NULL || a->holding)
+            return 0;           /* a hold ends with agent_end_hold(), which kicks */
+    }
+    agent_kick_now(a);       /* work left: turn again without blocking */
+    return 0;
+}
+
+
+/* The conn pumps every agent on it once per loop iteration, in creation
+ * order (conn_agent_ops.pump). */
+void agent_pump(zke_agent *a)
+{
+    (void)run_pending(a);
+}

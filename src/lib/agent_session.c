@@ -1,0 +1,108 @@
+/*
+ * agent_session.c - the session's events (connected, disconnected, lost, watches) and the retry and connect timers. See agent.c for the agent's flow.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "agent_priv.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+
+
+/* The session is gone or given up (conn_lose fans this out): event_reason
+ * "expired" (or "closed" when we close it on purpose, "auth_failed"). The
+ * conn closes the handle and opens a new one unless nobody wants it. */
+void agent_session_lost(zke_agent *a, const char *event_reason, const char *why)
+{
+    ev_timer_stop(a->loop, &a->backoff);       /* its retry belongs to the old session */
+    agent_queue_session_event(a, event_reason, a->last_session);
+    agent_alog(a, ZKE_LOG_WARN, "session 0x%" PRIx64 " %s", a->last_session, why);
+    el_on_session(a->el, EL_SESS_EXPIRED, 0);
+}
+
+
+void agent_session_state(zke_agent *a, enum sess_state st)
+{
+    if (st == SESS_S_CONNECTED) {
+        uint64_t sid = session_id(a->sess);
+        int first = !a->ever_connected;
+        a->ever_connected = 1;
+        ev_timer_stop(a->loop, &a->connect_to);
+        ev_timer_stop(a->loop, &a->backoff);   /* el_on_session() below re-drives */
+        agent_queue_session_event(a, sid == a->last_session ? "reconnected" : "connected", sid);
+        int T = session_timeout_ms(a->sess);
+        if (first && T != a->set.session_timeout_ms)
+            agent_alog(a, ZKE_LOG_WARN, "session timeout: asked %d ms, server granted %d ms",
+                 a->set.session_timeout_ms, T);
+        if (T != a->plan.session_ms || a->plan_unchecked) {
+            char why[1024];
+            struct zke_lease_plan np;
+            if (zke_lease_check(&a->set, T, &np, why, sizeof why) != 0) {
+                snprintf(a->err, sizeof a->err, "the server granted a session timeout of %d ms "
+                         "(asked %d ms): %s", T, a->set.session_timeout_ms, why);
+                a->last_session = sid;
+                agent_fail_now(a, "config");
+                return;
+            }
+            a->plan = np;
+            a->plan_unchecked = 0;
+            agent_alog(a, ZKE_LOG_INFO, "lease %d ms (session %d ms, stepdown budget %d ms, margin %d "
+                 "ms, renewal every %d ms, confirmed by a renewal %d ms later)", np.lease_ms, T,
+                 np.stepdown_budget_ms, np.margin_ms, np.renew_ms, np.confirm_ms);
+        }
+        a->last_session = sid;
+        el_on_session(a->el, EL_SESS_CONNECTED, sid);
+        /* a reconnected session's lease moves with the first renewal on the
+         * new connection (touch.h): send it now, not a period on */
+        if (ev_is_active(&a->renew)) {
+            ev_timer_stop(a->loop, &a->renew);
+            ev_timer_set(&a->renew, 0., a->renew_period_ms / 1000.0);
+            ev_timer_start(a->loop, &a->renew);
+        }
+    } else if (st == SESS_S_DISCONNECTED) {
+        agent_queue_session_event(a, "disconnected", a->last_session);
+        el_on_session(a->el, EL_SESS_DISCONNECTED, a->last_session);
+    } else if (st == SESS_S_AUTH_FAILED) {
+        /* fatal: a new handle would be refused the same way */
+        snprintf(a->err, sizeof a->err, "%s", session_auth_error(a->sess));
+        a->stop_reason = "auth";
+        agent_session_lost(a, "auth_failed", "is dead: authentication failed");
+        zke_agent_stop(a);
+    }
+}
+
+
+void agent_session_watch(zke_agent *a, enum sess_watch type, const char *path)
+{
+    size_t pl = strlen(a->set.path);
+    if (strncmp(path, a->set.path, pl) != 0 || path[pl] != '/')
+        return;
+    el_set_lease_ok(a->el, agent_lease_end(a) - sess_now_ns() > (int64_t)a->plan.renew_ms * 1000000);
+    el_on_watch(a->el, type == SESS_W_DELETED ? EL_W_DELETED :
+                       type == SESS_W_CHANGED ? EL_W_CHANGED : EL_W_OTHER, path + pl + 1);
+}
+
+
+void agent_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    (void)loop;
+    (void)revents;
+    el_kick(a->el);
+}
+
+
+void agent_connect_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    (void)loop;
+    (void)revents;
+    if (a->ever_connected)
+        return;
+    const char *why = a->sess != NULL ? session_open_error(a->sess) : NULL;
+    snprintf(a->err, sizeof a->err, "cannot connect to ZooKeeper at '%s' within %d ms%s%s",
+             a->set.zk, a->set.connect_timeout_ms, why != NULL ? ": " : "", why != NULL ? why : "");
+    a->stop_reason = "unreachable";
+    zke_agent_stop(a);
+}

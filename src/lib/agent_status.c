@@ -1,0 +1,161 @@
+/*
+ * agent_status.c - status for readers: zke_agent_status and the census that keeps it fresh. See agent.c for the agent's flow.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "agent_priv.h"
+#include "rng.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+#define CENSUS_BIG 1000          /* children: beyond this the census lists less often */
+
+#define CENSUS_MAX_GAP_S 30.0
+
+
+static void census_get_done(void *arg, const struct sess_result *r)
+{
+    zke_agent *a = arg;
+    a->census_pending = 0;
+    nodedata_clear(&a->census_lead);
+    if (r->rc == SESS_OK && nodedata_decode(r->data, r->datalen, &a->census_lead) == 0)
+        return;
+    a->census_node[0] = '\0';
+    a->census_listed = 0;          /* gone meanwhile (or no memory): list again next time */
+}
+
+
+static void census_list_done(void *arg, const struct sess_result *r)
+{
+    zke_agent *a = arg;
+    const char *best = NULL;
+    int32_t bs = 0, s;
+    a->census_pending = 0;
+    if (r->rc != SESS_OK) {
+        a->census_listed = 0;
+        return;
+    }
+    a->census_listed_n = r->nchildren;
+    struct zke_status st;
+    el_status(a->el, &st);
+    int before = 0;
+    for (int i = 0; i < r->nchildren; i++) {
+        if (el_parse_seq(r->children[i], &s) != 0)
+            continue;
+        if (best == NULL || s < bs) {
+            best = r->children[i];
+            bs = s;
+        }
+        if (st.node != NULL && s < st.seq)
+            before++;
+    }
+    a->census_position = st.node != NULL ? before : -1;
+    nodedata_clear(&a->census_lead);
+    a->census_node[0] = '\0';
+    if (best == NULL || strlen(best) >= sizeof a->census_node)
+        return;
+    snprintf(a->census_node, sizeof a->census_node, "%s", best);
+    char *path = agent_full_path(a, best);
+    if (path != NULL && session_get(SESS(a), path, 0, census_get_done, a) == 0)
+        a->census_pending = 1;
+    free(path);
+}
+
+
+static void census_done(void *arg, const struct sess_result *r)
+{
+    zke_agent *a = arg;
+    a->census_pending = 0;
+    if (r->rc != SESS_OK || !r->has_stat)
+        return;
+    a->election_size = r->numchildren;
+    /* the membership changed since our last reading: who leads now? */
+    if (a->census_listed && r->cversion == a->census_cversion) {
+        /* same members, but a zkelect leader read before it published (a
+         * data change does not move cversion): read it again */
+        if (a->census_node[0] != '\0' && a->census_lead.ours && a->census_lead.epoch == 0) {
+            char *path = agent_full_path(a, a->census_node);
+            if (path != NULL && session_get(SESS(a), path, 0, census_get_done, a) == 0)
+                a->census_pending = 1;
+            free(path);
+        }
+        return;
+    }
+    /* A big election (tens of thousands of children) changes at nearly
+     * every interval, and each listing is ~33 bytes per child for every
+     * candidate with a census: list it at most every interval * n / 1000
+     * (at most CENSUS_MAX_GAP_S); candidates stays fresh from the stat, the
+     * leader and position may be that old meanwhile. */
+    int64_t now = sess_now_ns();
+    if (a->census_listed && a->census_listed_n > CENSUS_BIG && now < a->census_next_ns)
+        return;
+    a->census_listed = 1;
+    a->census_cversion = r->cversion;
+    if (session_list(SESS(a), a->set.path, 0, census_list_done, a) == 0)
+        a->census_pending = 1;
+    double gap = 0;
+    if (r->numchildren > CENSUS_BIG) {
+        gap = a->set.census_interval_ms / 1000.0 * r->numchildren / CENSUS_BIG;
+        if (gap > CENSUS_MAX_GAP_S)
+            gap = CENSUS_MAX_GAP_S;
+    }
+    a->census_next_ns = now + (int64_t)(gap * 1e9);
+}
+
+
+/* The election's size for status readers: the leader and the followers far
+ * from the front never list the children again, so their last listing
+ * ages. One exists() on the path, no watch (no herd). */
+void agent_census_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    (void)revents;
+    if (a->census_pending || agent_done(a))
+        return;
+    if (!session_connected(a->sess)) {
+        /* soon after the (re)connection, then at the interval again; the
+         * delay is random so that a fleet reconnecting together after a
+         * server restart does not list the election all at once */
+        double iv = a->set.census_interval_ms / 1000.0;
+        ev_timer_stop(loop, w);
+        ev_timer_set(w, 0.1 + iv * rng_unit(&a->rng), iv);
+        ev_timer_start(loop, w);
+        return;
+    }
+    if (session_exists(SESS(a), a->set.path, 0, census_done, a) == 0)
+        a->census_pending = 1;
+}
+
+
+int zke_agent_status(zke_agent *a, struct zke_status *out)
+{
+    if (a->el == NULL) {
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    el_status(a->el, out);
+    out->connected = session_connected(a->sess);
+    out->lease_ms = out->role == ZKE_ROLE_LEADER ? agent_lease_remaining_ms(a) : -1;
+    out->election_size = a->election_size;
+    out->short_terms = a->short_terms;
+    out->withdrawn_by = a->withdrawn_by;
+    /* a follower's own view of the leader is its last listing, which only
+     * changes when its predecessor does; the census reads it again after
+     * every change of membership (within one interval) */
+    if (out->role != ZKE_ROLE_LEADER && a->census_listed && a->census_node[0] != '\0' &&
+        a->census_lead.id != NULL) {
+        /* the same leader node: whichever read saw its published epoch */
+        int same = out->leader_node != NULL && strcmp(out->leader_node, a->census_node) == 0;
+        if (!same || a->census_lead.epoch > out->leader_epoch) {
+            out->leader = a->census_lead.id;
+            out->leader_data = a->census_lead.data;
+            out->leader_epoch = a->census_lead.epoch;
+            out->leader_node = a->census_node;
+        }
+        if (out->role == ZKE_ROLE_FOLLOWER && a->census_position > 0)
+            out->position = a->census_position;
+    }
+    return 0;
+}

@@ -1,0 +1,183 @@
+/*
+ * agent_term.c - the term the host was told about: on_leader, the step-down and its holds. See agent.c for the agent's flow.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "agent_priv.h"
+#include "xstr.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+
+
+void agent_term_drained_cb(void *ud, int forced)
+{
+    zke_agent *a = ud;
+    a->term_drained = 1;
+    if (forced)
+        agent_alog(a, ZKE_LOG_ERROR, "term: a child process was not reaped within 1 s of SIGKILL; "
+                               "going on without it");
+    agent_kick_now(a);
+}
+
+
+/* Ends the host's term now: its timers stop, its children get SIGTERM (and
+ * SIGKILL after half the stepdown budget). Idempotent. */
+void agent_revoke_term(zke_agent *a)
+{
+    if (a->term != NULL && !scope_cancelled(a->term))
+        scope_cancel(a->term, agent_term_drained_cb, a);
+}
+
+
+scope *agent_term(zke_agent *a)
+{
+    if (a->term == NULL || scope_cancelled(a->term) || !a->host_leader)
+        return NULL;
+    /* asked from inside hooks and callbacks, between two loop iterations:
+     * the lease may have run out since the last check */
+    if (sess_now_ns() >= agent_lease_end(a)) {
+        agent_lease_tick(a);
+        return NULL;
+    }
+    return a->term;
+}
+
+
+int64_t agent_lease_left_ms(zke_agent *a)
+{
+    return agent_term(a) != NULL ? agent_lease_remaining_ms(a) : 0;
+}
+
+int64_t agent_term_epoch(const zke_agent *a) { return a->host_leader ? a->host_epoch : 0; }
+
+
+static zke_event_fn *callback_for(zke_agent *a, enum zke_event_type t)
+{
+    switch (t) {
+    case ZKE_EV_LEADER: return a->cb.on_leader;
+    case ZKE_EV_FOLLOWER: return a->cb.on_follower;
+    case ZKE_EV_PREDECESSOR_CHANGE: return a->cb.on_predecessor_change;
+    case ZKE_EV_STEPDOWN: return a->cb.on_stepdown;
+    case ZKE_EV_SESSION: return a->cb.on_session;
+    case ZKE_EV_JOINED: return a->cb.on_joined;
+    case ZKE_EV_STOPPED: return a->cb.on_stopped;
+    case ZKE_EV_SUSPEND: return a->cb.on_suspend;
+    case ZKE_EV_RESUME: return a->cb.on_resume;
+    default: return NULL;
+    }
+}
+
+
+/* Returns -1 when the agent was freed by a callback. */
+int agent_call_host(zke_agent *a, const struct zke_event *in)
+{
+    zke_event_fn *fn = callback_for(a, in->type);
+    struct zke_event copy = *in;
+    const struct zke_event *ev = &copy;
+    if (a->host_leader)
+        agent_lease_tick(a);      /* a term whose lease ran out ends before any callback */
+    if (in->type == ZKE_EV_LEADER) {
+        struct zke_status st;
+        el_status(a->el, &st);
+        int64_t left = agent_lease_remaining_ms(a);
+        if (st.role != ZKE_ROLE_LEADER || st.epoch != in->epoch || left <= 0) {
+            /* the term ended (or its lease did) before the host heard of
+             * it: it never hears of it, neither start nor end */
+            agent_alog(a, ZKE_LOG_WARN, "term of epoch %" PRId64 " ended before on_leader ran (%s)",
+                 in->epoch, left <= 0 ? "lease ran out" : "leadership already lost");
+            agent_lease_tick(a);
+            return 0;
+        }
+        scope_free(a->term);
+        a->term = scope_new(a->loop, a->plan.stepdown_budget_ms / 2);
+        a->term_drained = 0;
+        if (a->term == NULL)
+            agent_alog(a, ZKE_LOG_ERROR, "out of memory: this term cannot start timers or processes");
+        char *n = xstrdup(in->node);
+        free(a->host_node);
+        a->host_node = n;
+        a->host_epoch = in->epoch;
+        a->host_leader = 1;
+        a->term_began_ns = sess_now_ns();
+        agent_guard_sync(a);              /* armed before the host can start anything */
+        copy.lease_ms = left;
+        agent_lease_tick(a);
+    } else if (in->type == ZKE_EV_STEPDOWN) {
+        if (!a->host_leader || in->epoch != a->host_epoch)
+            return 0;       /* the host was never told of this term */
+        a->host_leader = 0;
+        a->hold_token++;
+        a->holds = 0;
+    } else if (in->type == ZKE_EV_SUSPEND || in->type == ZKE_EV_RESUME) {
+        if (!a->host_leader || in->epoch != a->host_epoch || agent_term(a) == NULL)
+            return 0;       /* the term is over (the lease check ended it) */
+        copy.lease_ms = agent_lease_remaining_ms(a);
+    }
+    if (fn == NULL) {
+        agent_guard_sync(a);
+        return 0;
+    }
+    dispatch_enter(&a->q);
+    a->in_stepdown_cb = in->type == ZKE_EV_STEPDOWN;
+    fn(a, ev, a->ud);
+    a->in_stepdown_cb = 0;
+    if (dispatch_leave(&a->q)) {
+        agent_teardown(a);
+        return -1;
+    }
+    if (in->type == ZKE_EV_STEPDOWN && a->holds > 0 && a->life != AL_FREEING) {
+        /* the host's on_stepdown goes on after its callback returned (a
+         * hook that waits): the rest of the FIFO, our node's release
+         * first, waits for it, within the second half of the budget (the
+         * first half went to the term's processes) */
+        int ms = a->plan.stepdown_budget_ms / 2 > 0 ? a->plan.stepdown_budget_ms / 2 : 1;
+        a->holding = 1;
+        ev_timer_stop(a->loop, &a->hold_to);
+        ev_timer_set(&a->hold_to, ms / 1000.0, 0.);
+        ev_timer_start(a->loop, &a->hold_to);
+    }
+    agent_guard_sync(a);                  /* disarmed once a step-down has finished */
+    return 0;
+}
+
+
+void agent_end_hold(zke_agent *a)
+{
+    a->holding = 0;
+    a->holds = 0;
+    agent_guard_sync(a);
+    ev_timer_stop(a->loop, &a->hold_to);
+    agent_kick_now(a);
+}
+
+
+void agent_hold_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_agent *a = w->data;
+    (void)loop;
+    (void)revents;
+    if (!a->holding)
+        return;
+    agent_alog(a, ZKE_LOG_WARN, "on_stepdown still running after half the step-down budget (%d ms): "
+         "releasing our node now", a->plan.stepdown_budget_ms / 2);
+    agent_end_hold(a);
+}
+
+
+int zke_agent_hold_node(zke_agent *a)
+{
+    if (a == NULL || !a->in_stepdown_cb || a->life == AL_FREEING)
+        return 0;
+    a->holds++;
+    return a->hold_token;
+}
+
+
+void zke_agent_release_node(zke_agent *a, int token)
+{
+    if (a == NULL || token <= 0 || token != a->hold_token || a->holds <= 0)
+        return;                 /* stale (its step-down was released already) */
+    if (--a->holds == 0 && a->holding)
+        agent_end_hold(a);
+}

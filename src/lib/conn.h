@@ -1,0 +1,106 @@
+/*
+ * conn.h - one ZooKeeper session shared by the agents on it (the public
+ * zke_conn of zkelect.h), and what it asks of the agents on it (struct
+ * conn_agent_ops).
+ *
+ * The conn owns the session (one handle at a time, one io watcher), the
+ * session-level timers (reopen backoff, give-up after a disconnect) and the
+ * session file. The session's callbacks, which run inside the ZooKeeper
+ * library, come here and fan out: state changes to every agent on the conn
+ * that is running (started, not done), in the order the agents were made;
+ * a watch to the one agent whose election path is the watched node's parent.
+ * The handle is open while at least one agent is running; when the last one
+ * is done it is closed (and opened again when another one starts).
+ *
+ * A conn made by zke_agent_new() is private: it belongs to that agent, is
+ * freed with it, and logs through the agent's log callback.
+ *
+ * Loop thread only; nothing here is called from inside a host callback's
+ * stack except through the public functions (which defer as documented).
+ */
+#ifndef ZKELECT_CONN_H
+#define ZKELECT_CONN_H
+
+#include "session.h"
+#include "zkelect.h"
+
+/* A private conn for one agent, from the connection members of its
+ * settings (zk, session_timeout_ms, connect_timeout_ms, session_file, auth,
+ * acl). NULL when out of memory; else check conn_error() (validation). */
+zke_conn *conn_new_private(struct ev_loop *loop, const struct zke_settings *s, zke_agent *owner);
+const char *conn_error(const zke_conn *c);
+session *conn_session(zke_conn *c);
+struct ev_loop *conn_loop(const zke_conn *c);
+const char *conn_hosts(const zke_conn *c);
+int conn_requested_timeout_ms(const zke_conn *c);
+int conn_connect_timeout_ms(const zke_conn *c);
+int conn_is_private(const zke_conn *c);
+
+/* What a conn asks of each agent on it, registered by conn_attach() (the
+ * table is the agent's, static, and outlives the attachment). Each is
+ * called with the agent as its first argument, on the loop thread, never
+ * after conn_detach() of that agent. The queries have no side effects.
+ * The conn is the lower module: it knows agents only through this table. */
+struct conn_agent_ops {
+    /* Running: started and not done (it wants the session's events). */
+    int (*running)(const zke_agent *a);
+    /* Started and not stopping: wants a session (reopen after a loss). */
+    int (*wants_session)(const zke_agent *a);
+    /* Took a role (leader or follower) at least once. */
+    int (*ever_settled)(const zke_agent *a);
+    /* zke_agent_free() was called (the free may still be deferred). */
+    int (*free_requested)(const zke_agent *a);
+    /* Its election path and candidate id (borrowed, live while attached). */
+    const char *(*path)(const zke_agent *a);
+    const char *(*id)(const zke_agent *a);
+    /* Session events, only to a running agent, in the order the agents
+     * were attached: SESS_S_CONNECTED (also at once from conn_agent_start()
+     * when connected), SESS_S_DISCONNECTED, SESS_S_AUTH_FAILED (a dead
+     * handle that a new one would meet again). Called from inside the
+     * ZooKeeper library (or conn_lose()): the agent queues, it does not
+     * call its host from here. */
+    void (*session_state)(zke_agent *a, enum sess_state st);
+    /* The session is gone or given up, once per session and agent
+     * (event_reason "expired", "closed", "auth_failed"). Same context. */
+    void (*session_lost)(zke_agent *a, const char *event_reason, const char *why);
+    /* A watch on a child of its election path (path is the child's). */
+    void (*session_watch)(zke_agent *a, enum sess_watch type, const char *path);
+    /* From the conn's ev_prepare, at most once per loop iteration, from
+     * conn_agent_start() until conn_agent_quiet() or conn_detach(): drain
+     * the agent's queue (its host callbacks run here, and may free agents
+     * of this conn, the one pumped included), send its requests. */
+    void (*pump)(zke_agent *a);
+    /* A log line of a private conn for its owner, which queues it with
+     * its events (called from any of the contexts above). */
+    void (*log)(zke_agent *a, enum zke_log_level lvl, const char *msg);
+};
+
+/* Adds the agent (not started) at the end of the conn's list, with the
+ * table the conn reaches it through. -1: no memory. */
+int conn_attach(zke_conn *c, zke_agent *a, const struct conn_agent_ops *ops);
+/* The agent starts: -1 with a reason in err when another running agent of
+ * the conn has the same election path. Opens the handle if none is open (or
+ * takes back an idle close); if connected, tells the agent at once. From
+ * then on the agent is pumped once per loop iteration, from the conn's
+ * ev_prepare (in this iteration too, when called from inside a pump), in
+ * the order the agents were attached, and keeps the loop alive (like an
+ * active watcher) until conn_agent_quiet() or conn_detach(). */
+int conn_agent_start(zke_conn *c, zke_agent *a, char *err, size_t errlen);
+/* The agent is done (released its node, or gave up): if no other agent
+ * runs, the handle is closed at the next flush. */
+void conn_agent_done(zke_conn *c, zke_agent *a);
+/* The agent needs no more pumps (it is about to report on_stopped): it no
+ * longer keeps the loop alive. Idempotent. */
+void conn_agent_quiet(zke_conn *c, zke_agent *a);
+/* Another agent of the conn is running (so the handle stays open). */
+int conn_others_running(const zke_conn *c, const zke_agent *a);
+/* Removes the agent (being freed; also from inside its own pump). Destroys
+ * a private conn, or a shared one whose zke_conn_free() was deferred until
+ * its agents were gone (after the running pump, if any, returns). */
+void conn_detach(zke_conn *c, zke_agent *a);
+/* Gives the session up now (we close it on purpose): every running agent
+ * loses it (event_reason "expired" or "closed"), the handle is closed and
+ * a new one opened after a backoff. From anywhere on the loop thread. */
+void conn_lose(zke_conn *c, const char *event_reason, const char *why);
+
+#endif

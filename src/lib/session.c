@@ -1,0 +1,1145 @@
+/*
+ * session.c - libzookeeper_st driven by libev: zookeeper_interest() gives
+ * the fd and the timeout each loop iteration, zookeeper_process() runs the
+ * library's callbacks from the io and timer watchers (docs/design.md).
+ *
+ * Ownership: the session owns its zhandle_t, its watchers and one small
+ * context per request (freed in the completion, which the library calls
+ * exactly once, with ZCLOSING at close). Path watchers get the session
+ * itself as context, so nothing is lost when zookeeper_close() drops them.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "session.h"
+#include "touch.h"
+#include "xstr.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ev.h>
+#include <zookeeper/zookeeper.h>
+
+#define RETRY_FLOOR 0.02     /* never re-arm at 0 after an error */
+#define BACKOFF_MAX 1.0
+#define PROCESS_BATCH 256    /* responses read per readiness event at most (io_cb) */
+#define STALL_SECONDS 0.05   /* io_cb: a gap this long ends the batch */
+#define HANDSHAKE_MIN 1.0    /* s: an unanswered connect attempt is cut after max(this, T/10) */
+
+struct session {
+    struct ev_loop *loop;
+    zhandle_t *zh;
+    char *hosts;
+    int timeout_ms;
+    struct sess_cbs cb;
+    void *ud;
+    ev_io io;
+    ev_timer timer;
+    unsigned need_rearm : 1, close_requested : 1, connected : 1, dead : 1;
+    double last_loud;           /* time of the last client line passed on above debug */
+    double backoff;
+    struct touch_log touch;     /* what the quorum leader surely heard (the lease's base) */
+    int64_t opened_ns;          /* when this handle was opened */
+    int server_tick_ms;         /* the servers' tickTime assumed; 0: half the timeout */
+    double drift;
+    unsigned handle_connected : 1;  /* this handle connected once (its session exists) */
+    unsigned tick_set : 1;
+    int64_t renewal_sent_ns;    /* latest sync or commit handed to the library */
+    char *auth_scheme, *auth_cred;  /* owned; the credentials are wiped before free */
+    size_t auth_len;
+    enum zke_acl acl;
+    struct ACL acl_buf[2];
+    struct ACL_vector acl_vec;  /* points into acl_buf */
+    void *tag;                  /* owner of the next request (session_tag), then NULL */
+    struct req *pending;        /* requests whose completion has not run yet */
+    int attempt_fd;             /* the connect attempt being timed (its socket), or -1 */
+    int attempt_port;           /* its local port: a new socket may reuse the number */
+    double attempt_since;       /* when we first saw it */
+    char who[160];              /* "digest:user": no secret */
+    char auth_err[320];
+    struct zke_requests sent;   /* this session's share of the counters below */
+    char err[160];
+    char *open_err;             /* why the last session_open failed (allocated: a host list
+                                 * can be long), shown while err is "" */
+};
+
+struct req {
+    session *s;
+    sess_done_fn *cb;           /* NULL once cancelled (session_cancel) */
+    void *arg;
+    void *owner;                /* session_tag() at submission, or NULL */
+    struct req *prev, *next;    /* s->pending while linked */
+    int linked;
+    int64_t sent_ns;            /* CLOCK_BOOTTIME when handed to the library */
+    int confirms;               /* a sync or a committed write: pairs in the touch log */
+    zoo_op_result_t mres;       /* session_commit's one result, written at completion */
+};
+
+int64_t sess_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The C client's log callback carries no context: route its lines to the
+ * session whose library call is running (one loop thread). */
+static session *log_target;
+
+static void slog(session *s, enum zke_log_level lvl, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    if (s == NULL || s->cb.log == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    s->cb.log(s->ud, lvl, buf);
+}
+
+/* The client's own ERROR and WARN lines (a failed connect, "Exceeded
+ * deadline") are passed on as warnings, at most one a second: during an
+ * outage the client retries many times a second. The rest is debug. */
+static void zk_log(const char *message)
+{
+    session *s = log_target;
+    enum zke_log_level lvl = ZKE_LOG_DEBUG;
+    if (s == NULL)
+        return;
+    if (strstr(message, ":ZOO_ERROR@") != NULL || strstr(message, ":ZOO_WARN@") != NULL) {
+        double now = ev_now(s->loop);
+        if (now - s->last_loud >= 1.0) {
+            s->last_loud = now;
+            lvl = ZKE_LOG_WARN;
+        }
+    }
+    slog(s, lvl, "zookeeper: %s", message);
+}
+
+/* Overwrites a secret before it is freed (a loop through a volatile pointer
+ * is not optimised away, unlike a memset right before free). */
+static void wipe_free(char *p, size_t n)
+{
+    if (p == NULL)
+        return;
+    volatile char *v = p;
+    for (size_t i = 0; i < n; i++)
+        v[i] = 0;
+    free(p);
+}
+
+static enum sess_rc map_rc(int rc)
+{
+    if (rc == ZOK) return SESS_OK;
+    if (rc == ZNONODE) return SESS_NONODE;
+    if (rc == ZNODEEXISTS) return SESS_NODEEXISTS;
+    if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) return SESS_CONNLOSS;
+    if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) return SESS_EXPIRED;
+    if (rc == ZCLOSING) return SESS_CLOSING;
+    if (rc == ZNOAUTH) return SESS_NOAUTH;
+    if (rc == ZAUTHFAILED || rc == ZSESSIONCLOSEDREQUIRESASLAUTH) return SESS_AUTHFAILED;
+    if (rc == ZNOTEMPTY) return SESS_NOTEMPTY;
+    if (rc == ZBADARGUMENTS) return SESS_BADARGS;
+    if (rc == ZBADVERSION) return SESS_BADVERSION;
+    if (rc == ZNOCHILDRENFOREPHEMERALS) return SESS_NOCHILDREN;
+    return SESS_FAILED;
+}
+
+const char *sess_rc_name(enum sess_rc rc)
+{
+    static const char *names[] = { "ok", "nonode", "nodeexists", "connloss", "expired",
+                                   "closing", "noauth", "notempty", "badargs", "badversion", "failed",
+                                   "authfailed", "nochildrenforephemerals" };
+    return (unsigned)rc < sizeof names / sizeof names[0] ? names[rc] : "?";
+}
+
+static void io_cb(struct ev_loop *loop, ev_io *w, int revents);
+static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
+
+session *session_new(struct ev_loop *loop, const char *hosts, int timeout_ms,
+                     const struct sess_cbs *cb, void *ud)
+{
+    session *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->hosts = strdup(hosts);
+    if (s->hosts == NULL) {
+        free(s);
+        return NULL;
+    }
+    s->loop = loop;
+    s->timeout_ms = timeout_ms;
+    s->attempt_fd = -1;
+    s->cb = *cb;
+    s->ud = ud;
+    ev_io_init(&s->io, io_cb, -1, EV_READ);
+    s->io.data = s;
+    ev_timer_init(&s->timer, timer_cb, 0., 0.);
+    s->timer.data = s;
+    session_set_acl(s, ZKE_ACL_DEFAULT);
+    snprintf(s->who, sizeof s->who, "no credentials");
+    return s;
+}
+
+int session_set_auth(session *s, const char *scheme, const char *cred)
+{
+    wipe_free(s->auth_cred, s->auth_len);
+    free(s->auth_scheme);
+    s->auth_cred = s->auth_scheme = NULL;
+    s->auth_len = 0;
+    snprintf(s->who, sizeof s->who, "no credentials");
+    if (scheme == NULL)
+        return 0;
+    if (cred == NULL)
+        cred = "";
+    s->auth_len = strlen(cred);
+    s->auth_scheme = strdup(scheme);
+    s->auth_cred = malloc(s->auth_len + 1);
+    if (s->auth_scheme == NULL || s->auth_cred == NULL) {
+        free(s->auth_scheme);
+        free(s->auth_cred);
+        s->auth_cred = s->auth_scheme = NULL;
+        s->auth_len = 0;
+        return -1;
+    }
+    memcpy(s->auth_cred, cred, s->auth_len + 1);
+    const char *colon = strchr(cred, ':');
+    if (strcmp(scheme, "digest") == 0 && colon != NULL)
+        snprintf(s->who, sizeof s->who, "digest:%.*s", (int)(colon - cred < 100 ? colon - cred : 100),
+                 cred);
+    else
+        snprintf(s->who, sizeof s->who, "scheme '%.64s'", scheme);
+    session_set_acl(s, s->acl);     /* the default depends on the credentials */
+    return 0;
+}
+
+void session_set_acl(session *s, enum zke_acl acl)
+{
+    s->acl = acl;
+    if (acl == ZKE_ACL_DEFAULT)
+        acl = s->auth_scheme != NULL ? ZKE_ACL_WORLD_READ : ZKE_ACL_OPEN;
+    /* the library's ids and permission bits are extern const: built here */
+    s->acl_vec.data = s->acl_buf;
+    if (acl == ZKE_ACL_OPEN) {
+        s->acl_buf[0].perms = ZOO_PERM_ALL;
+        s->acl_buf[0].id = ZOO_ANYONE_ID_UNSAFE;
+        s->acl_vec.count = 1;
+    } else {
+        s->acl_buf[0].perms = ZOO_PERM_ALL;
+        s->acl_buf[0].id = ZOO_AUTH_IDS;
+        s->acl_buf[1].perms = ZOO_PERM_READ;
+        s->acl_buf[1].id = ZOO_ANYONE_ID_UNSAFE;
+        s->acl_vec.count = acl == ZKE_ACL_WORLD_READ ? 2 : 1;
+    }
+}
+
+const char *session_auth_who(const session *s)
+{
+    return s->who;
+}
+
+const char *session_auth_error(const session *s)
+{
+    return s->auth_err;
+}
+
+/* The handle is dead for a reason that a new one would meet again. */
+static void auth_failed(session *s, const char *fmt, const char *detail)
+{
+    snprintf(s->auth_err, sizeof s->auth_err, fmt, detail);
+    s->connected = 0;
+    if (!s->dead) {
+        s->dead = 1;
+        s->cb.state(s->ud, SESS_S_AUTH_FAILED);
+    }
+}
+
+/* zoo_add_auth's completion: called from inside the library for the current
+ * handle (an old one's is closed before a new one opens, and during that
+ * close s->zh is NULL), with ZAUTHFAILED for a rejection, but also with a
+ * connection error when a connect fails before the auth was answered (not a
+ * rejection). Digest credentials are never rejected here: a wrong password is
+ * just another identity, and shows as NOAUTH on a request. */
+static void add_auth_done(int rc, const void *data)
+{
+    session *s = (session *)data;
+    if (s->zh == NULL || rc == ZCLOSING)
+        return;
+    if (rc == ZOK)
+        slog(s, ZKE_LOG_DEBUG, "authenticated as %s", s->who);
+    else if (rc == ZAUTHFAILED)
+        auth_failed(s, "ZooKeeper rejected the credentials of %s (check the scheme and the "
+                       "server's authProvider settings)", s->who);
+    else    /* a failed connection also fails the pending auth: the library sends it again */
+        slog(s, ZKE_LOG_DEBUG, "add_auth for %s: %s (sent again on the next connection)", s->who,
+             zerror(rc));
+}
+
+static void global_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    session *s = ctx;
+    (void)path;
+    if (type != ZOO_SESSION_EVENT || s == NULL || s->zh != zh)
+        return;
+    if (state == ZOO_CONNECTED_STATE) {
+        s->connected = 1;
+        s->backoff = 0;
+        s->timeout_ms = zoo_recv_timeout(zh);
+        /* a new connection: earlier answers cannot pair with its syncs */
+        touch_reset(&s->touch);
+        /* the first connection of a handle created its session, and the
+         * quorum leader created it after the handle was opened; a later one
+         * was revalidated by the leader after the old connection's last
+         * answer arrived (touch.h) */
+        if (!s->handle_connected)
+            touch_grant(&s->touch, s->opened_ns);
+        else
+            touch_revalidated(&s->touch);
+        s->handle_connected = 1;
+        s->cb.state(s->ud, SESS_S_CONNECTED);
+    } else if (state == ZOO_CONNECTING_STATE) {
+        s->connected = 0;
+        touch_reset(&s->touch);
+        s->cb.state(s->ud, SESS_S_DISCONNECTED);
+    } else if (state == ZOO_AUTH_FAILED_STATE) {
+        auth_failed(s, "ZooKeeper rejected the credentials of %s", s->who);
+    } else if (state == ZOO_EXPIRED_SESSION_STATE) {
+        s->connected = 0;
+        if (!s->dead) {
+            s->dead = 1;
+            s->cb.state(s->ud, SESS_S_EXPIRED);
+        }
+    }
+}
+
+/* Per-path watcher. The C client also hands every session event to every
+ * path watcher (zk_hashtable.c): those are handled by global_watcher. */
+static void path_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    session *s = ctx;
+    enum sess_watch w;
+    (void)state;
+    if (type == ZOO_SESSION_EVENT || s == NULL || s->zh != zh || path == NULL)
+        return;
+    if (type == ZOO_DELETED_EVENT) w = SESS_W_DELETED;
+    else if (type == ZOO_CHANGED_EVENT) w = SESS_W_CHANGED;
+    else if (type == ZOO_CREATED_EVENT) w = SESS_W_CREATED;
+    else if (type == ZOO_CHILD_EVENT) w = SESS_W_CHILD;
+    else w = SESS_W_OTHER;
+    s->cb.watch(s->ud, w, path);
+}
+
+/* When zookeeper_init fails, most often a host name does not resolve (the
+ * client then reports ENOENT, "No such file or directory"): names the first
+ * host of the list that does not, with getaddrinfo's reason, or NULL. Blocks
+ * on DNS like the client's own resolution just did. */
+static char *unresolved(const char *hosts)
+{
+    char *list = strdup(hosts), *save = NULL, *msg = NULL;
+    if (list == NULL)
+        return NULL;
+    char *slash = strchr(list, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    for (char *hp = strtok_r(list, ",", &save); hp != NULL && msg == NULL;
+         hp = strtok_r(NULL, ",", &save)) {
+        char *colon = strrchr(hp, ':');
+        if (colon == NULL)
+            continue;
+        *colon = '\0';
+        struct addrinfo hints, *res = NULL;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        int rc = getaddrinfo(hp, colon + 1, &hints, &res);
+        if (rc == 0)
+            freeaddrinfo(res);
+        else
+            msg = xprintf("the ZooKeeper host name '%s' (in '%s') does not resolve: %s", hp, hosts,
+                          rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+    }
+    free(list);
+    return msg;
+}
+
+int session_open(session *s)
+{
+    if (s->zh != NULL) {
+        snprintf(s->err, sizeof s->err, "session already open");
+        return -1;
+    }
+    errno = 0;
+    log_target = s;
+    s->zh = zookeeper_init2(s->hosts, global_watcher, s->timeout_ms, NULL, s,
+                            ZOO_NO_LOG_CLIENTENV, zk_log);
+    log_target = NULL;
+    if (s->zh == NULL) {
+        int e = errno;
+        free(s->open_err);
+        s->open_err = unresolved(s->hosts);
+        if (s->open_err == NULL)
+            s->open_err = xprintf("cannot use ZooKeeper hosts '%s': %s", s->hosts,
+                                  e ? strerror(e) : "invalid");
+        s->err[0] = '\0';
+        if (s->open_err == NULL)
+            snprintf(s->err, sizeof s->err, "cannot use the ZooKeeper hosts: out of memory");
+        return -1;
+    }
+    free(s->open_err);
+    s->open_err = NULL;
+    /* Resolve once; never re-resolve (blocking DNS) on every interest call. */
+    zoo_set_servers_resolution_delay(s->zh, -1);
+    /* Queued now, sent by the library right after the handshake ahead of
+     * any request, and again after every reconnect of this handle. */
+    if (s->auth_scheme != NULL) {
+        int rc = zoo_add_auth(s->zh, s->auth_scheme, s->auth_cred, (int)s->auth_len,
+                              add_auth_done, s);
+        if (rc != ZOK) {
+            snprintf(s->err, sizeof s->err, "cannot add the credentials of %.100s: %s", s->who,
+                     zerror(rc));
+            zhandle_t *zh = s->zh;
+            s->zh = NULL;
+            zookeeper_close(zh);
+            return -1;
+        }
+    }
+    s->connected = 0;
+    s->dead = 0;
+    s->close_requested = 0;
+    s->need_rearm = 1;
+    touch_init(&s->touch);
+    s->renewal_sent_ns = 0;
+    s->opened_ns = sess_now_ns();
+    s->handle_connected = 0;
+    /* first zookeeper_interest() at once: it opens the socket */
+    ev_timer_stop(s->loop, &s->timer);
+    ev_timer_set(&s->timer, 0., 0.);
+    ev_timer_start(s->loop, &s->timer);
+    return 0;
+}
+
+int session_is_open(const session *s)
+{
+    return s->zh != NULL;
+}
+
+void session_request_close(session *s)
+{
+    if (s->zh != NULL)
+        s->close_requested = 1;
+}
+
+int session_keep(session *s)
+{
+    if (s->zh == NULL || s->dead)
+        return -1;
+    s->close_requested = 0;
+    return 0;
+}
+
+static void do_close(session *s)
+{
+    /* stop the watchers first: the library closes the fd, which can be reused */
+    ev_io_stop(s->loop, &s->io);
+    ev_timer_stop(s->loop, &s->timer);
+    if (s->zh != NULL) {
+        zhandle_t *zh = s->zh;
+        log_target = s;
+        s->zh = NULL;           /* completions with ZCLOSING see no handle */
+        zookeeper_close(zh);
+        log_target = NULL;
+    }
+    s->connected = 0;
+    s->close_requested = 0;
+    s->need_rearm = 0;
+}
+
+static int ev_from_zk(int zi)
+{
+    return ((zi & ZOOKEEPER_READ) ? EV_READ : 0) | ((zi & ZOOKEEPER_WRITE) ? EV_WRITE : 0);
+}
+
+/* The library waits two thirds of the session timeout for the answer to
+ * a connect attempt (a SYN into a black hole, a server that accepts and
+ * never answers, or a restarting one: its port opens before it serves, and
+ * a handshake that arrives then is never answered): 6.7 s at the default
+ * 10 s, while the server is back. An attempt unanswered for
+ * max(HANDSHAKE_MIN, T/10) (at most the library's own) is cut here: the
+ * library is told to take the next server (it would try the same one
+ * again) and the socket is shut down, so it sees the connection closed and
+ * connects anew, the session kept. Returns the seconds until this
+ * attempt's cut, or -1 when no attempt is being timed. */
+static double handshake_watch(session *s, int fd)
+{
+    int st = zoo_state(s->zh);
+    if (fd < 0 || (st != ZOO_CONNECTING_STATE && st != ZOO_ASSOCIATING_STATE)) {
+        s->attempt_fd = -1;
+        return -1;
+    }
+    struct sockaddr_storage a;
+    socklen_t al = sizeof a;
+    int port = getsockname(fd, (struct sockaddr *)&a, &al) == 0
+                   ? (a.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&a)->sin6_port
+                                              : ((struct sockaddr_in *)&a)->sin_port)
+                   : 0;
+    double now = ev_time();
+    if (fd != s->attempt_fd || port != s->attempt_port) {
+        s->attempt_fd = fd;
+        s->attempt_port = port;
+        s->attempt_since = now;
+    }
+    double limit = s->timeout_ms / 10000.0;
+    if (limit < HANDSHAKE_MIN)
+        limit = HANDSHAKE_MIN;
+    if (limit > s->timeout_ms * 2 / 3000.0)
+        limit = s->timeout_ms * 2 / 3000.0;
+    double left = s->attempt_since + limit - now;
+    if (left > 0)
+        return left;
+    slog(s, ZKE_LOG_INFO, "no answer to a connect attempt within %.0f ms: trying the next server",
+         limit * 1000);
+    zoo_cycle_next_server(s->zh);       /* else the library may try the same one again */
+    (void)shutdown(fd, SHUT_RDWR);
+    s->attempt_fd = -1;
+    return 0.001;
+}
+
+/* A session's connection is a thin stream: a few small requests in
+ * flight. After a cut that dropped its packets, the kernel retransmits
+ * with exponential backoff (0.2, 0.4, 0.8 s ...), so a connection healed
+ * after one second could stay silent for most of a second more, eating
+ * the lease a leader rides the cut out on. Linear timeouts (one RTO apart,
+ * for the first six retransmissions of a thin stream) hear a heal within
+ * about one RTO. Best effort: a kernel without the option keeps the
+ * default. */
+static void thin_stream(int fd)
+{
+#ifdef TCP_THIN_LINEAR_TIMEOUTS
+    int on = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_THIN_LINEAR_TIMEOUTS, &on, sizeof on);
+#else
+    (void)fd;
+#endif
+}
+
+static void rearm(session *s)
+{
+    int fd = -1, zi = 0, rc;
+    struct timeval tv = { 0, 0 };
+    double after;
+
+    s->need_rearm = 0;
+    log_target = s;
+    rc = zookeeper_interest(s->zh, &fd, &zi, &tv);   /* may run watchers/completions */
+    log_target = NULL;
+    if (s->zh == NULL)
+        return;
+    ev_io_stop(s->loop, &s->io);
+    if (rc != ZOK) {
+        if (is_unrecoverable(s->zh) == ZINVALIDSTATE) {
+            if (zoo_state(s->zh) == ZOO_AUTH_FAILED_STATE)
+                auth_failed(s, "ZooKeeper rejected the credentials of %s", s->who);
+            if (!s->dead) {
+                s->dead = 1;
+                s->cb.state(s->ud, SESS_S_EXPIRED);
+            }
+            ev_timer_stop(s->loop, &s->timer);
+            return;     /* the owner closes it */
+        }
+        int st = zoo_state(s->zh);
+        zi = (fd >= 0 && (st == ZOO_CONNECTED_STATE || st == ZOO_READONLY_STATE)) ? ZOOKEEPER_READ : 0;
+        if (zi == 0)
+            fd = -1;
+        if (rc == ZOPERATIONTIMEOUT || rc == ZCONNECTIONLOSS) {
+            after = RETRY_FLOOR;
+        } else {
+            s->backoff = s->backoff < RETRY_FLOOR ? 0.05 : s->backoff * 2;
+            if (s->backoff > BACKOFF_MAX)
+                s->backoff = BACKOFF_MAX;
+            after = s->backoff;
+            slog(s, ZKE_LOG_DEBUG, "zookeeper_interest: %s", zerror(rc));
+        }
+    } else {
+        after = (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
+        if (fd == -1 && after < 0.05)
+            after = 0.05;     /* reconnect delay: no spinning */
+        double cut = handshake_watch(s, fd);
+        if (cut >= 0 && cut < after)
+            after = cut;
+    }
+    if (fd >= 0 && zi != 0) {
+        /* The library's socket is not close-on-exec and hook children must
+         * not inherit it; a new socket can reuse the old number, so check
+         * every time rather than on a change of number. */
+        int fl = fcntl(fd, F_GETFD);
+        if (fl >= 0 && !(fl & FD_CLOEXEC)) {
+            (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+            thin_stream(fd);    /* a new socket of the library's */
+        }
+        ev_io_set(&s->io, fd, ev_from_zk(zi));   /* even if fd is unchanged */
+        ev_io_start(s->loop, &s->io);
+    }
+    ev_timer_stop(s->loop, &s->timer);
+    ev_timer_set(&s->timer, after, 0.);
+    ev_timer_start(s->loop, &s->timer);
+}
+
+static int64_t reading_ns;
+
+int64_t session_reading_ns(void) { return reading_ns; }
+
+static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    session *s = w->data;
+    int events = ((revents & EV_READ) ? ZOOKEEPER_READ : 0) | ((revents & EV_WRITE) ? ZOOKEEPER_WRITE : 0);
+    (void)loop;
+    s->need_rearm = 1;
+    if ((revents & EV_ERROR) || s->zh == NULL) {
+        ev_io_stop(s->loop, &s->io);
+        return;
+    }
+    /* The single-threaded client reads one response per zookeeper_process
+     * call. Each loop iteration costs every agent of a shared conn its
+     * prepare and check watchers, so one response per iteration made a
+     * burst of E answers cost O(E^2): take what the socket holds, up to
+     * PROCESS_BATCH, stopping once the handle is to be closed or dead.
+     * Only while the socket is readable: a READ call that finds nothing
+     * leaves a fresh input buffer in the handle, which the library drops
+     * without freeing when it reconnects (24 bytes, ASan). reading_ns is
+     * stamped before each call: when the loop read that message. */
+    int rc = ZOK;
+    for (int i = 0; i < PROCESS_BATCH && rc == ZOK; i++) {
+        if (i > 0) {
+            /* The loop stalled since this iteration began (SIGSTOP, a
+             * frozen host, a long callback): what is still queued may have
+             * arrived during the stall (our node's deletion after an
+             * expiry, say). Leave it to the next iteration, whose checks
+             * (the lease) run before any other callback. */
+            if (ev_time() - ev_now(s->loop) > STALL_SECONDS)
+                break;
+            struct pollfd p = { .fd = w->fd, .events = POLLIN };
+            if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
+                break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        reading_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        log_target = s;
+        rc = zookeeper_process(s->zh, events);
+        log_target = NULL;
+        reading_ns = 0;
+        if (s->zh == NULL || s->dead || s->close_requested)
+            break;
+        events = ZOOKEEPER_READ;
+    }
+    if (rc != ZOK && rc != ZNOTHING)
+        slog(s, ZKE_LOG_DEBUG, "zookeeper_process: %s", zerror(rc));
+}
+
+static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    ((session *)w->data)->need_rearm = 1;
+}
+
+void session_flush(session *s)
+{
+    for (int i = 0; i < 4; i++) {
+        if (s->close_requested) {
+            do_close(s);
+            return;
+        }
+        if (!s->need_rearm || s->zh == NULL || s->dead)
+            return;
+        rearm(s);
+    }
+}
+
+void session_free(session *s)
+{
+    if (s == NULL)
+        return;
+    do_close(s);
+    wipe_free(s->auth_cred, s->auth_len);
+    free(s->auth_scheme);
+    free(s->hosts);
+    free(s->open_err);
+    free(s);
+}
+
+int session_connected(const session *s)
+{
+    return s->zh != NULL && s->connected;
+}
+
+uint64_t session_id(const session *s)
+{
+    if (s->zh == NULL)
+        return 0;
+    const clientid_t *c = zoo_client_id(s->zh);
+    return c ? (uint64_t)c->client_id : 0;
+}
+
+int64_t session_lease_base_ns(const session *s)
+{
+    return s->zh != NULL ? s->touch.confirmed : 0;
+}
+
+int64_t session_last_renewal_ns(const session *s)
+{
+    return s->zh != NULL ? s->renewal_sent_ns : 0;
+}
+
+void session_set_server_tick(session *s, int tick_ms, double drift)
+{
+    int t = tick_ms > 0 ? tick_ms : 0;      /* 0: half the timeout, the longest */
+    if (!s->tick_set || t == 0 || (s->server_tick_ms != 0 && t > s->server_tick_ms))
+        s->server_tick_ms = t;
+    if (!s->tick_set || drift > s->drift)
+        s->drift = drift > 0 ? drift : 0;
+    s->tick_set = 1;
+}
+
+int64_t session_pair_gap_ns(const session *s)
+{
+    int tick = s->server_tick_ms > 0 ? s->server_tick_ms : s->timeout_ms / 2;
+    return (int64_t)((double)tick * 1e6 * (1.0 + s->drift));
+}
+
+int session_timeout_ms(const session *s)
+{
+    return s->timeout_ms;
+}
+
+const char *session_open_error(const session *s)
+{
+    return s->open_err;
+}
+
+const char *session_error(const session *s)
+{
+    return s->err[0] == '\0' && s->open_err != NULL ? s->open_err : s->err;
+}
+
+char *sess_child_path(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p != NULL)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+int session_write_file(const session *s, const char *file)
+{
+    const clientid_t *c = s->zh ? zoo_client_id(s->zh) : NULL;
+    if (c == NULL)
+        return -1;
+    /* a new inode that we create (mkstemp: O_CREAT|O_EXCL, so never
+     * through a link someone planted, never a file someone pre-created
+     * with other modes), made 0600 whatever the umask, then renamed over
+     * the file: rename replaces a link at FILE, never its target */
+    size_t fl = strlen(file);
+    char *tmp = malloc(fl + sizeof ".XXXXXX");
+    if (tmp == NULL)
+        return -1;
+    memcpy(tmp, file, fl);
+    memcpy(tmp + fl, ".XXXXXX", sizeof ".XXXXXX");
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        free(tmp);
+        return -1;
+    }
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+    char line[128];
+    int n = snprintf(line, sizeof line, "0x%" PRIx64 " ", (uint64_t)c->client_id);
+    for (int i = 0; i < 16; i++)
+        n += snprintf(line + n, sizeof line - (size_t)n, "%02x", (unsigned char)c->passwd[i]);
+    line[n++] = '\n';
+    int ok = fchmod(fd, 0600) == 0 && write(fd, line, (size_t)n) == n;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, file) != 0) {
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}
+
+/* --- requests --------------------------------------------------------- */
+
+static struct req *new_req(session *s, sess_done_fn *cb, void *arg)
+{
+    struct req *r = malloc(sizeof *r);
+    if (r == NULL) {
+        snprintf(s->err, sizeof s->err, "out of memory");
+        return NULL;
+    }
+    r->s = s;
+    r->cb = cb;
+    r->arg = arg;
+    r->owner = s->tag;
+    s->tag = NULL;
+    r->sent_ns = sess_now_ns();
+    r->confirms = 0;
+    r->prev = NULL;
+    r->next = s->pending;
+    if (s->pending != NULL)
+        s->pending->prev = r;
+    s->pending = r;
+    r->linked = 1;
+    return r;
+}
+
+/* new_req() on a live handle; NULL (reason in s->err) without one. */
+static struct req *start_req(session *s, sess_done_fn *cb, void *arg)
+{
+    if (s->zh == NULL) {
+        snprintf(s->err, sizeof s->err, "no session");
+        return NULL;
+    }
+    return new_req(s, cb, arg);
+}
+
+static void unlink_req(struct req *r)
+{
+    if (!r->linked)
+        return;
+    if (r->prev != NULL)
+        r->prev->next = r->next;
+    else
+        r->s->pending = r->next;
+    if (r->next != NULL)
+        r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+    r->linked = 0;
+}
+
+void session_tag(session *s, void *owner)
+{
+    s->tag = owner;
+}
+
+void session_cancel(session *s, void *owner)
+{
+    struct sess_result res;
+    if (owner == NULL)
+        return;
+    /* one at a time from the head: a completion may issue (and so link)
+     * new requests, which are not this owner's to cancel if untagged, and
+     * are cancelled too if tagged */
+    for (;;) {
+        struct req *r = s->pending;
+        while (r != NULL && (r->owner != owner || r->cb == NULL))
+            r = r->next;
+        if (r == NULL)
+            return;
+        sess_done_fn *cb = r->cb;
+        r->cb = NULL;           /* the library's later completion only frees it */
+        memset(&res, 0, sizeof res);
+        res.rc = SESS_CLOSING;
+        res.zrc = 0;
+        res.sent_ns = r->sent_ns;
+        cb(r->arg, &res);
+    }
+}
+
+/* Requests sent, by kind, and names received in listings: process-wide
+ * (all sessions), only read by session_counters(); the loop is one thread. */
+static const char *const op_names[SESS_OPS] = { "create", "delete", "exists", "get", "list", "set",
+                                                "sync", "commit" };
+_Static_assert(SESS_OPS == ZKE_REQUEST_OPS, "zke_requests.sent is indexed like op_names");
+static uint64_t op_count[SESS_OPS];
+static uint64_t listed_names;
+
+static void count_op(session *s, const char *what)
+{
+    for (int i = 0; i < SESS_OPS; i++) {
+        if (strcmp(op_names[i], what) == 0) {
+            op_count[i]++;
+            s->sent.sent[i]++;
+        }
+    }
+}
+
+const char *zke_request_op_name(int i)
+{
+    return i >= 0 && i < SESS_OPS ? op_names[i] : NULL;
+}
+
+void session_requests(const session *s, struct zke_requests *out)
+{
+    *out = s->sent;
+}
+
+const char *session_counters(int i, uint64_t *n)
+{
+    if (i == SESS_OPS) {
+        *n = listed_names;
+        return "listed_names";
+    }
+    if (i < 0 || i > SESS_OPS)
+        return NULL;
+    *n = op_count[i];
+    return op_names[i];
+}
+
+static int submitted(session *s, struct req *r, int rc, const char *what, const char *path)
+{
+    log_target = NULL;
+    if (rc == ZOK) {
+        s->need_rearm = 1;
+        count_op(s, what);
+        return 0;
+    }
+    snprintf(s->err, sizeof s->err, "%s %s: %s", what, path, zerror(rc));
+    unlink_req(r);
+    /* On ZMARSHALLINGERROR (out of memory) the completion may already be
+     * registered and still be called: leak the context rather than free
+     * it twice (cancelled: that call would only free it). */
+    if (rc != ZMARSHALLINGERROR)
+        free(r);
+    else
+        r->cb = NULL;
+    return -1;
+}
+
+static void fill_stat(struct sess_result *res, const struct Stat *st)
+{
+    if (st == NULL)
+        return;
+    res->has_stat = 1;
+    res->czxid = st->czxid;
+    res->mzxid = st->mzxid;
+    res->ctime = st->ctime;
+    res->mtime = st->mtime;
+    res->owner = (uint64_t)st->ephemeralOwner;
+    res->cversion = st->cversion;
+    res->version = st->version;
+    res->numchildren = st->numChildren;
+}
+
+static void done(struct req *r, struct sess_result *res, int rc)
+{
+    session *s = r->s;
+    /* enforce.auth.enabled: the server answers the first request of a
+     * connection without accepted credentials with this code and closes the
+     * connection; the client would reconnect and meet it again, forever. */
+    if (s->zh != NULL && (rc == ZSESSIONCLOSEDREQUIRESASLAUTH || rc == ZAUTHFAILED)) {
+        if (s->auth_scheme == NULL)
+            auth_failed(s, "ZooKeeper requires authentication and closed the session "
+                           "(%s given: use --auth or --auth-file)", s->who);
+        else
+            auth_failed(s, "ZooKeeper requires authentication with a scheme it enforces "
+                           "(enforce.auth.schemes) and closed the session: %s is not one", s->who);
+    }
+    res->zrc = rc;
+    res->rc = map_rc(rc);
+    if (r->s->zh == NULL && res->rc != SESS_OK)
+        res->rc = SESS_CLOSING;
+    /* The server we are connected to processed the request, so it heard
+     * from this session at or after the send time; whether its quorum
+     * leader did is for a later sync to show (touch.h). Only codes a server
+     * reply carries: on a broken connection the client answers pending
+     * requests itself with the failure's code. */
+    res->sent_ns = r->sent_ns;
+    if (r->s->zh != NULL && r->s->connected &&
+        (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOAUTH || rc == ZBADVERSION ||
+         rc == ZNOTEMPTY || rc == ZNOCHILDRENFOREPHEMERALS)) {
+        if (r->confirms && rc == ZOK)
+            (void)touch_synced(&s->touch, r->sent_ns, sess_now_ns(), session_pair_gap_ns(s));
+        else
+            touch_answered(&s->touch, r->sent_ns, sess_now_ns(), session_pair_gap_ns(s));
+    }
+    unlink_req(r);              /* before the callback: a cancel there cannot see it */
+    if (r->cb != NULL)
+        r->cb(r->arg, res);
+    free(r);
+}
+
+static void create_done(int rc, const char *string, const struct Stat *stat, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    if (rc == ZOK) {
+        res.path = string;
+        fill_stat(&res, stat);
+    }
+    done((struct req *)data, &res, rc);
+}
+
+int session_create(session *s, const char *path, const char *data, size_t len,
+                   enum sess_create mode, sess_done_fn *cb, void *arg)
+{
+    struct req *r = start_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    log_target = s;
+    int flags = mode == SESS_EPHEMERAL_SEQ ? ZOO_EPHEMERAL_SEQUENTIAL
+              : mode == SESS_CONTAINER ? ZOO_CONTAINER : ZOO_PERSISTENT;
+    int rc = zoo_acreate2(s->zh, path, data, data ? (int)len : -1, &s->acl_vec,
+                          flags, create_done, r);
+    return submitted(s, r, rc, "create", path);
+}
+
+static void list_done(int rc, const struct String_vector *sv, const struct Stat *stat, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    if (rc == ZOK && sv != NULL) {
+        res.children = (const char *const *)sv->data;
+        res.nchildren = sv->count;
+        uint64_t n = sv->count > 0 ? (uint64_t)sv->count : 0;
+        listed_names += n;
+        ((struct req *)data)->s->sent.listed_names += n;
+        fill_stat(&res, stat);
+    }
+    done((struct req *)data, &res, rc);
+}
+
+int session_list(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
+{
+    struct req *r = start_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    log_target = s;
+    int rc = zoo_awget_children2(s->zh, path, watch ? path_watcher : NULL, watch ? s : NULL,
+                                 list_done, r);
+    return submitted(s, r, rc, "list", path);
+}
+
+static void get_done(int rc, const char *value, int len, const struct Stat *stat, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    if (rc == ZOK) {
+        res.data = value;
+        res.datalen = value ? len : 0;
+        fill_stat(&res, stat);
+    }
+    done((struct req *)data, &res, rc);
+}
+
+int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
+{
+    struct req *r = start_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    log_target = s;
+    int rc = zoo_awget(s->zh, path, watch ? path_watcher : NULL, watch ? s : NULL, get_done, r);
+    return submitted(s, r, rc, "get", path);
+}
+
+static void stat_done(int rc, const struct Stat *stat, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    if (rc == ZOK)
+        fill_stat(&res, stat);
+    done((struct req *)data, &res, rc);
+}
+
+int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
+{
+    struct req *r = start_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    log_target = s;
+    int rc = zoo_awexists(s->zh, path, watch ? path_watcher : NULL, watch ? s : NULL, stat_done, r);
+    return submitted(s, r, rc, "exists", path);
+}
+
+static void sync_done(int rc, const char *value, const void *data)
+{
+    struct sess_result res;
+    (void)value;
+    memset(&res, 0, sizeof res);
+    done((struct req *)data, &res, rc);
+}
+
+int session_sync(session *s, const char *path, sess_done_fn *cb, void *arg)
+{
+    struct req *r = start_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    r->confirms = 1;
+    log_target = s;
+    int rc = zoo_async(s->zh, path, sync_done, r);
+    if (rc == ZOK)
+        s->renewal_sent_ns = r->sent_ns;
+    return submitted(s, r, rc, "sync", path);
+}
+
+static void commit_done(int rc, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    done((struct req *)data, &res, rc);
+}
+
+int session_commit(session *s, const char *path, sess_done_fn *cb, void *arg)
+{
+    struct req *r = start_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    r->confirms = 1;
+    zoo_op_t op;
+    zoo_check_op_init(&op, path, -1);
+    memset(&r->mres, 0, sizeof r->mres);
+    log_target = s;
+    int rc = zoo_amulti(s->zh, 1, &op, &r->mres, commit_done, r);
+    if (rc == ZOK)
+        s->renewal_sent_ns = r->sent_ns;
+    return submitted(s, r, rc, "commit", path);
+}
+
+static void void_done(int rc, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    done((struct req *)data, &res, rc);
+}
+
+int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg)
+{
+    struct req *r = start_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    log_target = s;
+    return submitted(s, r, zoo_adelete(s->zh, path, -1, void_done, r), "delete", path);
+}
+
+static void set_done(int rc, const struct Stat *stat, const void *data)
+{
+    struct sess_result res;
+    memset(&res, 0, sizeof res);
+    if (rc == ZOK)
+        fill_stat(&res, stat);
+    done((struct req *)data, &res, rc);
+}
+
+int session_set(session *s, const char *path, const char *data, size_t len, int version,
+                sess_done_fn *cb, void *arg)
+{
+    struct req *r = start_req(s, cb, arg);
+    if (r == NULL)
+        return -1;
+    log_target = s;
+    int rc = zoo_aset(s->zh, path, data, (int)len, version, set_done, r);
+    return submitted(s, r, rc, "set", path);
+}

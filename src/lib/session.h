@@ -1,0 +1,195 @@
+/*
+ * session.h - one ZooKeeper session on a libev loop (libzookeeper_st pump).
+ *
+ * The only module that includes <zookeeper/zookeeper.h>. It owns the handle,
+ * the io and timer watchers, and maps the library's codes to enum sess_rc.
+ *
+ * Calling rules:
+ *  - All calls from the loop thread.
+ *  - The owner must call session_flush() once per loop iteration before the
+ *    loop blocks (from an ev_prepare); it re-arms the io watcher with the fd
+ *    of the latest zookeeper_interest() and performs a requested close. The
+ *    ZooKeeper library's callbacks (state, watch, completions) run only from
+ *    inside the io/timer callbacks and session_flush().
+ *  - Inside a session callback the owner may issue requests (session_create
+ *    ...) and session_request_close(), but not session_flush() or
+ *    session_free().
+ *  - Every completion is called exactly once: with the result, or with
+ *    SESS_CLOSING when the handle is closed first.
+ */
+#ifndef ZKELECT_SESSION_H
+#define ZKELECT_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "zkelect.h"
+
+struct ev_loop;
+typedef struct session session;
+
+enum sess_rc {
+    SESS_OK = 0, SESS_NONODE, SESS_NODEEXISTS, SESS_CONNLOSS, SESS_EXPIRED,
+    SESS_CLOSING, SESS_NOAUTH, SESS_NOTEMPTY, SESS_BADARGS, SESS_BADVERSION, SESS_FAILED,
+    SESS_AUTHFAILED,    /* the handle is dead (SESS_S_AUTH_FAILED came first) */
+    SESS_NOCHILDREN     /* a create under an ephemeral node (NOCHILDRENFOREPHEMERALS) */
+};
+
+enum sess_state {
+    SESS_S_CONNECTED,      /* handshake done (first time or again) */
+    SESS_S_DISCONNECTED,   /* a connected session lost its connection */
+    SESS_S_EXPIRED,        /* the server expired the session: handle is dead */
+    SESS_S_AUTH_FAILED     /* handle is dead: the server rejected our credentials, or it
+                            * requires authentication we did not give (enforce.auth);
+                            * session_auth_error() says which. Reopening fails again. */
+};
+
+enum sess_watch { SESS_W_CREATED, SESS_W_DELETED, SESS_W_CHANGED, SESS_W_CHILD, SESS_W_OTHER };
+
+/* Borrowed for the duration of the completion. */
+struct sess_result {
+    enum sess_rc rc;
+    int zrc;                       /* the library's own code, for logs */
+    const char *path;              /* create: the created path */
+    int has_stat;
+    int64_t czxid, mzxid;
+    int64_t ctime;                 /* creation time, ms since the epoch (server clock) */
+    int64_t mtime;                 /* last data write, the same clock */
+    uint64_t owner;                /* ephemeralOwner */
+    int32_t cversion, version;
+    int32_t numchildren;
+    const char *data;
+    int datalen;
+    const char *const *children;
+    int nchildren;
+    int64_t sent_ns;               /* when the request was handed to the library */
+};
+
+typedef void sess_done_fn(void *arg, const struct sess_result *r);
+
+struct sess_cbs {
+    void (*state)(void *ud, enum sess_state st);
+    void (*watch)(void *ud, enum sess_watch type, const char *path);
+    void (*log)(void *ud, enum zke_log_level lvl, const char *msg);
+};
+
+session *session_new(struct ev_loop *loop, const char *hosts, int timeout_ms,
+                     const struct sess_cbs *cb, void *ud);
+/* Credentials for zoo_add_auth(), sent on every handle session_open() makes,
+ * before any request (scheme NULL: none). Copied; the copy is wiped by the
+ * next call and by session_free(). Call before session_open(). -1 when out
+ * of memory. */
+int session_set_auth(session *s, const char *scheme, const char *credentials);
+/* ACL of the nodes session_create() makes (ZKE_ACL_DEFAULT: open without
+ * credentials, world-read with them). */
+void session_set_acl(session *s, enum zke_acl acl);
+/* Who we authenticate as, for messages: "digest:user", "scheme 'x'", or
+ * "no credentials". Never the secret. */
+const char *session_auth_who(const session *s);
+/* Why the last SESS_S_AUTH_FAILED happened (one line, no secret). */
+const char *session_auth_error(const session *s);
+/* Closes the handle (blocking up to a few seconds if connected) and frees.
+ * Not from inside a session callback. */
+void session_free(session *s);
+
+/* Opens a new handle (a new session). -1 if the library refused (hosts do not
+ * resolve): retry later. */
+int session_open(session *s);
+/* Asks for the handle to be closed at the next session_flush(). */
+void session_request_close(session *s);
+/* Takes back a close request that was not performed yet (the handle is
+ * still usable: not expired, not dead). 0, or -1 if there is no live handle. */
+int session_keep(session *s);
+int session_is_open(const session *s);
+void session_flush(session *s);
+
+int session_connected(const session *s);
+uint64_t session_id(const session *s);
+int session_timeout_ms(const session *s);     /* negotiated, or requested before */
+const char *session_error(const session *s);  /* reason of the last -1 */
+/* Why the last session_open() failed (a host name that does not resolve...),
+ * or NULL when it succeeded. */
+const char *session_open_error(const session *s);
+/* "<dir>/<name>", malloc'd (the caller frees it); NULL when out of memory.
+ * Any length: a child's name is another client's bytes, and ZooKeeper takes
+ * names of any length up to its packet limit. Pure; any thread. */
+char *sess_child_path(const char *dir, const char *name);
+/* Writes "0x<id> <password hex>\n" for tooling that must resume or expire
+ * this session: always a new mode-0600 inode created here (a unique temporary
+ * name, O_EXCL) renamed over file, never written through a link. 0, or -1
+ * (errno from the failed call). */
+int session_write_file(const session *s, const char *file);
+
+/* Several owners (agents) may share one session. session_tag(s, owner)
+ * marks the next request issued on s (only that one) as the owner's;
+ * session_cancel(s, owner) calls the completion of each of that owner's
+ * pending requests at once with SESS_CLOSING, and the library's later answer
+ * only frees the request: every completion is still called exactly once, and
+ * the owner may be freed right after the cancel. Not from inside a
+ * completion of that owner's. Untagged requests are never cancelled. */
+void session_tag(session *s, void *owner);
+void session_cancel(session *s, void *owner);
+
+/* Requests. 0: the completion will be called; -1: it will not (error in
+ * session_error()). Paths are copied. */
+enum sess_create { SESS_PERSISTENT, SESS_EPHEMERAL_SEQ, SESS_CONTAINER };
+int session_create(session *s, const char *path, const char *data, size_t len,
+                   enum sess_create mode, sess_done_fn *cb, void *arg);
+/* watch: a child watch (SESS_W_CHILD) */
+int session_list(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
+int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
+int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
+int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg);
+/* setData with a version check (-1: any). */
+int session_set(session *s, const char *path, const char *data, size_t len, int version,
+                sess_done_fn *cb, void *arg);
+
+/* sync(path): the server passes it through its quorum leader and answers
+ * once the leader did. An answered sync confirms earlier answered requests
+ * of the same connection (touch.h), which moves session_lease_base_ns(). */
+int session_sync(session *s, const char *path, sess_done_fn *cb, void *arg);
+
+/* A write that changes nothing: a multi of one version check (any
+ * version) of path, which the quorum leader proposes and a quorum commits
+ * before the server answers. Confirms like a sync, and also that the
+ * leader that heard us still had its quorum (docs/design.md "The promise"). NONODE
+ * if path is gone. */
+int session_commit(session *s, const char *path, sess_done_fn *cb, void *arg);
+
+/* CLOCK_BOOTTIME in ns: keeps counting while the host is suspended. */
+int64_t sess_now_ns(void);
+/* The servers' tickTime the lease may assume (0: half the negotiated
+ * timeout) and the clock drift that scales it. Any time; with several
+ * calls (agents sharing the session) the most cautious values stay. */
+void session_set_server_tick(session *s, int tick_ms, double drift);
+/* How long after an answer a sync must be sent to confirm it: one assumed
+ * tick x (1 + drift), in ns. */
+int64_t session_pair_gap_ns(const session *s);
+/* Send time (sess_now_ns) of the latest request of this handle that the
+ * quorum leader has surely heard of (touch.h), or 0: the leader cannot
+ * expire the session earlier than one session timeout after it (on its
+ * clock). Moves only on an answered sync or a new session. */
+int64_t session_lease_base_ns(const session *s);
+/* Send time of the latest sync or commit handed to the library on this
+ * handle (answered or still in flight), or 0: agents sharing the session
+ * skip their own renewal while another's is this recent. */
+int64_t session_last_renewal_ns(const session *s);
+
+/* CLOCK_MONOTONIC (ns) at which the io callback that is now running
+ * zookeeper_process() for some session woke up, i.e. when the bytes whose
+ * completions and watches are being delivered were read; 0 outside that
+ * call. Process-wide (one loop thread). */
+int64_t session_reading_ns(void);
+
+/* Process-wide counters of requests sent (all sessions): for i in
+ * 0..SESS_OPS-1 the op's name ("create", "delete", "exists", "get", "list",
+ * "set", "sync", "commit") and count; i == SESS_OPS: "listed_names", the names received in
+ * listings; NULL past that. */
+#define SESS_OPS 8
+const char *session_counters(int i, uint64_t *n);
+/* The same counters for this session alone (from session_new(), over
+ * every handle it opened); op i of out->sent is op i above. */
+void session_requests(const session *s, struct zke_requests *out);
+
+const char *sess_rc_name(enum sess_rc rc);
+
+#endif

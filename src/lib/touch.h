@@ -1,0 +1,68 @@
+/*
+ * touch.h - which of a session's requests the quorum leader has surely
+ * heard of: the base of the lease (docs/design.md "The promise").
+ *
+ * A ZooKeeper follower answers reads and pings itself and tells its leader
+ * which sessions it heard from only in its answers to the leader's pings
+ * (one every tickTime/2). The leader expires a session one timeout after the
+ * last such report, so an answer from a follower is no proof that the leader
+ * will not expire the session soon: a follower cut off from its quorum goes
+ * on answering for syncLimit x tickTime. A sync or a write, however, goes
+ * through the leader, on the same ordered stream as the follower's ping
+ * answers ("sync" below means either: a confirming request). So:
+ *
+ *   if a sync S2, handed to the client library at least `gap` (one server
+ *   tick, scaled by the drift) after the answer to an earlier request S1 on
+ *   the same connection arrived, is answered, then the follower answered a
+ *   leader ping after it heard S1 and before it passed S2 on, that answer
+ *   carried S1's touch, and the leader read it before it answered S2: the
+ *   leader cannot expire the session before S1's send time + timeout.
+ *
+ * A new session is created by the leader after the handle was opened, which
+ * gives the same bound from the open time (touch_grant). A session that
+ * reconnects is revalidated by the quorum leader itself, which touches it,
+ * after the old connection's last answer arrived: the next confirming answer
+ * on the new connection confirms the send time of that last answer's
+ * request (touch_revalidated).
+ *
+ * Pure bookkeeping: no I/O, no clock (times are CLOCK_BOOTTIME ns given by
+ * the caller), so it is unit-tested with synthetic times. The caller (the
+ * session) owns the struct; touch_reset() on every new or lost connection.
+ */
+#ifndef ZKELECT_TOUCH_H
+#define ZKELECT_TOUCH_H
+
+#include <stdint.h>
+
+#define TOUCH_SLOTS 64
+
+struct touch_log {
+    int64_t sent[TOUCH_SLOTS], answered[TOUCH_SLOTS];  /* ring, oldest at head */
+    int head, n;
+    int64_t confirmed;      /* send time of the latest request the leader surely heard of */
+    int64_t last_sent;      /* send time of the latest answered request, any connection */
+    int64_t revalidated;    /* touch_revalidated's bound, until a confirming answer; 0: none */
+};
+
+/* Forgets everything (a new handle, hence a new session). */
+void touch_init(struct touch_log *t);
+/* A connection began or ended: requests of earlier connections cannot pair
+ * with later syncs (another server, or the same one following another
+ * leader). `confirmed` stays. */
+void touch_reset(struct touch_log *t);
+/* A request sent at `sent` was answered by the server at `answered`
+ * (answered >= sent, non-decreasing across calls). Kept at most one per
+ * gap/32 of answer time, so the ring covers two gaps. */
+void touch_answered(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap);
+/* A sync sent at `sent` was answered at `answered`: pairs it with the latest
+ * request of this connection answered at least `gap` before `sent`, then
+ * records it as answered. Returns the confirmed base (0 if none yet). */
+int64_t touch_synced(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap);
+/* The leader created the session after `at` (the handle's open time). */
+void touch_grant(struct touch_log *t, int64_t at);
+/* The session reconnected (the leader revalidated it, touching it, after
+ * the last answer of the old connection arrived): call after touch_reset().
+ * The next touch_synced() confirms that answer's request's send time. */
+void touch_revalidated(struct touch_log *t);
+
+#endif

@@ -1,0 +1,126 @@
+/*
+ * registrar.c - where the resources a script starts belong (script.h):
+ * the term's scope inside leader hooks and their callbacks, the script's own
+ * otherwise; whether a scope may still run them; the calls back into Lua
+ * their callbacks make; the ZKELECT_* environment of a child. They reach
+ * timer.c and proc.c as the function pointers of the script's struct host.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "script.h"
+#include "script_int.h"
+#include "agent_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+static int64_t scope_epoch(void *ud, scope *s)
+{
+    script *sc = ud;
+    if (s != NULL && s == sc->global)
+        return 0;
+    if (s != NULL && sc->agent != NULL && s == agent_term(sc->agent))
+        return agent_term_epoch(sc->agent);
+    return -1;
+}
+
+static scope *scope_for_epoch(void *ud, int64_t epoch)
+{
+    script *sc = ud;
+    if (sc->closing || sc->loop == NULL)
+        return NULL;
+    if (epoch == 0)
+        return sc->global != NULL && !scope_cancelled(sc->global) ? sc->global : NULL;
+    if (sc->agent == NULL || agent_term_epoch(sc->agent) != epoch)
+        return NULL;
+    return agent_term(sc->agent);
+}
+
+static int scope_live(void *ud, scope *s)
+{
+    script *sc = ud;
+    if (s == NULL || scope_cancelled(s))
+        return 0;
+    if (s == sc->global)
+        return 1;
+    /* a term's scope lives while it is the agent's term and its lease runs */
+    return sc->agent != NULL && agent_term(sc->agent) == s;
+}
+
+scope *registrar_scope(script *sc)
+{
+    if (sc->loop == NULL || sc->closing)
+        return NULL;
+    scope *s = sc->cur ? sc->cur : sc->global;
+    return scope_live(sc, s) ? s : NULL;
+}
+
+static scope *current_scope(void *ud)
+{
+    return registrar_scope(ud);
+}
+
+static int call(void *ud, int fn_ref, int nargs, const char *what, scope *ctx)
+{
+    script *sc = ud;
+    lua_State *L = sc->L;
+    scope *saved = sc->cur;
+    sc->cur = ctx ? ctx : sc->global;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, fn_ref);
+    lua_insert(L, -(nargs + 1));
+    int st = hookrun_trampoline(sc, nargs, what);
+    sc->cur = saved;
+    return st == LUA_OK ? 0 : -1;
+}
+
+static int child_env(void *ud, scope *s, char (*buf)[HOST_ENV_LEN], int max)
+{
+    script *sc = ud;
+    struct zke_status st;
+    int n = 0, leader = 0;
+    int64_t epoch = 0;
+    const char *id = script_id(sc), *path = script_path(sc);
+    if (max < 5)
+        return 0;
+    /* no agent (yet): the top level of `zkelect run`, an observer script */
+    if (sc->agent == NULL || zke_agent_status(sc->agent, &st) != 0) {
+        memset(&st, 0, sizeof st);
+        st.role = ZKE_ROLE_IDLE;
+    }
+    /* leader credentials only for a process that belongs to the term */
+    if (s != NULL && sc->agent != NULL && s == agent_term(sc->agent)) {
+        leader = 1;
+        epoch = agent_term_epoch(sc->agent);
+    }
+    if (id != NULL)
+        snprintf(buf[n++], HOST_ENV_LEN, "ZKELECT_ID=%s", id);
+    snprintf(buf[n++], HOST_ENV_LEN, "ZKELECT_EPOCH=%" PRId64, epoch);
+    snprintf(buf[n++], HOST_ENV_LEN, "ZKELECT_ROLE=%s",
+             leader ? "leader" : st.role == ZKE_ROLE_LEADER ? "follower" : zke_role_name(st.role));
+    if (path != NULL)
+        snprintf(buf[n++], HOST_ENV_LEN, "ZKELECT_PATH=%s", path);
+    snprintf(buf[n++], HOST_ENV_LEN, "ZKELECT_NODE=%s", st.node ? st.node : "");
+    return n;
+}
+
+void registrar_init(script *sc)
+{
+    struct host *h = &sc->host;
+    h->L = sc->L;
+    h->loop = sc->loop;
+    h->allow_processes = sc->allow_processes;
+    h->guard = sc->guard;
+    h->ud = sc;
+    h->scope = current_scope;
+    h->scope_live = scope_live;
+    h->scope_epoch = scope_epoch;
+    h->scope_for_epoch = scope_for_epoch;
+    h->call = call;
+    h->child_env = child_env;
+    h->wait_begin = hookrun_wait_begin;
+    h->wait_thread = hookrun_thread;
+    h->wait_end = hookrun_wait_end;
+}

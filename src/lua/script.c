@@ -1,0 +1,455 @@
+/*
+ * script.c - the loader (script.h, script_int.h): reads the file, opens the
+ * sandbox (sandbox.c) in a state whose allocator enforces the memory limit,
+ * runs the top level under the budget (hookrun.c), collects the hooks and
+ * hook_budgets, starts health(); and frees it all.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "script.h"
+#include "script_int.h"
+#include "agent_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <ev.h>
+#include <lauxlib.h>
+#include <lua.h>
+
+/* Where the library's build was configured to install lua/ (CMake sets
+ * it); hosts that know better pass script_opts.lua_dir. */
+#ifndef ZKELECT_LUA_DIR
+#define ZKELECT_LUA_DIR "/usr/local/share/zkelect/lua"
+#endif
+
+const char *const hook_names[HK_COUNT] = {
+    [ZKE_EV_LEADER] = "on_leader",
+    [ZKE_EV_FOLLOWER] = "on_follower",
+    [ZKE_EV_PREDECESSOR_CHANGE] = "on_predecessor_change",
+    [ZKE_EV_STEPDOWN] = "on_stepdown",
+    [ZKE_EV_SUSPEND] = "on_suspend",
+    [ZKE_EV_RESUME] = "on_resume",
+    [ZKE_EV_LEADER_CHANGE] = "on_leader_change",
+    [HK_HEALTH] = "health",
+};
+
+static void *l_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    script *sc = ud;
+    if (ptr == NULL)
+        osize = 0;
+    if (nsize == 0) {
+        free(ptr);
+        sc->used -= osize;
+        return NULL;
+    }
+    if (nsize > osize && sc->used + (nsize - osize) > sc->limit)
+        return NULL;
+    void *p = realloc(ptr, nsize);
+    if (p != NULL)
+        sc->used = sc->used - osize + nsize;
+    return p;
+}
+
+script *script_of(lua_State *L) { return *(script **)lua_getextraspace(L); }
+
+lua_State *script_lua(script *sc) { return sc->L; }
+
+size_t script_memory(script *sc)
+{
+    if (sc == NULL || sc->L == NULL)
+        return 0;
+    return (size_t)lua_gc(sc->L, LUA_GCCOUNT, 0) * 1024u + (size_t)lua_gc(sc->L, LUA_GCCOUNTB, 0);
+}
+
+int script_has_hook(const script *sc, enum zke_event_type t)
+{
+    return sc != NULL && (unsigned)t < ZKE_EV_COUNT && sc->refs[t] != LUA_NOREF;
+}
+
+void script_attach(script *sc, zke_agent *a)
+{
+    sc->agent = a;
+}
+
+const char *script_id(const script *sc)
+{
+    return sc->id != NULL ? sc->id : sc->agent != NULL ? agent_id(sc->agent) : NULL;
+}
+
+const char *script_path(const script *sc)
+{
+    return sc->path != NULL ? sc->path : sc->agent != NULL ? agent_path(sc->agent) : NULL;
+}
+
+int script_hook_timeout(const script *sc)
+{
+    return sc != NULL ? sc->hook_timeout_ms : 0;
+}
+
+void script_on_reload(script *sc, void (*fn)(void *ud))
+{
+    sc->on_reload = fn;
+}
+
+void script_on_health(script *sc, script_health_fn *fn, int healthy)
+{
+    sc->on_health = fn;
+    sc->healthy = healthy != 0;
+    sc->hfails = sc->hpasses = 0;
+}
+
+int script_has_health(const script *sc)
+{
+    return sc != NULL && sc->refs[HK_HEALTH] != LUA_NOREF;
+}
+
+void script_on_failure(script *sc, script_failed_fn *fn)
+{
+    sc->failed = fn;
+}
+
+void script_on_hook_done(script *sc, script_hook_fn *fn)
+{
+    sc->hook_done = fn;
+}
+
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    int row[40];
+    if (la >= 40 || lb >= 40)
+        return 99;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int prev = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int cur = row[j];
+            int sub_ = prev + (a[i - 1] != b[j - 1]);
+            int del = row[j] + 1, ins = row[j - 1] + 1;
+            row[j] = sub_ < del ? (sub_ < ins ? sub_ : ins) : (del < ins ? del : ins);
+            prev = cur;
+        }
+    }
+    return row[lb];
+}
+
+/* [-0, +0, m] Warns of each global Lua function of the table on top of the
+ * stack that is named like a hook but is none: most likely a typo (within
+ * 3 edits of a hook's name, any on_*, any health*). */
+static void warn_unknown_hooks(lua_State *L, script *sc)
+{
+    /* Only Lua functions: the C functions there are the libraries' (print,
+     * pairs...), and skipping them keeps this off the start-up's profile. */
+    lua_pushnil(L);
+    while (lua_next(L, -2) != 0) {
+        if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TFUNCTION &&
+            !lua_iscfunction(L, -1)) {
+            const char *k = lua_tostring(L, -2);
+            size_t lk = strlen(k);
+            int known = 0, best = -1, bestd = 4;
+            for (int t = 0; t < HK_COUNT; t++) {
+                if (hook_names[t] == NULL)
+                    continue;
+                if (strcmp(k, hook_names[t]) == 0)
+                    known = 1;
+                size_t lh = strlen(hook_names[t]);
+                if ((lk > lh ? lk - lh : lh - lk) >= (size_t)bestd)
+                    continue;           /* the distance is at least the length difference */
+                int d = edit_distance(k, hook_names[t]);
+                if (d < bestd) {
+                    bestd = d;
+                    best = t;
+                }
+            }
+            /* health_check, healthcheck, health_ok...: meant as health()
+             * (a helper of that name can be local) */
+            if (!known && strncmp(k, "health", 6) == 0)
+                best = HK_HEALTH;
+            if (!known && (strncmp(k, "on_", 3) == 0 || best >= 0) && sc->log) {
+                char buf[200];
+                snprintf(buf, sizeof buf, "function '%s' is not a hook%s%s%s", k,
+                         best >= 0 ? " (did you mean " : "", best >= 0 ? hook_names[best] : "",
+                         best >= 0 ? "?)" : "");
+                sc->log(sc->ud, ZKE_LOG_WARN, "hook_warning", NULL, buf);
+            }
+        }
+        lua_pop(L, 1);
+    }
+}
+
+/* Reads the hooks as raw globals (a strict-globals __index must not run)
+ * and keeps them as registry refs. Runs under lua_pcall. */
+static int collect_hooks(lua_State *L)
+{
+    script *sc = script_of(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+    for (int t = 0; t < HK_COUNT; t++) {
+        if (hook_names[t] == NULL)
+            continue;
+        lua_pushstring(L, hook_names[t]);
+        int ty = lua_rawget(L, -2);
+        if (ty == LUA_TNIL) {
+            lua_pop(L, 1);
+        } else if (ty != LUA_TFUNCTION) {
+            return luaL_error(L, "%s must be a function, got %s", hook_names[t], lua_typename(L, ty));
+        } else {
+            sc->refs[t] = luaL_ref(L, LUA_REGISTRYINDEX);
+        }
+    }
+    warn_unknown_hooks(L, sc);
+    /* hook_budgets = { on_leader = seconds, ... } */
+    lua_pushliteral(L, "hook_budgets");
+    int bt = lua_rawget(L, -2);
+    if (bt != LUA_TNIL) {
+        if (bt != LUA_TTABLE)
+            return luaL_error(L, "hook_budgets must be a table, got %s", lua_typename(L, bt));
+        lua_pushnil(L);
+        while (lua_next(L, -2) != 0) {
+            const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+            int t = -1;
+            for (int i = 0; k != NULL && i < HK_COUNT; i++)
+                if (hook_names[i] != NULL && strcmp(hook_names[i], k) == 0)
+                    t = i;
+            if (t < 0)
+                return luaL_error(L, "hook_budgets.%s: not a hook name", k ? k : "?");
+            int isnum;
+            lua_Number v = lua_tonumberx(L, -1, &isnum);
+            if (!isnum || !(v > 0 && v <= 86400))
+                return luaL_error(L, "hook_budgets.%s must be seconds in (0, 86400]", k);
+            int ms = (int)(v * 1000);
+            /* on_stepdown is part of the step-down budget: never more */
+            if (t == ZKE_EV_STEPDOWN && ms > sc->stepdown_timeout_ms)
+                return luaL_error(L, "hook_budgets.on_stepdown %d ms exceeds its share of the "
+                                     "stepdown budget (%d ms)", ms, sc->stepdown_timeout_ms);
+            sc->budgets[t] = ms > 0 ? ms : 1;
+            if (t == ZKE_EV_STEPDOWN)
+                sc->stepdown_declared = sc->budgets[t];
+            lua_pop(L, 1);
+        }
+    }
+    return 0;
+}
+
+static const char *first_line(const char *m)
+{
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s", m ? m : "error");
+    char *nl = strchr(buf, '\n');
+    if (nl)
+        *nl = '\0';
+    return buf;
+}
+
+static enum zke_policy_error fail(char *err, size_t errlen, enum zke_policy_error *why,
+                                  enum zke_policy_error w, const char *fmt, const char *a,
+                                  const char *b)
+{
+    snprintf(err, errlen, fmt, a, b);
+    *why = w;
+    return w;
+}
+
+/* [-1, +0, e] Runs the chunk (its only argument) as the script's top level.
+ * A top level that returns false or nil first ("return nil, 'why'", the Lua
+ * convention for a failure) raises, so the load fails like on an error. */
+static int run_top_level(lua_State *L)
+{
+    lua_settop(L, 1);
+    lua_call(L, 0, LUA_MULTRET);
+    int n = lua_gettop(L);
+    if (n >= 1 && !lua_toboolean(L, 1)) {
+        const char *why = n >= 2 ? luaL_tolstring(L, 2, NULL) : NULL;
+        return luaL_error(L, "the top level returned %s%s%s", lua_isnil(L, 1) ? "nil" : "false",
+                          why ? ", " : "", why ? why : "");
+    }
+    return 0;
+}
+
+/* The file can be loaded: a regular file we may read, not too large.
+ * ZKE_POLICY_OK, or the reason (err, *why). */
+static enum zke_policy_error check_file(const char *file, char *err, size_t errlen,
+                                        enum zke_policy_error *why)
+{
+    struct stat st;
+    if (stat(file, &st) != 0)
+        return fail(err, errlen, why, errno == EACCES ? ZKE_POLICY_PERMISSION : ZKE_POLICY_NO_FILE,
+                    "script '%s': %s", file, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return fail(err, errlen, why, ZKE_POLICY_NO_FILE, "script '%s': %s", file,
+                    S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+    if (st.st_size > SCRIPT_MAX_BYTES) {
+        char size[96];
+        snprintf(size, sizeof size, "%lld bytes, more than the %d MiB a script may have",
+                 (long long)st.st_size, SCRIPT_MAX_BYTES >> 20);
+        return fail(err, errlen, why, ZKE_POLICY_TOO_LARGE, "script '%s': %s", file, size);
+    }
+    FILE *probe = fopen(file, "r");
+    if (probe == NULL)
+        return fail(err, errlen, why, errno == EACCES ? ZKE_POLICY_PERMISSION : ZKE_POLICY_NO_FILE,
+                    "script '%s': %s", file, strerror(errno));
+    fclose(probe);
+    return ZKE_POLICY_OK;
+}
+
+/* A script with the options applied (defaults: zkelect.h's ZKE_DEFAULT_*),
+ * its own scope and no state yet; NULL when out of memory. */
+static script *script_new(const char *file, const struct script_opts *opts, script_log_fn *log,
+                          void *ud)
+{
+    script *sc = calloc(1, sizeof *sc);
+    if (sc == NULL || (sc->file = strdup(file)) == NULL ||
+        (opts && opts->id && (sc->id = strdup(opts->id)) == NULL) ||
+        (opts && opts->path && (sc->path = strdup(opts->path)) == NULL)) {
+        if (sc != NULL) {
+            free(sc->file);
+            free(sc->id);
+        }
+        free(sc);
+        return NULL;
+    }
+    sc->log = log;
+    sc->ud = ud;
+    snprintf(sc->lua_dir, sizeof sc->lua_dir, "%s",
+             opts && opts->lua_dir ? opts->lua_dir : ZKELECT_LUA_DIR);
+    sc->limit = opts && opts->mem_limit ? opts->mem_limit : ZKE_DEFAULT_MEM_LIMIT;
+    sc->hook_timeout_ms = opts && opts->hook_timeout_ms > 0 ? opts->hook_timeout_ms
+                                                            : ZKE_DEFAULT_HOOK_TIMEOUT_MS;
+    sc->stepdown_timeout_ms = opts && opts->stepdown_timeout_ms > 0 &&
+                              opts->stepdown_timeout_ms < sc->hook_timeout_ms
+                                  ? opts->stepdown_timeout_ms : sc->hook_timeout_ms;
+    sc->loop = opts ? opts->loop : NULL;
+    sc->allow_processes = opts ? opts->allow_processes : 0;
+    sc->guard = opts ? opts->guard : NULL;
+    ev_timer_init(&sc->later, hookrun_later_cb, 0., 0.);
+    sc->later.data = sc;
+    int wb = opts && opts->wait_budget_ms > 0 ? opts->wait_budget_ms : ZKE_DEFAULT_HOOK_BUDGET_MS;
+    sc->wait_budget_ms = wb;
+    for (int i = 0; i < HK_COUNT; i++) {
+        sc->budgets[i] = wb;
+        sc->refs[i] = LUA_NOREF;
+    }
+    sc->budgets[ZKE_EV_STEPDOWN] = wb < sc->stepdown_timeout_ms ? wb : sc->stepdown_timeout_ms;
+    sc->healthy = 1;
+    sc->health_fails = opts && opts->health_fails > 0 ? opts->health_fails
+                                                      : ZKE_DEFAULT_HEALTH_FAILS;
+    sc->health_passes = opts && opts->health_passes > 0 ? opts->health_passes
+                                                        : ZKE_DEFAULT_HEALTH_PASSES;
+    if (sc->loop != NULL && (sc->global = scope_new(sc->loop, 1000)) == NULL) {
+        free(sc->file);
+        free(sc->id);
+        free(sc->path);
+        free(sc);
+        return NULL;
+    }
+    return sc;
+}
+
+/* Creates sc's state with the sandbox, then compiles and runs the file's
+ * top level and collects the hooks. ZKE_POLICY_OK, or the reason. */
+static enum zke_policy_error open_state(script *sc, char *err, size_t errlen,
+                                        enum zke_policy_error *why)
+{
+    const char *file = sc->file;
+    lua_State *L = sc->L = lua_newstate(l_alloc, sc);
+    if (L == NULL)
+        return fail(err, errlen, why, ZKE_POLICY_NO_MEMORY, "script '%s': %s", file,
+                    "cannot create a Lua state");
+    *(script **)lua_getextraspace(L) = sc;
+    registrar_init(sc);
+    lua_sethook(L, hookrun_count_hook, LUA_MASKCOUNT, HOOK_COUNT);
+    lua_pushcfunction(L, sandbox_open);
+    if (lua_pcall(L, 0, 0, 0) != LUA_OK)
+        return fail(err, errlen, why, ZKE_POLICY_NO_MEMORY,
+                    "script '%s': cannot open libraries: %s", file, lua_tostring(L, -1));
+    int st = luaL_loadfilex(L, file, "t");
+    if (st != LUA_OK) {
+        /* a syntax error names the file ("f.lua:4: ..."); "attempt to load
+         * a binary chunk" does not */
+        const char *m = lua_tostring(L, -1);
+        enum zke_policy_error w = st == LUA_ERRMEM ? ZKE_POLICY_NO_MEMORY : ZKE_POLICY_SYNTAX;
+        if (m != NULL && strstr(m, file) != NULL)
+            return fail(err, errlen, why, w, "%s%s", m, "");
+        return fail(err, errlen, why, w, "script '%s': %s", file, m ? m : "cannot load");
+    }
+    /* the top level, then the hook lookup: failures are load errors */
+    lua_pushcfunction(L, run_top_level);
+    lua_insert(L, -2);
+    if (hookrun_pcall(sc, 1, "script top level") != LUA_OK)
+        return fail(err, errlen, why, ZKE_POLICY_TOP_LEVEL, "script '%s' failed to load: %s", file,
+                    first_line(lua_tostring(L, -1)));
+    lua_pushcfunction(L, collect_hooks);
+    if (hookrun_pcall(sc, 0, "hook lookup") != LUA_OK)
+        return fail(err, errlen, why, ZKE_POLICY_CONFIG, "script '%s': %s", file,
+                    first_line(lua_tostring(L, -1)));
+    return ZKE_POLICY_OK;
+}
+
+script *script_load(const char *file, const struct script_opts *opts, script_log_fn *log,
+                    void *ud, char *err, size_t errlen, enum zke_policy_error *why)
+{
+    enum zke_policy_error dummy;
+    if (why == NULL)
+        why = &dummy;
+    *why = ZKE_POLICY_OK;
+    if (check_file(file, err, errlen, why) != ZKE_POLICY_OK)
+        return NULL;
+    script *sc = script_new(file, opts, log, ud);
+    if (sc == NULL) {
+        fail(err, errlen, why, ZKE_POLICY_NO_MEMORY, "script '%s': %s", file, "out of memory");
+        return NULL;
+    }
+    if (open_state(sc, err, errlen, why) != ZKE_POLICY_OK) {
+        script_free(sc);
+        return NULL;
+    }
+    if (sc->loop != NULL && sc->refs[HK_HEALTH] != LUA_NOREF) {
+        int ms = opts && opts->health_interval_ms > 0 ? opts->health_interval_ms
+                                                      : ZKE_DEFAULT_HEALTH_INTERVAL_MS;
+        double iv = ms / 1000.0;
+        ev_timer_init(&sc->health_timer, hookrun_health_cb, iv, iv);
+        sc->health_timer.data = sc;
+        ev_timer_start(sc->loop, &sc->health_timer);
+        ev_unref(sc->loop);     /* the check alone does not keep the loop alive */
+    }
+    return sc;
+}
+
+void script_free(script *sc)
+{
+    if (sc == NULL)
+        return;
+    /* the hook in progress and the queue, then the script's own resources
+     * (their close touches the state), then the state: its collection
+     * detaches boxes left in a term scope */
+    sc->failed = NULL;
+    sc->hook_done = NULL;
+    sc->on_health = NULL;
+    sc->agent = NULL;           /* may be gone already: holds end with it */
+    if (sc->loop != NULL)
+        ev_timer_stop(sc->loop, &sc->later);
+    if (sc->loop != NULL && ev_is_active(&sc->health_timer)) {
+        ev_ref(sc->loop);
+        ev_timer_stop(sc->loop, &sc->health_timer);
+    }
+    sc->pumping = 1;            /* nothing starts any more */
+    hookrun_abort(sc);
+    while (sc->qhead != NULL) {
+        struct qitem *q = sc->qhead;
+        sc->qhead = q->next;
+        free(q);
+    }
+    scope_free(sc->global);
+    sc->global = NULL;
+    if (sc->L != NULL)
+        lua_close(sc->L);
+    free(sc->file);
+    free(sc->id);
+    free(sc->path);
+    free(sc);
+}

@@ -1,0 +1,292 @@
+#!/usr/bin/python3
+"""zkelect ctl over the control socket (run --control PATH): status on a
+leader and a follower, resign, resign --to (the next in line; one not next
+in line and an unknown id refused, leadership staying put), withdraw and
+rejoin, reload, the socket's mode, a stale socket replaced, and clients
+that connect and send nothing never delaying a failover or the lease."""
+import json
+import os
+import socket
+import stat
+import sys
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zkharness as h  # noqa: E402
+
+PATH = "/app/ctl"
+
+
+def agent(zk, id, **kw):
+    d = h.mkdtemp("sock")
+    sock = os.path.join(d, "c.sock")
+    a = h.Agent(zk, id, path=PATH, extra=["--control", sock] + list(kw.pop("extra", ())), **kw)
+    a.sock = sock
+    return a
+
+
+def ctl(a, *args, json_out=False, timeout=40):
+    argv = [h.ZKELECT_BIN, "ctl", "--control", a.sock] + list(args) + (["--json"] if json_out else [])
+    rc, out, err, _ = h.run(argv, timeout=timeout)
+    assert not h.crash_markers(out + err), (argv, out, err)
+    return rc, out, err
+
+
+def status(a):
+    rc, out, err = ctl(a, "status", json_out=True)
+    assert rc == 0, (rc, out, err)
+    return json.loads(out)
+
+
+def three(zk):
+    a = agent(zk, "ca")
+    a.wait_for("leader", timeout=15)
+    b = agent(zk, "cb")
+    b.wait_for("follower", timeout=15)
+    c = agent(zk, "cc")
+    c.wait_for("follower", timeout=15)
+    return a, b, c
+
+
+def stop(*agents):
+    for x in agents:
+        x.term()
+    for x in agents:
+        assert x.wait_exit(15) == 0, x.describe()
+
+
+def test_status_resign_and_mode():
+    with h.ZooKeeper() as zk:
+        a = agent(zk, "sa")
+        lead = a.wait_for("leader", timeout=15)
+        b = agent(zk, "sb")
+        b.wait_for("follower", timeout=15)
+        assert stat.S_IMODE(os.lstat(a.sock).st_mode) == 0o600, oct(os.lstat(a.sock).st_mode)
+        assert stat.S_ISSOCK(os.lstat(a.sock).st_mode)
+        sa = status(a)
+        assert sa["ok"] and sa["role"] == "leader" and sa["id"] == "sa" and sa["path"] == PATH, sa
+        assert sa["leader"] == "sa" and sa["epoch"] == lead["epoch"] and sa["lease_ms"] > 0, sa
+        sb = status(b)
+        assert sb["role"] == "follower" and sb["leader"] == "sa" and sb["lease_ms"] is None, sb
+        assert sb["epoch"] == lead["epoch"], sb
+        rc, out, err = ctl(b, "status")
+        assert rc == 0 and "role       follower" in out and "leader     sa" in out, out
+        # a follower cannot resign
+        rc, out, err = ctl(b, "resign")
+        assert rc == 75 and "does not lead" in err, (rc, err)
+        # the leader resigns: the other leads, the old one follows
+        ma, mb = a.mark(), b.mark()
+        rc, out, err = ctl(a, "resign")
+        assert rc == 0, (rc, out, err)
+        sd = a.wait_for("stepdown", timeout=10, since=ma)
+        assert sd["reason"] == "resign", sd
+        b.wait_for("leader", timeout=10, since=mb)
+        a.wait_for("follower", timeout=10, since=ma)
+        assert status(a)["leader"] == "sb"
+        stop(a, b)
+        # removed at exit
+        assert not os.path.exists(a.sock) and not os.path.exists(b.sock)
+
+
+def test_resign_to():
+    with h.ZooKeeper() as zk:
+        a, b, c = three(zk)
+        # not next in line: refused, naming the one ahead; a keeps leading
+        ma = a.mark()
+        rc, out, err = ctl(a, "resign", "--to", "cc")
+        assert rc == 75 and "cc is not next in line" in err and "cb" in err, (rc, err)
+        rc, out, err = ctl(a, "resign", "--to", "nobody")
+        assert rc == 65 and "no candidate nobody" in err, (rc, err)
+        assert len(err.strip().splitlines()) == 1, err
+        time.sleep(0.5)
+        assert not a.find("stepdown", since=ma), a.describe()
+        assert status(a)["role"] == "leader"
+        # the next in line: it leads, and the answer says so
+        mb = b.mark()
+        rc, out, err = ctl(a, "resign", "--to", "cb", json_out=True)
+        assert rc == 0, (rc, out, err)
+        ans = json.loads(out)
+        assert ans["ok"] and ans["leader"] == "cb", ans
+        lb = b.wait_for("leader", timeout=5, since=mb)
+        assert ans["epoch"] == lb["epoch"], (ans, lb)
+        a.wait_for("follower", timeout=10, since=ma)
+        # a follower is refused
+        rc, out, err = ctl(c, "resign", "--to", "ca")
+        assert rc == 75 and "does not lead" in err, (rc, err)
+        stop(a, b, c)
+
+
+def test_withdraw_rejoin_reload():
+    d = h.mkdtemp("ctl-script")
+    script = os.path.join(d, "p.lua")
+    with open(script, "w") as f:
+        f.write('function on_leader(ev) zkelect.log("info", "leading") end\n')
+    with h.ZooKeeper() as zk:
+        a = agent(zk, "wa")
+        a.wait_for("leader", timeout=15)
+        b = agent(zk, "wb", script=script)
+        jb = b.wait_for("joined", timeout=15)
+        b.wait_for("follower", timeout=15)
+        sess = h.sid(jb["session"])
+        mb = b.mark()
+        rc, out, err = ctl(b, "withdraw")
+        assert rc == 0, (rc, out, err)
+        h.wait_until(lambda: not zk.ephemerals().get(sess), timeout=5, desc="node removed")
+        sb = status(b)
+        assert sb["role"] == "withdrawn" and sb["withdrawn"] and sb["connected"], sb
+        assert b.alive()
+        rc, out, err = ctl(b, "withdraw")
+        assert rc == 75, (rc, err)
+        # the leader goes: the withdrawn one does not take over
+        a.term()
+        assert a.wait_exit(10) == 0
+        time.sleep(1.0)
+        assert not b.find("leader", since=mb), b.describe()
+        rc, out, err = ctl(b, "rejoin")
+        assert rc == 0, (rc, out, err)
+        b.wait_for("leader", timeout=10, since=mb)
+        assert status(b)["role"] == "leader"
+        rc, out, err = ctl(b, "rejoin")
+        assert rc == 75, (rc, err)
+        # reload: as SIGHUP
+        m = b.mark()
+        rc, out, err = ctl(b, "reload")
+        assert rc == 0, (rc, out, err)
+        b.wait_for("reload", timeout=5, since=m)
+        stop(b)
+
+
+def test_operator_and_health_withdrawals_hold_apart():
+    """ctl withdraw and a failing health() are separate holds: a health
+    check that passes again does not undo the operator's withdrawal (it did:
+    both used one switch), and ctl rejoin does not put back a candidate
+    whose checks fail; it is in line again only when neither holds."""
+    d = h.mkdtemp("ctl-health")
+    flag = os.path.join(d, "sick")
+    script = os.path.join(d, "p.lua")
+    with open(script, "w") as f:
+        f.write('local FLAG = %r\n'
+                'function health()\n'
+                '  if zkelect.exec{"test", "-e", FLAG} then return false, "sick" end\n'
+                '  return true\n'
+                'end\n' % flag)
+    hflags = ["--health-interval", "200", "--health-fails", "1", "--health-passes", "1"]
+    with h.ZooKeeper() as zk:
+        a = agent(zk, "ha")
+        a.wait_for("leader", timeout=15)
+        b = agent(zk, "hb", script=script, extra=hflags)
+        jb = b.wait_for("joined", timeout=15)
+        b.wait_for("follower", timeout=15)
+        sess = h.sid(jb["session"])
+
+        def in_line():
+            return bool(zk.ephemerals().get(sess))
+
+        # the operator withdraws; health fails, then passes: still out
+        rc, out, err = ctl(b, "withdraw")
+        assert rc == 0, (rc, out, err)
+        h.wait_until(lambda: not in_line(), timeout=5, desc="node removed")
+        open(flag, "w").close()
+        h.wait_until(lambda: status(b).get("withdrawn_by") == "ctl,health", timeout=10,
+                     desc="withdrawn by ctl and health")
+        os.unlink(flag)
+        h.wait_until(lambda: status(b).get("withdrawn_by") == "ctl", timeout=10,
+                     desc="health no longer holds")
+        time.sleep(1.0)                  # five passing checks: still out
+        assert not in_line() and status(b)["role"] == "withdrawn", status(b)
+        # health fails; the operator's rejoin leaves it out, and says why
+        open(flag, "w").close()
+        h.wait_until(lambda: status(b).get("withdrawn_by") == "ctl,health", timeout=10,
+                     desc="health holds again")
+        rc, out, err = ctl(b, "rejoin")
+        assert rc == 0 and "still out of the election for: health" in out + err, (rc, out, err)
+        rc, out, err = ctl(b, "rejoin")
+        assert rc == 75 and "out of the election for: health" in out + err, (rc, out, err)
+        time.sleep(1.0)
+        assert not in_line() and status(b)["withdrawn_by"] == "health", status(b)
+        # health passes: back in line, at the back
+        os.unlink(flag)
+        h.wait_until(in_line, timeout=10, desc="back in line")
+        st = status(b)
+        assert st["role"] == "follower" and not st["withdrawn"] and st["withdrawn_by"] is None, st
+        stop(a, b)
+
+
+def test_stale_socket_replaced_and_live_one_refused():
+    with h.ZooKeeper() as zk:
+        d = h.mkdtemp("stale")
+        sock = os.path.join(d, "c.sock")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(sock)
+        s.close()                        # a dead agent's socket
+        a = h.Agent(zk, "st", path=PATH, extra=["--control", sock])
+        a.wait_for("leader", timeout=15)
+        a.sock = sock
+        assert status(a)["role"] == "leader"
+        rc, out, err, _ = h.run([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", PATH, "--id", "st2",
+                                 "--control", sock, "--fail-stop", "off"], timeout=20)
+        assert rc == 75 and "another agent serves it" in err, (rc, err)
+        assert a.alive() and status(a)["role"] == "leader"
+        stop(a)
+
+
+def test_silent_clients_do_not_delay_failover():
+    with h.ZooKeeper() as zk:
+        a = agent(zk, "fa")
+        la = a.wait_for("leader", timeout=15)
+        b = agent(zk, "fb")
+        b.wait_for("follower", timeout=15)
+        held = []
+        for x in (a, b):
+            for i in range(12):          # more than the server's slots (the rest: "busy")
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(x.sock)
+                if i == 0:
+                    s.sendall(b"stat")   # half a request, never finished
+                held.append(s)
+        ma = a.mark()
+        time.sleep(3.0)                  # the leader renews its lease meanwhile
+        assert not a.find("stepdown", since=ma), a.describe()
+        assert not a.find("suspend", since=ma), a.describe()
+        # the held ones are closed after their deadline; then ctl answers again
+        h.wait_until(lambda: ctl(a, "status", timeout=10)[0] == 0, timeout=15, interval=0.5,
+                     desc="ctl answers after the deadline")
+        # a crash of the leader while clients hold the follower's socket
+        for _ in range(10):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(b.sock)
+            held.append(s)
+        mb = b.mark()
+        t0 = time.monotonic()
+        a.kill9()
+        lb = b.wait_for("leader", timeout=15, since=mb)
+        assert lb["epoch"] > la["epoch"], lb
+        assert time.monotonic() - t0 < 12, "failover took %.1f s" % (time.monotonic() - t0)
+        for s in held:
+            s.close()
+        stop(b)
+
+
+def test_a_frozen_agent_is_reported_not_waited_for():
+    """ctl against an agent that is stopped (SIGSTOP: its socket still
+    accepts) ends with exit 69 and one line after its answer wait, instead
+    of hanging."""
+    with h.ZooKeeper() as zk:
+        a = agent(zk, "fr", extra=["--fail-stop", "off"])    # (the watcher would kill it)
+        a.wait_event("leader", timeout=15)
+        a.sigstop()
+        try:
+            t0 = time.monotonic()
+            rc, out, err = ctl(a, "status")
+            took = time.monotonic() - t0
+        finally:
+            a.sigcont()
+        assert rc == 69 and "no answer within 10000 ms" in err, (rc, err)
+        assert len(err.strip().splitlines()) == 1, err
+        assert took < 30, took
+        stop(a)
+
+
+if __name__ == "__main__":
+    h.run_tests(globals())
