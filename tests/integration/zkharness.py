@@ -1016,16 +1016,28 @@ def _on_term(signum, frame):
 
 def run_tests(g, timeout=None):
     """Runs every test_* function of module globals g; prints ok/FAIL per test;
-    exits non-zero if any failed. `argv[1:]` may name tests to run."""
+    exits non-zero if any failed. `argv[1:]` may name tests to run, or,
+    after `--not`, tests to leave out (a long script split into several
+    ctest entries that run in parallel)."""
     bound = timeout or TEST_TIMEOUT
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.signal(signal.SIGTERM, _on_term)
     names = sorted(n for n, f in g.items() if n.startswith("test_") and callable(f))
     # keep definition order when possible
     order = [n for n in g if n in names]
-    if len(sys.argv) > 1:
-        order = [n for n in order if n in sys.argv[1:]]
-        missing = set(sys.argv[1:]) - set(order)
+    args = sys.argv[1:]
+    skip = set()
+    if "--not" in args:
+        skip = set(args[args.index("--not") + 1:])
+        args = args[:args.index("--not")]
+        unknown = skip - set(order)
+        if unknown:
+            print("unknown tests: %s" % ", ".join(sorted(unknown)))
+            sys.exit(2)
+        order = [n for n in order if n not in skip]
+    if args:
+        order = [n for n in order if n in args]
+        missing = set(args) - set(order)
         if missing:
             print("unknown tests: %s" % ", ".join(sorted(missing)))
             sys.exit(2)
