@@ -2,10 +2,12 @@
  * many.c - bench_many: many elections in one process through zkelect's C
  * API, on ONE shared ZooKeeper session (the gateway case).
  *
- *   bench_many HOSTPORT PREFIX E SESSION_MS
+ *   bench_many HOSTPORT PREFIX E SESSION_MS [SERVER_TICK_MS]
  *
  * One libev loop, one zke_conn, E agents (zke_agent_new_on), agent i on the
- * election path PREFIX/e<i>. C callbacks only.
+ * election path PREFIX/e<i>. C callbacks only. SERVER_TICK_MS states the
+ * servers' tickTime (zke_settings.server_tick_ms; default: the library's,
+ * half the granted timeout), as the other bench candidates do.
  *
  * stdout, one write(2) per line:
  *   <mono_us> <i> leader|follower|stopped     per agent event
@@ -239,13 +241,14 @@ static int number(const char *s, long lo, long hi)
 int main(int argc, char **argv)
 {
     char path[1024], id[64];
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s HOSTPORT PREFIX E SESSION_MS\n", argv[0]);
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: %s HOSTPORT PREFIX E SESSION_MS [SERVER_TICK_MS]\n", argv[0]);
         return 64;
     }
     B.e = number(argv[3], 0, 1000000);
     int session_ms = number(argv[4], 1, 3600000);
-    if (B.e < 0 || session_ms < 0 || strlen(argv[2]) > 900) {
+    int tick_ms = argc == 6 ? number(argv[5], 0, 3600000) : 0;
+    if (B.e < 0 || session_ms < 0 || tick_ms < 0 || strlen(argv[2]) > 900) {
         fprintf(stderr, "bench_many: bad E, SESSION_MS or PREFIX\n");
         return 64;
     }
@@ -275,7 +278,7 @@ int main(int argc, char **argv)
          * per-agent request is the lease renewal of every leader and every
          * next-in-line (an exists every session timeout / 10); it has no
          * setting. */
-        struct zke_settings s = { .path = path, .id = id };
+        struct zke_settings s = { .path = path, .id = id, .server_tick_ms = tick_ms };
         snprintf(path, sizeof path, "%s/e%d", argv[2], i);
         B.slots[i].i = i;
         zke_agent *a = zke_agent_new_on(B.conn, &s, &cb, &B.slots[i]);

@@ -109,6 +109,7 @@ static const struct conn_agent_ops agent_conn_ops = {
     .session_lost = agent_session_lost,
     .session_watch = agent_session_watch,
     .pump = agent_pump,
+    .lease_tick = agent_lease_tick,
     .log = agent_queue_log,
 };
 
@@ -134,7 +135,7 @@ static void stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
         agent_alog(a, ZKE_LOG_WARN, "stop: could not release our node in time; it stays until the "
                               "shared session ends or a later delete of it gets through");
     agent_life_to(a, AL_DONE);
-    conn_agent_done(a->conn, a);
+    conn_agent_done(a->conn, a->cm);
     agent_kick_now(a);
 }
 
@@ -144,17 +145,13 @@ static void stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
  * after. */
 static void init_watchers(zke_agent *a, struct ev_loop *loop)
 {
-    ev_check_init(&a->check, agent_check_cb);
-    ev_set_priority(&a->check, EV_MAXPRI);
-    a->check.data = a;
     ev_timer_init(&a->renew, agent_renew_cb, 0., 0.);
     ev_timer_init(&a->census, agent_census_cb, 0., 0.);
     ev_timer_init(&a->prio, agent_prio_cb, 0., 0.);
     a->prio.data = a;
     a->election_size = -1;
     a->census_position = -1;
-    ev_timer_init(&a->lease_to, agent_lease_to_cb, 0., 0.);
-    a->renew.data = a->lease_to.data = a->census.data = a;
+    a->renew.data = a->census.data = a;
     dispatch_init(&a->q, loop);
     ev_timer_init(&a->backoff, agent_backoff_cb, 0., 0.);
     ev_timer_init(&a->connect_to, agent_connect_to_cb, 0., 0.);
@@ -172,7 +169,7 @@ static int join_conn(zke_agent *a, struct ev_loop *loop, zke_conn *shared,
 {
     if (shared != NULL) {
         a->conn = shared;
-        if (conn_attach(shared, a, &agent_conn_ops) != 0) {
+        if ((a->cm = conn_attach(shared, a, &agent_conn_ops)) == NULL) {
             a->conn = NULL;
             snprintf(a->err, sizeof a->err, "out of memory");
             return -1;
@@ -189,7 +186,11 @@ static int join_conn(zke_agent *a, struct ev_loop *loop, zke_conn *shared,
             snprintf(a->err, sizeof a->err, "out of memory");
             return -1;
         }
-        (void)conn_attach(a->conn, a, &agent_conn_ops);      /* on failure the agent still owns (frees) it */
+        a->cm = conn_attach(a->conn, a, &agent_conn_ops);
+        if (a->cm == NULL) {        /* the agent still owns (frees) the conn */
+            snprintf(a->err, sizeof a->err, "out of memory");
+            return -1;
+        }
     }
     if (conn_error(a->conn)[0] != '\0') {
         snprintf(a->err, sizeof a->err, "%s%s", shared ? "connection: " : "", conn_error(a->conn));
@@ -324,7 +325,6 @@ int zke_agent_start(zke_agent *a)
     agent_life_to(a, AL_RUNNING);
     /* the session keeps the most cautious tick of the agents sharing it */
     session_set_server_tick(a->sess, a->set.server_tick_ms, a->plan.drift);
-    ev_check_start(a->loop, &a->check);
     if (a->set.connect_timeout_ms > 0) {
         ev_timer_set(&a->connect_to, a->set.connect_timeout_ms / 1000.0, 0.);
         ev_timer_start(a->loop, &a->connect_to);
@@ -340,9 +340,8 @@ int zke_agent_start(zke_agent *a)
         ev_timer_set(&a->prio, iv * (0.5 + 0.5 * rng_unit(&a->rng)), iv);
         ev_timer_start(a->loop, &a->prio);
     }
-    if (conn_agent_start(a->conn, a, a->err, sizeof a->err) != 0) {
+    if (conn_agent_start(a->conn, a->cm, a->err, sizeof a->err) != 0) {
         a->life = AL_NEW;             /* the one step back: it may be started again */
-        ev_check_stop(a->loop, &a->check);
         ev_timer_stop(a->loop, &a->connect_to);
         ev_timer_stop(a->loop, &a->census);
         ev_timer_stop(a->loop, &a->prio);
@@ -360,7 +359,7 @@ void zke_agent_stop(zke_agent *a)
     ev_timer_stop(a->loop, &a->connect_to);
     if (!session_is_open(a->sess)) {
         agent_life_to(a, AL_DONE);
-        conn_agent_done(a->conn, a);
+        conn_agent_done(a->conn, a->cm);
     } else {
         el_stop(a->el);
         int ms = session_timeout_ms(a->sess);
@@ -387,12 +386,10 @@ static void real_free(zke_agent *a)
     nodedata_clear(&a->census_lead);
     free(a->persistent_warned);
     agent_free_withdraw_holds(a);
-    ev_check_stop(a->loop, &a->check);
     ev_timer_stop(a->loop, &a->renew);
     ev_timer_stop(a->loop, &a->census);
     ev_timer_stop(a->loop, &a->prio);
     agent_prio_free(a);
-    ev_timer_stop(a->loop, &a->lease_to);
     ev_timer_stop(a->loop, &a->hold_to);
     scope_free(a->term);            /* SIGKILL to what is left, no wait */
     a->term = NULL;
@@ -406,7 +403,7 @@ static void real_free(zke_agent *a)
     agent_handover_abort(a, "freed", 1);    /* their callbacks run now */
     agent_life_to(a, AL_FREEING);
     if (a->sess != NULL)
-        session_cancel(a->sess, a);     /* completions see a->freeing */
+        session_cancel(a->sess, &a->sown);     /* completions see a->freeing */
     if (a->conn != NULL && a->sess != NULL && !conn_is_private(a->conn)) {
         /* the shared session stays: a node we still hold would lead (or
          * block) its election until the session ends, so delete it now,
@@ -421,8 +418,10 @@ static void real_free(zke_agent *a)
             agent_alog(a, ZKE_LOG_DEBUG, "freed without a finished stop: deleting %s", st.node);
         free(path);
     }
-    if (a->conn != NULL)
-        conn_detach(a->conn, a);        /* a private conn closes: completions see a->freeing */
+    if (a->conn != NULL && a->cm != NULL)
+        conn_detach(a->conn, a->cm);    /* a private conn closes: completions see a->freeing */
+    else if (a->conn != NULL && conn_is_private(a->conn))
+        conn_free_unattached(a->conn);  /* its owner never attached (no memory) */
     el_free(a->el);
     dispatch_close(&a->q, NULL);
     free((char *)a->set.zk);

@@ -62,27 +62,28 @@ void agent_guard_sync(zke_agent *a)
 }
 
 
-/* Checks the lease; called first in every loop iteration (ev_check of top
- * priority) and by its timer. A leader whose lease ran out, also while the
- * process was stopped, revokes its term before anything else runs and steps
- * down with reason "lease". */
-void agent_lease_tick(zke_agent *a)
+/* Checks the lease: from the conn's check of top priority (conn_agent_lease_watch,
+ * from the agent's first leader event on) whenever the session's lease base
+ * moved or a lease end came, and before the host hears of anything of a
+ * term. A leader whose lease ran out, also while the process was stopped,
+ * revokes its term before anything else runs and steps down with reason
+ * "lease". Returns when it must be checked again (conn_agent_ops.lease_tick):
+ * its lease end; INT64_MAX while only a move of the base matters; 0 when it
+ * neither leads nor has a term. */
+int64_t agent_lease_tick(zke_agent *a)
 {
     int leading = el_role(a->el) == ZKE_ROLE_LEADER;
-    if (a->life == AL_FREEING || (!leading && !a->host_leader)) {
-        ev_timer_stop(a->loop, &a->lease_to);
-        return;
-    }
+    if (a->life == AL_FREEING || (!leading && !a->host_leader))
+        return 0;
+    int64_t end = agent_lease_end(a), now = sess_now_ns();
     if (a->lease_wait != 0 && !a->host_leader) {
         /* won, not acting yet: nothing to end; start once the lease is */
-        ev_timer_stop(a->loop, &a->lease_to);
-        if (agent_lease_ready(a))
-            agent_kick_now(a);
-        return;
+        if (!agent_lease_ready(a))
+            return INT64_MAX;
+        agent_kick_now(a);
+        return end;
     }
-    int64_t end = agent_lease_end(a), now = sess_now_ns();
     if (end == 0 || now >= end) {
-        ev_timer_stop(a->loop, &a->lease_to);
         agent_revoke_term(a);
         if (leading) {
             int64_t base = session_lease_base_ns(a->sess);
@@ -93,33 +94,13 @@ void agent_lease_tick(zke_agent *a)
             (void)el_lease_expired(a->el, "lease");
             agent_kick_now(a);
         }
-        return;
+        return INT64_MAX;       /* the step-down runs from the FIFO; 0 once it has */
     }
-    /* runs every loop iteration: re-arm only when a renewal moved the end */
-    if (leading && (end != a->armed_end_ns || !ev_is_active(&a->lease_to))) {
+    if (end != a->armed_end_ns) {   /* a renewal moved the end */
         a->armed_end_ns = end;
-        ev_timer_stop(a->loop, &a->lease_to);
-        ev_now_update(a->loop);     /* relative to now, not to the cached loop time */
-        ev_timer_set(&a->lease_to, (double)(end - now) / 1e9 + 0.0005, 0.);
-        ev_timer_start(a->loop, &a->lease_to);
         agent_guard_sync(a);
     }
-}
-
-
-void agent_check_cb(struct ev_loop *loop, ev_check *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    agent_lease_tick(w->data);
-}
-
-
-void agent_lease_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    agent_lease_tick(w->data);
+    return end;
 }
 
 
@@ -177,6 +158,7 @@ void agent_renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
      * server tick before it (touch.h); the write's also that the leader
      * still had its quorum. Further back, a plain read: an answer for the
      * first renewal after a promotion to confirm at once */
+    session_priority(a->sess);      /* ahead of a queued burst */
     int rc = behind(&st) ? session_exists(SESS(a), path, 0, renew_done, a)
              : a->set.renewal == ZKE_RENEW_SYNC ? session_sync(SESS(a), path, renew_done, a)
                                                 : session_commit(SESS(a), path, renew_done, a);

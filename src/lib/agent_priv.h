@@ -32,7 +32,7 @@
 /* The agent's session, with the next request marked as this agent's, so
  * that freeing the agent on a shared session can cancel what it still
  * waits for (session_cancel). Every request of the agent goes through it. */
-#define SESS(a) (session_tag((a)->sess, (a)), (a)->sess)
+#define SESS(a) (session_tag((a)->sess, &(a)->sown), (a)->sess)
 
 enum item_kind { IT_REQUEST, IT_EVENT, IT_LOG };
 
@@ -74,11 +74,12 @@ struct zke_agent {
     struct zke_callbacks cb;
     void *ud;
     zke_conn *conn;             /* private (zke_agent_new) or shared (zke_agent_new_on) */
+    conn_member *cm;            /* our place on it (the conn's), NULL until attached */
+    struct sess_owner sown;     /* our requests on the session (SESS, session_cancel) */
     session *sess;              /* the conn's, borrowed */
     election *el;
-    ev_check check;             /* top priority: the lease, first thing after a poll */
     ev_timer backoff, connect_to, stop_to;
-    ev_timer renew, lease_to;
+    ev_timer renew;
     ev_timer census;            /* settings.census_interval_ms */
     int census_pending, election_size;
     int32_t census_cversion;    /* of the path, at the last census listing */
@@ -105,7 +106,7 @@ struct zke_agent {
     int census_listed_n;        /* names in that listing */
     int64_t census_next_ns;     /* a big election is not listed again before this */
     struct zke_lease_plan plan;
-    int64_t armed_end_ns;       /* lease end the lease_to timer is set for */
+    int64_t armed_end_ns;       /* lease end the guard was last synced for */
     int renewing;               /* a renewal request is outstanding */
     int64_t lease_wait;         /* epoch of a won term whose on_leader waits for the lease */
     int renew_period_ms;        /* the renew timer's period while it runs */
@@ -176,13 +177,11 @@ void agent_session_state(zke_agent *a, enum sess_state st);
 
 /* agent_lease.c */
 int64_t agent_lease_end(const zke_agent *a);
-void agent_lease_tick(zke_agent *a);
-void agent_check_cb(struct ev_loop *loop, ev_check *w, int revents);
+int64_t agent_lease_tick(zke_agent *a);
 void agent_update_renew(zke_agent *a);
 void agent_guard_sync(zke_agent *a);
 void agent_renew_cb(struct ev_loop *loop, ev_timer *w, int revents);
 int64_t agent_lease_remaining_ms(const zke_agent *a);
-void agent_lease_to_cb(struct ev_loop *loop, ev_timer *w, int revents);
 int agent_lease_ready(const zke_agent *a);
 
 /* agent_term.c */

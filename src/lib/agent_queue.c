@@ -41,8 +41,8 @@ void agent_alog(zke_agent *a, enum zke_log_level lvl, const char *fmt, ...)
 /* Makes the loop turn (and run_pending) soon, without blocking first. */
 void agent_kick_now(zke_agent *a)
 {
-    if (a->life != AL_FREEING)
-        dispatch_kick(&a->q);
+    if (a->life != AL_FREEING && a->cm != NULL)
+        conn_agent_due(a->conn, a->cm);
 }
 
 
@@ -166,6 +166,8 @@ void agent_el_event_cb(void *ud, const struct zke_event *ev)
         agent_revoke_term(a);
     if (ev->type == ZKE_EV_LEADER || ev->type == ZKE_EV_FOLLOWER)
         a->ever_settled = 1;
+    if (ev->type == ZKE_EV_LEADER && a->cm != NULL)
+        conn_agent_lease_watch(a->conn, a->cm);    /* checked every iteration it matters */
     queue_event(a, ev);
 }
 
@@ -262,16 +264,14 @@ static int run_pending(zke_agent *a)
          * other agents keep a shared one open (then what we still wait for
          * is cancelled: each completion runs now, with SESS_CLOSING) */
         if (a->life == AL_DONE &&
-            (!session_is_open(a->sess) || conn_others_running(a->conn, a))) {
-            session_cancel(a->sess, a);
-            ev_check_stop(a->loop, &a->check);
+            (!session_is_open(a->sess) || conn_others_running(a->conn, a->cm))) {
+            session_cancel(a->sess, &a->sown);
             ev_timer_stop(a->loop, &a->renew);
             ev_timer_stop(a->loop, &a->census);
-            ev_timer_stop(a->loop, &a->lease_to);
             ev_timer_stop(a->loop, &a->stop_to);
             ev_timer_stop(a->loop, &a->backoff);
             ev_timer_stop(a->loop, &a->connect_to);
-            conn_agent_quiet(a->conn, a);
+            conn_agent_quiet(a->conn, a->cm);
             if (emit_stopped(a, a->stop_reason ? a->stop_reason : "stop") < 0)
                 return -1;
         }

@@ -164,7 +164,7 @@ void agent_fail_now(zke_agent *a, const char *reason)
     }
     agent_life_to(a, AL_DONE);
     ev_timer_stop(a->loop, &a->backoff);
-    conn_agent_done(a->conn, a);    /* a private session closes, and its node goes with it */
+    conn_agent_done(a->conn, a->cm);    /* a private session closes, and its node goes with it */
     agent_kick_now(a);
 }
 
@@ -316,7 +316,7 @@ void agent_submit(zke_agent *a, const struct el_req *r)
     }
     if (r->type == EL_REQ_DONE) {
         agent_life_to(a, AL_DONE);
-        conn_agent_done(a->conn, a);
+        conn_agent_done(a->conn, a->cm);
         agent_kick_now(a);
         return;
     }
@@ -361,7 +361,9 @@ void agent_submit(zke_agent *a, const struct el_req *r)
         rc = session_delete(SESS(a), path, req_done, c);
         break;
     case EL_REQ_PUBLISH:
-        rc = session_set(SESS(a), path, r->data, r->datalen, r->version, req_done, c);
+        /* the leader's publish is a write a quorum commits: it confirms
+         * the lease like a renewal (no renewal of its own at a takeover) */
+        rc = session_set(SESS(a), path, r->data, r->datalen, r->version, 1, req_done, c);
         break;
     default:
         free(c);

@@ -31,13 +31,28 @@ struct logline {
     char msg[];
 };
 
-/* An agent on the conn, reached through its table. */
-struct member {
+/* An agent on the conn, reached through its table. Members are allocated
+ * one by one and stay where they are: the agent keeps its pointer. */
+struct conn_member {
     zke_agent *a;
     const struct conn_agent_ops *ops;
+    unsigned long order;        /* attach order: pumps of one iteration go by it */
+    struct conn_member *prev, *next;    /* every member, in attach order */
+    struct conn_member *hnext;  /* path index chain (running members only) */
+    unsigned hash;              /* of the election path */
     unsigned pumped;            /* 1 + the loop iteration it was last pumped in */
-    int pumping;                /* from conn_agent_start to conn_agent_quiet: pumped, holds a
+    int lease_at;               /* index in c->leasers, -1 when not watched */
+    unsigned running : 1;       /* started, not done: in the path index, counted */
+    unsigned pumping : 1;       /* from conn_agent_start to conn_agent_quiet: holds a
                                  * reference on the loop */
+    unsigned due : 1;           /* in c->due */
+    unsigned detached : 1;      /* conn_detach'd under a scan: freed after it */
+};
+
+/* A growable array of member pointers. */
+struct mvec {
+    conn_member **v;
+    int n, cap;
 };
 
 struct zke_conn {
@@ -47,12 +62,25 @@ struct zke_conn {
     int timeout_ms, connect_timeout_ms;
     zke_agent *owner;           /* private conn: its agent; NULL: shared */
     const struct conn_agent_ops *owner_ops;
-    struct member *agents;      /* in the order they were attached */
-    int n, cap;
+    conn_member *first, *last;  /* every member, in the order they were attached */
+    int n;                      /* members attached */
+    unsigned long next_order;
+    conn_member **index;        /* running members by election path (chained) */
+    unsigned index_size;        /* a power of two, or 0 */
+    int nrunning;               /* members in the index */
+    struct mvec due;            /* members to pump (unsorted) */
+    struct mvec leasers;        /* members whose lease is checked */
+    struct mvec dead;           /* detached under a scan: freed when it ends */
+    int64_t lease_base_seen;    /* the session's lease base at the last full check */
+    int64_t lease_next;         /* the earliest time a leaser asked to be checked at */
+    int lease_dirty;            /* a leaser was added: check them all */
     zke_log_fn *log;            /* shared conn: the host's */
     void *ud;
     struct logline *lhead, *ltail;
     ev_prepare prepare;         /* unreferenced: pumps, flush, reopen, logs, deferred free */
+    ev_check check;             /* unreferenced, top priority: the leasers' lease checks */
+    ev_timer kick;              /* zero timer: agents due again turn the loop without blocking */
+    ev_timer lease_to;          /* the earliest lease end a leaser waits for */
     ev_timer reopen, disc_to;
     double reopen_delay;
     double auth_retry;          /* runtime authentication failures: 1 s doubling to 30 s */
@@ -68,8 +96,7 @@ struct zke_conn {
     int idle_closing;           /* closed because no agent runs: may be taken back */
     int auth_dead;              /* credentials refused: no new handle until an agent starts */
     int in_cb, free_requested;
-    int pump_again;             /* an agent started during a pump: scan again */
-    int scan_from;              /* lowest index conn_detach changed during a scan */
+    int was_open;               /* the handle was open at the last flush */
     char verr[512];             /* why the settings were refused, "" if they were not */
     char err[512];              /* the last error: that, or a refused zke_conn_free */
 };
@@ -108,17 +135,16 @@ static void clog_(zke_conn *c, enum zke_log_level lvl, const char *fmt, ...)
 
 static int any_wanting(const zke_conn *c)
 {
-    for (int i = 0; i < c->n; i++)
-        if (c->agents[i].ops->wants_session(c->agents[i].a))
+    for (const conn_member *m = c->first; m != NULL; m = m->next)
+        if (!m->detached && m->ops->wants_session(m->a))
             return 1;
     return 0;
 }
 
 static int any_settled(const zke_conn *c)
 {
-    for (int i = 0; i < c->n; i++)
-        if (c->agents[i].ops->running(c->agents[i].a) &&
-            c->agents[i].ops->ever_settled(c->agents[i].a))
+    for (const conn_member *m = c->first; m != NULL; m = m->next)
+        if (!m->detached && m->ops->running(m->a) && m->ops->ever_settled(m->a))
             return 1;
     return 0;
 }
@@ -136,46 +162,216 @@ static void reopen_later(zke_conn *c)
 
 static void fan_state(zke_conn *c, enum sess_state st)
 {
-    for (int i = 0; i < c->n; i++)
-        if (c->agents[i].ops->running(c->agents[i].a))
-            c->agents[i].ops->session_state(c->agents[i].a, st);
+    c->in_cb++;
+    for (conn_member *m = c->first; m != NULL; m = m->next)
+        if (!m->detached && m->ops->running(m->a))
+            m->ops->session_state(m->a, st);
+    c->in_cb--;
 }
 
-/* Pumps every agent that is due, in the order they were attached, each
- * once in this loop iteration: so one session event reaches the agents'
- * callbacks in a defined order. Agents may be freed (detached) or started
- * meanwhile; one started before the scan's position is reached by a second
- * scan, in this iteration still. */
+/* --- vectors of members ------------------------------------------------ */
+
+static int mvec_push(struct mvec *v, conn_member *m)
+{
+    if (v->n == v->cap) {
+        int cap = v->cap ? v->cap * 2 : 16;
+        conn_member **p = realloc(v->v, (size_t)cap * sizeof(conn_member *));
+        if (p == NULL)
+            return -1;
+        v->v = p;
+        v->cap = cap;
+    }
+    v->v[v->n++] = m;
+    return 0;
+}
+
+static void mvec_free(struct mvec *v)
+{
+    free(v->v);
+    v->v = NULL;
+    v->n = v->cap = 0;
+}
+
+static int by_order(const void *x, const void *y)
+{
+    const conn_member *a = *(conn_member *const *)x, *b = *(conn_member *const *)y;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* Frees the detached members that nothing refers to any more: none while a
+ * scan runs (c->in_cb), and none still in the due list (pump_agents drops
+ * them from it). O(detached members kept). */
+static void bury(zke_conn *c)
+{
+    if (c->in_cb > 0)
+        return;
+    int keep = 0;
+    for (int i = 0; i < c->dead.n; i++) {
+        if (c->dead.v[i]->due)
+            c->dead.v[keep++] = c->dead.v[i];
+        else
+            free(c->dead.v[i]);
+    }
+    c->dead.n = keep;
+}
+
+/* --- pumps: only the agents that are due ------------------------------- */
+
+/* Pumps the members that are due, each at most once in this loop
+ * iteration, those due together in the order they were attached: so one
+ * session event reaches the agents' callbacks in a defined order. A member
+ * made due by another's pump is pumped in this iteration still (a later
+ * batch); one pumped already stays due for the next iteration, which the
+ * kick timer starts without blocking. Agents may be freed (detached) or
+ * started meanwhile. */
 static void pump_agents(zke_conn *c)
 {
-    unsigned iter = ev_iteration(c->loop);
-    c->in_cb++;                 /* no destroy under our feet */
-    do {
-        c->pump_again = 0;
-        c->scan_from = INT_MAX;
-        for (int i = 0; i < c->n; i++) {
-            if (!c->agents[i].pumping || c->agents[i].pumped == iter + 1)
-                continue;
-            c->agents[i].pumped = iter + 1;
-            c->agents[i].ops->pump(c->agents[i].a);
-            /* agents were freed (the array shrank from scan_from on): go
-             * on from there; the ones pumped already are not due again,
-             * and one made meanwhile is appended */
-            if (c->scan_from <= i) {
-                i = c->scan_from - 1;
-                c->scan_from = INT_MAX;
+    unsigned iter = ev_iteration(c->loop) + 1;
+    struct mvec batch = { NULL, 0, 0 };
+    c->in_cb++;                 /* no destroy, no free of a member, under our feet */
+    for (;;) {
+        /* the due members not pumped in this iteration yet */
+        batch.n = 0;
+        int later = 0;
+        for (int i = 0; i < c->due.n; i++) {
+            conn_member *m = c->due.v[i];
+            if (m->detached || !m->pumping) {
+                m->due = 0;
+            } else if (m->pumped == iter) {
+                c->due.v[later++] = m;          /* next iteration */
+            } else {
+                m->due = 0;
+                if (mvec_push(&batch, m) != 0) {
+                    m->due = 1;                 /* no memory: next iteration */
+                    c->due.v[later++] = m;
+                }
             }
         }
-    } while (c->pump_again);
+        c->due.n = later;
+        if (batch.n == 0)
+            break;
+        if (batch.n > 1)
+            qsort(batch.v, (size_t)batch.n, sizeof(conn_member *), by_order);
+        for (int i = 0; i < batch.n; i++) {
+            conn_member *m = batch.v[i];
+            if (m->detached || !m->pumping || m->pumped == iter)
+                continue;
+            m->pumped = iter;
+            m->ops->pump(m->a);
+        }
+    }
+    free(batch.v);
     c->in_cb--;
+    bury(c);
+    if (c->due.n > 0 && !ev_is_active(&c->kick))
+        ev_timer_start(c->loop, &c->kick);      /* due again: turn without blocking */
+}
+
+void conn_agent_due(zke_conn *c, conn_member *m)
+{
+    if (m->due || m->detached)
+        return;
+    if (mvec_push(&c->due, m) != 0) {
+        /* no memory for the list: the kick makes the loop turn, and a
+         * later conn_agent_due (every kick is one) tries again */
+        if (!ev_is_active(&c->kick))
+            ev_timer_start(c->loop, &c->kick);
+        return;
+    }
+    m->due = 1;
+}
+
+/* Every member still pumped is due (the handle closed: done agents may
+ * report on_stopped now). */
+static void all_due(zke_conn *c)
+{
+    for (conn_member *m = c->first; m != NULL; m = m->next)
+        if (!m->detached && m->pumping)
+            conn_agent_due(c, m);
+}
+
+/* --- the lease checks: one ev_check for the conn ---------------------- */
+
+static void leaser_drop(zke_conn *c, conn_member *m)
+{
+    int i = m->lease_at;
+    if (i < 0)
+        return;
+    conn_member *last = c->leasers.v[--c->leasers.n];
+    c->leasers.v[i] = last;
+    last->lease_at = i;
+    m->lease_at = -1;
+    if (c->in_cb > 0)
+        c->lease_dirty = 1;
+}
+
+/* (A member dropped under check_cb's walk may make it skip one other this
+ * time: lease_dirty has them all checked again in the next iteration.) */
+void conn_agent_lease_watch(zke_conn *c, conn_member *m)
+{
+    if (m->lease_at >= 0 || m->detached)
+        return;
+    if (mvec_push(&c->leasers, m) != 0)
+        return;         /* no memory: the agent's own checks (on_leader, its term) still run */
+    m->lease_at = c->leasers.n - 1;
+    c->lease_dirty = 1;
+}
+
+/* First thing after a poll (top priority): while nothing moved (the lease
+ * base, the leasers) and no leaser's time came, one comparison; else every
+ * leaser's check, which also re-arms the timer at the earliest time asked. */
+static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+    zke_conn *c = w->data;
+    (void)loop;
+    (void)revents;
+    if (c->leasers.n == 0)
+        return;
+    int64_t base = session_lease_base_ns(c->sess), now = sess_now_ns();
+    if (base == c->lease_base_seen && !c->lease_dirty && now < c->lease_next)
+        return;
+    c->lease_base_seen = base;
+    c->lease_dirty = 0;
+    int64_t next = INT64_MAX;
+    c->in_cb++;
+    for (int i = 0; i < c->leasers.n;) {
+        conn_member *m = c->leasers.v[i];
+        int64_t at = m->detached ? 0 : m->ops->lease_tick(m->a);
+        if (at == 0) {
+            leaser_drop(c, m);      /* the last one moved into slot i */
+            continue;
+        }
+        if (at < next)
+            next = at;
+        i++;
+    }
+    c->in_cb--;
+    bury(c);
+    c->lease_next = next;
+    ev_timer_stop(c->loop, &c->lease_to);
+    if (next != INT64_MAX) {
+        now = sess_now_ns();
+        ev_now_update(c->loop);     /* relative to now, not to the cached loop time */
+        ev_timer_set(&c->lease_to, next > now ? (double)(next - now) / 1e9 + 0.0005 : 0., 0.);
+        ev_timer_start(c->loop, &c->lease_to);
+    }
+}
+
+static void wake_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)w;
+    (void)revents;      /* only wakes the loop: the prepare and check watchers do the work */
 }
 
 void conn_lose(zke_conn *c, const char *event_reason, const char *why)
 {
     ev_timer_stop(c->loop, &c->disc_to);
-    for (int i = 0; i < c->n; i++)
-        if (c->agents[i].ops->running(c->agents[i].a))
-            c->agents[i].ops->session_lost(c->agents[i].a, event_reason, why);
+    c->in_cb++;
+    for (conn_member *m = c->first; m != NULL; m = m->next)
+        if (!m->detached && m->ops->running(m->a))
+            m->ops->session_lost(m->a, event_reason, why);
+    c->in_cb--;
     session_request_close(c->sess);
     c->idle_closing = 0;
     if (any_wanting(c))
@@ -238,6 +434,73 @@ static void sess_state_cb(void *ud, enum sess_state st)
     }
 }
 
+/* --- the path index: running members by election path ----------------- */
+
+static unsigned path_hash(const char *p, size_t n)
+{
+    unsigned h = 2166136261u;           /* FNV-1a */
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 16777619u;
+    }
+    return h;
+}
+
+/* The running member whose election path is p[0..n), or NULL. */
+static conn_member *index_find(const zke_conn *c, const char *p, size_t n, unsigned h)
+{
+    if (c->index_size == 0)
+        return NULL;
+    for (conn_member *m = c->index[h & (c->index_size - 1)]; m != NULL; m = m->hnext) {
+        const char *mp = m->ops->path(m->a);
+        if (m->hash == h && strncmp(mp, p, n) == 0 && mp[n] == '\0')
+            return m;
+    }
+    return NULL;
+}
+
+/* -1: no memory to grow the index */
+static int index_add(zke_conn *c, conn_member *m)
+{
+    if ((unsigned)c->nrunning + 1 > c->index_size / 2) {
+        unsigned size = c->index_size ? c->index_size * 2 : 64;
+        conn_member **t = calloc(size, sizeof(conn_member *));
+        if (t == NULL)
+            return -1;
+        for (unsigned i = 0; i < c->index_size; i++) {
+            for (conn_member *x = c->index[i], *nx; x != NULL; x = nx) {
+                nx = x->hnext;
+                x->hnext = t[x->hash & (size - 1)];
+                t[x->hash & (size - 1)] = x;
+            }
+        }
+        free(c->index);
+        c->index = t;
+        c->index_size = size;
+    }
+    conn_member **slot = &c->index[m->hash & (c->index_size - 1)];
+    m->hnext = *slot;
+    *slot = m;
+    m->running = 1;
+    c->nrunning++;
+    return 0;
+}
+
+static void index_remove(zke_conn *c, conn_member *m)
+{
+    if (!m->running)
+        return;
+    for (conn_member **p = &c->index[m->hash & (c->index_size - 1)]; *p != NULL; p = &(*p)->hnext) {
+        if (*p == m) {
+            *p = m->hnext;
+            break;
+        }
+    }
+    m->hnext = NULL;
+    m->running = 0;
+    c->nrunning--;
+}
+
 static void sess_watch_cb(void *ud, enum sess_watch type, const char *path)
 {
     zke_conn *c = ud;
@@ -246,14 +509,9 @@ static void sess_watch_cb(void *ud, enum sess_watch type, const char *path)
         return;
     size_t plen = (size_t)(slash - path);
     /* election paths are unique among the running agents of a conn */
-    for (int i = 0; i < c->n; i++) {
-        const struct member *m = &c->agents[i];
-        const char *ap = m->ops->path(m->a);
-        if (m->ops->running(m->a) && strlen(ap) == plen && strncmp(ap, path, plen) == 0) {
-            m->ops->session_watch(m->a, type, path);
-            return;
-        }
-    }
+    conn_member *m = index_find(c, path, plen, path_hash(path, plen));
+    if (m != NULL && !m->detached && m->ops->running(m->a))
+        m->ops->session_watch(m->a, type, path);
 }
 
 static void sess_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
@@ -279,16 +537,35 @@ static void destroy(zke_conn *c)
         ev_ref(c->loop);
         ev_prepare_stop(c->loop, &c->prepare);
     }
+    if (ev_is_active(&c->check)) {
+        ev_ref(c->loop);        /* started unreferenced: its stop gives the count back */
+        ev_check_stop(c->loop, &c->check);
+    }
+    ev_timer_stop(c->loop, &c->kick);
+    ev_timer_stop(c->loop, &c->lease_to);
     ev_timer_stop(c->loop, &c->reopen);
     ev_timer_stop(c->loop, &c->disc_to);
-    c->n = 0;                   /* completions of the close reach no agent */
+    /* completions of the close reach no agent through us (none is left:
+     * a shared conn is destroyed once its last agent went, a private one
+     * when its owner detached) */
+    for (conn_member *m = c->first, *nx; m != NULL; m = nx) {
+        nx = m->next;
+        free(m);
+    }
+    c->first = c->last = NULL;
+    c->n = 0;
     session_free(c->sess);
     while (c->lhead != NULL) {
         struct logline *l = c->lhead;
         c->lhead = l->next;
         free(l);
     }
-    free(c->agents);
+    for (int i = 0; i < c->dead.n; i++)
+        free(c->dead.v[i]);
+    mvec_free(&c->dead);
+    mvec_free(&c->due);
+    mvec_free(&c->leasers);
+    free(c->index);
     free(c->hosts);
     free(c->session_file);
     free(c);
@@ -305,7 +582,11 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         return;
     }
     session_flush(c->sess);
-    if (!session_is_open(c->sess) && !c->auth_dead && !ev_is_active(&c->reopen) && any_wanting(c))
+    int open = session_is_open(c->sess);
+    if (c->was_open && !open)
+        all_due(c);             /* done agents wait for the close to report on_stopped */
+    c->was_open = open;
+    if (!open && !c->auth_dead && !ev_is_active(&c->reopen) && any_wanting(c))
         conn_open(c);
     while (c->lhead != NULL && !c->free_requested) {
         struct logline *l = c->lhead;
@@ -319,6 +600,8 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     }
     if (c->free_requested && c->n == 0 && c->in_cb == 0)
         destroy(c);
+    else if (c->due.n > 0 && !ev_is_active(&c->kick))
+        ev_timer_start(c->loop, &c->kick);      /* made due after the pumps: no blocking */
 }
 
 static void reopen_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -361,6 +644,12 @@ static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings 
     c->session_file = xstrdup(s->session_file);
     ev_prepare_init(&c->prepare, prepare_cb);
     c->prepare.data = c;
+    ev_check_init(&c->check, check_cb);
+    ev_set_priority(&c->check, EV_MAXPRI);
+    c->check.data = c;
+    ev_timer_init(&c->kick, wake_cb, 0., 0.);
+    ev_timer_init(&c->lease_to, wake_cb, 0., 0.);
+    c->lease_next = INT64_MAX;
     ev_timer_init(&c->reopen, reopen_cb, 0., 0.);
     ev_timer_init(&c->disc_to, disc_to_cb, 0., 0.);
     c->reopen.data = c->disc_to.data = c;
@@ -382,6 +671,8 @@ static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings 
     session_set_acl(c->sess, s->acl);
     ev_prepare_start(loop, &c->prepare);
     ev_unref(loop);             /* the agents keep the loop alive, not the conn */
+    ev_check_start(loop, &c->check);
+    ev_unref(loop);
     return c;
 }
 
@@ -409,52 +700,49 @@ int conn_requested_timeout_ms(const zke_conn *c) { return c->timeout_ms; }
 int conn_connect_timeout_ms(const zke_conn *c) { return c->connect_timeout_ms; }
 int conn_is_private(const zke_conn *c) { return c->owner != NULL; }
 
-static struct member *member_of(zke_conn *c, const zke_agent *a)
+conn_member *conn_attach(zke_conn *c, zke_agent *a, const struct conn_agent_ops *ops)
 {
-    for (int i = 0; i < c->n; i++)
-        if (c->agents[i].a == a)
-            return &c->agents[i];
-    return NULL;
-}
-
-int conn_attach(zke_conn *c, zke_agent *a, const struct conn_agent_ops *ops)
-{
-    if (c->n == c->cap) {
-        int cap = c->cap ? c->cap * 2 : 4;
-        struct member *p = realloc(c->agents, (size_t)cap * sizeof *p);
-        if (p == NULL)
-            return -1;
-        c->agents = p;
-        c->cap = cap;
-    }
-    c->agents[c->n++] = (struct member){ .a = a, .ops = ops };
+    conn_member *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        return NULL;
+    m->a = a;
+    m->ops = ops;
+    m->order = c->next_order++;
+    m->lease_at = -1;
+    m->prev = c->last;
+    if (c->last != NULL)
+        c->last->next = m;
+    else
+        c->first = m;
+    c->last = m;
+    c->n++;
     if (a == c->owner)
         c->owner_ops = ops;
-    return 0;
+    return m;
 }
 
-int conn_agent_start(zke_conn *c, zke_agent *a, char *err, size_t errlen)
+int conn_agent_start(zke_conn *c, conn_member *m, char *err, size_t errlen)
 {
-    struct member *me = member_of(c, a);
-    if (me == NULL) {
-        snprintf(err, errlen, "agent not attached to this connection");
+    zke_agent *a = m->a;
+    const char *path = m->ops->path(a);
+    size_t plen = strlen(path);
+    m->hash = path_hash(path, plen);
+    conn_member *o = m->running ? NULL : index_find(c, path, plen, m->hash);
+    if (o != NULL && o != m) {
+        snprintf(err, errlen, "another agent on this connection ('%s') runs the election "
+                 "'%s': one candidate per election path and session", o->ops->id(o->a),
+                 o->ops->path(o->a));
         return -1;
     }
-    for (int i = 0; i < c->n; i++) {
-        const struct member *o = &c->agents[i];
-        if (o->a != a && o->ops->running(o->a) &&
-            strcmp(o->ops->path(o->a), me->ops->path(a)) == 0) {
-            snprintf(err, errlen, "another agent on this connection ('%s') runs the election "
-                     "'%s': one candidate per election path and session", o->ops->id(o->a),
-                     o->ops->path(o->a));
-            return -1;
-        }
+    if (!m->running && index_add(c, m) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
     }
-    if (!me->pumping) {
-        me->pumping = 1;
+    if (!m->pumping) {
+        m->pumping = 1;
         ev_ref(c->loop);        /* a started agent keeps the loop alive until it is quiet */
     }
-    c->pump_again = 1;          /* a pump running now reaches it in this iteration */
+    conn_agent_due(c, m);       /* a pump running now reaches it in this iteration */
     c->auth_dead = 0;           /* an agent started again: try again */
     if (session_is_open(c->sess) && c->idle_closing && session_keep(c->sess) == 0)
         c->idle_closing = 0;
@@ -462,22 +750,20 @@ int conn_agent_start(zke_conn *c, zke_agent *a, char *err, size_t errlen)
         if (!ev_is_active(&c->reopen))
             conn_open(c);
     } else if (session_connected(c->sess)) {
-        me->ops->session_state(a, SESS_S_CONNECTED);
+        m->ops->session_state(a, SESS_S_CONNECTED);
     }
     return 0;
 }
 
-int conn_others_running(const zke_conn *c, const zke_agent *a)
+int conn_others_running(const zke_conn *c, const conn_member *m)
 {
-    for (int i = 0; i < c->n; i++)
-        if (c->agents[i].a != a && c->agents[i].ops->running(c->agents[i].a))
-            return 1;
-    return 0;
+    return c->nrunning - (m != NULL && m->running ? 1 : 0) > 0;
 }
 
-void conn_agent_done(zke_conn *c, zke_agent *a)
+void conn_agent_done(zke_conn *c, conn_member *m)
 {
-    if (conn_others_running(c, a) || !session_is_open(c->sess))
+    index_remove(c, m);
+    if (c->nrunning > 0 || !session_is_open(c->sess))
         return;
     session_request_close(c->sess);
     c->idle_closing = 1;
@@ -485,26 +771,37 @@ void conn_agent_done(zke_conn *c, zke_agent *a)
     ev_timer_stop(c->loop, &c->disc_to);
 }
 
-void conn_agent_quiet(zke_conn *c, zke_agent *a)
+void conn_agent_quiet(zke_conn *c, conn_member *m)
 {
-    struct member *m = member_of(c, a);
     if (m != NULL && m->pumping) {
         m->pumping = 0;
         ev_unref(c->loop);
     }
 }
 
-void conn_detach(zke_conn *c, zke_agent *a)
+void conn_detach(zke_conn *c, conn_member *m)
 {
-    int j = 0;
-    conn_agent_quiet(c, a);
-    for (int i = 0; i < c->n; i++) {
-        if (c->agents[i].a != a)
-            c->agents[j++] = c->agents[i];
-        else if (i < c->scan_from)
-            c->scan_from = i;   /* a running pump_agents goes on from here */
-    }
-    c->n = j;
+    conn_agent_quiet(c, m);
+    index_remove(c, m);
+    leaser_drop(c, m);
+    /* out of the list now; the due list drops it when it comes to it */
+    if (m->prev != NULL)
+        m->prev->next = m->next;
+    else
+        c->first = m->next;
+    if (m->next != NULL)
+        m->next->prev = m->prev;
+    else
+        c->last = m->prev;
+    c->n--;
+    m->detached = 1;
+    zke_agent *a = m->a;
+    /* a pump or a check running may hold it, and the due list until the
+     * next pump: freed then (bury); else now */
+    if (c->in_cb == 0 && !m->due)
+        free(m);
+    else if (mvec_push(&c->dead, m) != 0)
+        c->lease_dirty = 1;     /* no memory: leaked, never touched again (detached) */
     if (c->owner == a) {
         c->owner = NULL;        /* its log is gone */
         c->owner_ops = NULL;
@@ -514,11 +811,17 @@ void conn_detach(zke_conn *c, zke_agent *a)
             destroy(c);         /* else when pump_agents returns */
         return;
     }
-    if (c->sess != NULL && !conn_others_running(c, NULL) && session_is_open(c->sess)) {
+    if (c->sess != NULL && c->nrunning == 0 && session_is_open(c->sess)) {
         session_request_close(c->sess);
         c->idle_closing = 1;
     }
     if (c->free_requested && c->n == 0 && c->in_cb == 0)
+        destroy(c);
+}
+
+void conn_free_unattached(zke_conn *c)
+{
+    if (c != NULL && c->n == 0)
         destroy(c);
 }
 
@@ -555,8 +858,8 @@ int zke_conn_free(zke_conn *c)
         return -1;
     }
     int live = 0;
-    for (int i = 0; i < c->n; i++)
-        if (!c->agents[i].ops->free_requested(c->agents[i].a))
+    for (const conn_member *m = c->first; m != NULL; m = m->next)
+        if (!m->detached && !m->ops->free_requested(m->a))
             live++;
     if (live > 0) {
         snprintf(c->err, sizeof c->err, "%d agent%s still on this connection: zke_agent_free "

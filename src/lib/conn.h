@@ -36,6 +36,10 @@ int conn_requested_timeout_ms(const zke_conn *c);
 int conn_connect_timeout_ms(const zke_conn *c);
 int conn_is_private(const zke_conn *c);
 
+/* An agent's place on its conn (conn_attach), owned by the conn: valid from
+ * conn_attach() until conn_detach(). */
+typedef struct conn_member conn_member;
+
 /* What a conn asks of each agent on it, registered by conn_attach() (the
  * table is the agent's, static, and outlives the attachment). Each is
  * called with the agent as its first argument, on the loop thread, never
@@ -50,7 +54,8 @@ struct conn_agent_ops {
     int (*ever_settled)(const zke_agent *a);
     /* zke_agent_free() was called (the free may still be deferred). */
     int (*free_requested)(const zke_agent *a);
-    /* Its election path and candidate id (borrowed, live while attached). */
+    /* Its election path and candidate id (borrowed, live while attached;
+     * the path never changes). */
     const char *(*path)(const zke_agent *a);
     const char *(*id)(const zke_agent *a);
     /* Session events, only to a running agent, in the order the agents
@@ -65,39 +70,62 @@ struct conn_agent_ops {
     void (*session_lost)(zke_agent *a, const char *event_reason, const char *why);
     /* A watch on a child of its election path (path is the child's). */
     void (*session_watch)(zke_agent *a, enum sess_watch type, const char *path);
-    /* From the conn's ev_prepare, at most once per loop iteration, from
-     * conn_agent_start() until conn_agent_quiet() or conn_detach(): drain
-     * the agent's queue (its host callbacks run here, and may free agents
-     * of this conn, the one pumped included), send its requests. */
+    /* From the conn's ev_prepare, when the agent is due (conn_agent_due()),
+     * at most once per loop iteration, from conn_agent_start() until
+     * conn_agent_quiet() or conn_detach(): drain the agent's queue (its
+     * host callbacks run here, and may free agents of this conn, the one
+     * pumped included), send its requests. */
     void (*pump)(zke_agent *a);
+    /* The lease check of an agent the conn watches (conn_agent_lease_watch):
+     * from the conn's ev_check of top priority, first thing after a poll,
+     * in an iteration in which the session's lease base moved, a lease end
+     * came, or an agent was added to the watch. Returns the time
+     * (sess_now_ns) the agent must be checked again at, INT64_MAX when only
+     * a move of the lease base matters, or 0 when it needs no more checks
+     * (it is then no longer watched). Queues, like the session events. */
+    int64_t (*lease_tick)(zke_agent *a);
     /* A log line of a private conn for its owner, which queues it with
      * its events (called from any of the contexts above). */
     void (*log)(zke_agent *a, enum zke_log_level lvl, const char *msg);
 };
 
 /* Adds the agent (not started) at the end of the conn's list, with the
- * table the conn reaches it through. -1: no memory. */
-int conn_attach(zke_conn *c, zke_agent *a, const struct conn_agent_ops *ops);
+ * table the conn reaches it through. NULL: no memory. */
+conn_member *conn_attach(zke_conn *c, zke_agent *a, const struct conn_agent_ops *ops);
 /* The agent starts: -1 with a reason in err when another running agent of
- * the conn has the same election path. Opens the handle if none is open (or
- * takes back an idle close); if connected, tells the agent at once. From
- * then on the agent is pumped once per loop iteration, from the conn's
- * ev_prepare (in this iteration too, when called from inside a pump), in
- * the order the agents were attached, and keeps the loop alive (like an
- * active watcher) until conn_agent_quiet() or conn_detach(). */
-int conn_agent_start(zke_conn *c, zke_agent *a, char *err, size_t errlen);
+ * the conn has the same election path (a hash lookup: starting E agents is
+ * O(E)). Opens the handle if none is open (or takes back an idle close); if
+ * connected, tells the agent at once. From then on the agent is pumped
+ * when due (it is due now), and keeps the loop alive (like an active
+ * watcher) until conn_agent_quiet() or conn_detach(). */
+int conn_agent_start(zke_conn *c, conn_member *m, char *err, size_t errlen);
+/* The agent has work (events, requests, a state to act on): it is pumped
+ * from the conn's ev_prepare, in this loop iteration when it was not
+ * pumped in it yet (agents due together are pumped in the order they were
+ * attached, so one session event reaches their callbacks in that order),
+ * else in the next one, without blocking first. Cheap; idempotent. An
+ * agent that is not due is not pumped: a loop iteration costs the agents
+ * that have work, not all of them. */
+void conn_agent_due(zke_conn *c, conn_member *m);
+/* Checks the agent's lease (ops->lease_tick) from the conn's one ev_check,
+ * until lease_tick returns 0. Idempotent. */
+void conn_agent_lease_watch(zke_conn *c, conn_member *m);
 /* The agent is done (released its node, or gave up): if no other agent
- * runs, the handle is closed at the next flush. */
-void conn_agent_done(zke_conn *c, zke_agent *a);
+ * runs, the handle is closed at the next flush (and every agent still
+ * pumped is then due, to see it). */
+void conn_agent_done(zke_conn *c, conn_member *m);
 /* The agent needs no more pumps (it is about to report on_stopped): it no
  * longer keeps the loop alive. Idempotent. */
-void conn_agent_quiet(zke_conn *c, zke_agent *a);
-/* Another agent of the conn is running (so the handle stays open). */
-int conn_others_running(const zke_conn *c, const zke_agent *a);
-/* Removes the agent (being freed; also from inside its own pump). Destroys
- * a private conn, or a shared one whose zke_conn_free() was deferred until
- * its agents were gone (after the running pump, if any, returns). */
-void conn_detach(zke_conn *c, zke_agent *a);
+void conn_agent_quiet(zke_conn *c, conn_member *m);
+/* Another agent of the conn is running (so the handle stays open). O(1). */
+int conn_others_running(const zke_conn *c, const conn_member *m);
+/* Removes the agent (being freed; also from inside its own pump or lease
+ * check). Destroys a private conn, or a shared one whose zke_conn_free()
+ * was deferred until its agents were gone (after the running pump, if any,
+ * returns). O(1). */
+void conn_detach(zke_conn *c, conn_member *m);
+/* Frees a private conn whose owner could not attach (conn_attach failed). */
+void conn_free_unattached(zke_conn *c);
 /* Gives the session up now (we close it on purpose): every running agent
  * loses it (event_reason "expired" or "closed"), the handle is closed and
  * a new one opened after a backoff. From anywhere on the loop thread. */

@@ -37,6 +37,14 @@
 #define PROCESS_BATCH 256    /* responses read per readiness event at most (io_cb) */
 #define STALL_SECONDS 0.05   /* io_cb: a gap this long ends the batch */
 #define HANDSHAKE_MIN 1.0    /* s: an unanswered connect attempt is cut after max(this, T/10) */
+/* Requests handed to the library and not answered yet, per session, at
+ * most: the rest wait in order in the session's queue. The server reads a
+ * session's requests in order and stops reading all connections above
+ * globalOutstandingLimit (1000) outstanding requests: a burst (E elections
+ * joining, a mass failover) otherwise queues on the server for longer than
+ * a lease, and a renewal behind it with it. Priority requests (renewals)
+ * go ahead of the queue. */
+#define INFLIGHT_MAX 128
 
 struct session {
     struct ev_loop *loop;
@@ -62,8 +70,12 @@ struct session {
     enum zke_acl acl;
     struct ACL acl_buf[2];
     struct ACL_vector acl_vec;  /* points into acl_buf */
-    void *tag;                  /* owner of the next request (session_tag), then NULL */
+    struct sess_owner *tag;     /* owner of the next request (session_tag), then NULL */
+    int prio;                   /* the next request goes ahead of the queue (session_priority) */
     struct req *pending;        /* requests whose completion has not run yet */
+    struct req *qhead, *qtail;  /* made, not handed to the library yet (the cap), in order */
+    struct req *qprio;          /* the last priority request in that queue, or NULL */
+    int inflight;               /* handed to the library, completion not run yet */
     int attempt_fd;             /* the connect attempt being timed (its socket), or -1 */
     int attempt_port;           /* its local port: a new socket may reuse the number */
     double attempt_since;       /* when we first saw it */
@@ -75,15 +87,23 @@ struct session {
                                  * can be long), shown while err is "" */
 };
 
+enum req_op { OP_CREATE, OP_LIST, OP_GET, OP_EXISTS, OP_SYNC, OP_COMMIT, OP_DELETE, OP_SET };
+
 struct req {
     session *s;
     sess_done_fn *cb;           /* NULL once cancelled (session_cancel) */
     void *arg;
-    void *owner;                /* session_tag() at submission, or NULL */
+    struct sess_owner *owner;   /* session_tag() at submission, or NULL */
     struct req *prev, *next;    /* s->pending while linked */
-    int linked;
+    struct req *oprev, *onext;  /* the owner's requests */
+    struct req *qnext;          /* s->qhead... while queued */
+    unsigned linked : 1, queued : 1, issued : 1, watch : 1;
     int64_t sent_ns;            /* CLOCK_BOOTTIME when handed to the library */
     int confirms;               /* a sync or a committed write: pairs in the touch log */
+    enum req_op op;
+    /* the call's arguments, kept while queued (the library copies them) */
+    char *path, *data;
+    int len, version, flags;
     zoo_op_result_t mres;       /* session_commit's one result, written at completion */
 };
 
@@ -450,6 +470,8 @@ int session_keep(session *s)
     return 0;
 }
 
+static void fail_queued(session *s);
+
 static void do_close(session *s)
 {
     /* stop the watchers first: the library closes the fd, which can be reused */
@@ -462,6 +484,8 @@ static void do_close(session *s)
         zookeeper_close(zh);
         log_target = NULL;
     }
+    fail_queued(s);             /* never handed over: their completions run here */
+    s->inflight = 0;
     s->connected = 0;
     s->close_requested = 0;
     s->need_rearm = 0;
@@ -785,9 +809,11 @@ int session_write_file(const session *s, const char *file)
 
 static struct req *new_req(session *s, sess_done_fn *cb, void *arg)
 {
-    struct req *r = malloc(sizeof *r);
+    struct req *r = calloc(1, sizeof *r);
     if (r == NULL) {
         snprintf(s->err, sizeof s->err, "out of memory");
+        s->tag = NULL;
+        s->prio = 0;
         return NULL;
     }
     r->s = s;
@@ -795,14 +821,17 @@ static struct req *new_req(session *s, sess_done_fn *cb, void *arg)
     r->arg = arg;
     r->owner = s->tag;
     s->tag = NULL;
-    r->sent_ns = sess_now_ns();
-    r->confirms = 0;
-    r->prev = NULL;
     r->next = s->pending;
     if (s->pending != NULL)
         s->pending->prev = r;
     s->pending = r;
     r->linked = 1;
+    if (r->owner != NULL) {
+        r->onext = r->owner->head;
+        if (r->owner->head != NULL)
+            r->owner->head->oprev = r;
+        r->owner->head = r;
+    }
     return r;
 }
 
@@ -811,13 +840,31 @@ static struct req *start_req(session *s, sess_done_fn *cb, void *arg)
 {
     if (s->zh == NULL) {
         snprintf(s->err, sizeof s->err, "no session");
+        s->tag = NULL;
+        s->prio = 0;
         return NULL;
     }
     return new_req(s, cb, arg);
 }
 
+/* Out of its owner's list: the owner may be freed from then on. */
+static void disown(struct req *r)
+{
+    if (r->owner == NULL)
+        return;
+    if (r->oprev != NULL)
+        r->oprev->onext = r->onext;
+    else
+        r->owner->head = r->onext;
+    if (r->onext != NULL)
+        r->onext->oprev = r->oprev;
+    r->oprev = r->onext = NULL;
+    r->owner = NULL;
+}
+
 static void unlink_req(struct req *r)
 {
+    disown(r);
     if (!r->linked)
         return;
     if (r->prev != NULL)
@@ -830,32 +877,92 @@ static void unlink_req(struct req *r)
     r->linked = 0;
 }
 
-void session_tag(session *s, void *owner)
+static void free_req(struct req *r)
+{
+    free(r->path);
+    free(r->data);
+    free(r);
+}
+
+void session_tag(session *s, struct sess_owner *owner)
 {
     s->tag = owner;
 }
 
-void session_cancel(session *s, void *owner)
+void session_priority(session *s)
+{
+    s->prio = 1;
+}
+
+int session_inflight(const session *s)
+{
+    return s->inflight;
+}
+
+/* Calls r's completion with SESS_CLOSING now (a request that was never
+ * handed to the library, or a cancelled one's), once. */
+static void complete_closing(struct req *r)
 {
     struct sess_result res;
+    sess_done_fn *cb = r->cb;
+    r->cb = NULL;
+    if (cb == NULL)
+        return;
+    memset(&res, 0, sizeof res);
+    res.rc = SESS_CLOSING;
+    res.sent_ns = r->sent_ns;
+    cb(r->arg, &res);
+}
+
+static int unqueue(session *s, struct req *r)
+{
+    struct req **p = &s->qhead, *prev = NULL;
+    while (*p != NULL && *p != r) {
+        prev = *p;
+        p = &(*p)->qnext;
+    }
+    if (*p == NULL)
+        return -1;
+    *p = r->qnext;
+    if (s->qtail == r)
+        s->qtail = prev;
+    if (s->qprio == r)
+        s->qprio = prev;
+    r->qnext = NULL;
+    r->queued = 0;
+    return 0;
+}
+
+void session_cancel(session *s, struct sess_owner *owner)
+{
     if (owner == NULL)
         return;
-    /* one at a time from the head: a completion may issue (and so link)
-     * new requests, which are not this owner's to cancel if untagged, and
-     * are cancelled too if tagged */
-    for (;;) {
-        struct req *r = s->pending;
-        while (r != NULL && (r->owner != owner || r->cb == NULL))
-            r = r->next;
-        if (r == NULL)
-            return;
-        sess_done_fn *cb = r->cb;
-        r->cb = NULL;           /* the library's later completion only frees it */
-        memset(&res, 0, sizeof res);
-        res.rc = SESS_CLOSING;
-        res.zrc = 0;
-        res.sent_ns = r->sent_ns;
-        cb(r->arg, &res);
+    /* the queued ones never reach the library: out of the queue and the
+     * lists now, completed below */
+    struct req *drop = NULL;
+    for (struct req *r = owner->head, *nx; r != NULL; r = nx) {
+        nx = r->onext;
+        if (r->queued && unqueue(s, r) == 0) {
+            unlink_req(r);
+            r->qnext = drop;
+            drop = r;
+        }
+    }
+    /* one at a time from the owner's head: a completion may issue (and so
+     * link) new requests, which are cancelled too if they are the owner's
+     * (one queued then is freed when the queue reaches it); a request the
+     * library has is answered later and only freed then. Each leaves the
+     * owner's list first: nothing touches the owner after this returns. */
+    while (owner->head != NULL) {
+        struct req *r = owner->head;
+        disown(r);              /* its later answer must not touch the owner */
+        complete_closing(r);
+    }
+    while (drop != NULL) {
+        struct req *r = drop;
+        drop = r->qnext;
+        complete_closing(r);
+        free_req(r);
     }
 }
 
@@ -899,26 +1006,6 @@ const char *session_counters(int i, uint64_t *n)
     return op_names[i];
 }
 
-static int submitted(session *s, struct req *r, int rc, const char *what, const char *path)
-{
-    log_target = NULL;
-    if (rc == ZOK) {
-        s->need_rearm = 1;
-        count_op(s, what);
-        return 0;
-    }
-    snprintf(s->err, sizeof s->err, "%s %s: %s", what, path, zerror(rc));
-    unlink_req(r);
-    /* On ZMARSHALLINGERROR (out of memory) the completion may already be
-     * registered and still be called: leak the context rather than free
-     * it twice (cancelled: that call would only free it). */
-    if (rc != ZMARSHALLINGERROR)
-        free(r);
-    else
-        r->cb = NULL;
-    return -1;
-}
-
 static void fill_stat(struct sess_result *res, const struct Stat *st)
 {
     if (st == NULL)
@@ -934,9 +1021,15 @@ static void fill_stat(struct sess_result *res, const struct Stat *st)
     res->numchildren = st->numChildren;
 }
 
+static void issue_queued(session *s);
+
 static void done(struct req *r, struct sess_result *res, int rc)
 {
     session *s = r->s;
+    if (r->issued) {
+        r->issued = 0;
+        s->inflight--;
+    }
     /* enforce.auth.enabled: the server answers the first request of a
      * connection without accepted credentials with this code and closes the
      * connection; the client would reconnect and meet it again, forever. */
@@ -969,7 +1062,8 @@ static void done(struct req *r, struct sess_result *res, int rc)
     unlink_req(r);              /* before the callback: a cancel there cannot see it */
     if (r->cb != NULL)
         r->cb(r->arg, res);
-    free(r);
+    free_req(r);
+    issue_queued(s);
 }
 
 static void create_done(int rc, const char *string, const struct Stat *stat, const void *data)
@@ -981,20 +1075,6 @@ static void create_done(int rc, const char *string, const struct Stat *stat, con
         fill_stat(&res, stat);
     }
     done((struct req *)data, &res, rc);
-}
-
-int session_create(session *s, const char *path, const char *data, size_t len,
-                   enum sess_create mode, sess_done_fn *cb, void *arg)
-{
-    struct req *r = start_req(s, cb, arg);
-    if (r == NULL)
-        return -1;
-    log_target = s;
-    int flags = mode == SESS_EPHEMERAL_SEQ ? ZOO_EPHEMERAL_SEQUENTIAL
-              : mode == SESS_CONTAINER ? ZOO_CONTAINER : ZOO_PERSISTENT;
-    int rc = zoo_acreate2(s->zh, path, data, data ? (int)len : -1, &s->acl_vec,
-                          flags, create_done, r);
-    return submitted(s, r, rc, "create", path);
 }
 
 static void list_done(int rc, const struct String_vector *sv, const struct Stat *stat, const void *data)
@@ -1012,17 +1092,6 @@ static void list_done(int rc, const struct String_vector *sv, const struct Stat 
     done((struct req *)data, &res, rc);
 }
 
-int session_list(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
-{
-    struct req *r = start_req(s, cb, arg);
-    if (r == NULL)
-        return -1;
-    log_target = s;
-    int rc = zoo_awget_children2(s->zh, path, watch ? path_watcher : NULL, watch ? s : NULL,
-                                 list_done, r);
-    return submitted(s, r, rc, "list", path);
-}
-
 static void get_done(int rc, const char *value, int len, const struct Stat *stat, const void *data)
 {
     struct sess_result res;
@@ -1035,16 +1104,6 @@ static void get_done(int rc, const char *value, int len, const struct Stat *stat
     done((struct req *)data, &res, rc);
 }
 
-int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
-{
-    struct req *r = start_req(s, cb, arg);
-    if (r == NULL)
-        return -1;
-    log_target = s;
-    int rc = zoo_awget(s->zh, path, watch ? path_watcher : NULL, watch ? s : NULL, get_done, r);
-    return submitted(s, r, rc, "get", path);
-}
-
 static void stat_done(int rc, const struct Stat *stat, const void *data)
 {
     struct sess_result res;
@@ -1052,16 +1111,6 @@ static void stat_done(int rc, const struct Stat *stat, const void *data)
     if (rc == ZOK)
         fill_stat(&res, stat);
     done((struct req *)data, &res, rc);
-}
-
-int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
-{
-    struct req *r = start_req(s, cb, arg);
-    if (r == NULL)
-        return -1;
-    log_target = s;
-    int rc = zoo_awexists(s->zh, path, watch ? path_watcher : NULL, watch ? s : NULL, stat_done, r);
-    return submitted(s, r, rc, "exists", path);
 }
 
 static void sync_done(int rc, const char *value, const void *data)
@@ -1072,56 +1121,11 @@ static void sync_done(int rc, const char *value, const void *data)
     done((struct req *)data, &res, rc);
 }
 
-int session_sync(session *s, const char *path, sess_done_fn *cb, void *arg)
-{
-    struct req *r = start_req(s, cb, arg);
-    if (r == NULL)
-        return -1;
-    r->confirms = 1;
-    log_target = s;
-    int rc = zoo_async(s->zh, path, sync_done, r);
-    if (rc == ZOK)
-        s->renewal_sent_ns = r->sent_ns;
-    return submitted(s, r, rc, "sync", path);
-}
-
-static void commit_done(int rc, const void *data)
-{
-    struct sess_result res;
-    memset(&res, 0, sizeof res);
-    done((struct req *)data, &res, rc);
-}
-
-int session_commit(session *s, const char *path, sess_done_fn *cb, void *arg)
-{
-    struct req *r = start_req(s, cb, arg);
-    if (r == NULL)
-        return -1;
-    r->confirms = 1;
-    zoo_op_t op;
-    zoo_check_op_init(&op, path, -1);
-    memset(&r->mres, 0, sizeof r->mres);
-    log_target = s;
-    int rc = zoo_amulti(s->zh, 1, &op, &r->mres, commit_done, r);
-    if (rc == ZOK)
-        s->renewal_sent_ns = r->sent_ns;
-    return submitted(s, r, rc, "commit", path);
-}
-
 static void void_done(int rc, const void *data)
 {
     struct sess_result res;
     memset(&res, 0, sizeof res);
     done((struct req *)data, &res, rc);
-}
-
-int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg)
-{
-    struct req *r = start_req(s, cb, arg);
-    if (r == NULL)
-        return -1;
-    log_target = s;
-    return submitted(s, r, zoo_adelete(s->zh, path, -1, void_done, r), "delete", path);
 }
 
 static void set_done(int rc, const struct Stat *stat, const void *data)
@@ -1133,13 +1137,245 @@ static void set_done(int rc, const struct Stat *stat, const void *data)
     done((struct req *)data, &res, rc);
 }
 
-int session_set(session *s, const char *path, const char *data, size_t len, int version,
-                sess_done_fn *cb, void *arg)
+/* Hands r to the library now: its send time is now. The library's code
+ * (ZOK: it will call the completion, exactly once). */
+static int issue(session *s, struct req *r)
+{
+    static const char *const what[] = { "create", "list", "get", "exists", "sync", "commit",
+                                        "delete", "set" };
+    int rc;
+    watcher_fn w = r->watch ? path_watcher : NULL;
+    void *wctx = r->watch ? s : NULL;
+    r->sent_ns = sess_now_ns();
+    log_target = s;
+    switch (r->op) {
+    case OP_CREATE:
+        rc = zoo_acreate2(s->zh, r->path, r->data, r->data ? r->len : -1, &s->acl_vec, r->flags,
+                          create_done, r);
+        break;
+    case OP_LIST: rc = zoo_awget_children2(s->zh, r->path, w, wctx, list_done, r); break;
+    case OP_GET: rc = zoo_awget(s->zh, r->path, w, wctx, get_done, r); break;
+    case OP_EXISTS: rc = zoo_awexists(s->zh, r->path, w, wctx, stat_done, r); break;
+    case OP_SYNC: rc = zoo_async(s->zh, r->path, sync_done, r); break;
+    case OP_COMMIT: {
+        zoo_op_t op;
+        zoo_check_op_init(&op, r->path, -1);
+        memset(&r->mres, 0, sizeof r->mres);
+        rc = zoo_amulti(s->zh, 1, &op, &r->mres, void_done, r);
+        break;
+    }
+    case OP_DELETE: rc = zoo_adelete(s->zh, r->path, -1, void_done, r); break;
+    default: rc = zoo_aset(s->zh, r->path, r->data, r->len, r->version, set_done, r); break;
+    }
+    log_target = NULL;
+    if (rc == ZOK) {
+        r->issued = 1;
+        s->inflight++;
+        s->need_rearm = 1;
+        count_op(s, what[r->op]);
+        if (r->confirms)
+            s->renewal_sent_ns = r->sent_ns;
+        /* the library serialized the call: the copies are not needed */
+        free(r->path);
+        free(r->data);
+        r->path = r->data = NULL;
+    } else {
+        snprintf(s->err, sizeof s->err, "%s %s: %s", what[r->op], r->path, zerror(rc));
+    }
+    return rc;
+}
+
+/* Hands queued requests to the library while below the cap; one the
+ * library refuses (the handle died) completes with its code. */
+static void issue_queued(session *s)
+{
+    while (s->qhead != NULL && s->inflight < INFLIGHT_MAX && s->zh != NULL) {
+        struct req *r = s->qhead;
+        s->qhead = r->qnext;
+        if (s->qhead == NULL)
+            s->qtail = NULL;
+        if (s->qprio == r)
+            s->qprio = NULL;
+        r->qnext = NULL;
+        r->queued = 0;
+        if (r->cb == NULL) {            /* cancelled while queued (not expected: dropped there) */
+            unlink_req(r);
+            free_req(r);
+            continue;
+        }
+        int rc = issue(s, r);
+        if (rc != ZOK && rc != ZMARSHALLINGERROR) {
+            struct sess_result res;
+            memset(&res, 0, sizeof res);
+            done(r, &res, rc);          /* issues the rest itself */
+            return;
+        }
+        if (rc == ZMARSHALLINGERROR)
+            r->cb = NULL;   /* out of memory: the library may still call it (leaked rather
+                             * than freed twice) */
+    }
+}
+
+/* Every queued request completes with SESS_CLOSING (the handle is gone). */
+static void fail_queued(session *s)
+{
+    while (s->qhead != NULL) {
+        struct req *r = s->qhead;
+        s->qhead = r->qnext;
+        r->qnext = NULL;
+        r->queued = 0;
+        unlink_req(r);
+        complete_closing(r);
+        free_req(r);
+    }
+    s->qtail = s->qprio = NULL;
+}
+
+/* Sends r (made by start_req, its arguments set) now, or queues it (a
+ * priority request ahead of the others). 0: its completion will be called;
+ * -1: it will not (the library refused it at once; reason in s->err). */
+static int submit(session *s, struct req *r)
+{
+    int prio = s->prio;
+    s->prio = 0;
+    if (s->inflight < INFLIGHT_MAX && (s->qhead == NULL || prio)) {
+        int rc = issue(s, r);
+        if (rc == ZOK)
+            return 0;
+        unlink_req(r);
+        /* On ZMARSHALLINGERROR (out of memory) the completion may already be
+         * registered and still be called: leak the context rather than free
+         * it twice (cancelled: that call would only free it). */
+        if (rc != ZMARSHALLINGERROR)
+            free_req(r);
+        else
+            r->cb = NULL;
+        return -1;
+    }
+    r->queued = 1;
+    if (prio) {
+        struct req **at = s->qprio != NULL ? &s->qprio->qnext : &s->qhead;
+        r->qnext = *at;
+        *at = r;
+        if (r->qnext == NULL)
+            s->qtail = r;
+        s->qprio = r;
+    } else {
+        if (s->qtail != NULL)
+            s->qtail->qnext = r;
+        else
+            s->qhead = r;
+        s->qtail = r;
+    }
+    return 0;
+}
+
+/* A request of op on path (copied), or NULL (reason in s->err). */
+static struct req *prepare(session *s, enum req_op op, const char *path, sess_done_fn *cb, void *arg)
 {
     struct req *r = start_req(s, cb, arg);
     if (r == NULL)
+        return NULL;
+    r->op = op;
+    r->path = xstrdup(path);
+    if (r->path == NULL) {
+        snprintf(s->err, sizeof s->err, "out of memory");
+        unlink_req(r);
+        free_req(r);
+        return NULL;
+    }
+    return r;
+}
+
+int session_create(session *s, const char *path, const char *data, size_t len,
+                   enum sess_create mode, sess_done_fn *cb, void *arg)
+{
+    struct req *r = prepare(s, OP_CREATE, path, cb, arg);
+    if (r == NULL)
         return -1;
-    log_target = s;
-    int rc = zoo_aset(s->zh, path, data, (int)len, version, set_done, r);
-    return submitted(s, r, rc, "set", path);
+    r->flags = mode == SESS_EPHEMERAL_SEQ ? ZOO_EPHEMERAL_SEQUENTIAL
+             : mode == SESS_CONTAINER ? ZOO_CONTAINER : ZOO_PERSISTENT;
+    if (data != NULL) {
+        r->data = malloc(len > 0 ? len : 1);
+        if (r->data == NULL) {
+            snprintf(s->err, sizeof s->err, "out of memory");
+            unlink_req(r);
+            free_req(r);
+            return -1;
+        }
+        memcpy(r->data, data, len);
+        r->len = (int)len;
+    }
+    return submit(s, r);
+}
+
+int session_list(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
+{
+    struct req *r = prepare(s, OP_LIST, path, cb, arg);
+    if (r == NULL)
+        return -1;
+    r->watch = watch != 0;
+    return submit(s, r);
+}
+
+int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
+{
+    struct req *r = prepare(s, OP_GET, path, cb, arg);
+    if (r == NULL)
+        return -1;
+    r->watch = watch != 0;
+    return submit(s, r);
+}
+
+int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
+{
+    struct req *r = prepare(s, OP_EXISTS, path, cb, arg);
+    if (r == NULL)
+        return -1;
+    r->watch = watch != 0;
+    return submit(s, r);
+}
+
+int session_sync(session *s, const char *path, sess_done_fn *cb, void *arg)
+{
+    struct req *r = prepare(s, OP_SYNC, path, cb, arg);
+    if (r == NULL)
+        return -1;
+    r->confirms = 1;
+    return submit(s, r);
+}
+
+int session_commit(session *s, const char *path, sess_done_fn *cb, void *arg)
+{
+    struct req *r = prepare(s, OP_COMMIT, path, cb, arg);
+    if (r == NULL)
+        return -1;
+    r->confirms = 1;
+    return submit(s, r);
+}
+
+int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg)
+{
+    struct req *r = prepare(s, OP_DELETE, path, cb, arg);
+    return r == NULL ? -1 : submit(s, r);
+}
+
+int session_set(session *s, const char *path, const char *data, size_t len, int version,
+                int confirms, sess_done_fn *cb, void *arg)
+{
+    struct req *r = prepare(s, OP_SET, path, cb, arg);
+    if (r == NULL)
+        return -1;
+    r->data = malloc(len > 0 ? len : 1);
+    if (r->data == NULL) {
+        snprintf(s->err, sizeof s->err, "out of memory");
+        unlink_req(r);
+        free_req(r);
+        return -1;
+    }
+    memcpy(r->data, data, len);
+    r->len = (int)len;
+    r->version = version;
+    r->confirms = confirms != 0;
+    return submit(s, r);
 }

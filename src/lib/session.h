@@ -119,15 +119,27 @@ char *sess_child_path(const char *dir, const char *name);
  * (errno from the failed call). */
 int session_write_file(const session *s, const char *file);
 
-/* Several owners (agents) may share one session. session_tag(s, owner)
- * marks the next request issued on s (only that one) as the owner's;
- * session_cancel(s, owner) calls the completion of each of that owner's
- * pending requests at once with SESS_CLOSING, and the library's later answer
- * only frees the request: every completion is still called exactly once, and
- * the owner may be freed right after the cancel. Not from inside a
- * completion of that owner's. Untagged requests are never cancelled. */
-void session_tag(session *s, void *owner);
-void session_cancel(session *s, void *owner);
+/* Several owners (agents) may share one session. Each embeds a struct
+ * sess_owner (zeroed) and calls session_tag(s, &owner) right before each of
+ * its requests: that one request (only it) is the owner's.
+ * session_cancel(s, &owner) calls the completion of each of that owner's
+ * pending requests at once with SESS_CLOSING (O(its requests)); a request
+ * the library has is only freed by its later answer, one still queued here
+ * (the cap below) is dropped: every completion is still called exactly
+ * once, and the owner may be freed right after the cancel. Not from inside
+ * a completion of that owner's. Untagged requests are never cancelled. */
+struct sess_owner {
+    struct req *head;           /* private to session.c */
+};
+void session_tag(session *s, struct sess_owner *owner);
+void session_cancel(session *s, struct sess_owner *owner);
+/* The next request goes ahead of every request still queued (a renewal:
+ * queued behind a burst, it would come too late). Cleared by it. */
+void session_priority(session *s);
+/* Requests handed to the library and not answered yet (at most 128; more
+ * wait in the session's queue, in order, and are sent as answers come
+ * in; a request's send time is when it is handed over). */
+int session_inflight(const session *s);
 
 /* Requests. 0: the completion will be called; -1: it will not (error in
  * session_error()). Paths are copied. */
@@ -139,9 +151,11 @@ int session_list(session *s, const char *path, int watch, sess_done_fn *cb, void
 int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
 int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
 int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg);
-/* setData with a version check (-1: any). */
+/* setData with a version check (-1: any). confirms: a write the quorum
+ * commits, which confirms earlier requests like session_commit (the
+ * leader's publish). */
 int session_set(session *s, const char *path, const char *data, size_t len, int version,
-                sess_done_fn *cb, void *arg);
+                int confirms, sess_done_fn *cb, void *arg);
 
 /* sync(path): the server passes it through its quorum leader and answers
  * once the leader did. An answered sync confirms earlier answered requests
