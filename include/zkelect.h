@@ -197,7 +197,11 @@ enum zke_compat { ZKE_COMPAT_NONE = 0, ZKE_COMPAT_CURATOR, ZKE_COMPAT_KAZOO };
 #define ZKE_DEFAULT_STEPDOWN_MAX_MS      2000  /* ... at most this */
 #define ZKE_DEFAULT_MARGIN_DIVISOR       20    /* lease margin T/20 ... */
 #define ZKE_DEFAULT_MARGIN_MIN_MS        50    /* ... at least this */
-#define ZKE_DEFAULT_RENEW_DIVISOR        10    /* a leader renews every T/10 ... */
+#define ZKE_DEFAULT_RENEW_LONG_DIVISOR   4     /* the lease is renewed every T/4 where the
+                                                * server tick leaves room (zke_lease_check),
+                                                * so a crashed leader's session expires about
+                                                * when a plain client's would ... */
+#define ZKE_DEFAULT_RENEW_DIVISOR        10    /* ... else every T/10 ... */
 #define ZKE_DEFAULT_RENEW_MIN_MS         10    /* ... at least this far apart */
 #define ZKE_DEFAULT_DRIFT                0.01  /* assumed clock-rate difference */
 #define ZKE_DEFAULT_HOOK_TIMEOUT_MS      5000  /* a hook's run without waiting (the CLI:

@@ -63,6 +63,8 @@ void agent_life_to(zke_agent *a, enum agent_life to)
 {
     if (to > a->life)
         a->life = to;
+    if (a->life >= AL_STOPPING && a->cm != NULL)
+        conn_agent_stopping(a->conn, a->cm);
     if (to >= AL_STOPPING && to < AL_FREEING && a->handover != NULL)
         agent_handover_abort(a, "stopped", 0);      /* their callbacks run from the loop */
 }
@@ -110,6 +112,7 @@ static const struct conn_agent_ops agent_conn_ops = {
     .session_watch = agent_session_watch,
     .pump = agent_pump,
     .lease_tick = agent_lease_tick,
+    .node_path = agent_node_path,
     .log = agent_queue_log,
 };
 
@@ -145,13 +148,12 @@ static void stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
  * after. */
 static void init_watchers(zke_agent *a, struct ev_loop *loop)
 {
-    ev_timer_init(&a->renew, agent_renew_cb, 0., 0.);
     ev_timer_init(&a->census, agent_census_cb, 0., 0.);
     ev_timer_init(&a->prio, agent_prio_cb, 0., 0.);
     a->prio.data = a;
     a->election_size = -1;
     a->census_position = -1;
-    a->renew.data = a->census.data = a;
+    a->census.data = a;
     dispatch_init(&a->q, loop);
     ev_timer_init(&a->backoff, agent_backoff_cb, 0., 0.);
     ev_timer_init(&a->connect_to, agent_connect_to_cb, 0., 0.);
@@ -171,11 +173,11 @@ static int join_conn(zke_agent *a, struct ev_loop *loop, zke_conn *shared,
         a->conn = shared;
         if ((a->cm = conn_attach(shared, a, &agent_conn_ops)) == NULL) {
             a->conn = NULL;
-            snprintf(a->err, sizeof a->err, "out of memory");
+            agent_err(a, "out of memory");
             return -1;
         }
         if (settings_conn_given(s)) {
-            snprintf(a->err, sizeof a->err, "an agent on a shared connection takes zk, "
+            agent_err(a, "an agent on a shared connection takes zk, "
                      "session_timeout_ms, connect_timeout_ms, session_file, auth and acl from the "
                      "connection: leave them zero in its settings");
             return -1;
@@ -183,17 +185,17 @@ static int join_conn(zke_agent *a, struct ev_loop *loop, zke_conn *shared,
     } else {
         a->conn = conn_new_private(loop, s, a);
         if (a->conn == NULL) {
-            snprintf(a->err, sizeof a->err, "out of memory");
+            agent_err(a, "out of memory");
             return -1;
         }
         a->cm = conn_attach(a->conn, a, &agent_conn_ops);
         if (a->cm == NULL) {        /* the agent still owns (frees) the conn */
-            snprintf(a->err, sizeof a->err, "out of memory");
+            agent_err(a, "out of memory");
             return -1;
         }
     }
     if (conn_error(a->conn)[0] != '\0') {
-        snprintf(a->err, sizeof a->err, "%s%s", shared ? "connection: " : "", conn_error(a->conn));
+        agent_err(a, "%s%s", shared ? "connection: " : "", conn_error(a->conn));
         return -1;
     }
     a->sess = conn_session(a->conn);
@@ -228,19 +230,23 @@ static int take_settings(zke_agent *a, const struct zke_settings *s)
     a->set.preempt_check_ms = s->preempt_check_ms > 0 ? s->preempt_check_ms
                                                        : ZKE_DEFAULT_PREEMPT_CHECK_MS;
     if (s->priority < 0 || s->priority > ZKE_PRIORITY_MAX) {
-        snprintf(a->err, sizeof a->err, "priority %d is not within 0..%d", s->priority,
+        agent_err(a, "priority %d is not within 0..%d", s->priority,
                  ZKE_PRIORITY_MAX);
         return -1;
     }
     if ((s->priority > 0 || s->preempt) && s->compat != ZKE_COMPAT_NONE) {
-        snprintf(a->err, sizeof a->err, "priorities need zkelect's own node data (compat none)");
+        agent_err(a, "priorities need zkelect's own node data (compat none)");
         return -1;
     }
     if (a->set.zk == NULL || a->set.path == NULL || a->set.id == NULL || a->set.data == NULL) {
-        snprintf(a->err, sizeof a->err, "out of memory");
+        agent_err(a, "out of memory");
         return -1;
     }
-    return settings_check_candidate(a->set.path, a->set.id, a->set.data, a->err, sizeof a->err);
+    char why[4096];
+    if (settings_check_candidate(a->set.path, a->set.id, a->set.data, why, sizeof why) == 0)
+        return 0;
+    agent_err(a, "%s", why);
+    return -1;
 }
 
 
@@ -253,10 +259,12 @@ static int make_election(zke_agent *a, const struct zke_settings *s)
      * it, defaults and all (zke_agent_plan). When only the requested
      * timeout is too short for the defaults, the server's grant decides:
      * it is at least twice its tickTime. */
-    if (zke_lease_check(&a->set, a->set.session_timeout_ms, &a->plan, a->err, sizeof a->err) != 0) {
-        if (settings_lease_given(&a->set))
+    char why[4096];
+    if (zke_lease_check(&a->set, a->set.session_timeout_ms, &a->plan, why, sizeof why) != 0) {
+        if (settings_lease_given(&a->set)) {
+            agent_err(a, "%s", why);
             return -1;
-        a->err[0] = '\0';
+        }
         a->plan_unchecked = 1;
     }
     struct el_ops eops = { agent_el_request_cb, agent_el_event_cb, agent_el_log_cb };
@@ -267,12 +275,12 @@ static int make_election(zke_agent *a, const struct zke_settings *s)
     a->rng = seed | 1;
     a->el = el_new(a->set.path, a->set.id, a->set.data, &eops, a, seed);
     if (a->el == NULL) {
-        snprintf(a->err, sizeof a->err, "out of memory");
+        agent_err(a, "out of memory");
         return -1;
     }
     el_set_strict(a->el, a->set.on_disconnect == ZKE_DISCONNECT_STEPDOWN);
     if (el_set_compat(a->el, s->compat, s->priority) != 0) {
-        snprintf(a->err, sizeof a->err, "compat mode %d is not one of none, curator, kazoo",
+        agent_err(a, "compat mode %d is not one of none, curator, kazoo",
                  (int)s->compat);
         return -1;
     }
@@ -316,10 +324,10 @@ zke_agent *zke_agent_new_on(zke_conn *c, const struct zke_settings *s,
 
 int zke_agent_start(zke_agent *a)
 {
-    if (a->err[0] != '\0' || a->el == NULL || a->sess == NULL)
+    if (a->err != NULL || a->err_oom || a->el == NULL || a->sess == NULL)
         return -1;
     if (agent_started(a)) {
-        snprintf(a->err, sizeof a->err, "agent already started");
+        agent_err(a, "agent already started");
         return -1;
     }
     agent_life_to(a, AL_RUNNING);
@@ -340,7 +348,9 @@ int zke_agent_start(zke_agent *a)
         ev_timer_set(&a->prio, iv * (0.5 + 0.5 * rng_unit(&a->rng)), iv);
         ev_timer_start(a->loop, &a->prio);
     }
-    if (conn_agent_start(a->conn, a->cm, a->err, sizeof a->err) != 0) {
+    char why[1024];
+    if (conn_agent_start(a->conn, a->cm, why, sizeof why) != 0) {
+        agent_err(a, "%s", why);
         a->life = AL_NEW;             /* the one step back: it may be started again */
         ev_timer_stop(a->loop, &a->connect_to);
         ev_timer_stop(a->loop, &a->census);
@@ -385,8 +395,8 @@ static void real_free(zke_agent *a)
 {
     nodedata_clear(&a->census_lead);
     free(a->persistent_warned);
+    free(a->denied);
     agent_free_withdraw_holds(a);
-    ev_timer_stop(a->loop, &a->renew);
     ev_timer_stop(a->loop, &a->census);
     ev_timer_stop(a->loop, &a->prio);
     agent_prio_free(a);
@@ -429,6 +439,7 @@ static void real_free(zke_agent *a)
     free((char *)a->set.id);
     free((char *)a->set.data);
     free(a->host_node);
+    free(a->err);
     free(a);
 }
 
@@ -481,7 +492,7 @@ int zke_agent_set_guard(zke_agent *a, zke_guard *g)
     if (a == NULL || a->life == AL_FREEING || g == a->guard)
         return a == NULL || a->life == AL_FREEING ? -1 : 0;
     if (g != NULL && (slot = guard_slot_take(g)) < 0) {
-        snprintf(a->err, sizeof a->err, "the fail-stop guard has no free agent slot (it guards "
+        agent_err(a, "the fail-stop guard has no free agent slot (it guards "
                  "at most %d agents)", ZKE_GUARD_AGENTS);
         return -1;
     }
@@ -517,7 +528,7 @@ int zke_agent_requests(const zke_agent *a, struct zke_requests *out)
 
 const char *zke_agent_errstr(const zke_agent *a)
 {
-    return a->err;
+    return a->err != NULL ? a->err : a->err_oom ? "out of memory" : "";
 }
 
 

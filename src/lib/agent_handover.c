@@ -185,7 +185,7 @@ static void decide(struct handover *op, const struct zke_census *c)
         return;
     }
     if (zke_agent_resign(a) != 0) {
-        conclude(op, "not_leader", xstrdup(a->err));
+        conclude(op, "not_leader", xstrdup(zke_agent_errstr(a)));
         return;
     }
     agent_alog(a, ZKE_LOG_INFO, "resigning for %s, next in line", op->to);
@@ -298,7 +298,7 @@ static struct handover *op_new(zke_agent *a, enum op_kind kind, void *ud)
 {
     struct handover *op = calloc(1, sizeof *op);
     if (op == NULL) {
-        snprintf(a->err, sizeof a->err, "out of memory");
+        agent_err(a, "out of memory");
         return NULL;
     }
     op->a = a;
@@ -313,7 +313,7 @@ static struct handover *op_new(zke_agent *a, enum op_kind kind, void *ud)
 static int op_start(zke_agent *a, struct handover *op)
 {
     if (start_read(op) != 0) {
-        snprintf(a->err, sizeof a->err, "cannot list the election: %s",
+        agent_err(a, "cannot list the election: %s",
                  session_connected(a->sess) ? "out of memory" : "not connected");
         op_free(op);
         return -1;
@@ -328,25 +328,25 @@ int zke_agent_resign_to(zke_agent *a, const char *id, zke_handover_fn *done, voi
     char err[512];
     struct zke_status st;
     if (a->life != AL_RUNNING) {
-        snprintf(a->err, sizeof a->err, "not the leader");
+        agent_err(a, "not the leader");
         return -1;
     }
     el_status(a->el, &st);
     if (st.role != ZKE_ROLE_LEADER) {
-        snprintf(a->err, sizeof a->err, "not the leader");
+        agent_err(a, "not the leader");
         return -1;
     }
     if (id == NULL || zke_check_id(id, err, sizeof err) != 0) {
-        snprintf(a->err, sizeof a->err, "%s", id == NULL ? "no id" : err);
+        agent_err(a, "%s", id == NULL ? "no id" : err);
         return -1;
     }
     if (a->set.id != NULL && strcmp(id, a->set.id) == 0) {
-        snprintf(a->err, sizeof a->err, "that is this candidate's own id");
+        agent_err(a, "that is this candidate's own id");
         return -1;
     }
     for (const struct handover *o = a->handover; o != NULL; o = o->next)
         if (o->kind == OP_HANDOVER) {
-            snprintf(a->err, sizeof a->err, "a hand-over is in progress already");
+            agent_err(a, "a hand-over is in progress already");
             return -1;
         }
     struct handover *op = op_new(a, OP_HANDOVER, ud);
@@ -355,7 +355,7 @@ int zke_agent_resign_to(zke_agent *a, const char *id, zke_handover_fn *done, voi
     op->done = done;
     op->to = xstrdup(id);
     if (op->to == NULL) {
-        snprintf(a->err, sizeof a->err, "out of memory");
+        agent_err(a, "out of memory");
         op_free(op);
         return -1;
     }
@@ -365,7 +365,7 @@ int zke_agent_resign_to(zke_agent *a, const char *id, zke_handover_fn *done, voi
 int zke_agent_read_candidates(zke_agent *a, zke_candidates_fn *done, void *ud)
 {
     if (a->life != AL_RUNNING) {
-        snprintf(a->err, sizeof a->err, "not running (not started, or stopping)");
+        agent_err(a, "not running (not started, or stopping)");
         return -1;
     }
     struct handover *op = op_new(a, OP_READ, ud);

@@ -127,57 +127,6 @@ static int read_period(const zke_agent *a)
 }
 
 
-static void renew_done(void *arg, const struct sess_result *r)
-{
-    zke_agent *a = arg;
-    (void)r;                /* the session noted the answer's send time */
-    a->renewing = 0;
-}
-
-
-/* A request of our own, so the lease does not depend on the client
- * library's pings (which it hides, and which a follower server answers
- * without its leader) nor on the election being busy. */
-void agent_renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    zke_agent *a = w->data;
-    struct zke_status st;
-    (void)revents;
-    if (a->renewing || !session_connected(a->sess))
-        return;
-    /* the lease is the session's, whoever renews it: on a conn shared by
-     * many agents one renewal renews them all, so skip ours while another
-     * was sent (answered or still in flight) less than half a period ago */
-    if (sess_now_ns() - session_last_renewal_ns(a->sess) < (int64_t)a->renew_period_ms * 500000)
-        return;
-    el_status(a->el, &st);
-    char *own = st.node != NULL ? agent_full_path(a, st.node) : NULL;
-    const char *path = own != NULL ? own : a->set.path;
-    /* a sync, or a write that changes nothing, goes through the quorum
-     * leader: its answer confirms what this connection sent at least a
-     * server tick before it (touch.h); the write's also that the leader
-     * still had its quorum. Further back, a plain read: an answer for the
-     * first renewal after a promotion to confirm at once */
-    session_priority(a->sess);      /* ahead of a queued burst */
-    int rc = behind(&st) ? session_exists(SESS(a), path, 0, renew_done, a)
-             : a->set.renewal == ZKE_RENEW_SYNC ? session_sync(SESS(a), path, renew_done, a)
-                                                : session_commit(SESS(a), path, renew_done, a);
-    free(own);
-    if (rc == 0)
-        a->renewing = 1;
-    /* a lease not fresh yet (a new next in line, a term waiting for its
-     * lease) gets the next renewal as soon as it can confirm this one's
-     * answer, not a whole period on */
-    int next = a->renew_period_ms, soon = confirm_step_ms(a);
-    if (!agent_lease_ready(a) && soon < next && !behind(&st))
-        next = soon;
-    if ((double)next / 1000.0 != w->repeat) {
-        w->repeat = (double)next / 1000.0;
-        ev_timer_again(loop, w);
-    }
-}
-
-
 /* Renew while leading, and as next in line (it may lead on the fast path
  * without a round trip, so its lease must already be fresh: more than one
  * leader's renewal period left); further back, read (behind()). The leader
@@ -212,24 +161,18 @@ static int renew_period(const zke_agent *a, int leading)
 }
 
 
+/* What the agent asks of its session's renewal stream (conn_agent_renew):
+ * renewals while it leads or is next in line, reads further back, nothing
+ * otherwise. Called after every pump: O(1) when nothing changed. */
 void agent_update_renew(zke_agent *a)
 {
     struct zke_status st;
+    if (a->cm == NULL)
+        return;
     el_status(a->el, &st);
     int want = !agent_done(a) && session_is_open(a->sess) &&
                (st.role == ZKE_ROLE_LEADER || st.role == ZKE_ROLE_FOLLOWER);
-    int period = !want ? 0 : behind(&st) ? read_period(a)
-                                         : renew_period(a, st.role == ZKE_ROLE_LEADER);
-    if (ev_is_active(&a->renew) && (!want || period != a->renew_period_ms))
-        ev_timer_stop(a->loop, &a->renew);
-    if (want && !ev_is_active(&a->renew)) {
-        /* the first renewal at once: the next in line that became leader
-         * may be down to a little over one leader period, and a new next
-         * in line's lease (or a won term's) counts only from a confirmed
-         * renewal */
-        double p = period / 1000.0;
-        a->renew_period_ms = period;
-        ev_timer_set(&a->renew, 0., p);
-        ev_timer_start(a->loop, &a->renew);
-    }
+    enum renew_level level = !want ? RENEW_NONE : behind(&st) ? RENEW_READ : RENEW_LEASE;
+    conn_agent_renew(a->conn, a->cm, level, renew_period(a, st.role == ZKE_ROLE_LEADER),
+                     read_period(a), a->plan.lease_ms, a->set.renewal == ZKE_RENEW_SYNC);
 }

@@ -158,7 +158,7 @@ static void decide(zke_agent *a, struct line_read *rd, void *ud)
                rd->pub[to].priority, mine, now_ms - rd->pub[to].mtime_ms,
                a->set.preempt_delay_ms);
     if (zke_agent_resign(a) != 0)
-        agent_alog(a, ZKE_LOG_WARN, "handing over failed: %s", a->err);
+        agent_alog(a, ZKE_LOG_WARN, "handing over failed: %s", zke_agent_errstr(a));
 }
 
 static void get_done(void *arg, const struct sess_result *r)

@@ -79,7 +79,6 @@ struct zke_agent {
     session *sess;              /* the conn's, borrowed */
     election *el;
     ev_timer backoff, connect_to, stop_to;
-    ev_timer renew;
     ev_timer census;            /* settings.census_interval_ms */
     int census_pending, election_size;
     int32_t census_cversion;    /* of the path, at the last census listing */
@@ -107,9 +106,7 @@ struct zke_agent {
     int64_t census_next_ns;     /* a big election is not listed again before this */
     struct zke_lease_plan plan;
     int64_t armed_end_ns;       /* lease end the guard was last synced for */
-    int renewing;               /* a renewal request is outstanding */
     int64_t lease_wait;         /* epoch of a won term whose on_leader waits for the lease */
-    int renew_period_ms;        /* the renew timer's period while it runs */
     scope *term;                /* resources of the term the host was told about */
     int term_drained;
     struct dispatch q;          /* the FIFO; its guard defers zke_agent_free in a callback */
@@ -133,7 +130,8 @@ struct zke_agent {
     uint64_t rng;
     uint64_t last_session;
     const char *stop_reason;
-    char err[4096];
+    char *err;                  /* the last error (zke_agent_errstr), any length; NULL: none */
+    int err_oom;                /* ... or there was one, but no memory to say it */
 };
 
 
@@ -155,6 +153,9 @@ int agent_done(const zke_agent *a);
 /* agent_queue.c */
 void agent_kick_now(zke_agent *a);
 void agent_alog(zke_agent *a, enum zke_log_level lvl, const char *fmt, ...);
+/* Sets the agent's error (zke_agent_errstr) to the formatted text, whole;
+ * on no memory to "out of memory". */
+void agent_err(zke_agent *a, const char *fmt, ...);
 void agent_queue_log(zke_agent *a, enum zke_log_level lvl, const char *msg);
 void agent_queue_session_event(zke_agent *a, const char *reason, uint64_t sid);
 void agent_el_event_cb(void *ud, const struct zke_event *ev);
@@ -180,7 +181,7 @@ int64_t agent_lease_end(const zke_agent *a);
 int64_t agent_lease_tick(zke_agent *a);
 void agent_update_renew(zke_agent *a);
 void agent_guard_sync(zke_agent *a);
-void agent_renew_cb(struct ev_loop *loop, ev_timer *w, int revents);
+char *agent_node_path(const zke_agent *a);
 int64_t agent_lease_remaining_ms(const zke_agent *a);
 int agent_lease_ready(const zke_agent *a);
 

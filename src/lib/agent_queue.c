@@ -38,6 +38,24 @@ void agent_alog(zke_agent *a, enum zke_log_level lvl, const char *fmt, ...)
 }
 
 
+void agent_err(zke_agent *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *e = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (e != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(e, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    free(a->err);
+    a->err = e;
+    a->err_oom = e == NULL;
+}
+
+
 /* Makes the loop turn (and run_pending) soon, without blocking first. */
 void agent_kick_now(zke_agent *a)
 {
@@ -222,6 +240,7 @@ static int run_pending(zke_agent *a)
                              "quorum leader to confirm the lease before on_leader",
                              it->ev.epoch);
                     a->lease_wait = it->ev.epoch;
+                    conn_renew_now(a->conn);    /* a renewal now, not a period on */
                     session_flush(a->sess);
                     agent_update_renew(a);
                     return 0;       /* lease_tick kicks the loop when it is */
@@ -266,7 +285,6 @@ static int run_pending(zke_agent *a)
         if (a->life == AL_DONE &&
             (!session_is_open(a->sess) || conn_others_running(a->conn, a->cm))) {
             session_cancel(a->sess, &a->sown);
-            ev_timer_stop(a->loop, &a->renew);
             ev_timer_stop(a->loop, &a->census);
             ev_timer_stop(a->loop, &a->stop_to);
             ev_timer_stop(a->loop, &a->backoff);

@@ -36,6 +36,17 @@ char *agent_full_path(zke_agent *a, const char *node)
 }
 
 
+/* conn_agent_ops.node_path: our node's full path, NULL without one. */
+char *agent_node_path(const zke_agent *a)
+{
+    struct zke_status st;
+    if (a->el == NULL)
+        return NULL;
+    el_status(a->el, &st);
+    return st.node != NULL ? sess_child_path(a->set.path, st.node) : NULL;
+}
+
+
 /* The predecessor we watch is a persistent node (no ephemeralOwner): no
  * session ends it, so this candidate (and everyone behind it) follows it
  * until someone deletes it. Said once per node; its name is any bytes, so
@@ -112,7 +123,7 @@ static int denied(zke_agent *a, struct rctx *c)
     }
     if (fatal) {
         const char *who = session_auth_who(a->sess);
-        snprintf(a->err, sizeof a->err, "permission denied: %s for %s: its ACL does not grant %s "
+        agent_err(a, "permission denied: %s for %s: its ACL does not grant %s "
                  "to this identity (see getAcl)%s", what, who, perm,
                  strncmp(who, "digest:", 7) == 0 ? "; digest auth accepts any password, a wrong "
                  "one is just another identity: check the password" : "");
@@ -205,7 +216,7 @@ static int config_error(zke_agent *a, const struct rctx *c, const struct sess_re
         size_t p = c->type == EL_REQ_ENSURE ? c->ensure_pos : plen + 1;
         while (p > 0 && a->set.path[p - 1] != '/')
             p--;
-        snprintf(a->err, sizeof a->err, "cannot create %s under '%.*s' (election path '%s'): "
+        agent_err(a, "cannot create %s under '%.*s' (election path '%s'): "
                  "it is an ephemeral node, which cannot have children",
                  c->type == EL_REQ_ENSURE ? "the election path" : "our candidate node",
                  p > 1 ? (int)(p - 1) : 1, a->set.path, a->set.path);
@@ -215,10 +226,10 @@ static int config_error(zke_agent *a, const struct rctx *c, const struct sess_re
         /* creating top-down, only a missing chroot gives NONODE */
         const char *chroot = strchr(a->set.zk, '/');
         if (chroot != NULL)
-            snprintf(a->err, sizeof a->err, "cannot create '%s': the chroot '%s' in the "
+            agent_err(a, "cannot create '%s': the chroot '%s' in the "
                      "connect string does not exist", a->set.path, chroot);
         else
-            snprintf(a->err, sizeof a->err, "cannot create '%s': parent vanished", a->set.path);
+            agent_err(a, "cannot create '%s': parent vanished", a->set.path);
         return chroot != NULL;
     }
     return 0;
@@ -357,6 +368,21 @@ void agent_submit(zke_agent *a, const struct el_req *r)
         rc = session_get(SESS(a), path, 0, req_done, c);
         break;
     case EL_REQ_DELETE:
+        if (agent_stopping(a) && conn_release_by_close(a->conn, a->cm)) {
+            /* nobody on the session wants it any more: its close, which
+             * follows once every agent on it is done, releases our node
+             * with the others', one transaction for all (a graceful stop
+             * costs no delete of its own) */
+            agent_alog(a, ZKE_LOG_DEBUG, "our node %s goes with the session's close", r->node);
+            free(c);
+            free(path);
+            agent_life_to(a, AL_DONE);
+            conn_agent_done(a->conn, a->cm);
+            agent_kick_now(a);
+            return;
+        }
+        rc = session_delete(SESS(a), path, req_done, c);
+        break;
     case EL_REQ_DELETE_STALE:
         rc = session_delete(SESS(a), path, req_done, c);
         break;

@@ -28,7 +28,7 @@ static int resign(zke_agent *a, int failed)
     else
         st.role = ZKE_ROLE_IDLE;        /* not started, or stopping: not in the election */
     if (st.role != ZKE_ROLE_LEADER) {
-        snprintf(a->err, sizeof a->err, "not the leader");
+        agent_err(a, "not the leader");
         return -1;
     }
     int64_t window = (int64_t)(a->plan.session_ms > 5000 ? a->plan.session_ms : 5000) * 1000000;
@@ -49,7 +49,7 @@ static int resign(zke_agent *a, int failed)
         a->short_streak = failed ? 1 : 0;
     }
     if (el_resign(a->el, rejoin) != 0) {
-        snprintf(a->err, sizeof a->err, "not the leader");
+        agent_err(a, "not the leader");
         return -1;
     }
     agent_kick_now(a);
@@ -119,22 +119,22 @@ int zke_agent_withdraw(zke_agent *a, const char *reason)
     if (reason == NULL || reason[0] == '\0')
         reason = "withdraw";
     if (a->life != AL_RUNNING) {
-        snprintf(a->err, sizeof a->err, "not in the election (not started, or stopping)");
+        agent_err(a, "not in the election (not started, or stopping)");
         return -1;
     }
     if (held_by(a, reason) >= 0) {
-        snprintf(a->err, sizeof a->err, "withdrawn already (%s)", a->withdrawn_by);
+        agent_err(a, "withdrawn already (%s)", a->withdrawn_by);
         return -1;
     }
     char *copy = a->withdraw_n < AGENT_WITHDRAW_HOLDS ? xstrdup(reason) : NULL;
     if (copy == NULL) {
-        snprintf(a->err, sizeof a->err, a->withdraw_n < AGENT_WITHDRAW_HOLDS ? "out of memory"
+        agent_err(a, a->withdraw_n < AGENT_WITHDRAW_HOLDS ? "out of memory"
                  : "withdrawn for %d reasons already (%s)", AGENT_WITHDRAW_HOLDS, a->withdrawn_by);
         return -1;
     }
     if (a->withdraw_n == 0 && el_withdraw(a->el, reason) != 0) {
         free(copy);
-        snprintf(a->err, sizeof a->err, "not in the election (stopping)");
+        agent_err(a, "not in the election (stopping)");
         return -1;
     }
     a->withdraw_holds[a->withdraw_n++] = copy;
@@ -157,14 +157,14 @@ int zke_agent_rejoin(zke_agent *a, const char *reason)
     int i = a->life == AL_RUNNING ? held_by(a, reason) : -1;
     if (i < 0) {
         if (a->withdraw_n > 0 && a->life == AL_RUNNING)
-            snprintf(a->err, sizeof a->err, "not withdrawn for %s (out of the election for: %s)",
+            agent_err(a, "not withdrawn for %s (out of the election for: %s)",
                      reason, a->withdrawn_by);
         else
-            snprintf(a->err, sizeof a->err, "not withdrawn");
+            agent_err(a, "not withdrawn");
         return -1;
     }
     if (a->withdraw_n == 1 && el_rejoin(a->el) != 0) {
-        snprintf(a->err, sizeof a->err, "not withdrawn");
+        agent_err(a, "not withdrawn");
         return -1;
     }
     free(a->withdraw_holds[i]);

@@ -39,7 +39,7 @@ void agent_session_state(zke_agent *a, enum sess_state st)
             char why[1024];
             struct zke_lease_plan np;
             if (zke_lease_check(&a->set, T, &np, why, sizeof why) != 0) {
-                snprintf(a->err, sizeof a->err, "the server granted a session timeout of %d ms "
+                agent_err(a, "the server granted a session timeout of %d ms "
                          "(asked %d ms): %s", T, a->set.session_timeout_ms, why);
                 a->last_session = sid;
                 agent_fail_now(a, "config");
@@ -53,19 +53,12 @@ void agent_session_state(zke_agent *a, enum sess_state st)
         }
         a->last_session = sid;
         el_on_session(a->el, EL_SESS_CONNECTED, sid);
-        /* a reconnected session's lease moves with the first renewal on the
-         * new connection (touch.h): send it now, not a period on */
-        if (ev_is_active(&a->renew)) {
-            ev_timer_stop(a->loop, &a->renew);
-            ev_timer_set(&a->renew, 0., a->renew_period_ms / 1000.0);
-            ev_timer_start(a->loop, &a->renew);
-        }
     } else if (st == SESS_S_DISCONNECTED) {
         agent_queue_session_event(a, "disconnected", a->last_session);
         el_on_session(a->el, EL_SESS_DISCONNECTED, a->last_session);
     } else if (st == SESS_S_AUTH_FAILED) {
         /* fatal: a new handle would be refused the same way */
-        snprintf(a->err, sizeof a->err, "%s", session_auth_error(a->sess));
+        agent_err(a, "%s", session_auth_error(a->sess));
         a->stop_reason = "auth";
         agent_session_lost(a, "auth_failed", "is dead: authentication failed");
         zke_agent_stop(a);
@@ -101,7 +94,7 @@ void agent_connect_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     if (a->ever_connected)
         return;
     const char *why = a->sess != NULL ? session_open_error(a->sess) : NULL;
-    snprintf(a->err, sizeof a->err, "cannot connect to ZooKeeper at '%s' within %d ms%s%s",
+    agent_err(a, "cannot connect to ZooKeeper at '%s' within %d ms%s%s",
              a->set.zk, a->set.connect_timeout_ms, why != NULL ? ": " : "", why != NULL ? why : "");
     a->stop_reason = "unreachable";
     zke_agent_stop(a);

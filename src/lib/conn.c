@@ -47,6 +47,20 @@ struct conn_member {
                                  * reference on the loop */
     unsigned due : 1;           /* in c->due */
     unsigned detached : 1;      /* conn_detach'd under a scan: freed after it */
+    unsigned wanting : 1;       /* started, not stopping: counted in c->wanting */
+    /* its demand on the renewal stream (conn_agent_renew) */
+    unsigned rlevel : 2, rsync : 1;
+    int rperiod, rread, rlease;
+    int renewer_at;             /* index in c->renewers, -1 when it asks nothing */
+};
+
+/* A small multiset of positive ints (the periods the agents ask for), for
+ * its minimum. Values beyond its slots merge into the largest one when
+ * they are smaller (renewing more often is always safe). */
+#define VALS_SLOTS 8
+struct vals {
+    int v[VALS_SLOTS], n[VALS_SLOTS];
+    int k;
 };
 
 /* A growable array of member pointers. */
@@ -68,12 +82,22 @@ struct zke_conn {
     conn_member **index;        /* running members by election path (chained) */
     unsigned index_size;        /* a power of two, or 0 */
     int nrunning;               /* members in the index */
+    int wanting;                /* members started and not stopping */
+    int close_owed;             /* nodes of stopped members that the handle's close releases
+                                 * (conn_release_by_close): the handle may not be kept */
     struct mvec due;            /* members to pump (unsorted) */
     struct mvec leasers;        /* members whose lease is checked */
     struct mvec dead;           /* detached under a scan: freed when it ends */
     int64_t lease_base_seen;    /* the session's lease base at the last full check */
     int64_t lease_next;         /* the earliest time a leaser asked to be checked at */
     int lease_dirty;            /* a leaser was added: check them all */
+    /* the session's one renewal stream (conn_agent_renew) */
+    ev_timer renew;
+    struct vals rperiod, rread, rlease;     /* of the members at each level */
+    int n_lease, n_read, n_write;   /* members at RENEW_LEASE, RENEW_READ; those wanting a write */
+    struct mvec renewers;       /* members asking anything (their nodes name the requests) */
+    int renewing;               /* a renewal or read in flight */
+    int64_t renew_sent_ns;      /* when it was sent */
     zke_log_fn *log;            /* shared conn: the host's */
     void *ud;
     struct logline *lhead, *ltail;
@@ -364,6 +388,232 @@ static void wake_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;      /* only wakes the loop: the prepare and check watchers do the work */
 }
 
+/* --- the session's renewal stream -------------------------------------- */
+
+static void vals_add(struct vals *v, int x)
+{
+    for (int i = 0; i < v->k; i++) {
+        if (v->v[i] == x) {
+            v->n[i]++;
+            return;
+        }
+    }
+    if (v->k < VALS_SLOTS) {
+        v->v[v->k] = x;
+        v->n[v->k++] = 1;
+        return;
+    }
+    int big = 0;
+    for (int i = 1; i < v->k; i++)
+        if (v->v[i] > v->v[big])
+            big = i;
+    if (x < v->v[big])
+        v->v[big] = x;
+    v->n[big]++;
+}
+
+static void vals_remove(struct vals *v, int x)
+{
+    int at = -1;
+    for (int i = 0; i < v->k; i++)
+        if (v->v[i] == x)
+            at = i;
+    if (at < 0) {
+        /* merged into a smaller value (vals_add): take one off the
+         * smallest value above x's place, the one it went into */
+        for (int i = 0; i < v->k; i++)
+            if (v->v[i] < x && (at < 0 || v->v[i] > v->v[at]))
+                at = i;
+        if (at < 0)
+            return;
+    }
+    if (--v->n[at] == 0) {
+        v->v[at] = v->v[--v->k];
+        v->n[at] = v->n[v->k];
+    }
+}
+
+static int vals_min(const struct vals *v)
+{
+    int m = 0;
+    for (int i = 0; i < v->k; i++)
+        if (m == 0 || v->v[i] < m)
+            m = v->v[i];
+    return m;
+}
+
+/* How long after an answer a renewal confirms it (one assumed server tick x
+ * (1 + drift), plus a tenth, at least 10 ms, for the round trip), in ms. */
+static int confirm_step_ms(const zke_conn *c)
+{
+    int gap = (int)(session_pair_gap_ns(c->sess) / 1000000) + 1;
+    return gap + (gap / 10 > 10 ? gap / 10 : 10);
+}
+
+/* The lease has more than one renewal period left (the shortest period and
+ * lease any agent asks for). */
+static int lease_fresh(const zke_conn *c)
+{
+    int64_t base = session_lease_base_ns(c->sess);
+    return base > 0 && base + (int64_t)vals_min(&c->rlease) * 1000000 - sess_now_ns() >
+                           (int64_t)vals_min(&c->rperiod) * 1000000;
+}
+
+static void renew_arm(zke_conn *c, double after)
+{
+    ev_timer_stop(c->loop, &c->renew);
+    ev_timer_set(&c->renew, after > 0 ? after : 0., c->renew.repeat);
+    ev_timer_start(c->loop, &c->renew);
+}
+
+static void renew_done(void *arg, const struct sess_result *r)
+{
+    zke_conn *c = arg;
+    c->renewing = 0;
+    if (r->rc == SESS_CLOSING || c->n_lease == 0 || lease_fresh(c))
+        return;
+    /* not fresh yet (a new next in line, a term waiting for its lease, a
+     * reconnect): the next renewal as soon as it can confirm this one's
+     * answer, not a whole period on */
+    double soon = ((double)r->sent_ns / 1e9 + confirm_step_ms(c) / 1000.0) - (double)sess_now_ns() / 1e9;
+    double left = ev_timer_remaining(c->loop, &c->renew);
+    if (!ev_is_active(&c->renew) || soon < left)
+        renew_arm(c, soon);
+}
+
+/* A renewal (or, further back, a read) on the session, naming a node of
+ * one of the agents asking (a commit needs one that exists: the stream
+ * tries the next agent's node the next time). */
+static void renew_send(zke_conn *c)
+{
+    if (c->renewing || !session_connected(c->sess) || c->renewers.n == 0)
+        return;
+    char *path = NULL;
+    for (int i = 0; i < c->renewers.n && path == NULL; i++) {
+        /* start where the last one left: a node that is gone is not asked again */
+        int k = (int)((c->rng >> 33) % (uint64_t)c->renewers.n + (uint64_t)i) % c->renewers.n;
+        conn_member *m = c->renewers.v[k];
+        if (!m->detached)
+            path = m->ops->node_path(m->a);
+    }
+    c->rng = c->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    if (path == NULL)
+        return;
+    /* a sync, or a write that changes nothing, goes through the quorum
+     * leader: its answer confirms what this connection sent at least a
+     * server tick before it (touch.h); the write's also that the leader
+     * still had its quorum. Further back, a plain read: an answer for the
+     * first renewal after a promotion to confirm. Ahead of queued requests. */
+    session_priority(c->sess);
+    int rc = c->n_lease == 0 ? session_exists(c->sess, path, 0, renew_done, c)
+             : c->n_write > 0 ? session_commit(c->sess, path, renew_done, c)
+                              : session_sync(c->sess, path, renew_done, c);
+    free(path);
+    if (rc == 0) {
+        c->renewing = 1;
+        c->renew_sent_ns = sess_now_ns();
+    }
+}
+
+static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_conn *c = w->data;
+    (void)loop;
+    (void)revents;
+    renew_send(c);
+}
+
+/* The stream's period after a change of demand: renewals at the shortest
+ * period asked while any agent needs the lease, else reads at the shortest
+ * read period, else nothing. A timer that runs keeps its next fire (its
+ * phase): only the periods after it change. */
+static void renew_plan(zke_conn *c, int urgent)
+{
+    int p = c->n_lease > 0 ? vals_min(&c->rperiod) : c->n_read > 0 ? vals_min(&c->rread) : 0;
+    if (p <= 0) {
+        ev_timer_stop(c->loop, &c->renew);
+        c->renew.repeat = 0.;
+        return;
+    }
+    double rep = p / 1000.0;
+    if (!ev_is_active(&c->renew)) {
+        c->renew.repeat = rep;
+        renew_arm(c, c->n_lease > 0 ? 0. : rep);    /* a lease is wanted now; reads can wait */
+        return;
+    }
+    if (rep != c->renew.repeat) {
+        double left = ev_timer_remaining(c->loop, &c->renew);
+        c->renew.repeat = rep;
+        renew_arm(c, left < rep ? left : rep);
+    }
+    if (urgent && !c->renewing)
+        renew_arm(c, 0.);
+}
+
+static void renew_drop(zke_conn *c, conn_member *m)
+{
+    if (m->rlevel == RENEW_LEASE) {
+        c->n_lease--;
+        c->n_write -= !m->rsync;
+        vals_remove(&c->rperiod, m->rperiod);
+        vals_remove(&c->rlease, m->rlease);
+    } else if (m->rlevel == RENEW_READ) {
+        c->n_read--;
+        vals_remove(&c->rread, m->rread);
+    }
+    m->rlevel = RENEW_NONE;
+    int i = m->renewer_at;
+    if (i >= 0) {
+        conn_member *last = c->renewers.v[--c->renewers.n];
+        c->renewers.v[i] = last;
+        last->renewer_at = i;
+        m->renewer_at = -1;
+    }
+}
+
+void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int period_ms,
+                      int read_ms, int lease_ms, int by_sync)
+{
+    if (m->detached)
+        return;
+    if (period_ms < 1)
+        period_ms = 1;
+    if (read_ms < 1)
+        read_ms = 1;
+    if (m->rlevel == level && m->rperiod == period_ms && m->rread == read_ms &&
+        m->rlease == lease_ms && m->rsync == (by_sync != 0))
+        return;
+    int had_lease = c->n_lease > 0;
+    renew_drop(c, m);
+    m->rperiod = period_ms;
+    m->rread = read_ms;
+    m->rlease = lease_ms;
+    m->rsync = by_sync != 0;
+    if (level != RENEW_NONE && mvec_push(&c->renewers, m) == 0) {
+        m->renewer_at = c->renewers.n - 1;
+        m->rlevel = level;
+        if (level == RENEW_LEASE) {
+            c->n_lease++;
+            c->n_write += !m->rsync;
+            vals_add(&c->rperiod, period_ms);
+            vals_add(&c->rlease, lease_ms);
+        } else {
+            c->n_read++;
+            vals_add(&c->rread, read_ms);
+        }
+    }
+    /* a promotion from reads keeps the phase (renew_plan): no write of its
+     * own; a term that needs a confirmed lease at once asks (conn_renew_now) */
+    renew_plan(c, 0);
+    (void)had_lease;
+}
+
+void conn_renew_now(zke_conn *c)
+{
+    if (c->n_lease > 0)
+        renew_plan(c, 1);
+}
+
 void conn_lose(zke_conn *c, const char *event_reason, const char *why)
 {
     ev_timer_stop(c->loop, &c->disc_to);
@@ -390,6 +640,9 @@ static void sess_state_cb(void *ud, enum sess_state st)
             clog_(c, ZKE_LOG_WARN, "cannot write session file %s", c->session_file);
         c->last_session = sid;
         fan_state(c, st);
+        /* a reconnected session's lease moves with the first renewal on the
+         * new connection (touch.h): send it now, not a period on */
+        conn_renew_now(c);
     } else if (st == SESS_S_DISCONNECTED) {
         fan_state(c, st);
         /* The client notices a dead connection up to 2/3 of the timeout
@@ -543,6 +796,7 @@ static void destroy(zke_conn *c)
     }
     ev_timer_stop(c->loop, &c->kick);
     ev_timer_stop(c->loop, &c->lease_to);
+    ev_timer_stop(c->loop, &c->renew);
     ev_timer_stop(c->loop, &c->reopen);
     ev_timer_stop(c->loop, &c->disc_to);
     /* completions of the close reach no agent through us (none is left:
@@ -565,6 +819,7 @@ static void destroy(zke_conn *c)
     mvec_free(&c->dead);
     mvec_free(&c->due);
     mvec_free(&c->leasers);
+    mvec_free(&c->renewers);
     free(c->index);
     free(c->hosts);
     free(c->session_file);
@@ -583,8 +838,10 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     }
     session_flush(c->sess);
     int open = session_is_open(c->sess);
-    if (c->was_open && !open)
+    if (c->was_open && !open) {
         all_due(c);             /* done agents wait for the close to report on_stopped */
+        c->close_owed = 0;      /* the close released their nodes */
+    }
     c->was_open = open;
     if (!open && !c->auth_dead && !ev_is_active(&c->reopen) && any_wanting(c))
         conn_open(c);
@@ -649,6 +906,8 @@ static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings 
     c->check.data = c;
     ev_timer_init(&c->kick, wake_cb, 0., 0.);
     ev_timer_init(&c->lease_to, wake_cb, 0., 0.);
+    ev_timer_init(&c->renew, renew_cb, 0., 0.);
+    c->renew.data = c;
     c->lease_next = INT64_MAX;
     ev_timer_init(&c->reopen, reopen_cb, 0., 0.);
     ev_timer_init(&c->disc_to, disc_to_cb, 0., 0.);
@@ -709,6 +968,7 @@ conn_member *conn_attach(zke_conn *c, zke_agent *a, const struct conn_agent_ops 
     m->ops = ops;
     m->order = c->next_order++;
     m->lease_at = -1;
+    m->renewer_at = -1;
     m->prev = c->last;
     if (c->last != NULL)
         c->last->next = m;
@@ -738,13 +998,20 @@ int conn_agent_start(zke_conn *c, conn_member *m, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    if (!m->wanting) {
+        m->wanting = 1;
+        c->wanting++;
+    }
     if (!m->pumping) {
         m->pumping = 1;
         ev_ref(c->loop);        /* a started agent keeps the loop alive until it is quiet */
     }
     conn_agent_due(c, m);       /* a pump running now reaches it in this iteration */
     c->auth_dead = 0;           /* an agent started again: try again */
-    if (session_is_open(c->sess) && c->idle_closing && session_keep(c->sess) == 0)
+    /* a close under way is taken back, unless nodes are left for it to
+     * release: then a new handle follows it */
+    if (session_is_open(c->sess) && c->idle_closing && c->close_owed == 0 &&
+        session_keep(c->sess) == 0)
         c->idle_closing = 0;
     if (!session_is_open(c->sess)) {
         if (!ev_is_active(&c->reopen))
@@ -755,6 +1022,27 @@ int conn_agent_start(zke_conn *c, conn_member *m, char *err, size_t errlen)
     return 0;
 }
 
+static void unwant(zke_conn *c, conn_member *m)
+{
+    if (m->wanting) {
+        m->wanting = 0;
+        c->wanting--;
+    }
+}
+
+void conn_agent_stopping(zke_conn *c, conn_member *m)
+{
+    unwant(c, m);
+}
+
+int conn_release_by_close(zke_conn *c, conn_member *m)
+{
+    if (m->wanting || c->wanting > 0 || !session_is_open(c->sess))
+        return 0;
+    c->close_owed++;
+    return 1;
+}
+
 int conn_others_running(const zke_conn *c, const conn_member *m)
 {
     return c->nrunning - (m != NULL && m->running ? 1 : 0) > 0;
@@ -762,6 +1050,7 @@ int conn_others_running(const zke_conn *c, const conn_member *m)
 
 void conn_agent_done(zke_conn *c, conn_member *m)
 {
+    unwant(c, m);
     index_remove(c, m);
     if (c->nrunning > 0 || !session_is_open(c->sess))
         return;
@@ -782,8 +1071,11 @@ void conn_agent_quiet(zke_conn *c, conn_member *m)
 void conn_detach(zke_conn *c, conn_member *m)
 {
     conn_agent_quiet(c, m);
+    unwant(c, m);
     index_remove(c, m);
     leaser_drop(c, m);
+    renew_drop(c, m);
+    renew_plan(c, 0);
     /* out of the list now; the due list drops it when it comes to it */
     if (m->prev != NULL)
         m->prev->next = m->next;

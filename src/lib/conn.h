@@ -84,6 +84,9 @@ struct conn_agent_ops {
      * a move of the lease base matters, or 0 when it needs no more checks
      * (it is then no longer watched). Queues, like the session events. */
     int64_t (*lease_tick)(zke_agent *a);
+    /* Its own node's full path (malloc'd; the caller frees it), or NULL
+     * when it has none: what the session's renewals name. */
+    char *(*node_path)(const zke_agent *a);
     /* A log line of a private conn for its owner, which queues it with
      * its events (called from any of the contexts above). */
     void (*log)(zke_agent *a, enum zke_log_level lvl, const char *msg);
@@ -110,6 +113,43 @@ void conn_agent_due(zke_conn *c, conn_member *m);
 /* Checks the agent's lease (ops->lease_tick) from the conn's one ev_check,
  * until lease_tick returns 0. Idempotent. */
 void conn_agent_lease_watch(zke_conn *c, conn_member *m);
+/* What the agent asks of the session's one renewal stream (the lease is
+ * the session's, shared by its agents):
+ *  RENEW_LEASE  it leads or is next in line: a renewal (a write that changes
+ *               nothing, or a sync when `sync`) every period_ms, each
+ *               confirming the request answered a server tick before it
+ *               (touch.h); sooner while the lease is not fresh (it has less
+ *               than period_ms left);
+ *  RENEW_READ   further back: a read every read_ms, so that when it moves
+ *               up its first renewal finds a recent answer to confirm;
+ *  RENEW_NONE   nothing (idle, withdrawn, stopping).
+ * The stream serves the most demanding agent: a renewal while any agent
+ * needs the lease, at the shortest period any of them asks, reads at the
+ * shortest read period otherwise; a move from reads to renewals keeps the
+ * phase (the first renewal comes when the next read would have), so a
+ * promotion to next in line costs no write of its own. The first agent to
+ * need the lease on a session with no stream starts it at once. O(1)
+ * when nothing changed; call after each of the agent's state changes. */
+enum renew_level { RENEW_NONE, RENEW_READ, RENEW_LEASE };
+void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int period_ms,
+                      int read_ms, int lease_ms, int by_sync);
+/* The agent needs a confirmed lease now (a term won on a listing waits for
+ * it, a compat-mode leader publishes nothing that confirms it): a renewal
+ * is sent at once unless one is in flight. */
+void conn_renew_now(zke_conn *c);
+
+/* The agent is stopping (or done): it no longer wants the session. */
+void conn_agent_stopping(zke_conn *c, conn_member *m);
+/* The stopping agent may leave its node to the handle's close instead of
+ * deleting it: 1 when no agent on the conn wants the session any more (a
+ * private conn's one agent stops; every agent of a shared one does), so
+ * that the close follows as soon as they are all done: one transaction
+ * releases every node (the server's closeSession), where deletes would be
+ * one each. The handle is then not kept for an agent that starts before
+ * it closed (a new one is opened). The agent reports done without a
+ * delete; its node goes when the handle closes, which only happens once
+ * every agent on the conn is done, each after its step-down. */
+int conn_release_by_close(zke_conn *c, conn_member *m);
 /* The agent is done (released its node, or gave up): if no other agent
  * runs, the handle is closed at the next flush (and every agent still
  * pumped is then due, to see it). */

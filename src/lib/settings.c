@@ -317,6 +317,22 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
     /* T and the drift are not checked yet: keep the product in range */
     double confirm = (double)p.server_tick_ms * (1.0 + p.drift) + 0.999;
     p.confirm_ms = !(confirm > 0.) ? 0 : confirm < (double)INT_MAX ? (int)confirm : INT_MAX;
+    if (s->renew_ms <= 0 && T > 0) {
+        /* Each renewal confirms the one before it when they are at least a
+         * confirmation step apart, so the lease's base lags the newest
+         * renewal by up to two periods (p). The server expires a crashed
+         * leader T after the last request it heard, a plain client T after
+         * its last ping (every T/3): renewing every T/4 makes the two about
+         * even (the median request is T/8 old at a crash, a ping T/6). Where
+         * the lease leaves a fifth of T after two such periods, and the step
+         * fits in one, renew every T/4; else every T/10 (a long assumed
+         * tick: the renewals pair further back). */
+        int64_t quarter = T / ZKE_DEFAULT_RENEW_LONG_DIVISOR;
+        int64_t step = (int64_t)p.confirm_ms + (p.confirm_ms / 10 > 10 ? p.confirm_ms / 10 : 10);
+        int64_t lease0 = (int64_t)((double)T * (1.0 - p.drift)) - p.stepdown_budget_ms - p.margin_ms;
+        if (quarter >= step && lease0 - 2 * quarter >= T / 5 && lease0 - p.confirm_ms >= 2 * quarter)
+            p.renew_ms = (int)quarter;
+    }
     if (out != NULL)
         *out = p;
     if (T <= 0) {

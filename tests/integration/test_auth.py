@@ -279,7 +279,8 @@ def test_acl_changed_while_running():
     with h.ZooKeeper() as zk:
         d = h.mkdtemp("acl")
         auth = ["--auth", ALICE]
-        lead = h.Agent(zk, "L", path="/rt/e", extra=auth)
+        lead_sock = os.path.join(d, "lead.sock")
+        lead = h.Agent(zk, "L", path="/rt/e", extra=auth + ["--control", lead_sock])
         lead.wait_for("leader", timeout=10)
         sf = os.path.join(d, "f.session")
         fol = h.Agent(zk, "F", path="/rt/e", extra=auth, session_file=sf)
@@ -314,19 +315,24 @@ def test_acl_changed_while_running():
         set_acl(zk, "/rt/e", [ALICE_ID, WORLD_READ])
         fol.wait_for("follower", since=m, timeout=10)
         assert [e for e in fol.find("log", since=m) if "permission granted again" in e["msg"]]
-        # read-only again, then the leader stops: it may not delete its node,
-        # so it closes its session (the server removes the node) and exits 0;
-        # the follower leads at once, not after a session timeout
+        # read-only again, then the leader resigns: it may not delete its
+        # node, so it closes its session (the server removes the node); the
+        # follower leads at once, not after a session timeout
         set_acl(zk, "/rt/e", [WORLD_READ, (PERM_READ | PERM_ADMIN, "digest", digest_id("alice", SECRET))])
         m = fol.mark()
         ml = lead.mark()
         t0 = time.monotonic()
-        lead.term()
-        assert lead.wait_exit(10) == 0
+        rc, out, err, _ = h.run([h.ZKELECT_BIN, "ctl", "--control", lead_sock, "resign"], timeout=15)
+        assert rc == 0, (rc, out, err)
         fol.wait_for("leader", since=m, timeout=5)
         assert time.monotonic() - t0 < 1.5, "took over after %.2fs" % (time.monotonic() - t0)
-        assert [e for e in lead.find("log", since=ml) if "permission denied: DELETE" in e["msg"]]
-        assert lead.find("session", since=ml, reason="closed")
+        lead.wait_for(lambda e: e.get("event") == "log" and "permission denied: DELETE" in e["msg"],
+                      since=ml, timeout=5)
+        lead.wait_for("session", since=ml, reason="closed", timeout=5)
+        # the old leader (on a new session, denied a new node) stops cleanly
+        lead.wait_for("session", since=ml, reason="connected", timeout=10)
+        lead.term()
+        assert lead.wait_exit(10) == 0
         fol.term()
         assert fol.wait_exit(10) == 0
 

@@ -62,6 +62,39 @@ def _handover(sig):
         h.stop_cleanly([nxt, third], 10)
 
 
+def test_a_stop_leaves_the_node_to_the_session_close():
+    """A stopping agent that is the last on its session sends no delete:
+    the session's close (one transaction) releases its node, after its
+    step-down; the successor leads at once. On a stop of a follower the
+    leader is not disturbed."""
+    with h.ZooKeeper() as zk:
+        agents = h.start_in_order(zk, ("s1", "s2", "s3"), path=PATH, session_timeout=TIMEOUT_MS,
+                                  extra=["--log-level", "debug"])
+        old, nxt, third = agents
+        lead = old.wait_for("leader", timeout=1)
+        m = {a: a.mark() for a in agents}
+        old.signal(signal.SIGTERM)
+        assert old.wait_exit(10) == 0
+        sd = old.wait_for("stepdown", timeout=1, since=m[old])
+        gone = old.wait_for(lambda e: "goes with the session's close" in e.get("msg", ""), timeout=1,
+                            since=m[old])
+        assert sd["_i"] < gone["_i"], old.describe()
+        assert not [e for e in old.find("log", since=m[old]) if "delete" in e.get("msg", "").lower()
+                    and "goes with" not in e.get("msg", "")], old.describe()
+        nl = nxt.wait_for("leader", timeout=5, since=m[nxt])
+        assert nl["_t"] >= sd["_t"] and nl["epoch"] > lead["epoch"], (nl, sd, lead)
+        h.wait_until(lambda: h.sid(lead["session"]) not in zk.ephemerals(), timeout=5,
+                     desc="old node released")
+        # a follower's stop: the same, and the leader goes on
+        m = {a: a.mark() for a in (nxt, third)}
+        third.signal(signal.SIGTERM)
+        assert third.wait_exit(10) == 0
+        third.wait_for(lambda e: "goes with the session's close" in e.get("msg", ""), timeout=1,
+                       since=m[third])
+        assert not nxt.find("stepdown", since=m[nxt]) and nxt.alive()
+        h.stop_cleanly([nxt], 10)
+
+
 def test_sigterm_handover():
     _handover(signal.SIGTERM)
 
