@@ -486,19 +486,21 @@ static void start_watchers(struct app *app, pid_t guard_pid)
 static void log_start(const struct opts *o, const struct zke_lease_plan *plan, const char *who,
                       enum zke_acl acl)
 {
-    struct logf f[13] = {
+    struct logf f[15] = {
         { "version", LF_STR, ZKELECT_VERSION, 0 }, { "zk", LF_STR, o->zk, 0 },
         { "path", LF_STR, o->path, 0 }, { "script", LF_STR, o->script, 0 },
         { "lease_ms", LF_INT, NULL, plan->lease_ms },
         { "stepdown_budget_ms", LF_INT, NULL, plan->stepdown_budget_ms },
         { "margin_ms", LF_INT, NULL, plan->margin_ms },
+        { "renew_ms", LF_INT, NULL, plan->renew_ms },
+        { "server_tick_ms", LF_INT, NULL, plan->server_tick_ms },
         { "hook_timeout_ms", LF_INT, NULL, o->hook_timeout },
         { "on_disconnect", LF_STR, options_choice_name("--on-disconnect", o->on_disconnect), 0 },
         { "auth", LF_STR, who, 0 }, { "acl", LF_STR, zke_acl_name(acl), 0 },
         { "compat", LF_STR, options_choice_name("--compat", o->compat), 0 },
         { "fail_stop", LF_STR, options_choice_name("--fail-stop", o->fail_stop), 0 },
     };
-    log_line(ZKE_LOG_INFO, "start", f, 13);
+    log_line(ZKE_LOG_INFO, "start", f, 15);
 }
 
 /* After the loop: everything in the reverse order, the guard last. */

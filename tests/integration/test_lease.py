@@ -213,6 +213,111 @@ def test_blip_suspends_and_resumes():
         assert a.wait_exit(10) == 0
 
 
+class StallProxy:
+    """A TCP proxy in front of the server that can hold every byte, both
+    ways, for a while (a connection that is up but silent: a blip the
+    client does not see as a disconnect) and then deliver them."""
+
+    def __init__(self, target_port):
+        import socket
+        import threading
+        self.target = ("127.0.0.1", target_port)
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.port = self.lsock.getsockname()[1]
+        self.hostport = "127.0.0.1:%d" % self.port
+        self.held_until = 0.0
+        self.lock = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def hold(self, seconds):
+        with self.lock:
+            self.held_until = time.monotonic() + seconds
+
+    def _held(self):
+        with self.lock:
+            return time.monotonic() < self.held_until
+
+    def _accept(self):
+        import socket
+        import threading
+        while not self.closed:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            s = socket.create_connection(self.target)
+            for x in (c, s):
+                x.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._pump, args=(c, s), daemon=True).start()
+
+    def _pump(self, a, b):
+        import select
+        pend = {a: b"", b: b""}          # bytes read from x, to go to the other
+        other = {a: b, b: a}
+        try:
+            while not self.closed:
+                r, _, _ = select.select([a, b], [], [], 0.005)
+                for x in r:
+                    data = x.recv(65536)
+                    if not data:
+                        return
+                    pend[x] += data
+                if not self._held():
+                    for x in (a, b):
+                        if pend[x]:
+                            other[x].sendall(pend[x])
+                            pend[x] = b""
+        except OSError:
+            pass
+        finally:
+            a.close()
+            b.close()
+
+    def close(self):
+        self.closed = True
+        self.lsock.close()
+
+
+def test_a_silent_blip_of_three_tenths_of_t_is_ridden_out():
+    """At the default renewal schedule (every T/4 with the server's tick
+    stated), the leader's connection held silent for 0.3 T (600 ms: no byte
+    either way, no disconnect seen) wherever the hold falls in the renewal
+    cycle: no step-down, no other leader; held for a whole T it steps down
+    (reason lease) before the server expires it."""
+    with h.ZooKeeper() as zk:
+        px = StallProxy(zk.port)
+        try:
+            a = h.Agent(zk, "ba", path=PATH, session_timeout=T, zkhosts=px.hostport)
+            a.wait_for("leader", timeout=10)
+            b = h.Agent(zk, "bb", path=PATH, session_timeout=T)
+            b.wait_for("follower", timeout=10)
+            start = a.wait_for("start", timeout=1)
+            assert start["renew_ms"] == T // 4 and start["server_tick_ms"] == 200, start
+            ma, mb = a.mark(), b.mark()
+            import random
+            for i in range(8):
+                time.sleep(0.35 + random.random() * T / 4000.0)   # a random phase
+                px.hold(0.3 * T / 1000.0)
+                time.sleep(0.3 * T / 1000.0 + 0.25)
+            assert not a.find("stepdown", since=ma), a.describe()
+            assert not b.find("leader", since=mb), b.describe()
+            # a whole T held: the lease runs out first
+            px.hold(T / 1000.0 * 1.5)
+            sd = a.wait_for("stepdown", timeout=5, since=ma)
+            assert sd["reason"] == "lease", sd
+            b.wait_for("leader", timeout=10, since=mb)
+            assert start["lease_ms"] > 0
+            for x in (a, b):
+                x.term()
+                assert x.wait_exit(10) == 0
+        finally:
+            px.close()
+
+
 def test_strict_policy_steps_down_on_disconnect():
     tmp = h.mkdtemp("strict")
     os.environ["ZKT_DIR"] = tmp
