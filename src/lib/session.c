@@ -45,6 +45,7 @@
  * a lease, and a renewal behind it with it. Priority requests (renewals)
  * go ahead of the queue. */
 #define INFLIGHT_MAX 128
+#define CLOSE_WAIT 0.5       /* s: a close waits this long at most for the answers in flight */
 
 struct session {
     struct ev_loop *loop;
@@ -56,6 +57,7 @@ struct session {
     ev_io io;
     ev_timer timer;
     unsigned need_rearm : 1, close_requested : 1, connected : 1, dead : 1;
+    double close_by;            /* a requested close waits for the answers in flight until then */
     double last_loud;           /* time of the last client line passed on above debug */
     double backoff;
     struct touch_log touch;     /* what the quorum leader surely heard (the lease's base) */
@@ -458,8 +460,10 @@ int session_is_open(const session *s)
 
 void session_request_close(session *s)
 {
-    if (s->zh != NULL)
+    if (s->zh != NULL && !s->close_requested) {
         s->close_requested = 1;
+        s->close_by = ev_now(s->loop) + CLOSE_WAIT;
+    }
 }
 
 int session_keep(session *s)
@@ -474,9 +478,21 @@ static void fail_queued(session *s);
 
 static void do_close(session *s)
 {
+    int fd = s->io.fd;
     /* stop the watchers first: the library closes the fd, which can be reused */
     ev_io_stop(s->loop, &s->io);
     ev_timer_stop(s->loop, &s->timer);
+    if (s->zh != NULL && s->connected && fd >= 0) {
+        /* The library sends closeSession and closes the socket without
+         * waiting for the answer (ZOOKEEPER-1237): bytes still unread then
+         * make the kernel answer with a reset, and a server that had not
+         * read the close yet drops it, so the session (and every node it
+         * releases) lives on until it expires. What is unread now is no
+         * longer of use: read it away first (the handle's stream ends). */
+        char sink[4096];
+        for (int i = 0; i < 4096 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+            ;
+    }
     if (s->zh != NULL) {
         zhandle_t *zh = s->zh;
         log_target = s;
@@ -684,6 +700,19 @@ void session_flush(session *s)
 {
     for (int i = 0; i < 4; i++) {
         if (s->close_requested) {
+            /* answers still on their way would be in the socket when it
+             * closes (do_close): wait for them a little, reading as usual */
+            if (s->zh != NULL && s->connected && !s->dead && s->inflight > 0 &&
+                ev_now(s->loop) < s->close_by) {
+                if (s->need_rearm)
+                    rearm(s);
+                if (!ev_is_active(&s->timer) || ev_timer_remaining(s->loop, &s->timer) > 0.01) {
+                    ev_timer_stop(s->loop, &s->timer);
+                    ev_timer_set(&s->timer, 0.01, 0.);
+                    ev_timer_start(s->loop, &s->timer);
+                }
+                return;
+            }
             do_close(s);
             return;
         }

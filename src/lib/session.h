@@ -94,7 +94,10 @@ void session_free(session *s);
 /* Opens a new handle (a new session). -1 if the library refused (hosts do not
  * resolve): retry later. */
 int session_open(session *s);
-/* Asks for the handle to be closed at the next session_flush(). */
+/* Asks for the handle to be closed at a coming session_flush(): once the
+ * answers in flight are in (at most 0.5 s later), so that the close, which
+ * may be what releases the session's nodes (closeSession), is not lost to
+ * a reset. */
 void session_request_close(session *s);
 /* Takes back a close request that was not performed yet (the handle is
  * still usable: not expired, not dead). 0, or -1 if there is no live handle. */
