@@ -283,6 +283,10 @@ static void req_done(void *arg, const struct sess_result *r)
         warn_persistent(a, c->node);
     el_on_result(a->el, c->type, &res);
     free(c);
+    /* the election may have moved without an event or a request of its
+     * own (a follower that learnt it is next in line from its
+     * predecessor's data): a pump brings the renewals up to date */
+    agent_kick_now(a);
 }
 
 

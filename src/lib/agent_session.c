@@ -19,6 +19,7 @@ void agent_session_lost(zke_agent *a, const char *event_reason, const char *why)
     agent_queue_session_event(a, event_reason, a->last_session);
     agent_alog(a, ZKE_LOG_WARN, "session 0x%" PRIx64 " %s", a->last_session, why);
     el_on_session(a->el, EL_SESS_EXPIRED, 0);
+    agent_kick_now(a);
 }
 
 
@@ -53,9 +54,11 @@ void agent_session_state(zke_agent *a, enum sess_state st)
         }
         a->last_session = sid;
         el_on_session(a->el, EL_SESS_CONNECTED, sid);
+        agent_kick_now(a);
     } else if (st == SESS_S_DISCONNECTED) {
         agent_queue_session_event(a, "disconnected", a->last_session);
         el_on_session(a->el, EL_SESS_DISCONNECTED, a->last_session);
+        agent_kick_now(a);
     } else if (st == SESS_S_AUTH_FAILED) {
         /* fatal: a new handle would be refused the same way */
         agent_err(a, "%s", session_auth_error(a->sess));
@@ -74,6 +77,7 @@ void agent_session_watch(zke_agent *a, enum sess_watch type, const char *path)
     el_set_lease_ok(a->el, agent_lease_end(a) - sess_now_ns() > (int64_t)a->plan.renew_ms * 1000000);
     el_on_watch(a->el, type == SESS_W_DELETED ? EL_W_DELETED :
                        type == SESS_W_CHANGED ? EL_W_CHANGED : EL_W_OTHER, path + pl + 1);
+    agent_kick_now(a);          /* as after an answer (req_done) */
 }
 
 
@@ -83,6 +87,7 @@ void agent_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)loop;
     (void)revents;
     el_kick(a->el);
+    agent_kick_now(a);
 }
 
 
