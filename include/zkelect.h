@@ -193,9 +193,9 @@ enum zke_compat { ZKE_COMPAT_NONE = 0, ZKE_COMPAT_CURATOR, ZKE_COMPAT_KAZOO };
  * computed from these bounds. */
 #define ZKE_DEFAULT_SESSION_TIMEOUT_MS   10000 /* requested session timeout */
 #define ZKE_DEFAULT_CONNECT_TIMEOUT_MS   15000 /* the first connect */
-#define ZKE_DEFAULT_STEPDOWN_DIVISOR     8     /* step-down budget T/8 ... */
+#define ZKE_DEFAULT_STEPDOWN_DIVISOR     10    /* step-down budget T/10 ... */
 #define ZKE_DEFAULT_STEPDOWN_MAX_MS      2000  /* ... at most this */
-#define ZKE_DEFAULT_MARGIN_DIVISOR       20    /* lease margin T/20 ... */
+#define ZKE_DEFAULT_MARGIN_DIVISOR       25    /* lease margin T/25 ... */
 #define ZKE_DEFAULT_MARGIN_MIN_MS        50    /* ... at least this */
 #define ZKE_DEFAULT_RENEW_LONG_DIVISOR   4     /* the lease is renewed every T/4 where the
                                                 * server tick leaves room (zke_lease_check),
@@ -232,13 +232,14 @@ struct zke_settings {
     /* The lease (all validated at zke_agent_new and again against the
      * timeout the server grants; see zke_lease_check). */
     enum zke_disconnect on_disconnect;
-    int stepdown_budget_ms;      /* D: longest step-down (term cancel + on_stepdown); 0: min(T/8, 2000) */
-    int lease_margin_ms;         /* m: 0: max(50, T/20) */
-    int renew_ms;                /* how often a leader renews with a request of its own (the
-                                  * next in line: T/3, or this if longer); 0: max(10, T/10).
-                                  * Longer: fewer packets,
-                                  * a crash failover closer to a plain client's, less of a
-                                  * disconnect ridden out (see zke_lease_check) */
+    int stepdown_budget_ms;      /* D: longest step-down (term cancel + on_stepdown); 0: min(T/10, 2000) */
+    int lease_margin_ms;         /* m: 0: max(50, T/25) */
+    int renew_ms;                /* how often the session renews the lease while an agent on it
+                                  * leads or is next in line (one renewal stream a session:
+                                  * the shortest period its agents ask for); 0: T/4 where the
+                                  * server tick leaves room, else max(10, T/10)
+                                  * (zke_lease_check). Longer: fewer packets, a crash failover
+                                  * closer to a plain client's, less of a disconnect ridden out */
     double drift;                /* assumed clock-rate difference; 0: 0.01 */
     int hook_budget_ms;          /* longest leader hook of the host, checked against the lease;
                                   * 0: none set (zke_lease_plan.hook_budget_ms has a default) */

@@ -97,6 +97,7 @@ struct zke_conn {
     int n_lease, n_read, n_write;   /* members at RENEW_LEASE, RENEW_READ; those wanting a write */
     struct mvec renewers;       /* members asking anything (their nodes name the requests) */
     int renewing;               /* a renewal or read in flight */
+    int renew_missed;           /* its period came while one was in flight: send on its answer */
     int64_t renew_sent_ns;      /* when it was sent */
     zke_log_fn *log;            /* shared conn: the host's */
     void *ud;
@@ -466,11 +467,41 @@ static void renew_arm(zke_conn *c, double after)
     ev_timer_start(c->loop, &c->renew);
 }
 
+static void renew_send(zke_conn *c);
+
 static void renew_done(void *arg, const struct sess_result *r)
 {
     zke_conn *c = arg;
     c->renewing = 0;
-    if (r->rc == SESS_CLOSING || c->n_lease == 0 || lease_fresh(c))
+    if (r->rc == SESS_CLOSING)
+        return;
+    if (c->renew_missed) {
+        /* the period came while this one was on its way (a slow or stalled
+         * connection): the renewal it skipped goes now, so that the next
+         * one confirms a request of now, not of a period back */
+        c->renew_missed = 0;
+        renew_send(c);
+        return;
+    }
+    if (c->n_lease == 0)
+        return;
+    double step = confirm_step_ms(c) / 1000.0;
+    if ((double)(sess_now_ns() - r->sent_ns) / 1e9 > step / 2 && c->renew.repeat >= step) {
+        /* a late answer (a stalled connection, a slow server): what it and
+         * the next renewal can confirm is as old as its send, from before
+         * the stall. A renewal now, so that the one a step after it
+         * confirms a request of now */
+        renew_send(c);
+        return;
+    }
+    /* a renewal confirms only what was answered a confirmation step before
+     * it was sent: where each renewal pairs with the one before it (the
+     * period is at least a step), one due sooner after this answer would
+     * confirm nothing newer; it goes once it can confirm this one */
+    if (c->renew.repeat >= step && ev_is_active(&c->renew) &&
+        ev_timer_remaining(c->loop, &c->renew) < step)
+        renew_arm(c, step);
+    if (lease_fresh(c))
         return;
     /* not fresh yet (a new next in line, a term waiting for its lease, a
      * reconnect): the next renewal as soon as it can confirm this one's
@@ -486,7 +517,11 @@ static void renew_done(void *arg, const struct sess_result *r)
  * tries the next agent's node the next time). */
 static void renew_send(zke_conn *c)
 {
-    if (c->renewing || !session_connected(c->sess) || c->renewers.n == 0)
+    if (c->renewing) {
+        c->renew_missed = 1;
+        return;
+    }
+    if (!session_connected(c->sess) || c->renewers.n == 0)
         return;
     char *path = NULL;
     for (int i = 0; i < c->renewers.n && path == NULL; i++) {

@@ -28,9 +28,12 @@ void touch_answered(struct touch_log *t, int64_t sent, int64_t answered, int64_t
         t->last_sent = sent;
     if (t->n > 0) {
         int last = slot(t, t->n - 1);
-        /* a newer answer so close to the last kept one adds little: the
-         * older entry qualifies for pairing earlier, keep it */
-        if (answered - t->answered[last] < gap / 32 && answered >= t->answered[last]) {
+        /* a newer answer so close to the last kept one, to a request sent
+         * about as early, adds little: the older entry qualifies for
+         * pairing earlier, keep it. One sent much later (the older one was
+         * held up: a stall) is kept apart: it is the better base */
+        if (answered - t->answered[last] < gap / 32 && answered >= t->answered[last] &&
+            sent - t->sent[last] < gap / 32) {
             if (sent > t->sent[last] && answered == t->answered[last])
                 t->sent[last] = sent;
             return;

@@ -52,7 +52,9 @@ void touch_init(struct touch_log *t);
 void touch_reset(struct touch_log *t);
 /* A request sent at `sent` was answered by the server at `answered`
  * (answered >= sent, non-decreasing across calls). Kept at most one per
- * gap/32 of answer time, so the ring covers two gaps. */
+ * gap/32 of answer time, so the ring covers two gaps, unless the newer one
+ * was sent more than gap/32 later (the older was held up by a stall: the
+ * newer is the better base). */
 void touch_answered(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap);
 /* A sync sent at `sent` was answered at `answered`: pairs it with the latest
  * request of this connection answered at least `gap` before `sent`, then

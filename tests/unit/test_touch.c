@@ -74,6 +74,26 @@ static void test_a_flood_of_answers_keeps_an_old_enough_one(void)
     CHECK(b >= 2800 - GAP / 32 - 1 && b <= 2799);
 }
 
+/* A request held up by a stall (sent at 1000, answered at 1500) and a
+ * fresh one right after it (sent and answered at 1503): both kept, so that
+ * the next renewal confirms the fresh one's send, not the stalled one's
+ * (they were one entry: the base lagged the stall). Two requests sent
+ * about as early and answered together stay one entry (the older). */
+static void test_a_fresh_answer_after_a_stall_is_kept_apart(void)
+{
+    struct touch_log t;
+    touch_init(&t);
+    ans(&t, 1000, 1500);
+    ans(&t, 1503, 1503);
+    CHECK(t.n == 2);
+    CHECK(touch_synced(&t, 1710, 1712, GAP) == 1503);
+    touch_init(&t);
+    ans(&t, 2000, 2010);
+    ans(&t, 2001, 2012);
+    CHECK(t.n == 1);
+    CHECK(touch_synced(&t, 2211, 2215, GAP) == 2000);
+}
+
 static void test_out_of_order_answers_are_not_trusted(void)
 {
     struct touch_log t;
@@ -113,6 +133,7 @@ int main(void)
     RUN(test_a_new_connection_forgets_the_old_ones_answers);
     RUN(test_the_base_never_moves_back);
     RUN(test_a_flood_of_answers_keeps_an_old_enough_one);
+    RUN(test_a_fresh_answer_after_a_stall_is_kept_apart);
     RUN(test_out_of_order_answers_are_not_trusted);
     RUN(test_a_reconnect_is_confirmed_by_the_first_renewal);
     return check_done();

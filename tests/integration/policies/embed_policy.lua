@@ -14,6 +14,6 @@ function on_follower(ev)
 end
 
 function on_stepdown(ev)
-  zkelect.sleep(0.2)
+  zkelect.sleep(0.1)
   zkelect.log("info", "undo_done epoch=" .. ev.epoch)
 end
