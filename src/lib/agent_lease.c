@@ -175,4 +175,15 @@ void agent_update_renew(zke_agent *a)
     enum renew_level level = !want ? RENEW_NONE : behind(&st) ? RENEW_READ : RENEW_LEASE;
     conn_agent_renew(a->conn, a->cm, level, renew_period(a, st.role == ZKE_ROLE_LEADER),
                      read_period(a), a->plan.lease_ms, a->set.renewal == ZKE_RENEW_SYNC);
+    /* the guard's standby: next in line (or won, waiting for the lease), a
+     * term may start any moment, and it starts only with more than a
+     * renewal period of lease (agent_lease_ready), so its hard end is at
+     * least that plus the step-down budget and half the margin away */
+    int standby = level == RENEW_LEASE && !a->host_leader && a->term == NULL;
+    int64_t gap = standby ? ((int64_t)a->plan.renew_ms + a->plan.stepdown_budget_ms +
+                             a->plan.margin_ms / 2) * 1000000 : 0;
+    if (a->guard != NULL && gap != a->guard_standby_ns) {
+        a->guard_standby_ns = gap;
+        guard_slot_standby(a->guard, a->guard_slot, gap);
+    }
 }

@@ -29,5 +29,14 @@ void guard_slot_release(zke_guard *g, int slot);
 /* Sets the slot's hard end (CLOCK_BOOTTIME ns; 0 disarms) and wakes the
  * watcher if it now has to fire sooner than it planned. */
 void guard_slot_arm(zke_guard *g, int slot, int64_t deadline_ns);
+/* The slot's agent may start a term at any moment (it is next in line),
+ * and that term's hard end will be at least gap_ns after its start (0: not
+ * on standby). The watcher then looks every gap/2 while nothing is armed,
+ * so that arming the term's end wakes no one: the new leader's way to its
+ * on_leader makes no system call that hands the CPU to the watcher. One
+ * wake-up when the standby begins. */
+void guard_slot_standby(zke_guard *g, int slot, int64_t gap_ns);
+/* How many times the agent side woke the watcher so far (the tests'). */
+unsigned guard_wakes(zke_guard *g);
 
 #endif

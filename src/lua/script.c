@@ -328,6 +328,9 @@ static script *script_new(const char *file, const struct script_opts *opts, scri
     sc->guard = opts ? opts->guard : NULL;
     ev_timer_init(&sc->later, hookrun_later_cb, 0., 0.);
     sc->later.data = sc;
+    ev_check_init(&sc->warm, hookrun_warm_cb);
+    ev_set_priority(&sc->warm, EV_MINPRI);
+    sc->warm.data = sc;
     int wb = opts && opts->wait_budget_ms > 0 ? opts->wait_budget_ms : ZKE_DEFAULT_HOOK_BUDGET_MS;
     sc->wait_budget_ms = wb;
     for (int i = 0; i < HK_COUNT; i++) {
@@ -433,6 +436,10 @@ void script_free(script *sc)
     sc->agent = NULL;           /* may be gone already: holds end with it */
     if (sc->loop != NULL)
         ev_timer_stop(sc->loop, &sc->later);
+    if (sc->loop != NULL && ev_is_active(&sc->warm)) {
+        ev_ref(sc->loop);       /* started unreferenced */
+        ev_check_stop(sc->loop, &sc->warm);
+    }
     if (sc->loop != NULL && ev_is_active(&sc->health_timer)) {
         ev_ref(sc->loop);
         ev_timer_stop(sc->loop, &sc->health_timer);

@@ -106,6 +106,12 @@ struct script {
     int pumping;
     int closing;             /* a hook's coroutine is being closed: nothing may start */
     ev_timer later;          /* zero-delay: pump and deferred finishes, from the loop */
+    /* the standby's warm-up (hookrun.c): next in line, the takeover's own
+     * path (the leader event's table) is rebuilt and dropped at a loop
+     * wake-up, at most every WARM_EVERY, so that it is in the caches when
+     * the term comes */
+    ev_check warm;
+    double warmed_at;        /* ev_now of the last look (the warm-up's, at most WARM_EVERY) */
     int64_t skip_epoch;      /* a term whose on_leader was skipped: skip its on_stepdown */
     void (*failed)(void *ud, enum zke_event_type type);
     void (*hook_done)(void *ud, const char *hook, enum zke_hook_outcome o, double seconds);
@@ -156,6 +162,8 @@ void hookrun_abort(script *sc);
 /* ev_timer callbacks of struct script: sc->later (deferred finishes and
  * pumps) and sc->health_timer (queues health()). data: the script. */
 void hookrun_later_cb(struct ev_loop *loop, ev_timer *w, int revents);
+/* The standby's warm-up (struct script's warm), an ev_check. */
+void hookrun_warm_cb(struct ev_loop *loop, ev_check *w, int revents);
 void hookrun_health_cb(struct ev_loop *loop, ev_timer *w, int revents);
 /* host.h's wait_begin, wait_thread and wait_end (ud: the script). */
 struct hookrun *hookrun_wait_begin(void *ud, lua_State *L, struct hook_wait *w, const char *what);

@@ -215,6 +215,47 @@ static int group_gone(pid_t pgid, int ms)
     return 0;
 }
 
+/* On standby (gap 300 ms), arming a term whose hard end is at least the gap
+ * away wakes no one: the watcher, looking every gap/2, still fires at the
+ * end. Without the standby the same arming wakes it. */
+static void test_standby_arms_without_a_wake(void)
+{
+    char err[200];
+    int pfd[2];
+    CHECK(pipe(pfd) == 0);
+    zke_guard *g = zke_guard_new(err, sizeof err);
+    CHECK(g != NULL);
+    int slot = guard_slot_take(g);
+    pid_t w = fork_watcher(g, 0, pfd[1]);
+    nap(50);                    /* asleep, nothing armed, no standby */
+    unsigned w0 = guard_wakes(g);
+    guard_slot_standby(g, slot, 300000000);
+    CHECK(guard_wakes(g) == w0 + 1);    /* once, to start looking by the standby */
+    nap(50);
+    pid_t term = sleeper();
+    CHECK(zke_guard_add_group(g, term, ZKE_GUARD_GROUP_TERM) == 0);
+    unsigned w1 = guard_wakes(g);
+    int64_t end = boot_ns() + 350000000;
+    guard_slot_arm(g, slot, end);
+    CHECK(guard_wakes(g) == w1);        /* no wake for the term's start */
+    guard_slot_standby(g, slot, 0);     /* the term runs: off standby */
+    int st = wait_end(term, 5000);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    CHECK(boot_ns() >= end);
+    zke_guard_remove_group(g, term);
+    guard_slot_arm(g, slot, 0);
+    nap(400);                   /* the watcher sleeps with nothing to wait for */
+    unsigned w2 = guard_wakes(g);
+    guard_slot_arm(g, slot, boot_ns() + 30000000000LL);
+    CHECK(guard_wakes(g) == w2 + 1);    /* no standby: the start wakes it */
+    guard_slot_arm(g, slot, 0);
+    end_watcher(w);
+    guard_slot_release(g, slot);
+    zke_guard_free(g);
+    close(pfd[0]);
+    close(pfd[1]);
+}
+
 static void test_kill_agent(void)
 {
     char buf[1024];
@@ -290,6 +331,7 @@ int main(void)
     (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     RUN(test_tables);
     RUN(test_extend_then_lapse);
+    RUN(test_standby_arms_without_a_wake);
     RUN(test_kill_agent);
     RUN(test_agent_dies);
     return check_done();
