@@ -329,7 +329,9 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
          * tick: the renewals pair further back). */
         int64_t quarter = T / ZKE_DEFAULT_RENEW_LONG_DIVISOR;
         int64_t step = (int64_t)p.confirm_ms + (p.confirm_ms / 10 > 10 ? p.confirm_ms / 10 : 10);
-        int64_t lease0 = (int64_t)((double)T * (1.0 - p.drift)) - p.stepdown_budget_ms - p.margin_ms;
+        /* the drift is checked below: an out-of-range one picks no default */
+        double d = p.drift >= 0. && p.drift < 0.5 ? p.drift : 0.5;
+        int64_t lease0 = (int64_t)((double)T * (1.0 - d)) - p.stepdown_budget_ms - p.margin_ms;
         if (quarter >= step && lease0 - 2 * quarter >= T / 5 && lease0 - p.confirm_ms >= 2 * quarter)
             p.renew_ms = (int)quarter;
     }
