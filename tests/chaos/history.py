@@ -78,8 +78,13 @@ def convert_agent_event(src, pid, e):
         # lease_ms (lease left) on leader/suspend/resume: while suspended the
         # lease cannot be renewed, so mono_ns + lease_ms is the deadline (S6);
         # on leader/resume renewals go on unlogged: only a "renewing" marker
+        # lease_ms is the lease left truncated to the ms when the agent made
+        # the event, at or before the line's stamp: the deadline is before
+        # mono_ns + lease_ms + 1 ms, and no earlier bound is sure (a line
+        # once put it 0.8 ms early, and an action 0.2 ms after that counted)
         if name in ("leader", "suspend", "resume") and isinstance(e.get("lease_ms"), int):
-            rec("lease", epoch=e.get("epoch"), deadline_mono_ns=int(e["mono_ns"]) + e["lease_ms"] * 1000000,
+            rec("lease", epoch=e.get("epoch"),
+                deadline_mono_ns=int(e["mono_ns"]) + (e["lease_ms"] + 1) * 1000000,
                 lease_ms=e["lease_ms"], renewing=(name != "suspend"))
     elif name == "script":
         msg = (e.get("msg") or "").strip()
