@@ -892,8 +892,13 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     }
     if (c->free_requested && c->n == 0 && c->in_cb == 0)
         destroy(c);
-    else if (c->due.n > 0 && !ev_is_active(&c->kick))
-        ev_timer_start(c->loop, &c->kick);      /* made due after the pumps: no blocking */
+    else if ((c->due.n > 0 || (c->leasers.n > 0 && session_lease_base_ns(c->sess) !=
+                                c->lease_base_seen)) && !ev_is_active(&c->kick))
+        /* made due after the pumps, or the lease base moved after this
+         * iteration's check (which runs first after a poll, before the
+         * answers are read): turn without blocking, so that an agent
+         * waiting for its lease starts now, not at the next timer */
+        ev_timer_start(c->loop, &c->kick);
 }
 
 static void reopen_cb(struct ev_loop *loop, ev_timer *w, int revents)
