@@ -4,6 +4,7 @@
 # committed corpus (tests/fuzz/corpus/<target>; new inputs go to
 # $FUZZ_BUILD_DIR/corpus/<target>, crashes to $FUZZ_BUILD_DIR/findings/).
 #   scripts/fuzz.sh [seconds-per-target] [target ...]     (default 10 s, all)
+#   scripts/fuzz.sh build                                  (build the targets only)
 # Prints one line per target, then "fuzz: N passed, N failed"; exits 1 if a
 # target found something (a crash, a leak, a UBSan report, a timeout).
 # A finding: fix it, and commit the reproducer into the target's corpus:
@@ -20,6 +21,7 @@ command -v clang >/dev/null || { echo "fuzz: clang not found (scripts/setup.sh -
 cmake -S . -B "$B" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DZKELECT_FUZZ=ON \
       -DZKELECT_BUILD_EXAMPLES=OFF >/dev/null || exit 1
 cmake --build "$B" -j"$(nproc)" --target fuzz_all >/dev/null || { cmake --build "$B" --target fuzz_all; exit 1; }
+[ "$secs" != build ] || { echo "fuzz: built"; exit 0; }      # scripts/fuzz.sh build: no run
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
