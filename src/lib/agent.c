@@ -417,9 +417,12 @@ static void real_free(zke_agent *a)
     if (a->conn != NULL && a->sess != NULL && !conn_is_private(a->conn)) {
         /* the shared session stays: a node we still hold would lead (or
          * block) its election until the session ends, so delete it now,
-         * without waiting for the answer (untagged: nothing of ours) */
+         * without waiting for the answer (untagged: nothing of ours);
+         * not one that a finished stop left to the session's close (a
+         * delete each would hold that close back: 5000 of them kept it
+         * waiting past its bound, and it was lost) */
         struct zke_status st;
-        if (a->el != NULL && started)
+        if (a->el != NULL && started && !a->node_to_close)
             el_status(a->el, &st);
         else
             st.node = NULL;

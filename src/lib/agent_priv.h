@@ -107,6 +107,7 @@ struct zke_agent {
     struct zke_lease_plan plan;
     int64_t armed_end_ns;       /* lease end the guard was last synced for */
     int64_t lease_wait;         /* epoch of a won term whose on_leader waits for the lease */
+    int node_to_close;          /* its stop left the node to the session's close (conn_release_by_close) */
     scope *term;                /* resources of the term the host was told about */
     int term_drained;
     struct dispatch q;          /* the FIFO; its guard defers zke_agent_free in a callback */

@@ -378,6 +378,7 @@ void agent_submit(zke_agent *a, const struct el_req *r)
              * with the others', one transaction for all (a graceful stop
              * costs no delete of its own) */
             agent_alog(a, ZKE_LOG_DEBUG, "our node %s goes with the session's close", r->node);
+            a->node_to_close = 1;
             free(c);
             free(path);
             agent_life_to(a, AL_DONE);

@@ -86,6 +86,14 @@ def wait(pred, timeout, desc, *ms):
     return h.wait_until(f, timeout, desc)
 
 
+def zxid(zk):
+    """The server's last transaction id (srvr), within one epoch."""
+    for line in zk.four("srvr").splitlines():
+        if line.startswith("Zxid:"):
+            return int(line.split(":", 1)[1].strip(), 16) & 0xffffffff
+    raise AssertionError("no Zxid in srvr")
+
+
 def test_many_elections_on_one_session():
     assert os.access(MANY_BIN, os.X_OK), "bench_many not built: %s" % MANY_BIN
     with h.ZooKeeper() as zk:
@@ -109,6 +117,7 @@ def test_many_elections_on_one_session():
             assert len(zk.ephemerals()) == 2, "one session each"
             # A's SIGTERM: B leads all, released by A's close, not its expiry
             mb = len(b.lines)
+            z0 = zxid(zk)
             t0 = time.monotonic()
             a.p.send_signal(signal.SIGTERM)
             wait(lambda: b.count("leader", mb) == E, T / 1000.0, "B leads all %d" % E, a, b)
@@ -116,6 +125,12 @@ def test_many_elections_on_one_session():
             print("  info: B led all %d elections %.2f s after A's SIGTERM" % (E, dt), flush=True)
             assert dt < T / 2000.0, "%.2f s: the nodes went with A's session expiry" % dt
             assert a.p.wait(30) == 0
+            # what it cost the server: A's closeSession, B's E publishes and
+            # a few renewals; a delete of each node (an agent freed after its
+            # stop deleted the node its stop had left to the close) is E more
+            tx = zxid(zk) - z0
+            print("  info: %d transactions from A's SIGTERM to its exit" % tx, flush=True)
+            assert tx < E + E // 4, "%d transactions: A's nodes were deleted one by one" % tx
             assert a.count("stopped") == E
             # B's SIGKILL: C leads all once B's session expires
             c = Many(zk, "/many")
