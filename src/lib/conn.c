@@ -90,7 +90,9 @@ struct zke_conn {
     struct mvec dead;           /* detached under a scan: freed when it ends */
     int64_t lease_base_seen;    /* the session's lease base at the last full check */
     int64_t lease_next;         /* the earliest time a leaser asked to be checked at */
-    int lease_dirty;            /* a leaser was added: check them all */
+    int lease_dirty;            /* a leaser dropped under a walk, or a new one moved: all again */
+    int lease_new_from;         /* leasers from this index on were added since the last walk */
+    int lease_waiters;          /* leasers that wait on a move of the base (INT64_MAX last time) */
     /* the session's one renewal stream (conn_agent_renew) */
     ev_timer renew;
     struct vals rperiod, rread, rlease;     /* of the members at each level */
@@ -326,8 +328,10 @@ static void leaser_drop(zke_conn *c, conn_member *m)
     c->leasers.v[i] = last;
     last->lease_at = i;
     m->lease_at = -1;
-    if (c->in_cb > 0)
-        c->lease_dirty = 1;
+    if (c->in_cb > 0 || (i < c->lease_new_from && c->leasers.n >= c->lease_new_from))
+        c->lease_dirty = 1;     /* (a new one moved among the checked: all again) */
+    if (c->lease_new_from > c->leasers.n)
+        c->lease_new_from = c->leasers.n;
 }
 
 /* (A member dropped under check_cb's walk may make it skip one other this
@@ -338,8 +342,45 @@ void conn_agent_lease_watch(zke_conn *c, conn_member *m)
         return;
     if (mvec_push(&c->leasers, m) != 0)
         return;         /* no memory: the agent's own checks (on_leader, its term) still run */
-    m->lease_at = c->leasers.n - 1;
-    c->lease_dirty = 1;
+    m->lease_at = c->leasers.n - 1;     /* beyond lease_new_from: checked next iteration */
+}
+
+/* Whether the lease base moved enough for a walk of every leaser: a move
+ * back (a new session), any move while one waits for it (a term that
+ * starts once its lease is), else one of LEASE_MOVE_NS or more. A smaller
+ * move only lengthens leases (checked at their older, earlier ends, which
+ * a walk then pushes on): when E leaders' publishes each move it a little
+ * (a mass takeover), a walk of all E at every answer was O(E^2). */
+#define LEASE_MOVE_NS 10000000
+static int base_moved(const zke_conn *c, int64_t base)
+{
+    if (base == c->lease_base_seen)
+        return 0;
+    return base < c->lease_base_seen || c->lease_waiters > 0 ||
+           base - c->lease_base_seen >= LEASE_MOVE_NS;
+}
+
+/* lease_tick of leasers[from..] (all when from is 0): the earliest time
+ * they ask to be checked at, or INT64_MAX. */
+static int64_t leasers_tick(zke_conn *c, int from, int *waiters)
+{
+    int64_t next = INT64_MAX;
+    c->in_cb++;
+    for (int i = from; i < c->leasers.n;) {
+        conn_member *m = c->leasers.v[i];
+        int64_t at = m->detached ? 0 : m->ops->lease_tick(m->a);
+        if (at == 0) {
+            leaser_drop(c, m);      /* the last one moved into slot i */
+            continue;
+        }
+        if (at == INT64_MAX)
+            (*waiters)++;
+        if (at < next)
+            next = at;
+        i++;
+    }
+    c->in_cb--;
+    return next;
 }
 
 /* First thing after a poll (top priority): while nothing moved (the lease
@@ -353,25 +394,27 @@ static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
     if (c->leasers.n == 0)
         return;
     int64_t base = session_lease_base_ns(c->sess), now = sess_now_ns();
-    if (base == c->lease_base_seen && !c->lease_dirty && now < c->lease_next)
-        return;
-    c->lease_base_seen = base;
-    c->lease_dirty = 0;
-    int64_t next = INT64_MAX;
-    c->in_cb++;
-    for (int i = 0; i < c->leasers.n;) {
-        conn_member *m = c->leasers.v[i];
-        int64_t at = m->detached ? 0 : m->ops->lease_tick(m->a);
-        if (at == 0) {
-            leaser_drop(c, m);      /* the last one moved into slot i */
-            continue;
-        }
-        if (at < next)
-            next = at;
-        i++;
+    int64_t next;
+    if (!base_moved(c, base) && !c->lease_dirty && now < c->lease_next) {
+        if (c->lease_new_from >= c->leasers.n)
+            return;         /* nothing moved, nothing new, nothing due: one comparison */
+        /* only the leasers added since the last walk */
+        int waiters = 0, from = c->lease_new_from;
+        next = leasers_tick(c, from, &waiters);
+        c->lease_waiters += waiters;
+        c->lease_new_from = c->leasers.n;
+        bury(c);
+        if (next >= c->lease_next)
+            return;
+    } else {
+        int waiters = 0;
+        c->lease_base_seen = base;
+        c->lease_dirty = 0;
+        next = leasers_tick(c, 0, &waiters);
+        c->lease_waiters = waiters;
+        c->lease_new_from = c->leasers.n;
+        bury(c);
     }
-    c->in_cb--;
-    bury(c);
     c->lease_next = next;
     ev_timer_stop(c->loop, &c->lease_to);
     if (next != INT64_MAX) {
@@ -892,8 +935,9 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     }
     if (c->free_requested && c->n == 0 && c->in_cb == 0)
         destroy(c);
-    else if ((c->due.n > 0 || (c->leasers.n > 0 && session_lease_base_ns(c->sess) !=
-                                c->lease_base_seen)) && !ev_is_active(&c->kick))
+    else if ((c->due.n > 0 || (c->leasers.n > 0 && (base_moved(c, session_lease_base_ns(c->sess)) ||
+                                                     c->lease_new_from < c->leasers.n))) &&
+             !ev_is_active(&c->kick))
         /* made due after the pumps, or the lease base moved after this
          * iteration's check (which runs first after a poll, before the
          * answers are read): turn without blocking, so that an agent
