@@ -2,7 +2,7 @@
 # Installs what is missing (scripts/setup.sh --dev: the test tools too),
 # builds, and runs the whole suite twice: a normal build and an ASan+UBSan
 # build (without the tests labelled asan_excluded unless ZKELECT_ASAN_ALL=1),
-# with the lint beside them, then the fuzz targets. Every integration test
+# with the lint and the fuzz targets beside the chaos suite. Every integration test
 # starts its own ZooKeeper server on a free loopback port.
 #   scripts/test.sh [ctest args, e.g. -R integration.chain]
 #   ZKELECT_ASAN_ALL=1 scripts/test.sh      (every test under ASan too)
@@ -30,23 +30,25 @@ run_ctest() {
   fi
   [ $r -eq 0 ] || printf '%s\n' "$out" | grep -q 'No tests were found' || rc=1
 }
-# Static analysis (scripts/lint.sh: one test) and the fuzz targets' build, in
-# the whole run only, run beside the suites under SCHED_IDLE: they take only
-# the CPU time that the tests leave idle (the tests wait on session timeouts
-# far more than they compute), so they neither slow the tests down nor add
-# their two minutes to the run. Their output is printed when they are done.
+# Static analysis (scripts/lint.sh: one test) and the fuzz targets (one test
+# each), in the whole run only: they run beside the chaos suite under
+# SCHED_IDLE, in the CPU time it leaves idle (it waits on session timeouts
+# and partitions; its processes take the CPU at once when they wake), so
+# they do not add their two minutes to the run. Their output is printed
+# when they are done.
 side=$(mktemp -d)
 trap 'rm -rf "$side"' EXIT
 side_pid=
-if [ $# -eq 0 ]; then
-  idle=(chrt --idle 0)
+start_side() {
+  [ $# -eq 0 ] || return 0
+  local idle=(chrt --idle 0)
   "${idle[@]}" true 2>/dev/null || idle=(nice -n 19)
   (
     "${idle[@]}" bash scripts/lint.sh >"$side/lint.log" 2>&1; echo $? >"$side/lint.rc"
-    "${idle[@]}" bash scripts/fuzz.sh build >"$side/fuzzbuild.log" 2>&1; echo $? >"$side/fuzzbuild.rc"
+    "${idle[@]}" bash scripts/fuzz.sh "${FUZZ_SECONDS:-4}" >"$side/fuzz.log" 2>&1
   ) &
   side_pid=$!
-fi
+}
 for b in build build-asan; do
   echo "=== ctest in $b"
   if [ $# -gt 0 ]; then
@@ -60,6 +62,7 @@ for b in build build-asan; do
     # with the ASan binary), to keep the whole run well inside 15 minutes
     if [ "$b" = build ]; then
       run_ctest "$b" -j3 -E '^chaos\.suite$'
+      start_side "$@"
       run_ctest "$b" -R '^chaos\.suite$'
     elif [ -n "${ZKELECT_ASAN_ALL:-}" ]; then
       run_ctest "$b" -j3 -E '^chaos\.suite$'
@@ -78,13 +81,10 @@ if [ -n "$side_pid" ]; then
   echo "=== lint"
   cat "$side/lint.log"
   if [ "$(cat "$side/lint.rc" 2>/dev/null)" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; fi
-  [ "$(cat "$side/fuzzbuild.rc" 2>/dev/null)" = 0 ] || cat "$side/fuzzbuild.log"
-fi
-# the fuzz targets, a few seconds each (scripts/fuzz.sh 600 for a longer run):
-# one test per target
-if [ $# -eq 0 ]; then
+  # the fuzz targets, a few seconds each (scripts/fuzz.sh 600 for a longer
+  # run): one test per target
   echo "=== fuzz (${FUZZ_SECONDS:-4} s per target)"
-  fout=$(bash scripts/fuzz.sh "${FUZZ_SECONDS:-4}" 2>&1); printf '%s\n' "$fout"
+  fout=$(cat "$side/fuzz.log"); printf '%s\n' "$fout"
   fline=$(printf '%s\n' "$fout" | grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed' | tail -n1)
   if [ -n "$fline" ]; then
     passed=$((passed + $(sed -E 's/^fuzz: ([0-9]+) passed.*/\1/' <<<"$fline")))
