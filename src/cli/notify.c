@@ -229,9 +229,11 @@ void notify_start(struct ev_loop *loop)
 void notify_stop(void)
 {
     if (retry_loop != NULL) {
-        /* the loop is over (the session is closed): what is still queued
-         * (STOPPING=1) gets up to 200 ms for the receiver to make room */
-        for (int i = 0; i < 20 && npend > 0; i++) {
+        /* the loop is over (the session is closed, the node released):
+         * what is still queued (STOPPING=1) gets up to 1 s for the
+         * receiver to make room (200 ms was missed by a receiver that
+         * came back to reading on a loaded machine) */
+        for (int i = 0; i < 100 && npend > 0; i++) {
             retry_cb(retry_loop, &retry, 0);
             if (npend > 0 && sock >= 0) {
                 struct pollfd p = { sock, POLLOUT, 0 };
