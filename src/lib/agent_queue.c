@@ -235,16 +235,14 @@ static int run_pending(zke_agent *a)
                     /* won on a listing, but no sync has confirmed a request
                      * recent enough yet: the term starts once one has (the
                      * leader's renewals run meanwhile); nothing acts */
-                    if (a->lease_wait != it->ev.epoch) {
-                        /* once per term: a pump while it waits changes nothing */
+                    if (a->lease_wait != it->ev.epoch)
                         agent_alog(a, ZKE_LOG_INFO, "elected (epoch %" PRId64 "): waiting for the "
                              "quorum leader to confirm the lease before on_leader",
                              it->ev.epoch);
-                        a->lease_wait = it->ev.epoch;
-                        conn_renew_now(a->conn);    /* a renewal now, not a period on */
-                        session_flush(a->sess);
-                        agent_update_renew(a);
-                    }
+                    a->lease_wait = it->ev.epoch;
+                    conn_renew_now(a->conn);    /* a renewal now, not a period on */
+                    session_flush(a->sess);
+                    agent_update_renew(a);
                     return 0;       /* lease_tick kicks the loop when it is */
                 }
             }
