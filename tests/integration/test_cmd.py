@@ -66,14 +66,8 @@ def alive_others():
         pass
     return sorted(p for p in pids if not dead(p))
 
-others = alive_others()
-gc = None
-if mode == "grandchild":
-    gc = subprocess.Popen(["sleep", "1000"]).pid
-rec("start", others=others, pgid=os.getpgid(0), sid=os.getsid(0), gc=gc,
-    env={k: v for k, v in os.environ.items() if k.startswith("ZKELECT_")},
-    argv=sys.argv[3:])
-
+# the handler first: a SIGTERM right after the start record is written
+# must leave a stop record, not kill the process by default
 def on_term(sig, frame):
     rec("stop")
     os._exit(0)
@@ -82,6 +76,14 @@ if mode == "stubborn":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 else:
     signal.signal(signal.SIGTERM, on_term)
+
+others = alive_others()
+gc = None
+if mode == "grandchild":
+    gc = subprocess.Popen(["sleep", "1000"]).pid
+rec("start", others=others, pgid=os.getpgid(0), sid=os.getsid(0), gc=gc,
+    env={k: v for k, v in os.environ.items() if k.startswith("ZKELECT_")},
+    argv=sys.argv[3:])
 if mode.startswith("exit:"):
     _, after, code = mode.split(":")
     time.sleep(float(after))
