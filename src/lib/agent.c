@@ -111,7 +111,7 @@ static const struct conn_agent_ops agent_conn_ops = {
     .session_lost = agent_session_lost,
     .session_watch = agent_session_watch,
     .pump = agent_pump,
-    .lease_tick = agent_lease_tick,
+    .lease_tick = agent_lease_tick_op,
     .node_path = agent_node_path,
     .log = agent_queue_log,
 };

@@ -103,6 +103,14 @@ int64_t agent_lease_tick(zke_agent *a)
     return end;
 }
 
+/* agent_lease_tick for the conn (conn_agent_ops.lease_tick): an agent with
+ * a guard follows every move of the base, which moves its hard end. */
+int64_t agent_lease_tick_op(zke_agent *a, int *follows)
+{
+    *follows = a->guard != NULL;
+    return agent_lease_tick(a);
+}
+
 
 /* A follower further back than next in line: it sends a read (instead of
  * the client library's ping), so that when it moves up its first renewal,

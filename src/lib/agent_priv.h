@@ -181,6 +181,7 @@ void agent_session_state(zke_agent *a, enum sess_state st);
 /* agent_lease.c */
 int64_t agent_lease_end(const zke_agent *a);
 int64_t agent_lease_tick(zke_agent *a);
+int64_t agent_lease_tick_op(zke_agent *a, int *follows);
 void agent_update_renew(zke_agent *a);
 void agent_guard_sync(zke_agent *a);
 char *agent_node_path(const zke_agent *a);

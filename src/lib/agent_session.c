@@ -48,6 +48,7 @@ void agent_session_state(zke_agent *a, enum sess_state st)
             }
             a->plan = np;
             a->plan_unchecked = 0;
+            conn_lease_recheck(a->conn);    /* its lease end is the base plus a new lease */
             agent_alog(a, ZKE_LOG_INFO, "lease %d ms (session %d ms, stepdown budget %d ms, margin %d "
                  "ms, renewal every %d ms, confirmed by a renewal %d ms later)", np.lease_ms, T,
                  np.stepdown_budget_ms, np.margin_ms, np.renew_ms, np.confirm_ms);

@@ -90,9 +90,13 @@ struct zke_conn {
     struct mvec dead;           /* detached under a scan: freed when it ends */
     int64_t lease_base_seen;    /* the session's lease base at the last full check */
     int64_t lease_next;         /* the earliest time a leaser asked to be checked at */
+    int64_t lease_min_off;      /* the least (time asked - the base it was asked at): the
+                                 * earliest lease end is always the base plus this */
+    int64_t lease_armed;        /* when lease_to fires (INT64_MAX: not armed) */
     int lease_dirty;            /* a leaser dropped under a walk, or a new one moved: all again */
     int lease_new_from;         /* leasers from this index on were added since the last walk */
     int lease_waiters;          /* leasers that wait on a move of the base (INT64_MAX last time) */
+    int lease_followers;        /* leasers that follow each move of the base (their guard) */
     /* the session's one renewal stream (conn_agent_renew) */
     ev_timer renew;
     struct vals rperiod, rread, rlease;     /* of the members at each level */
@@ -345,47 +349,92 @@ void conn_agent_lease_watch(zke_conn *c, conn_member *m)
     m->lease_at = c->leasers.n - 1;     /* beyond lease_new_from: checked next iteration */
 }
 
-/* Whether the lease base moved enough for a walk of every leaser: a move
- * back (a new session), any move while one waits for it (a term that
- * starts once its lease is), else one of LEASE_MOVE_NS or more. A smaller
- * move only lengthens leases (checked at their older, earlier ends, which
- * a walk then pushes on): when E leaders' publishes each move it a little
- * (a mass takeover), a walk of all E at every answer was O(E^2). */
+void conn_lease_recheck(zke_conn *c)
+{
+    c->lease_dirty = 1;
+}
+
+/* Whether the lease base moved so that every leaser must be checked: a
+ * move back (a new session), any move while one waits for it (a term that
+ * starts once its lease is), and, while a leaser follows the base (its
+ * fail-stop guard holds its lease end), a move of LEASE_MOVE_NS or more. A
+ * move forward only lengthens leases, and every lease end a leaser asks to
+ * be checked at is the base plus its lease (conn_agent_ops.lease_tick): the
+ * earliest end moves with the base (lease_due), so nobody else needs a
+ * walk for it. (A walk of all E leaders at each renewal made the idle cost
+ * of a process grow with E; one at every publish's answer in a mass
+ * takeover was O(E^2).) */
 #define LEASE_MOVE_NS 10000000
 static int base_moved(const zke_conn *c, int64_t base)
 {
     if (base == c->lease_base_seen)
         return 0;
     return base < c->lease_base_seen || c->lease_waiters > 0 ||
-           base - c->lease_base_seen >= LEASE_MOVE_NS;
+           (c->lease_followers > 0 && base - c->lease_base_seen >= LEASE_MOVE_NS);
 }
 
-/* lease_tick of leasers[from..] (all when from is 0): the earliest time
- * they ask to be checked at, or INT64_MAX. */
-static int64_t leasers_tick(zke_conn *c, int from, int *waiters)
+/* When the leasers must be checked next, with the base now at `base`: the
+ * earliest lease end as the base has moved it, or, while one follows the
+ * base, the earliest time asked at the last check (the base moves it only
+ * through a walk then). */
+static int64_t lease_due(const zke_conn *c, int64_t base)
 {
-    int64_t next = INT64_MAX;
+    if (c->lease_followers == 0 && c->lease_min_off != INT64_MAX && base > 0 &&
+        base >= c->lease_base_seen)
+        return base + c->lease_min_off;
+    return c->lease_next;
+}
+
+struct tick_sum {
+    int64_t next;               /* the earliest time asked, or INT64_MAX */
+    int64_t min_off;            /* the least (time asked - base) */
+    int waiters, followers;
+};
+
+/* lease_tick of leasers[from..] (all when from is 0), the base at `base`. */
+static void leasers_tick(zke_conn *c, int from, int64_t base, struct tick_sum *t)
+{
+    t->next = t->min_off = INT64_MAX;
+    t->waiters = t->followers = 0;
     c->in_cb++;
     for (int i = from; i < c->leasers.n;) {
         conn_member *m = c->leasers.v[i];
-        int64_t at = m->detached ? 0 : m->ops->lease_tick(m->a);
+        int follows = 0;
+        int64_t at = m->detached ? 0 : m->ops->lease_tick(m->a, &follows);
         if (at == 0) {
             leaser_drop(c, m);      /* the last one moved into slot i */
             continue;
         }
+        t->followers += follows != 0;
         if (at == INT64_MAX)
-            (*waiters)++;
-        if (at < next)
-            next = at;
+            t->waiters++;
+        else if (at - base < t->min_off)
+            t->min_off = at - base;
+        if (at < t->next)
+            t->next = at;
         i++;
     }
     c->in_cb--;
-    return next;
 }
 
-/* First thing after a poll (top priority): while nothing moved (the lease
- * base, the leasers) and no leaser's time came, one comparison; else every
- * leaser's check, which also re-arms the timer at the earliest time asked. */
+static void lease_arm(zke_conn *c, int64_t due)
+{
+    if (due == c->lease_armed && (due == INT64_MAX || ev_is_active(&c->lease_to)))
+        return;
+    c->lease_armed = due;
+    ev_timer_stop(c->loop, &c->lease_to);
+    if (due != INT64_MAX) {
+        int64_t now = sess_now_ns();
+        ev_now_update(c->loop);     /* relative to now, not to the cached loop time */
+        ev_timer_set(&c->lease_to, due > now ? (double)(due - now) / 1e9 + 0.0005 : 0., 0.);
+        ev_timer_start(c->loop, &c->lease_to);
+    }
+}
+
+/* First thing after a poll (top priority): while nothing moved that needs
+ * it (lease_base_moved), nothing was added and no lease end came, a few
+ * comparisons; else every leaser's check. Then the timer at the next time
+ * a check is due. */
 static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
 {
     zke_conn *c = w->data;
@@ -394,35 +443,37 @@ static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
     if (c->leasers.n == 0)
         return;
     int64_t base = session_lease_base_ns(c->sess), now = sess_now_ns();
-    int64_t next;
-    if (!base_moved(c, base) && !c->lease_dirty && now < c->lease_next) {
-        if (c->lease_new_from >= c->leasers.n)
-            return;         /* nothing moved, nothing new, nothing due: one comparison */
-        /* only the leasers added since the last walk */
-        int waiters = 0, from = c->lease_new_from;
-        next = leasers_tick(c, from, &waiters);
-        c->lease_waiters += waiters;
-        c->lease_new_from = c->leasers.n;
-        bury(c);
-        if (next >= c->lease_next)
-            return;
+    struct tick_sum t;
+    if (!base_moved(c, base) && !c->lease_dirty && now < lease_due(c, base)) {
+        if (c->lease_new_from < c->leasers.n) {
+            /* only the leasers added since the last walk */
+            leasers_tick(c, c->lease_new_from, base, &t);
+            c->lease_waiters += t.waiters;
+            c->lease_followers += t.followers;
+            if (t.min_off < c->lease_min_off)
+                c->lease_min_off = t.min_off;
+            if (t.next < c->lease_next)
+                c->lease_next = t.next;
+            c->lease_new_from = c->leasers.n;
+            bury(c);
+        }
     } else {
-        int waiters = 0;
+        const char *why = c->lease_dirty ? "a leaser changed" : base < c->lease_base_seen ?
+                          "the base moved back" : base != c->lease_base_seen && c->lease_waiters > 0 ?
+                          "the base moved, a term waits for it" : base != c->lease_base_seen &&
+                          c->lease_followers > 0 ? "the base moved, a guard follows it" : "a lease end came";
+        clog_(c, ZKE_LOG_DEBUG, "lease check of all %d leasers: %s", c->leasers.n, why);
         c->lease_base_seen = base;
         c->lease_dirty = 0;
-        next = leasers_tick(c, 0, &waiters);
-        c->lease_waiters = waiters;
+        leasers_tick(c, 0, base, &t);
+        c->lease_waiters = t.waiters;
+        c->lease_followers = t.followers;
+        c->lease_min_off = t.min_off;
+        c->lease_next = t.next;
         c->lease_new_from = c->leasers.n;
         bury(c);
     }
-    c->lease_next = next;
-    ev_timer_stop(c->loop, &c->lease_to);
-    if (next != INT64_MAX) {
-        now = sess_now_ns();
-        ev_now_update(c->loop);     /* relative to now, not to the cached loop time */
-        ev_timer_set(&c->lease_to, next > now ? (double)(next - now) / 1e9 + 0.0005 : 0., 0.);
-        ev_timer_start(c->loop, &c->lease_to);
-    }
+    lease_arm(c, lease_due(c, base));
 }
 
 static void wake_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -518,6 +569,9 @@ static void renew_done(void *arg, const struct sess_result *r)
     c->renewing = 0;
     if (r->rc == SESS_CLOSING)
         return;
+    int64_t now = sess_now_ns(), base = session_lease_base_ns(c->sess);
+    clog_(c, ZKE_LOG_DEBUG, "renewal answered in %" PRId64 " us; the lease base is %" PRId64 " ms old",
+          (now - r->sent_ns) / 1000, base > 0 ? (now - base) / 1000000 : -1);
     if (c->renew_missed) {
         /* the period came while this one was on its way (a slow or stalled
          * connection): the renewal it skipped goes now, so that the next
@@ -992,7 +1046,7 @@ static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings 
     ev_timer_init(&c->lease_to, wake_cb, 0., 0.);
     ev_timer_init(&c->renew, renew_cb, 0., 0.);
     c->renew.data = c;
-    c->lease_next = INT64_MAX;
+    c->lease_next = c->lease_min_off = c->lease_armed = INT64_MAX;
     ev_timer_init(&c->reopen, reopen_cb, 0., 0.);
     ev_timer_init(&c->disc_to, disc_to_cb, 0., 0.);
     c->reopen.data = c->disc_to.data = c;

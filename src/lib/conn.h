@@ -82,8 +82,13 @@ struct conn_agent_ops {
      * came, or an agent was added to the watch. Returns the time
      * (sess_now_ns) the agent must be checked again at, INT64_MAX when only
      * a move of the lease base matters, or 0 when it needs no more checks
-     * (it is then no longer watched). Queues, like the session events. */
-    int64_t (*lease_tick)(zke_agent *a);
+     * (it is then no longer watched). A time is always the session's lease
+     * base (session_lease_base_ns) plus a fixed offset (its lease): the
+     * conn moves it with the base without asking again, unless *follows is
+     * set (every move of the base matters to it: its fail-stop guard holds
+     * the lease end), which makes moves of the base call it again. Queues,
+     * like the session events. */
+    int64_t (*lease_tick)(zke_agent *a, int *follows);
     /* Its own node's full path (malloc'd; the caller frees it), or NULL
      * when it has none: what the session's renewals name. */
     char *(*node_path)(const zke_agent *a);
@@ -113,6 +118,9 @@ void conn_agent_due(zke_conn *c, conn_member *m);
 /* Checks the agent's lease (ops->lease_tick) from the conn's one ev_check,
  * until lease_tick returns 0. Idempotent. */
 void conn_agent_lease_watch(zke_conn *c, conn_member *m);
+/* A watched agent's lease changed length (a new plan): every watched agent
+ * is checked again in the next loop iteration. Any time. */
+void conn_lease_recheck(zke_conn *c);
 /* What the agent asks of the session's one renewal stream (the lease is
  * the session's, shared by its agents):
  *  RENEW_LEASE  it leads or is next in line: a renewal (a write that changes

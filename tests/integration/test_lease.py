@@ -407,5 +407,38 @@ def test_the_lease_counts_from_a_confirmed_renewal():
             assert b.wait_exit(10) == 0
 
 
+def test_renewals_walk_the_leasers_only_for_a_guard():
+    """A renewal moves the session's lease base forward, which only
+    lengthens leases: the conn moves the earliest lease end with the base
+    and checks its leaders only when one comes (or the base moves back, or a
+    term waits for it). So an idle leader without a fail-stop guard makes no
+    check of all its leasers at its renewals (with 10,000 elections on one
+    session each such check cost 10,000 calls), while one whose guard
+    follows every move of its lease end does one per renewal. Both over the
+    same window, counted from their debug lines; a lease that does come to
+    its end is still caught: test_pause_past_the_lease."""
+    with h.ZooKeeper() as zk:
+        agents = {}
+        for fs in ("off", "agent"):
+            agents[fs] = h.Agent(zk, "walk-" + fs, path=PATH + "-walk-" + fs, session_timeout=T,
+                                 server_tick=200, extra=["--fail-stop", fs, "--log-level", "debug"])
+        for a in agents.values():
+            a.wait_for("leader", timeout=15)
+        time.sleep(0.5)
+        marks = {fs: a.mark() for fs, a in agents.items()}
+        time.sleep(3.0)             # about six renewals each (every T/4)
+        walks = {fs: len(a.find(lambda e: "lease check of all" in e.get("msg", ""), since=marks[fs]))
+                 for fs, a in agents.items()}
+        print("  info: checks of all leasers over 3 s: %s" % walks, flush=True)
+        assert walks["agent"] >= 3, (walks, agents["agent"].describe())
+        # a renewal answered too late to keep the lease fresh may bring a
+        # lease end on a loaded machine: at most one such
+        assert walks["off"] <= 1, (walks, agents["off"].describe())
+        for a in agents.values():
+            assert not a.events("stepdown"), a.describe()
+            a.term()
+            assert a.wait_exit(10) == 0
+
+
 if __name__ == "__main__":
     h.run_tests(globals())
