@@ -822,8 +822,11 @@ void el_on_watch(election *e, enum el_watch_type type, const char *node)
             e->connected && e->lease_ok && !e->near_wrap && !e->stopping) {
             /* no listing: later joiners are unknown, so no count */
             e->candidates = 0;
+            elog(e, ZKE_LOG_DEBUG, "predecessor %s gone: next in line, leading without a listing",
+                 node);
             become_leader(e, "elected");
         } else {
+            elog(e, ZKE_LOG_DEBUG, "predecessor %s gone: listing the children", node);
             start_list(e);
         }
     } else if (type == EL_W_CHANGED) {

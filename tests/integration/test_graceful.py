@@ -95,6 +95,48 @@ def test_a_stop_leaves_the_node_to_the_session_close():
         h.stop_cleanly([nxt], 10)
 
 
+def test_a_short_lease_still_takes_the_fast_path():
+    """The next in line leads on its predecessor's deletion without listing
+    the children while its lease has not run out; a lease shorter than one
+    renewal period only makes the term wait for a renewal's answer. (In a
+    mass takeover the answers come behind the E notifications, so the lease
+    stands still for the whole burst: when the fast path wanted more than a
+    renewal period, the tail of a burst of 10,000 listed first and led a
+    second later.) With --renew-interval 650 the next in line's lease, from
+    a renewal confirmed by the next, falls below 650 ms about 400 ms after
+    each renewal's answer (lease 1700 ms, T = 2000 ms, tick 200 ms) until the
+    next answer; the leader is stopped inside that window, twice."""
+    R = 650
+    ex = ["--fail-stop", "off", "--log-level", "debug", "--renew-interval", str(R)]
+    with h.ZooKeeper() as zk:
+        names = ["s%d" % i for i in range(3)]
+        agents = h.start_in_order(zk, names[:2], path=PATH + "-short", session_timeout=2000,
+                                  server_tick=200, extra=ex)
+        for k in range(2):
+            old, nxt = agents[k], agents[k + 1]
+            lease = 1700        # T (1 - drift 0.01) - the stepdown budget (T/10) - the margin (T/25)
+            short_after = (lease - 2 * R) * 1000000     # ns after an answer: lease < R from here
+            for _ in range(20):
+                m = nxt.mark()
+                ans = nxt.wait_for(lambda e: "renewal answered" in str(e.get("msg", "")),
+                                   timeout=5, since=m)
+                at = ans["mono_ns"] + short_after + 100000000
+                now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+                if now < at:
+                    break           # (the log line read late: wait for the next one)
+            time.sleep((at - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9)
+            mn = nxt.mark()
+            old.term()
+            nxt.wait_for("leader", timeout=5, since=mn)
+            took = nxt.wait_for(lambda e: "predecessor" in str(e.get("msg", "")), timeout=1, since=mn)
+            assert "without a listing" in took["msg"], nxt.describe()
+            assert old.wait_exit(10) == 0
+            if k == 0:
+                agents.append(h.start_in_order(zk, names[2:], path=PATH + "-short",
+                                               session_timeout=2000, server_tick=200, extra=ex)[0])
+        h.stop_cleanly(agents[2:], 10)
+
+
 def test_sigterm_handover():
     _handover(signal.SIGTERM)
 
