@@ -14,7 +14,9 @@
  *   <mono_us> - joined <leaders> <followers>  once, when every agent has a role
  *   <mono_us> - stopped                       when every agent has stopped
  * mono_us is CLOCK_MONOTONIC in microseconds, taken first thing in the
- * callback. Everything else goes to stderr.
+ * callback. Everything else goes to stderr: the library's log lines of
+ * level warn and up, or of the level named by $BENCH_MANY_LOG (debug, info,
+ * warn, error) to see what the agents did, each after its mono_us.
  * stdin "quit", EOF, SIGTERM or SIGINT: zke_agent_stop every agent; each is
  * freed in its on_stopped; the loop ends when the last one has stopped (the
  * conn then holds no watcher), the conn is freed, exit 0.
@@ -55,6 +57,7 @@ static struct {
     int e;
     int with_role, leaders, followers, joined_said;
     int stopped, stopping;
+    int log_level;              /* the library's lines at or above it go to stderr */
     ev_io in;
     ev_signal sigterm, sigint;
     char inbuf[1024];
@@ -165,8 +168,9 @@ static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
 static void on_log(void *ud, enum zke_log_level lvl, const char *msg)
 {
     (void)ud;
-    if (lvl >= ZKE_LOG_WARN)
-        fprintf(stderr, "bench_many: zkelect %s: %s\n", zke_log_level_name(lvl), msg);
+    if ((int)lvl >= B.log_level)
+        fprintf(stderr, "bench_many: %" PRId64 " zkelect %s: %s\n", mono_us(), zke_log_level_name(lvl),
+                msg);
 }
 
 /* Graceful stop of every agent (idempotent); from the loop. */
@@ -253,6 +257,11 @@ int main(int argc, char **argv)
         return 64;
     }
     signal(SIGPIPE, SIG_IGN);
+    B.log_level = ZKE_LOG_WARN;
+    const char *lv = getenv("BENCH_MANY_LOG");
+    for (int l = ZKE_LOG_DEBUG; lv != NULL && l <= ZKE_LOG_ERROR; l++)
+        if (strcmp(lv, zke_log_level_name((enum zke_log_level)l)) == 0)
+            B.log_level = l;
     B.loop = ev_default_loop(0);
     struct zke_conn_settings cs = { .zk = argv[1], .session_timeout_ms = session_ms };
     B.conn = zke_conn_new(B.loop, &cs, on_log, NULL);
