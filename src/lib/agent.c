@@ -506,6 +506,8 @@ int zke_agent_set_guard(zke_agent *a, zke_guard *g)
     a->guard_end_ns = 0;
     a->guard_standby_ns = 0;
     agent_guard_sync(a);                  /* a term already running is armed now */
+    if (a->cm != NULL)
+        conn_lease_recheck(a->conn);      /* it follows each move of the base from now on */
     return 0;
 }
 

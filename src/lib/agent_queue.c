@@ -240,6 +240,12 @@ static int run_pending(zke_agent *a)
                              "quorum leader to confirm the lease before on_leader",
                              it->ev.epoch);
                     a->lease_wait = it->ev.epoch;
+                    /* the conn's check may hold it for a leader with a
+                     * lease end (it was ready there, or still acting for
+                     * a term before): from now on it waits on moves of
+                     * the base */
+                    if (a->cm != NULL)
+                        conn_agent_lease_wait(a->conn, a->cm);
                     conn_renew_now(a->conn);    /* a renewal now, not a period on */
                     session_flush(a->sess);
                     agent_update_renew(a);

@@ -354,6 +354,16 @@ void conn_lease_recheck(zke_conn *c)
     c->lease_dirty = 1;
 }
 
+void conn_agent_lease_wait(zke_conn *c, conn_member *m)
+{
+    if (m->detached)
+        return;
+    if (m->lease_at < 0)
+        conn_agent_lease_watch(c, m);   /* ticked next iteration: a waiter then */
+    else
+        c->lease_waiters++;             /* (a count too high only checks more often) */
+}
+
 /* Whether the lease base moved so that every leaser must be checked: a
  * move back (a new session), any move while one waits for it (a term that
  * starts once its lease is), and, while a leaser follows the base (its
@@ -990,12 +1000,14 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     if (c->free_requested && c->n == 0 && c->in_cb == 0)
         destroy(c);
     else if ((c->due.n > 0 || (c->leasers.n > 0 && (base_moved(c, session_lease_base_ns(c->sess)) ||
+                                                     c->lease_dirty ||
                                                      c->lease_new_from < c->leasers.n))) &&
              !ev_is_active(&c->kick))
         /* made due after the pumps, or the lease base moved after this
          * iteration's check (which runs first after a poll, before the
-         * answers are read): turn without blocking, so that an agent
-         * waiting for its lease starts now, not at the next timer */
+         * answers are read), or a leaser changed: turn without blocking,
+         * so that an agent waiting for its lease starts now, not at the
+         * next timer, and the check sees what changed */
         ev_timer_start(c->loop, &c->kick);
 }
 

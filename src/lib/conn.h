@@ -118,6 +118,10 @@ void conn_agent_due(zke_conn *c, conn_member *m);
 /* Checks the agent's lease (ops->lease_tick) from the conn's one ev_check,
  * until lease_tick returns 0. Idempotent. */
 void conn_agent_lease_watch(zke_conn *c, conn_member *m);
+/* The agent waits for its lease to be fresh (its term waits): every move of
+ * the lease base checks the watched agents again, at least until the next
+ * check of all counts who waits. Watches it if it is not. Any time. */
+void conn_agent_lease_wait(zke_conn *c, conn_member *m);
 /* A watched agent's lease changed length (a new plan): every watched agent
  * is checked again in the next loop iteration. Any time. */
 void conn_lease_recheck(zke_conn *c);

@@ -7,6 +7,7 @@ inside on_leader / on_follower / on_stepdown; every callback counted."""
 import os
 import re
 import subprocess
+import time
 
 import zkharness as h
 
@@ -243,6 +244,38 @@ def run_scenario(zk, host):
     # nothing of ours is left in ZooKeeper
     h.wait_until(lambda: not any(p.startswith("/api/") for ps in zk.ephemerals().values() for p in ps),
                  desc="no node left")
+
+
+def test_a_guard_given_during_a_term_follows_its_renewals():
+    """zke_agent_set_guard on a leader whose term runs arms the guard's hard
+    end at once (lease end + step-down budget + half the margin) and, from
+    then on, each renewal moves it on: the watcher (ZKE_GUARD_KILL_AGENT)
+    never fires while the lease is renewed. Over three leases (session
+    4000 ms) the host lives and the term goes on; a hard end left where it
+    was set would SIGKILL the host about one lease after the guard came."""
+    with h.ZooKeeper() as zk:
+        host = ApiHost(zk)
+        try:
+            m = host.mark()
+            host.send("add g1 shared /api/guard")
+            host.wait_ev("g1", "leader", since=m)
+            time.sleep(1.0)             # renewals under way, the term's end armed
+            host.send("guard g1")
+            line = host.wait_line(lambda l: l.startswith("guard g1 ") or l.startswith("error guard"),
+                                  since=m)
+            assert line.startswith("guard g1 watcher="), host.describe()
+            watcher = int(line.split("=")[1])
+            time.sleep(3 * 3.4)         # three leases of a 4000 ms session
+            assert host.proc.poll() is None, "the guard killed a renewed term:\n" + host.describe()
+            assert not host.events("g1", "stepdown", since=m), host.describe()
+            assert h.pid_alive(watcher), host.describe()
+            host.send("quit")
+            assert host.proc.wait(30) == 0, host.describe()
+            no_violation(host)
+            h.wait_until(lambda: not h.pid_alive(watcher), timeout=10,
+                         desc="the guard's watcher gone with its host")
+        finally:
+            host.kill()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@
  *   arm NAME EVENT ACTION      at NAME's next EVENT (leader, follower, stepdown),
  *                              call ACTION (resign, stop, free) from inside the callback
  *   resign NAME | stop NAME | free NAME | status NAME
+ *   guard NAME                 give NAME a fail-stop guard now (zke_agent_set_guard), its
+ *                              watcher forked with ZKE_GUARD_KILL_AGENT (prints its pid)
  *   conn_free                  try zke_conn_free (prints its result)
  *   quit                       stop every agent, free each in its on_stopped, free the
  *                              conn, print the counts, exit (0, or 1 after a violation)
@@ -42,6 +44,7 @@ struct rec {
 };
 
 static struct rec recs[MAXA];
+static zke_guard *guard;                /* "guard": one for the host, freed at exit */
 static struct rec prearm;               /* "arm" of a name not added yet */
 static struct ev_loop *loop;
 static zke_conn *conn;
@@ -255,6 +258,20 @@ static void command(char *line)
         (void)zke_agent_status(r->a, &st);
         out("status %s role=%s leader=%s session=0x%" PRIx64 " connected=%d", b,
             zke_role_name(st.role), st.leader ? st.leader : "-", st.session, st.connected);
+    } else if (strcmp(a, "guard") == 0 && r != NULL && r->a != NULL) {
+        char err[256];
+        if (guard == NULL && (guard = zke_guard_new(err, sizeof err)) == NULL) {
+            out("error guard %s: %s", b, err);
+            return;
+        }
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(zke_guard_watch(guard, ZKE_GUARD_KILL_AGENT, conn_log, NULL) == 0 ? 0 : 3);
+        if (pid < 0 || zke_agent_set_guard(r->a, guard) != 0)
+            out("error guard %s: %s", b, pid < 0 ? "fork failed" : zke_agent_errstr(r->a));
+        else
+            out("guard %s watcher=%d", b, (int)pid);
     } else if (strcmp(a, "conn_free") == 0) {
         int rc = zke_conn_free(conn);
         out("conn_free rc=%d %s", rc, rc ? zke_conn_errstr(conn) : "");
@@ -343,6 +360,7 @@ int main(int argc, char **argv)
     }
     if (conn != NULL && zke_conn_free(conn) != 0)
         violation(NULL, "conn not freed");
+    zke_guard_free(guard);              /* its watcher ends with us */
     ev_loop_destroy(loop);
     out("exit violations=%d", violations);
     return violations ? 1 : 0;
