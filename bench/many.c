@@ -257,11 +257,17 @@ int main(int argc, char **argv)
         return 64;
     }
     signal(SIGPIPE, SIG_IGN);
-    B.log_level = ZKE_LOG_WARN;
+    B.log_level = -1;
     const char *lv = getenv("BENCH_MANY_LOG");
     for (int l = ZKE_LOG_DEBUG; lv != NULL && l <= ZKE_LOG_ERROR; l++)
         if (strcmp(lv, zke_log_level_name((enum zke_log_level)l)) == 0)
             B.log_level = l;
+    if (lv == NULL) {
+        B.log_level = ZKE_LOG_WARN;
+    } else if (B.log_level < 0) {
+        fprintf(stderr, "bench_many: BENCH_MANY_LOG '%.64s': expected debug, info, warn or error\n", lv);
+        return 64;
+    }
     B.loop = ev_default_loop(0);
     struct zke_conn_settings cs = { .zk = argv[1], .session_timeout_ms = session_ms };
     B.conn = zke_conn_new(B.loop, &cs, on_log, NULL);

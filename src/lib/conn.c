@@ -441,6 +441,18 @@ static void lease_arm(zke_conn *c, int64_t due)
     }
 }
 
+/* Why check_cb checks every leaser (its debug line). */
+static const char *walk_reason(const zke_conn *c, int64_t base)
+{
+    if (c->lease_dirty)
+        return "a leaser changed";
+    if (!base_moved(c, base))
+        return "a lease end came";
+    if (base < c->lease_base_seen)
+        return "the base moved back";
+    return c->lease_waiters > 0 ? "the base moved, a term waits for it" : "the base moved, a guard follows it";
+}
+
 /* First thing after a poll (top priority): while nothing moved that needs
  * it (lease_base_moved), nothing was added and no lease end came, a few
  * comparisons; else every leaser's check. Then the timer at the next time
@@ -468,11 +480,7 @@ static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
             bury(c);
         }
     } else {
-        const char *why = c->lease_dirty ? "a leaser changed" : base < c->lease_base_seen ?
-                          "the base moved back" : base != c->lease_base_seen && c->lease_waiters > 0 ?
-                          "the base moved, a term waits for it" : base != c->lease_base_seen &&
-                          c->lease_followers > 0 ? "the base moved, a guard follows it" : "a lease end came";
-        clog_(c, ZKE_LOG_DEBUG, "lease check of all %d leasers: %s", c->leasers.n, why);
+        clog_(c, ZKE_LOG_DEBUG, "lease check of all %d leasers: %s", c->leasers.n, walk_reason(c, base));
         c->lease_base_seen = base;
         c->lease_dirty = 0;
         leasers_tick(c, 0, base, &t);

@@ -124,6 +124,8 @@ def test_a_short_lease_still_takes_the_fast_path():
                 now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
                 if now < at:
                     break           # (the log line read late: wait for the next one)
+            else:
+                raise AssertionError("no renewal answer read in time:\n" + nxt.describe())
             time.sleep((at - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9)
             mn = nxt.mark()
             old.term()
