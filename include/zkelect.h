@@ -316,6 +316,17 @@ const char *zke_version(void);
 zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
                          const struct zke_callbacks *cb, void *ud);
 
+/* The least level of the lines callbacks.log gets (default ZKE_LOG_DEBUG:
+ * every line): lower ones are dropped where they arise, before they are
+ * formatted or queued; the agent's, its election's and, for an agent made
+ * with zke_agent_new(), its private connection's (the ZooKeeper client's
+ * included); lower lines queued before the call are not delivered either.
+ * A host that drops debug lines anyway sets ZKE_LOG_INFO: a leader's
+ * renewals and a mass takeover then cost no line each. Loop thread, any
+ * time before zke_agent_free(), callbacks included. 0, or -1 for a level
+ * out of range. */
+int zke_agent_set_log_level(zke_agent *a, enum zke_log_level min);
+
 /* Starts connecting and joins once connected. May be called once. */
 int zke_agent_start(zke_agent *a);
 
@@ -477,6 +488,11 @@ zke_agent *zke_agent_new_on(zke_conn *c, const struct zke_settings *s,
  * to a few seconds when the server does not answer). -1 also for a private
  * conn (there is no way to get one; listed for completeness). */
 int zke_conn_free(zke_conn *c);
+/* The least level of the lines the conn's log gets, as
+ * zke_agent_set_log_level() for an agent (the agents on it set their own).
+ * Loop thread, any time before zke_conn_free(). 0, or -1 for a level out of
+ * range (and for a private conn, as zke_conn_free). */
+int zke_conn_set_log_level(zke_conn *c, enum zke_log_level min);
 const char *zke_conn_errstr(const zke_conn *c);
 /* The current session's id (0: none) and whether it is connected now. */
 uint64_t zke_conn_session(const zke_conn *c);

@@ -122,6 +122,8 @@ int main(int argc, char **argv)
         zke_conn_free(h.conn);
         return 78;
     }
+    /* on_log prints warnings and errors: the lines under them are never made */
+    (void)zke_conn_set_log_level(h.conn, ZKE_LOG_WARN);
     struct zke_callbacks cb = {
         .on_leader = on_event, .on_follower = on_event, .on_predecessor_change = on_event,
         .on_stepdown = on_event, .on_joined = on_event, .on_stopped = on_stopped, .log = on_log,
@@ -132,6 +134,8 @@ int main(int argc, char **argv)
         /* the connection settings (zk, timeouts, auth, acl) are the conn's */
         struct zke_settings s = { .path = p, .id = argv[3] };
         zke_agent *a = zke_agent_new_on(h.conn, &s, &cb, &h);
+        if (a != NULL)
+            (void)zke_agent_set_log_level(a, ZKE_LOG_WARN);
         if (a == NULL || zke_agent_start(a) != 0) {
             fprintf(stderr, "cannot start on %s: %s\n", p, a ? zke_agent_errstr(a) : "out of memory");
             zke_agent_free(a);

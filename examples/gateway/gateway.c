@@ -963,6 +963,8 @@ int main(int argc, char **argv)
     cb.on_stopped = on_agent_stopped;
     cb.log = lib_log;
     g.agent = zke_agent_new(g.loop, &s, &cb, &g);
+    if (g.agent != NULL)
+        (void)zke_agent_set_log_level(g.agent, (enum zke_log_level)g.level);  /* glog's, at the source */
     if (g.agent == NULL || zke_agent_start(g.agent) != 0) {
         int code = g.agent != NULL ? 78 : 70;    /* invalid settings (the lease), or memory */
         fprintf(stderr, "zkelect_gateway: error: %s\n",

@@ -400,6 +400,7 @@ static void make_agent(struct app *app, const struct zke_settings *s)
     app->agent = zke_agent_new(app->loop, s, &cb, app);
     if (app->agent == NULL)
         die(EX_SOFTWARE, "out of memory");
+    (void)zke_agent_set_log_level(app->agent, log_min_level());   /* lower lines cost nothing */
     if (app->guard != NULL && zke_agent_set_guard(app->agent, app->guard) != 0)
         die(EX_SOFTWARE, "%s", zke_agent_errstr(app->agent));
     if (app->policy != NULL)

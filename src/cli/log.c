@@ -61,6 +61,11 @@ int log_parse_level(const char *s, enum zke_log_level *lvl)
     return -1;
 }
 
+enum zke_log_level log_min_level(void)
+{
+    return min_level;
+}
+
 int log_enabled(enum zke_log_level lvl)
 {
     return lvl >= min_level;

@@ -23,6 +23,8 @@ struct logf {
 void log_setup(FILE *out, enum log_format fmt, enum zke_log_level min, const char *id);
 int log_parse_level(const char *s, enum zke_log_level *out);
 int log_enabled(enum zke_log_level lvl);
+/* The least level written (log_setup's min). */
+enum zke_log_level log_min_level(void);
 void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, int n);
 void log_msg(enum zke_log_level lvl, const char *event, const char *msg);
 void log_event(const struct zke_event *ev);

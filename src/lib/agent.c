@@ -489,6 +489,19 @@ void zke_agent_free(zke_agent *a)
 }
 
 
+int zke_agent_set_log_level(zke_agent *a, enum zke_log_level min)
+{
+    if (a == NULL || a->life == AL_FREEING || (unsigned)min > (unsigned)ZKE_LOG_ERROR)
+        return -1;
+    a->log_min = min;
+    if (a->el != NULL)
+        el_set_log_level(a->el, min);
+    if (a->conn != NULL && conn_is_private(a->conn))
+        conn_set_log_level(a->conn, min);
+    return 0;
+}
+
+
 int zke_agent_set_guard(zke_agent *a, zke_guard *g)
 {
     int slot = -1;

@@ -93,6 +93,7 @@ struct zke_agent {
      * operator's withdrawal outlasts a passing health check and the reverse */
     char *withdraw_holds[AGENT_WITHDRAW_HOLDS];
     int withdraw_n;
+    enum zke_log_level log_min; /* zke_agent_set_log_level: lines below it are not formatted */
     char *withdrawn_by;         /* their names, comma-separated (NULL: none) */
     int64_t term_began_ns;      /* when the host was told of its current (or last) term */
     int short_streak;           /* terms resigned soon after they began, in a row */

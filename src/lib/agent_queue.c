@@ -18,7 +18,7 @@ void agent_alog(zke_agent *a, enum zke_log_level lvl, const char *fmt, ...)
 {
     char buf[600];
     va_list ap;
-    if (a->cb.log == NULL)
+    if (a->cb.log == NULL || lvl < a->log_min)
         return;
     va_start(ap, fmt);
     int n = vsnprintf(buf, sizeof buf, fmt, ap);
@@ -89,7 +89,7 @@ void agent_base_event(const zke_agent *a, enum zke_event_type t, const char *rea
 
 void agent_queue_log(zke_agent *a, enum zke_log_level lvl, const char *msg)
 {
-    if (a->life == AL_FREEING || a->cb.log == NULL)
+    if (a->life == AL_FREEING || a->cb.log == NULL || lvl < a->log_min)
         return;
     size_t n = strlen(msg) + 1;
     struct item *it = malloc(sizeof *it + n);
@@ -198,7 +198,7 @@ void agent_el_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
 
 static int call_log(zke_agent *a, enum zke_log_level lvl, const char *msg)
 {
-    if (a->cb.log == NULL)
+    if (a->cb.log == NULL || lvl < a->log_min)     /* queued before the level rose */
         return 0;
     dispatch_enter(&a->q);
     a->cb.log(a->ud, lvl, msg);

@@ -75,6 +75,7 @@ struct zke_conn {
     char *hosts, *session_file;
     int timeout_ms, connect_timeout_ms;
     zke_agent *owner;           /* private conn: its agent; NULL: shared */
+    enum zke_log_level log_min; /* lines below it are not formatted */
     const struct conn_agent_ops *owner_ops;
     conn_member *first, *last;  /* every member, in the order they were attached */
     int n;                      /* members attached */
@@ -138,6 +139,8 @@ static void clog_(zke_conn *c, enum zke_log_level lvl, const char *fmt, ...)
 {
     char buf[600];
     va_list ap;
+    if (lvl < c->log_min)
+        return;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
@@ -1001,7 +1004,8 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         if (c->lhead == NULL)
             c->ltail = NULL;
         c->in_cb++;
-        c->log(c->ud, l->lvl, l->msg);
+        if (l->lvl >= c->log_min)       /* else queued before the level rose */
+            c->log(c->ud, l->lvl, l->msg);
         c->in_cb--;
         free(l);
     }
@@ -1296,6 +1300,21 @@ uint64_t zke_conn_session(const zke_conn *c)
 int zke_conn_connected(const zke_conn *c)
 {
     return c->sess != NULL && session_connected(c->sess);
+}
+
+void conn_set_log_level(zke_conn *c, enum zke_log_level min)
+{
+    c->log_min = min;
+    if (c->sess != NULL)
+        session_set_log_level(c->sess, min);
+}
+
+int zke_conn_set_log_level(zke_conn *c, enum zke_log_level min)
+{
+    if (c == NULL || c->owner != NULL || (unsigned)min > (unsigned)ZKE_LOG_ERROR)
+        return -1;
+    conn_set_log_level(c, min);
+    return 0;
 }
 
 int zke_conn_free(zke_conn *c)

@@ -35,6 +35,10 @@ const char *conn_hosts(const zke_conn *c);
 int conn_requested_timeout_ms(const zke_conn *c);
 int conn_connect_timeout_ms(const zke_conn *c);
 int conn_is_private(const zke_conn *c);
+/* Lines of the conn and of its session below min are dropped before they
+ * are formatted (default ZKE_LOG_DEBUG: every line). A private conn's agent
+ * sets its own level here (zke_agent_set_log_level). Any time. */
+void conn_set_log_level(zke_conn *c, enum zke_log_level min);
 
 /* An agent's place on its conn (conn_attach), owned by the conn: valid from
  * conn_attach() until conn_detach(). */

@@ -47,6 +47,7 @@ struct election {
     size_t enclen;
     struct el_ops ops;
     void *ud;
+    enum zke_log_level log_min; /* lines below it are not formatted */
     uint64_t rng;
     uint32_t next_token;
     uint32_t want_main, want_watch, want_data, want_self, want_pub;
@@ -107,7 +108,7 @@ static void elog(election *e, enum zke_log_level lvl, const char *fmt, ...)
 {
     char buf[512];
     va_list ap;
-    if (e->ops.log == NULL)
+    if (e->ops.log == NULL || lvl < e->log_min)
         return;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
@@ -972,6 +973,11 @@ int el_lease_expired(election *e, const char *reason)
 void el_set_strict(election *e, int strict)
 {
     e->strict = strict != 0;
+}
+
+void el_set_log_level(election *e, enum zke_log_level min)
+{
+    e->log_min = min;
 }
 
 int el_set_compat(election *e, enum zke_compat compat, int priority)

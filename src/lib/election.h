@@ -95,6 +95,9 @@ int  el_resign(election *e, int rejoin_ms);
 /* Disconnect policy: 0 (default) suspends a leader (ZKE_EV_SUSPEND) until the
  * owner's lease decides; 1 steps down at once (reason "disconnect"). */
 void el_set_strict(election *e, int strict);
+/* Lines below min are dropped before they are formatted (default
+ * ZKE_LOG_DEBUG: every line). Any time. */
+void el_set_log_level(election *e, enum zke_log_level min);
 /* Node naming and data (enum zke_compat), and the priority our JSON data
  * publishes (ZKE_COMPAT_NONE only; 0: none). Call before the first
  * el_on_session(); later calls are ignored (returns -1). */

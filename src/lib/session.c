@@ -53,6 +53,7 @@ struct session {
     char *hosts;
     int timeout_ms;
     struct sess_cbs cb;
+    enum zke_log_level log_min; /* lines below it are not formatted */
     void *ud;
     ev_io io;
     ev_timer timer;
@@ -124,7 +125,7 @@ static void slog(session *s, enum zke_log_level lvl, const char *fmt, ...)
 {
     char buf[512];
     va_list ap;
-    if (s == NULL || s->cb.log == NULL)
+    if (s == NULL || s->cb.log == NULL || lvl < s->log_min)
         return;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
@@ -246,6 +247,11 @@ int session_set_auth(session *s, const char *scheme, const char *cred)
         snprintf(s->who, sizeof s->who, "scheme '%.64s'", scheme);
     session_set_acl(s, s->acl);     /* the default depends on the credentials */
     return 0;
+}
+
+void session_set_log_level(session *s, enum zke_log_level min)
+{
+    s->log_min = min;
 }
 
 void session_set_acl(session *s, enum zke_acl acl)

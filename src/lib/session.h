@@ -82,6 +82,9 @@ int session_set_auth(session *s, const char *scheme, const char *credentials);
 /* ACL of the nodes session_create() makes (ZKE_ACL_DEFAULT: open without
  * credentials, world-read with them). */
 void session_set_acl(session *s, enum zke_acl acl);
+/* Lines below min (the ZooKeeper client's included) are dropped before they
+ * are formatted; default ZKE_LOG_DEBUG: every line. Any time. */
+void session_set_log_level(session *s, enum zke_log_level min);
 /* Who we authenticate as, for messages: "digest:user", "scheme 'x'", or
  * "no credentials". Never the secret. */
 const char *session_auth_who(const session *s);

@@ -278,5 +278,56 @@ def test_a_guard_given_during_a_term_follows_its_renewals():
             host.kill()
 
 
+def test_a_log_level_drops_lines_where_they_arise():
+    """zke_agent_set_log_level and zke_conn_set_log_level: under the level a
+    line never reaches the host's log callback. Two agents on their own conns
+    and two on the shared one, each set to a level just after it is added:
+    over two seconds of their terms (a renewal answer is a debug line of the
+    conn, twice a second) the ones left at debug get debug lines (the
+    controls), the ones at info none, and the shared conn none once it is at
+    info too. A level out of range is refused."""
+    with h.ZooKeeper() as zk:
+        host = ApiHost(zk)
+        try:
+            m = host.mark()
+            for name, kind, path in (("loud", "own", "/api/l1"), ("quiet", "own", "/api/l2"),
+                                     ("sloud", "shared", "/api/l3"), ("squiet", "shared", "/api/l4")):
+                host.send("add %s %s %s" % (name, kind, path))
+                host.send("loglevel %s %s" % (name, "info" if "quiet" in name else "debug"))
+            for name in ("loud", "quiet", "sloud", "squiet"):
+                host.wait_ev(name, "leader", since=m)
+            host.send("loglevel loud verbose")
+            host.wait_line(lambda l: l == "loglevel loud verbose rc=-1", since=m)
+            for name in ("loud", "quiet", "sloud", "squiet"):
+                host.wait_line(lambda l, n=name: l.startswith("loglevel %s " % n) and l.endswith("rc=0"),
+                               since=m)
+
+            def counts(name):
+                k = host.mark()
+                host.send("logcount " + name)
+                line = host.wait_line(lambda l: l.startswith("logcount %s " % name), since=k)
+                return dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in line.split()[2:])
+
+            time.sleep(2.0)
+            host.send("loglevel loud debug")    # its counts from here
+            time.sleep(2.0)
+            loud, quiet = counts("loud"), counts("quiet")
+            assert loud["debug"] > 0, "the control got no debug line: %r\n%s" % (loud, host.describe())
+            assert quiet["debug"] == 0, "%r\n%s" % (quiet, host.describe())
+            conn_debug = counts("conn")
+            assert conn_debug["debug"] > 0, "the shared conn logged no debug line: %r" % conn_debug
+            k = host.mark()
+            host.send("loglevel conn info")
+            host.wait_line(lambda l: l == "loglevel conn info rc=0", since=k)
+            time.sleep(2.0)
+            assert counts("conn")["debug"] == 0, host.describe()
+            assert counts("squiet")["debug"] == 0, host.describe()
+            host.send("quit")
+            assert host.proc.wait(30) == 0, host.describe()
+            no_violation(host)
+        finally:
+            host.kill()
+
+
 if __name__ == "__main__":
     h.run_tests(globals(), timeout=150)

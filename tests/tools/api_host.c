@@ -12,6 +12,9 @@
  *   resign NAME | stop NAME | free NAME | status NAME
  *   guard NAME                 give NAME a fail-stop guard now (zke_agent_set_guard), its
  *                              watcher forked with ZKE_GUARD_KILL_AGENT (prints its pid)
+ *   loglevel NAME|conn LEVEL   zke_agent_set_log_level / zke_conn_set_log_level (debug,
+ *                              info, warn, error), counts of NAME's (conn's) lines reset
+ *   logcount NAME|conn         the lines its log callback got since, by level
  *   conn_free                  try zke_conn_free (prints its result)
  *   quit                       stop every agent, free each in its on_stopped, free the
  *                              conn, print the counts, exit (0, or 1 after a violation)
@@ -39,6 +42,7 @@ struct rec {
     zke_agent *a;
     int used, shared, leading, stopped, freed;
     int counts[ZKE_EV_COUNT];
+    int logs[ZKE_LOG_ERROR + 1];    /* lines its log callback got, by level */
     enum zke_event_type arm_ev;
     char arm_action[64];
 };
@@ -151,9 +155,13 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
     }
 }
 
+static int conn_logs[ZKE_LOG_ERROR + 1];     /* the shared conn's lines, by level */
+
 static void on_log(void *ud, enum zke_log_level lvl, const char *msg)
 {
     struct rec *r = ud;
+    if ((unsigned)lvl <= ZKE_LOG_ERROR)
+        (r ? r->logs : conn_logs)[lvl]++;
     if (lvl >= ZKE_LOG_WARN)
         out("log %s %s %s", r ? r->name : "conn", zke_log_level_name(lvl), msg);
 }
@@ -272,6 +280,18 @@ static void command(char *line)
             out("error guard %s: %s", b, pid < 0 ? "fork failed" : zke_agent_errstr(r->a));
         else
             out("guard %s watcher=%d", b, (int)pid);
+    } else if (strcmp(a, "loglevel") == 0 && n == 3 && (r != NULL || strcmp(b, "conn") == 0)) {
+        int lvl = -1;
+        for (int i = ZKE_LOG_DEBUG; i <= ZKE_LOG_ERROR; i++)
+            if (strcmp(c, zke_log_level_name((enum zke_log_level)i)) == 0)
+                lvl = i;
+        int rc = r != NULL ? (r->a != NULL ? zke_agent_set_log_level(r->a, (enum zke_log_level)lvl) : -1)
+                           : zke_conn_set_log_level(conn, (enum zke_log_level)lvl);
+        memset(r != NULL ? r->logs : conn_logs, 0, sizeof conn_logs);
+        out("loglevel %s %s rc=%d", b, c, rc);
+    } else if (strcmp(a, "logcount") == 0 && (r != NULL || strcmp(b, "conn") == 0)) {
+        const int *l = r != NULL ? r->logs : conn_logs;
+        out("logcount %s debug=%d info=%d warn=%d error=%d", b, l[0], l[1], l[2], l[3]);
     } else if (strcmp(a, "conn_free") == 0) {
         int rc = zke_conn_free(conn);
         out("conn_free rc=%d %s", rc, rc ? zke_conn_errstr(conn) : "");

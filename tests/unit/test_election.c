@@ -248,9 +248,18 @@ static void test_negative_sequences(void)
     el_free(e);
 }
 
+static election *follow_at_ops(struct rec *x, int position, char *name, char names_out[][64],
+                               const struct el_ops *o);
+
 static election *follow_at(struct rec *x, int position, char *name, char names_out[][64])
 {
-    election *e = el_new("/app/election", "me", NULL, &ops, x, 42);
+    return follow_at_ops(x, position, name, names_out, &ops);
+}
+
+static election *follow_at_ops(struct rec *x, int position, char *name, char names_out[][64],
+                               const struct el_ops *o)
+{
+    election *e = el_new("/app/election", "me", NULL, o, x, 42);
     el_set_lease_ok(e, 1);
     el_on_session(e, EL_SESS_CONNECTED, 1);
     reply_create(e, x, position, 100 + position, 1, name);
@@ -287,6 +296,43 @@ static void test_fast_path(void)
      * leader data, which nothing waits for */
     CHECK(x.nreq == n + 1 && last_req(&x)->type == EL_REQ_PUBLISH);
     el_free(e);
+}
+
+static int nlog_lvl[ZKE_LOG_ERROR + 1];
+static void level_log(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    (void)ud;
+    (void)msg;
+    if ((unsigned)lvl <= ZKE_LOG_ERROR)
+        nlog_lvl[lvl]++;
+}
+
+/* el_set_log_level: a line under the level never reaches ops.log (the
+ * fast path's "predecessor gone" is debug), one at or over it still does
+ * (a follower's own node gone: a warning). */
+static void test_log_level(void)
+{
+    struct el_ops lops = ops;
+    lops.log = level_log;
+    for (int round = 0; round < 2; round++) {
+        struct rec x = { 0 }, y = { 0 };
+        char name[128], others[8][64];
+        memset(nlog_lvl, 0, sizeof nlog_lvl);
+        election *e = follow_at_ops(&x, 1, name, others, &lops);
+        election *f = follow_at_ops(&y, 2, name, others, &lops);
+        if (round == 1) {
+            el_set_log_level(e, ZKE_LOG_INFO);
+            el_set_log_level(f, ZKE_LOG_INFO);
+        }
+        memset(nlog_lvl, 0, sizeof nlog_lvl);
+        el_on_watch(e, EL_W_DELETED, others[0]);
+        CHECK(el_role(e) == ZKE_ROLE_LEADER);
+        CHECK(round == 0 ? nlog_lvl[ZKE_LOG_DEBUG] > 0 : nlog_lvl[ZKE_LOG_DEBUG] == 0);
+        el_on_watch(f, EL_W_DELETED, name);
+        CHECK(el_role(f) == ZKE_ROLE_IDLE && nlog_lvl[ZKE_LOG_WARN] == 1);
+        el_free(e);
+        el_free(f);
+    }
 }
 
 /* A follower further back hears that its predecessor leads when it
@@ -1168,6 +1214,7 @@ static void test_stale_list_after_new_session(void)
 int main(void)
 {
     RUN(test_denied_backs_off_quietly);
+    RUN(test_log_level);
     RUN(test_withdraw_and_rejoin);
     RUN(test_publish_after_lead);
     RUN(test_nodedata);
