@@ -108,6 +108,7 @@ struct zke_agent {
     struct zke_lease_plan plan;
     int64_t armed_end_ns;       /* lease end the guard was last synced for */
     int64_t lease_wait;         /* epoch of a won term whose on_leader waits for the lease */
+    int64_t lease_pub;          /* ... whose publish went ahead of it (publish_ahead) */
     int node_to_close;          /* its stop left the node to the session's close (conn_release_by_close) */
     scope *term;                /* resources of the term the host was told about */
     int term_drained;
@@ -169,7 +170,8 @@ void agent_el_log_cb(void *ud, enum zke_log_level lvl, const char *msg);
 
 /* agent_request.c */
 void agent_fail_now(zke_agent *a, const char *reason);
-void agent_submit(zke_agent *a, const struct el_req *r);
+/* Hands r to the session: 0, or -1 when it refused it (a retry is armed). */
+int agent_submit(zke_agent *a, const struct el_req *r);
 char *agent_full_path(zke_agent *a, const char *node);
 
 /* agent_session.c */

@@ -152,7 +152,7 @@ void agent_el_request_cb(void *ud, const struct el_req *r)
 {
     zke_agent *a = ud;
     if (dispatch_peek(&a->q) == NULL) {
-        agent_submit(a, r);
+        (void)agent_submit(a, r);
         return;
     }
     struct item *it = malloc(sizeof *it + xstr_size(r->node) + r->datalen + 1);
@@ -221,6 +221,29 @@ static int emit_stopped(zke_agent *a, const char *reason)
 }
 
 
+/* The term at the head of the FIFO (its leader event) waits for its lease:
+ * its leader data publish, queued behind the event, goes now. It is a write
+ * a quorum commits, so its answer confirms the lease like a renewal
+ * (touch.c), and the term's start needs no renewal, a write of its own, on
+ * top of it; what it writes (our id and the epoch, in our own node) claims
+ * nothing the election has not won. 1 if one was queued and the session
+ * took it. */
+static int publish_ahead(zke_agent *a, struct item *head)
+{
+    for (struct dispatch_item *p = &head->link; p->next != NULL; p = p->next) {
+        struct item *it = (struct item *)p->next;
+        if (it->kind == IT_REQUEST && it->req.type == EL_REQ_PUBLISH &&
+            el_wants(a->el, EL_REQ_PUBLISH, it->req.token)) {
+            (void)dispatch_unlink_next(&a->q, p);
+            int sent = agent_submit(a, &it->req) == 0;
+            free(it);
+            return sent;
+        }
+    }
+    return 0;
+}
+
+
 /* Drains the FIFO and pumps the session. Returns -1 if the agent is gone. */
 static int run_pending(zke_agent *a)
 {
@@ -246,7 +269,12 @@ static int run_pending(zke_agent *a)
                      * the base */
                     if (a->cm != NULL)
                         conn_agent_lease_wait(a->conn, a->cm);
-                    conn_renew_now(a->conn);    /* a renewal now, not a period on */
+                    /* a renewal now, not a period on; none while the
+                     * publish is on its way: it confirms like one */
+                    if (publish_ahead(a, it))
+                        a->lease_pub = it->ev.epoch;
+                    else if (a->lease_pub != it->ev.epoch || !el_publishing(a->el))
+                        conn_renew_now(a->conn);
                     session_flush(a->sess);
                     agent_update_renew(a);
                     return 0;       /* lease_tick kicks the loop when it is */
@@ -279,7 +307,7 @@ static int run_pending(zke_agent *a)
                 if (gone)
                     return -1;
             } else {
-                agent_submit(a, &it->req);
+                (void)agent_submit(a, &it->req);
                 free(it);
             }
         }

@@ -317,7 +317,7 @@ static void ensure_step(struct rctx *c)
 }
 
 
-void agent_submit(zke_agent *a, const struct el_req *r)
+int agent_submit(zke_agent *a, const struct el_req *r)
 {
     char *path = NULL;
     int rc = 0;
@@ -327,13 +327,13 @@ void agent_submit(zke_agent *a, const struct el_req *r)
         ev_timer_stop(a->loop, &a->backoff);
         ev_timer_set(&a->backoff, r->delay_ms / 1000.0, 0.);
         ev_timer_start(a->loop, &a->backoff);
-        return;
+        return 0;
     }
     if (r->type == EL_REQ_DONE) {
         agent_life_to(a, AL_DONE);
         conn_agent_done(a->conn, a->cm);
         agent_kick_now(a);
-        return;
+        return 0;
     }
     c = malloc(sizeof *c + (r->node != NULL ? strlen(r->node) : 0) + 1);
     if (c == NULL || (r->type != EL_REQ_LIST && r->type != EL_REQ_ENSURE &&
@@ -354,7 +354,7 @@ void agent_submit(zke_agent *a, const struct el_req *r)
     case EL_REQ_ENSURE:
         free(path);
         ensure_step(c);
-        return;
+        return 0;
     case EL_REQ_LIST:
         rc = session_list(SESS(a), a->set.path, 0, req_done, c);
         break;
@@ -384,7 +384,7 @@ void agent_submit(zke_agent *a, const struct el_req *r)
             agent_life_to(a, AL_DONE);
             conn_agent_done(a->conn, a->cm);
             agent_kick_now(a);
-            return;
+            return 0;
         }
         rc = session_delete(SESS(a), path, req_done, c);
         break;
@@ -399,11 +399,11 @@ void agent_submit(zke_agent *a, const struct el_req *r)
     default:
         free(c);
         free(path);
-        return;
+        return 0;
     }
     free(path);
     if (rc == 0)
-        return;
+        return 0;
     free(c);            /* no completion will come for it */
     agent_alog(a, ZKE_LOG_DEBUG, "request not sent: %s", session_error(a->sess));
 retry:
@@ -413,4 +413,5 @@ retry:
         ev_timer_set(&a->backoff, 0.2, 0.);
         ev_timer_start(a->loop, &a->backoff);
     }
+    return -1;
 }

@@ -32,6 +32,18 @@ void dispatch_push(struct dispatch *d, struct dispatch_item *it)
     d->tail = it;
 }
 
+struct dispatch_item *dispatch_unlink_next(struct dispatch *d, struct dispatch_item *prev)
+{
+    struct dispatch_item *it = prev->next;
+    if (it == NULL)
+        return NULL;
+    prev->next = it->next;
+    if (d->tail == it)
+        d->tail = prev;
+    it->next = NULL;
+    return it;
+}
+
 void dispatch_kick(struct dispatch *d)
 {
     if (!ev_is_active(&d->kick)) {

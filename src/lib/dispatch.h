@@ -63,6 +63,9 @@ void dispatch_kick(struct dispatch *d);
 struct dispatch_item *dispatch_peek(const struct dispatch *d);
 /* Unlinks and returns the oldest item (now the caller's), or NULL. */
 struct dispatch_item *dispatch_pop(struct dispatch *d);
+/* Unlinks and returns the item queued right behind prev (a queued item),
+ * now the caller's, or NULL when prev is the last. */
+struct dispatch_item *dispatch_unlink_next(struct dispatch *d, struct dispatch_item *prev);
 /* Around every host callback of the owner (nesting allowed). dispatch_leave
  * returns 1 when the owner's free was requested and this was the outermost
  * callback: the caller destroys the owner now, and touches it no more. */

@@ -975,6 +975,11 @@ void el_set_strict(election *e, int strict)
     e->strict = strict != 0;
 }
 
+int el_publishing(const election *e)
+{
+    return e->want_pub != 0;
+}
+
 void el_set_log_level(election *e, enum zke_log_level min)
 {
     e->log_min = min;

@@ -3,9 +3,11 @@
 (reason shutdown), release its node and exit 0; the next candidate leads at
 once, far sooner than the (8 s) session timeout would allow."""
 import os
+import re
 import signal
 import sys
 import time
+import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -137,6 +139,53 @@ def test_a_short_lease_still_takes_the_fast_path():
                 agents.append(h.start_in_order(zk, names[2:], path=PATH + "-short",
                                                session_timeout=2000, server_tick=200, extra=ex)[0])
         h.stop_cleanly(agents[2:], 10)
+
+
+def _commits(a):
+    """Renewal writes (multi of one check) a candidate has sent (/metrics)."""
+    ev = a.wait_for("status_listen", timeout=10)
+    with urllib.request.urlopen("http://%s/metrics" % ev["addr"], timeout=5) as r:
+        text = r.read().decode()
+    m = re.search(r'^zkelect_zk_requests_total\{op="commit"\} (\d+)$', text, re.M)
+    assert m, text
+    return int(m.group(1))
+
+
+def test_a_term_that_waits_for_its_lease_starts_on_its_publish():
+    """A term won by a candidate whose lease is not fresh (one further back
+    renews with reads, which confirm none) waits for a write that a quorum
+    commits. Its leader data publish is one: it goes at once, ahead of the
+    term, and the term starts on its answer, with no renewal (a second
+    write) of its own. Two rounds: the last of three candidates, idle long
+    enough that its lease is short, takes over right after the failover that
+    made it next in line; the renewal writes it sent (/metrics) are the same
+    before the takeover and at its term's start. T = 8000 ms, so that its
+    periodic renewals (every T/4) keep out of the few ms read."""
+    ex = ["--fail-stop", "off", "--log-level", "debug", "--status", "127.0.0.1:0"]
+    kw = dict(path=PATH + "-waits", session_timeout=8000, server_tick=200, extra=ex)
+    with h.ZooKeeper() as zk:
+        agents = h.start_in_order(zk, ["w0", "w1", "w2"], **kw)
+        for rnd in range(2):
+            lead, nxt, back = agents[-3:]
+            time.sleep(5.5)         # the last one's lease (from its join) is short by now
+            before = _commits(back)
+            m1, m2 = nxt.mark(), back.mark()
+            lead.term()
+            nxt.wait_for("leader", timeout=10, since=m1)
+            nxt.term()
+            back.wait_for("leader", timeout=10, since=m2)
+            at_term = _commits(back)
+            # the term's lines come in order after its start: the wait's, the publish's
+            back.wait_for(lambda e: "leader data published" in str(e.get("msg", "")), timeout=5, since=m2)
+            waited = back.find(lambda e: "waiting for the quorum leader" in str(e.get("msg", "")),
+                               since=m2)
+            assert waited, "round %d: the takeover did not wait for its lease:\n%s" % (rnd, back.describe())
+            assert at_term == before, "round %d: %d renewal writes before the term\n%s" % (
+                rnd, at_term - before, back.describe())
+            assert lead.wait_exit(10) == 0 and nxt.wait_exit(10) == 0
+            if rnd == 0:
+                agents += h.start_in_order(zk, ["w3", "w4"], **kw)
+        h.stop_cleanly(agents[-1:], 10)
 
 
 def test_sigterm_handover():
