@@ -8,7 +8,10 @@
  * library call stack: events become host callbacks, requests become session
  * calls. A request queued behind an event is only sent after that event's
  * callback returned, which is what makes "on_stepdown runs before our node is
- * deleted" hold. When the FIFO is empty a request is sent at once.
+ * deleted" hold. When the FIFO is empty a request is sent at once. Two go
+ * ahead of it: the watch on our own node (a read, sent at once whatever is
+ * queued: our node is never left unwatched behind a held event), and the
+ * leader data publish of a term that waits for its lease (run_pending).
  *
  * Re-entrancy: host callbacks may call any zke_agent_* function, including
  * zke_agent_free(), which is then deferred until the callback returns

@@ -151,7 +151,10 @@ void agent_queue_session_event(zke_agent *a, const char *reason, uint64_t sid)
 void agent_el_request_cb(void *ud, const struct el_req *r)
 {
     zke_agent *a = ud;
-    if (dispatch_peek(&a->q) == NULL) {
+    /* the watch on our own node goes at once: it is a read, and a held
+     * event (a term waiting for its lease, say) must not leave our node
+     * unwatched once a write of ours (the publish) has fired the watch */
+    if (dispatch_peek(&a->q) == NULL || r->type == EL_REQ_WATCH_SELF) {
         (void)agent_submit(a, r);
         return;
     }
@@ -222,12 +225,15 @@ static int emit_stopped(zke_agent *a, const char *reason)
 
 
 /* The term at the head of the FIFO (its leader event) waits for its lease:
- * its leader data publish, queued behind the event, goes now. It is a write
- * a quorum commits, so its answer confirms the lease like a renewal
- * (touch.c), and the term's start needs no renewal, a write of its own, on
- * top of it; what it writes (our id and the epoch, in our own node) claims
- * nothing the election has not won. 1 if one was queued and the session
- * took it. */
+ * its leader data publish, queued behind the event, goes now, ahead of the
+ * session's queue like a renewal. It is a write a quorum commits, so its
+ * answer confirms the lease like a renewal (touch.c), and the term's start
+ * needs no renewal, a write of its own, on top of it. What it writes (our id
+ * and the epoch, in our own node) claims nothing the election has not won,
+ * but observers see the epoch before on_leader has started: by the
+ * publish's answer, which starts the term. Its data change fires our own
+ * node's watch, which is asked again at once (agent_el_request_cb). 1 if
+ * one was queued and the session took it. */
 static int publish_ahead(zke_agent *a, struct item *head)
 {
     for (struct dispatch_item *p = &head->link; p->next != NULL; p = p->next) {
@@ -235,6 +241,7 @@ static int publish_ahead(zke_agent *a, struct item *head)
         if (it->kind == IT_REQUEST && it->req.type == EL_REQ_PUBLISH &&
             el_wants(a->el, EL_REQ_PUBLISH, it->req.token)) {
             (void)dispatch_unlink_next(&a->q, p);
+            session_priority(a->sess);
             int sent = agent_submit(a, &it->req) == 0;
             free(it);
             return sent;

@@ -86,7 +86,8 @@ void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
 /* 1 if el_on_result() would act on a result of this request (not stale):
  * lets the owner react to an error (stop, close) only for a current step. */
 int el_wants(const election *e, enum el_req_type type, uint32_t token);
-/* 1 while this term's leader data publish is asked for and not answered. */
+/* 1 while this term's leader data publish is asked for and not answered
+ * (also when the session refused it: the owner knows whether it sent it). */
 int el_publishing(const election *e);
 void el_on_watch(election *e, enum el_watch_type type, const char *node);
 void el_kick(election *e);          /* retry the pending step (after a backoff) */

@@ -66,7 +66,7 @@ def test_switchover_and_crash_sync():
             t1 = time.time()
             os.kill(pm, signal.SIGKILL)
             n2.agent.kill9()
-            n3, le3 = c.leader(exclude=("n2",), timeout=40)
+            n3, le3 = c.leader(exclude=(n2.name,), timeout=40)
             assert le3["epoch"] > le2["epoch"]
             dt = c.wait_writable(le3["epoch"], t1, timeout=WRITABLE_S)
             print("crash: %s -> %s, writable after %.2f s" % (n2.name, n3.name, dt))
