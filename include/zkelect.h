@@ -145,8 +145,9 @@ struct zke_event {
     int reload;               /* set by a host that re-tells the role after reloading its policy */
     /* CLOCK_MONOTONIC (ns) at which the loop read the ZooKeeper message that
      * caused this event (the watch notification, or the reply that decided
-     * the role), 0 if no message did (a timer, a stop, a lease): the time
-     * from there to the callback is the library's own dispatch delay. */
+     * the role; for a term that waited for its lease, the answer that
+     * confirmed it), 0 if no message did (a timer, a stop, a lease): the
+     * time from there to the callback is the library's own dispatch delay. */
     int64_t cause_ns;
 };
 

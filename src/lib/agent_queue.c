@@ -287,8 +287,15 @@ static int run_pending(zke_agent *a)
                     return 0;       /* lease_tick kicks the loop when it is */
                 }
             }
-            if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_LEADER)
+            if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_LEADER) {
+                /* a term that waited for its lease was released by the
+                 * answer that confirmed it: its message (ev.at) is that
+                 * one, not the notification before the wait */
+                int64_t t = session_base_moved_read_ns(a->sess);
+                if (a->lease_wait == it->ev.epoch && t > it->ev.cause_ns)
+                    it->ev.cause_ns = t;
                 a->lease_wait = 0;
+            }
             if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_STEPDOWN && a->host_leader &&
                 it->ev.epoch == a->host_epoch && a->term != NULL) {
                 /* on_stepdown (and the node's release, queued behind it)

@@ -63,6 +63,7 @@ struct session {
     double backoff;
     struct touch_log touch;     /* what the quorum leader surely heard (the lease's base) */
     int64_t opened_ns;          /* when this handle was opened */
+    int64_t base_moved_read_ns; /* session_base_moved_read_ns */
     int server_tick_ms;         /* the servers' tickTime assumed; 0: half the timeout */
     double drift;
     unsigned handle_connected : 1;  /* this handle connected once (its session exists) */
@@ -758,6 +759,11 @@ int64_t session_lease_base_ns(const session *s)
     return s->zh != NULL ? s->touch.confirmed : 0;
 }
 
+int64_t session_base_moved_read_ns(const session *s)
+{
+    return s->base_moved_read_ns;
+}
+
 int64_t session_last_renewal_ns(const session *s)
 {
     return s->zh != NULL ? s->renewal_sent_ns : 0;
@@ -1089,9 +1095,12 @@ static void done(struct req *r, struct sess_result *res, int rc)
     if (r->s->zh != NULL && r->s->connected &&
         (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOAUTH || rc == ZBADVERSION ||
          rc == ZNOTEMPTY || rc == ZNOCHILDRENFOREPHEMERALS)) {
-        if (r->confirms && rc == ZOK)
+        if (r->confirms && rc == ZOK) {
+            int64_t before = s->touch.confirmed;
             (void)touch_synced(&s->touch, r->sent_ns, sess_now_ns(), session_pair_gap_ns(s));
-        else
+            if (s->touch.confirmed > before && reading_ns != 0)
+                s->base_moved_read_ns = reading_ns;
+        } else
             touch_answered(&s->touch, r->sent_ns, sess_now_ns(), session_pair_gap_ns(s));
     }
     unlink_req(r);              /* before the callback: a cancel there cannot see it */

@@ -189,6 +189,10 @@ int64_t session_pair_gap_ns(const session *s);
  * expire the session earlier than one session timeout after it (on its
  * clock). Moves only on an answered sync or a new session. */
 int64_t session_lease_base_ns(const session *s);
+/* CLOCK_MONOTONIC (ns) at which the loop read the answer that last moved
+ * the lease base forward (0: none yet): what released a term that waited
+ * for its lease (zke_event.cause_ns). */
+int64_t session_base_moved_read_ns(const session *s);
 /* Send time of the latest sync or commit handed to the library on this
  * handle (answered or still in flight), or 0: agents sharing the session
  * skip their own renewal while another's is this recent. */
