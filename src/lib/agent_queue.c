@@ -265,11 +265,18 @@ static int run_pending(zke_agent *a)
                     /* won on a listing, but no sync has confirmed a request
                      * recent enough yet: the term starts once one has (the
                      * leader's renewals run meanwhile); nothing acts */
-                    if (a->lease_wait != it->ev.epoch)
-                        agent_alog(a, ZKE_LOG_INFO, "elected (epoch %" PRId64 "): waiting for the "
-                             "quorum leader to confirm the lease before on_leader",
-                             it->ev.epoch);
-                    a->lease_wait = it->ev.epoch;
+                    if (a->lease_wait != it->ev.epoch) {
+                        a->lease_wait = it->ev.epoch;
+                        /* said now: queued, it would come behind the
+                         * held event, after the leader event it announces */
+                        char msg[160];
+                        snprintf(msg, sizeof msg, "elected (epoch %" PRId64 "): waiting for the "
+                                 "quorum leader to confirm the lease before on_leader",
+                                 it->ev.epoch);
+                        if (ZKE_LOG_INFO >= a->log_min && call_log(a, ZKE_LOG_INFO, msg) < 0)
+                            return -1;
+                        continue;       /* the callback may have changed the head */
+                    }
                     /* the conn's check may hold it for a leader with a
                      * lease end (it was ready there, or still acting for
                      * a term before): from now on it waits on moves of

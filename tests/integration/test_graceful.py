@@ -175,11 +175,15 @@ def test_a_term_that_waits_for_its_lease_starts_on_its_publish():
             nxt.term()
             back.wait_for("leader", timeout=10, since=m2)
             at_term = _commits(back)
-            # the term's lines come in order after its start: the wait's, the publish's
+            # the publish's line comes after the term's start
             back.wait_for(lambda e: "leader data published" in str(e.get("msg", "")), timeout=5, since=m2)
             waited = back.find(lambda e: "waiting for the quorum leader" in str(e.get("msg", "")),
                                since=m2)
             assert waited, "round %d: the takeover did not wait for its lease:\n%s" % (rnd, back.describe())
+            # the wait is said when it begins, before the leader event it holds
+            led = back.find("leader", since=m2)
+            assert waited[0]["_i"] < led[0]["_i"], "round %d: the wait logged after the leader " \
+                "event:\n%s" % (rnd, back.describe())
             assert at_term == before, "round %d: %d renewal writes before the term\n%s" % (
                 rnd, at_term - before, back.describe())
             assert lead.wait_exit(10) == 0 and nxt.wait_exit(10) == 0
