@@ -273,7 +273,7 @@ static int run_pending(zke_agent *a)
                         snprintf(msg, sizeof msg, "elected (epoch %" PRId64 "): waiting for the "
                                  "quorum leader to confirm the lease before on_leader",
                                  it->ev.epoch);
-                        if (ZKE_LOG_INFO >= a->log_min && call_log(a, ZKE_LOG_INFO, msg) < 0)
+                        if (call_log(a, ZKE_LOG_INFO, msg) < 0)
                             return -1;
                         continue;       /* the callback may have changed the head */
                     }

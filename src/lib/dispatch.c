@@ -32,16 +32,24 @@ void dispatch_push(struct dispatch *d, struct dispatch_item *it)
     d->tail = it;
 }
 
-struct dispatch_item *dispatch_unlink_next(struct dispatch *d, struct dispatch_item *prev)
+/* Unlinks the item *at points to (the head, or an item's next); prev is the
+ * item before it, NULL at the head. */
+static struct dispatch_item *unlink_at(struct dispatch *d, struct dispatch_item **at,
+                                       struct dispatch_item *prev)
 {
-    struct dispatch_item *it = prev->next;
+    struct dispatch_item *it = *at;
     if (it == NULL)
         return NULL;
-    prev->next = it->next;
+    *at = it->next;
     if (d->tail == it)
         d->tail = prev;
     it->next = NULL;
     return it;
+}
+
+struct dispatch_item *dispatch_unlink_next(struct dispatch *d, struct dispatch_item *prev)
+{
+    return unlink_at(d, &prev->next, prev);
 }
 
 void dispatch_kick(struct dispatch *d)
@@ -59,14 +67,7 @@ struct dispatch_item *dispatch_peek(const struct dispatch *d)
 
 struct dispatch_item *dispatch_pop(struct dispatch *d)
 {
-    struct dispatch_item *it = d->head;
-    if (it == NULL)
-        return NULL;
-    d->head = it->next;
-    if (d->head == NULL)
-        d->tail = NULL;
-    it->next = NULL;
-    return it;
+    return unlink_at(d, &d->head, NULL);
 }
 
 void dispatch_enter(struct dispatch *d)
