@@ -594,7 +594,6 @@ static void rearm(session *s)
     log_target = NULL;
     if (s->zh == NULL)
         return;
-    ev_io_stop(s->loop, &s->io);
     if (rc != ZOK) {
         if (is_unrecoverable(s->zh) == ZINVALIDSTATE) {
             if (zoo_state(s->zh) == ZOO_AUTH_FAILED_STATE)
@@ -603,6 +602,7 @@ static void rearm(session *s)
                 s->dead = 1;
                 s->cb.state(s->ud, SESS_S_EXPIRED);
             }
+            ev_io_stop(s->loop, &s->io);
             ev_timer_stop(s->loop, &s->timer);
             return;     /* the owner closes it */
         }
@@ -627,17 +627,29 @@ static void rearm(session *s)
         if (cut >= 0 && cut < after)
             after = cut;
     }
-    if (fd >= 0 && zi != 0) {
-        /* The library's socket is not close-on-exec and hook children must
-         * not inherit it; a new socket can reuse the old number, so check
-         * every time rather than on a change of number. */
-        int fl = fcntl(fd, F_GETFD);
-        if (fl >= 0 && !(fl & FD_CLOEXEC)) {
-            (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
-            thin_stream(fd);    /* a new socket of the library's */
+    /* The library opens each socket in this call (zookeeper_interest) and
+     * reaches ZOO_CONNECTED_STATE only later, in zookeeper_process: a new
+     * socket, even one that reuses the old number, is seen here first in
+     * another state. Only then is it looked at (the library's sockets are
+     * not close-on-exec, and hook children must not inherit them) and the
+     * watcher set again (epoll forgets a closed descriptor); connected,
+     * with the same descriptor and interest, there is nothing to redo (two
+     * system calls fewer on every wake-up). */
+    int events = fd >= 0 && zi != 0 ? ev_from_zk(zi) : 0;
+    if (events != 0 && zoo_state(s->zh) == ZOO_CONNECTED_STATE && ev_is_active(&s->io) &&
+        s->io.fd == fd && (s->io.events & (EV_READ | EV_WRITE)) == events) {
+        /* unchanged */
+    } else {
+        ev_io_stop(s->loop, &s->io);
+        if (events != 0) {
+            int fl = fcntl(fd, F_GETFD);
+            if (fl >= 0 && !(fl & FD_CLOEXEC)) {
+                (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+                thin_stream(fd);    /* a new socket of the library's */
+            }
+            ev_io_set(&s->io, fd, events);   /* even if fd is unchanged */
+            ev_io_start(s->loop, &s->io);
         }
-        ev_io_set(&s->io, fd, ev_from_zk(zi));   /* even if fd is unchanged */
-        ev_io_start(s->loop, &s->io);
     }
     ev_timer_stop(s->loop, &s->timer);
     ev_timer_set(&s->timer, after, 0.);

@@ -82,5 +82,38 @@ def test_server_restart_keeps_leadership():
         assert b.wait_exit(10) == 0
 
 
+
+def test_a_command_started_after_a_reconnect_inherits_no_socket():
+    """The client library's sockets are not close-on-exec: the agent marks
+    each new one before anything can fork. After a server restart the
+    follower's session goes on over a new socket; when it then leads, its
+    command (forked after the reconnect) holds no socket of the agent's."""
+    with h.ZooKeeper() as zk:
+        listing = os.path.join(h.mkdtemp("fds"), "fds")
+        a = h.Agent(zk, "f1", path=PATH, session_timeout=TIMEOUT_MS)
+        a.wait_for("leader", timeout=15)
+        b = h.Agent(zk, "f2", path=PATH, session_timeout=TIMEOUT_MS,
+                    extra=["--", "/bin/sh", "-c",
+                           "ls -l /proc/$$/fd > %s.tmp && mv %s.tmp %s; exec sleep 60"
+                           % (listing, listing, listing)])
+        b.wait_for("follower", timeout=15)
+        mark = b.mark()
+        zk.stop()
+        b.wait_for("session", timeout=5, since=mark, reason="disconnected")
+        zk.start()
+        b.wait_for("session", timeout=TIMEOUT_MS / 1000.0, since=mark, reason="reconnected")
+        socks = [x for x in os.listdir("/proc/%d/fd" % b.pid)
+                 if os.readlink("/proc/%d/fd/%s" % (b.pid, x)).startswith("socket:")]
+        assert socks, "the agent holds no socket: nothing to check"
+        a.term()
+        assert a.wait_exit(10) == 0
+        b.wait_for("leader", timeout=15, since=mark)
+        h.wait_until(lambda: os.path.exists(listing), 10, "the command's listing")
+        with open(listing) as f:
+            fds = f.read()
+        assert "socket:" not in fds, fds
+        b.term()
+        assert b.wait_exit(15) == 0
+
 if __name__ == "__main__":
     h.run_tests(globals())
