@@ -245,7 +245,9 @@ struct zke_settings {
     int hook_budget_ms;          /* longest leader hook of the host, checked against the lease;
                                   * 0: none set (zke_lease_plan.hook_budget_ms has a default) */
     int census_interval_ms;      /* > 0: read the election's size (nodes under path, one exists
-                                  * call, no watch) this often, for zke_status.election_size */
+                                  * call, no watch) this often, for zke_status.election_size;
+                                  * the read goes with the session's renewal nearest its time
+                                  * (up to half a renewal interval early or late) */
     /* Authentication (NULL: none). Added with zoo_add_auth on every new
      * session before any request, e.g. scheme "digest" with credentials
      * "user:password". The agent's copy is wiped when it is freed; the

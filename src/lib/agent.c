@@ -116,6 +116,7 @@ static const struct conn_agent_ops agent_conn_ops = {
     .pump = agent_pump,
     .lease_tick = agent_lease_tick_op,
     .node_path = agent_node_path,
+    .ride = agent_census_ride,
     .log = agent_queue_log,
 };
 
@@ -343,7 +344,7 @@ int zke_agent_start(zke_agent *a)
     if (a->set.census_interval_ms > 0) {
         /* a random phase: candidates started together do not census together */
         double iv = a->set.census_interval_ms / 1000.0;
-        ev_timer_set(&a->census, 0.05 + iv * rng_unit(&a->rng), iv);
+        ev_timer_set(&a->census, 0.05 + iv * rng_unit(&a->rng), 0.);
         ev_timer_start(a->loop, &a->census);
     }
     if (a->set.preempt) {

@@ -81,6 +81,7 @@ struct zke_agent {
     ev_timer backoff, connect_to, stop_to;
     ev_timer census;            /* settings.census_interval_ms */
     int census_pending, election_size;
+    int census_riding;          /* its next read waits for the stream's tick (conn_agent_ride) */
     int32_t census_cversion;    /* of the path, at the last census listing */
     int census_listed;
     struct nodedata census_lead;/* the smallest node's data at the last census */
@@ -221,5 +222,7 @@ void agent_handover_abort(zke_agent *a, const char *reason, int freeing);
 
 /* agent_status.c */
 void agent_census_cb(struct ev_loop *loop, ev_timer *w, int revents);
+/* conn_agent_ops.ride: the census read that waited for the stream's tick. */
+void agent_census_ride(zke_agent *a);
 
 #endif

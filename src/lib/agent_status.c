@@ -105,27 +105,62 @@ static void census_done(void *arg, const struct sess_result *r)
 }
 
 
+/* The next census: with the stream's first tick an interval from now when
+ * one comes within two (a timer of two intervals stands by, in case the
+ * stream stops); else alone, an interval from now. */
+static void census_plan(zke_agent *a)
+{
+    int iv_ms = a->set.census_interval_ms;
+    ev_timer_stop(a->loop, &a->census);
+    if (conn_agent_ride(a->conn, a->cm, sess_now_ns() + (int64_t)iv_ms * 1000000, 2 * iv_ms) == 0) {
+        a->census_riding = 1;
+        ev_timer_set(&a->census, 2 * iv_ms / 1000.0, 0.);
+    } else {
+        ev_timer_set(&a->census, iv_ms / 1000.0, 0.);
+    }
+    ev_timer_start(a->loop, &a->census);
+}
+
 /* The election's size for status readers: the leader and the followers far
  * from the front never list the children again, so their last listing
- * ages. One exists() on the path, no watch (no herd). */
-void agent_census_cb(struct ev_loop *loop, ev_timer *w, int revents)
+ * ages. One exists() on the path every interval, no watch (no herd). It
+ * goes with the session's renewal or read when the stream ticks that
+ * often (census_plan): the process then wakes for one answer, not two. */
+static void census_go(zke_agent *a)
 {
-    zke_agent *a = w->data;
-    (void)revents;
-    if (a->census_pending || agent_done(a))
+    if (a->census_riding) {
+        a->census_riding = 0;
+        conn_agent_unride(a->conn, a->cm);
+    }
+    if (agent_done(a))
         return;
     if (!session_connected(a->sess)) {
         /* soon after the (re)connection, then at the interval again; the
          * delay is random so that a fleet reconnecting together after a
          * server restart does not list the election all at once */
         double iv = a->set.census_interval_ms / 1000.0;
-        ev_timer_stop(loop, w);
-        ev_timer_set(w, 0.1 + iv * rng_unit(&a->rng), iv);
-        ev_timer_start(loop, w);
+        ev_timer_stop(a->loop, &a->census);
+        ev_timer_set(&a->census, 0.1 + iv * rng_unit(&a->rng), 0.);
+        ev_timer_start(a->loop, &a->census);
         return;
     }
-    if (session_exists(SESS(a), a->set.path, 0, census_done, a) == 0)
+    if (!a->census_pending && session_exists(SESS(a), a->set.path, 0, census_done, a) == 0)
         a->census_pending = 1;
+    census_plan(a);
+}
+
+void agent_census_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    census_go(w->data);
+}
+
+void agent_census_ride(zke_agent *a)
+{
+    a->census_riding = 0;
+    if (ev_is_active(&a->census))      /* else stopped meanwhile (stopping, done) */
+        census_go(a);
 }
 
 

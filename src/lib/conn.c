@@ -52,6 +52,8 @@ struct conn_member {
     unsigned rlevel : 2, rsync : 1;
     int rperiod, rread, rlease;
     int renewer_at;             /* index in c->renewers, -1 when it asks nothing */
+    int rider_at;               /* index in c->riders, -1 when it waits for no tick */
+    int64_t ride_after;         /* the first tick after this (sess_now_ns) is its */
 };
 
 /* A small multiset of positive ints (the periods the agents ask for), for
@@ -106,6 +108,7 @@ struct zke_conn {
     int renewing;               /* a renewal or read in flight */
     int renew_missed;           /* its period came while one was in flight: send on its answer */
     int64_t renew_sent_ns;      /* when it was sent */
+    struct mvec riders;         /* members whose next request goes with the next tick */
     zke_log_fn *log;            /* shared conn: the host's */
     void *ud;
     struct logline *lhead, *ltail;
@@ -668,12 +671,75 @@ static void renew_send(zke_conn *c)
     }
 }
 
+static void rider_drop(zke_conn *c, conn_member *m)
+{
+    int i = m->rider_at;
+    if (i >= 0) {
+        conn_member *last = c->riders.v[--c->riders.n];
+        c->riders.v[i] = last;
+        last->rider_at = i;
+        m->rider_at = -1;
+    }
+}
+
+int conn_agent_ride(zke_conn *c, conn_member *m, int64_t after_ns, int within_ms)
+{
+    double period = c->renew.repeat;
+    if (m->detached || !ev_is_active(&c->renew) || period <= 0. || !session_connected(c->sess) ||
+        (double)(after_ns - sess_now_ns()) / 1e6 + period * 1000.0 > within_ms)
+        return -1;
+    if (m->rider_at < 0) {
+        if (mvec_push(&c->riders, m) != 0)
+            return -1;
+        m->rider_at = c->riders.n - 1;
+    }
+    m->ride_after = after_ns;
+    return 0;
+}
+
+void conn_agent_unride(zke_conn *c, conn_member *m)
+{
+    rider_drop(c, m);
+}
+
+/* The riders' turn, right after the tick's own request: theirs go in the
+ * same write, behind it, and (the server answers a session in order, a
+ * read after a write once the write is done) their answers in the same
+ * read. A rider goes at the tick nearest its time (half a period early at
+ * most: a period is never shorter than a tick's timer jitter). Those that
+ * go leave the list first: a rider may ask again from its call. */
+static void riders_go(zke_conn *c)
+{
+    if (c->riders.n == 0)
+        return;
+    int64_t by = sess_now_ns() + (int64_t)(c->renew.repeat * 5e8);
+    struct mvec go = { NULL, 0, 0 };
+    for (int i = 0; i < c->riders.n;) {
+        conn_member *m = c->riders.v[i];
+        if (m->ride_after > by) {
+            i++;
+            continue;
+        }
+        rider_drop(c, m);       /* the last one moved into slot i */
+        /* no memory: it does not ride (its own timer sends it) */
+        (void)mvec_push(&go, m);
+    }
+    c->in_cb++;
+    for (int i = 0; i < go.n; i++)
+        if (!go.v[i]->detached)
+            go.v[i]->ops->ride(go.v[i]->a);
+    c->in_cb--;
+    mvec_free(&go);
+    bury(c);
+}
+
 static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     zke_conn *c = w->data;
     (void)loop;
     (void)revents;
     renew_send(c);
+    riders_go(c);
 }
 
 /* The stream's period after a change of demand: renewals at the shortest
@@ -973,6 +1039,7 @@ static void destroy(zke_conn *c)
     mvec_free(&c->due);
     mvec_free(&c->leasers);
     mvec_free(&c->renewers);
+    mvec_free(&c->riders);
     free(c->index);
     free(c->hosts);
     free(c->session_file);
@@ -1131,6 +1198,7 @@ conn_member *conn_attach(zke_conn *c, zke_agent *a, const struct conn_agent_ops 
     m->order = c->next_order++;
     m->lease_at = -1;
     m->renewer_at = -1;
+    m->rider_at = -1;
     m->prev = c->last;
     if (c->last != NULL)
         c->last->next = m;
@@ -1237,6 +1305,7 @@ void conn_detach(zke_conn *c, conn_member *m)
     index_remove(c, m);
     leaser_drop(c, m);
     renew_drop(c, m);
+    rider_drop(c, m);
     renew_plan(c, 0);
     /* out of the list now; the due list drops it when it comes to it */
     if (m->prev != NULL)

@@ -96,6 +96,11 @@ struct conn_agent_ops {
     /* Its own node's full path (malloc'd; the caller frees it), or NULL
      * when it has none: what the session's renewals name. */
     char *(*node_path)(const zke_agent *a);
+    /* The stream's tick it waits for came (conn_agent_ride): its request
+     * goes now, right behind the tick's own. Once per conn_agent_ride that
+     * returned 0 (not after conn_agent_unride or conn_detach); from the
+     * stream's timer, never from inside the ZooKeeper library. */
+    void (*ride)(zke_agent *a);
     /* A log line of a private conn for its owner, which queues it with
      * its events (called from any of the contexts above). */
     void (*log)(zke_agent *a, enum zke_log_level lvl, const char *msg);
@@ -153,6 +158,22 @@ void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int p
  * it, a compat-mode leader publishes nothing that confirms it): a renewal
  * is sent at once unless one is in flight. */
 void conn_renew_now(zke_conn *c);
+
+/* The agent's next request of its own (a periodic read) waits for the
+ * stream's first tick after after_ns (sess_now_ns; the nearest one, half
+ * a period early at most), which must come within within_ms from now:
+ * ops->ride is called then, right after the tick's renewal or read is
+ * handed to the session, so both go in one write and their answers come
+ * back in one read (one wake-up of the process, not two; no timer of the
+ * agent's wakes it meanwhile). 0: it will be (a second call moves the
+ * time); -1: no tick that soon (no stream, not connected, a longer period)
+ * or no memory. A stream that stops ticking calls nobody: the agent keeps
+ * a timer of its own for that. O(1); each tick costs O(riders). Any time
+ * but from inside ops->ride. */
+int conn_agent_ride(zke_conn *c, conn_member *m, int64_t after_ns, int within_ms);
+/* Takes back a conn_agent_ride that has not come (ops->ride will not be
+ * called). Idempotent. */
+void conn_agent_unride(zke_conn *c, conn_member *m);
 
 /* The agent is stopping (or done): it no longer wants the session. */
 void conn_agent_stopping(zke_conn *c, conn_member *m);

@@ -270,6 +270,7 @@ class StallProxy:
                     data = x.recv(65536)
                     if not data:
                         return
+                    self.note(x, data)
                     pend[x] += data
                 if not self._held():
                     for x in (a, b):
@@ -281,6 +282,9 @@ class StallProxy:
         finally:
             a.close()
             b.close()
+
+    def note(self, x, data):
+        """Bytes read from x (a subclass may look at them)."""
 
     def close(self):
         self.closed = True
@@ -316,6 +320,93 @@ def test_a_silent_blip_of_three_tenths_of_t_is_ridden_out():
             assert sd["reason"] == "lease", sd
             b.wait_for("leader", timeout=10, since=mb)
             assert start["lease_ms"] > 0
+            for x in (a, b):
+                x.term()
+                assert x.wait_exit(10) == 0
+        finally:
+            px.close()
+
+
+class RecordingProxy(StallProxy):
+    """A StallProxy that also notes when each of the client's requests came
+    (time of the read that completed it, its type and path): frames after
+    the connect request are length, xid, type, then (exists) the path."""
+
+    def __init__(self, target_port):
+        self.requests = []          # (monotonic time, op type, path or None)
+        self._buf = {}
+        super().__init__(target_port)
+
+    def _pump(self, a, b):
+        self._client = a
+        super()._pump(a, b)
+
+    def note(self, x, data):
+        if x is not getattr(self, "_client", None):
+            return
+        import struct
+        now = time.monotonic()
+        buf = self._buf.get(x, b"") + data
+        first = x not in self._buf
+        while len(buf) >= 4:
+            n = struct.unpack(">i", buf[:4])[0]
+            if len(buf) < 4 + n:
+                break
+            body, buf = buf[4:4 + n], buf[4 + n:]
+            if first:
+                first = False       # the connect request
+                continue
+            op = struct.unpack(">i", body[4:8])[0] if len(body) >= 8 else None
+            path = None
+            if op == 3 and len(body) >= 12:
+                k = struct.unpack(">i", body[8:12])[0]
+                path = body[12:12 + k].decode(errors="replace")
+            with self.lock:
+                self.requests.append((now, op, path))
+        self._buf[x] = buf
+
+
+def test_the_census_read_rides_the_renewal():
+    """The election's size for /status (one exists() on the path every
+    interval) goes in the same write as the renewal, right behind it, so
+    the server answers both in one read: a leader wakes for its renewals
+    only. Every census read reaches the server within a few ms after a
+    renewal (a multi); sent on a timer of its own, its phase against the
+    renewals' is random. The size still follows the election."""
+    import http.client
+    import json
+    with h.ZooKeeper() as zk:
+        px = RecordingProxy(zk.port)
+        try:
+            a = h.Agent(zk, "ca", path=PATH, session_timeout=T, zkhosts=px.hostport,
+                        extra=["--status", "127.0.0.1:0"])
+            a.wait_for("leader", timeout=10)
+            ev = a.wait_for("status_listen", timeout=10)
+            host, port = ev["addr"].rsplit(":", 1)
+
+            def candidates():
+                c = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=5)
+                try:
+                    c.request("GET", "/status")
+                    return json.loads(c.getresponse().read())["candidates"]
+                finally:
+                    c.close()
+            h.wait_until(lambda: candidates() == 1, 10, "candidates 1")
+            b = h.Agent(zk, "cb", path=PATH, session_timeout=T)
+            b.wait_for("follower", timeout=10)
+            h.wait_until(lambda: candidates() == 2, 10, "candidates 2")
+            with px.lock:
+                px.requests.clear()
+            time.sleep(6 * T / 1000.0 / 2 + 0.2)     # six census intervals (T/2)
+            with px.lock:
+                reqs = list(px.requests)
+            census = [i for i, r in enumerate(reqs) if r[1] == 3 and r[2] == PATH]
+            renewals = [r for r in reqs if r[1] == 14]
+            assert len(census) >= 4 and len(renewals) >= 10, reqs
+            for i in census:
+                before = [r for r in reqs[:i] if r[1] == 14]
+                assert before and reqs[i][0] - before[-1][0] < 0.02, \
+                    ("a census read went on its own", reqs[max(0, i - 3):i + 1])
             for x in (a, b):
                 x.term()
                 assert x.wait_exit(10) == 0
