@@ -288,7 +288,7 @@ static int run_pending(zke_agent *a)
                     if (publish_ahead(a, it))
                         a->lease_pub = it->ev.epoch;
                     else if (a->lease_pub != it->ev.epoch || !el_publishing(a->el))
-                        conn_renew_now(a->conn);
+                        conn_renew_soon(a->conn);
                     session_flush(a->sess);
                     agent_update_renew(a);
                     return 0;       /* lease_tick kicks the loop when it is */

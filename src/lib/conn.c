@@ -833,6 +833,22 @@ void conn_renew_now(zke_conn *c)
         renew_plan(c, 1);
 }
 
+void conn_renew_soon(zke_conn *c)
+{
+    if (c->n_lease == 0)
+        return;
+    renew_plan(c, 0);
+    if (c->renewing)
+        return;     /* its answer arms the next one (renew_done) */
+    double wait = 0.;
+    if (c->renew_sent_ns > 0)
+        wait = (double)(c->renew_sent_ns + (int64_t)confirm_step_ms(c) * 1000000 - sess_now_ns()) / 1e9;
+    if (wait < 0.)
+        wait = 0.;
+    if (!ev_is_active(&c->renew) || ev_timer_remaining(c->loop, &c->renew) > wait)
+        renew_arm(c, wait);
+}
+
 void conn_lose(zke_conn *c, const char *event_reason, const char *why)
 {
     ev_timer_stop(c->loop, &c->disc_to);

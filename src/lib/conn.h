@@ -158,6 +158,14 @@ void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int p
  * it, a compat-mode leader publishes nothing that confirms it): a renewal
  * is sent at once unless one is in flight. */
 void conn_renew_now(zke_conn *c);
+/* The agent waits for a confirmed lease (its term waits): the next renewal
+ * as soon as it can confirm something newer than the last one, which is a
+ * confirmation step after the last one was sent (a renewal sent sooner
+ * confirms nothing new: asked at every pump of a waiting term, that sent
+ * one write per round trip until a server tick had passed). At once when
+ * the last was sent longer ago; nothing while one is in flight (its
+ * answer arms the next). Any time. */
+void conn_renew_soon(zke_conn *c);
 
 /* The agent's next request of its own (a periodic read) waits for the
  * stream's first tick after after_ns (sess_now_ns; the nearest one, half

@@ -414,6 +414,72 @@ def test_the_census_read_rides_the_renewal():
             px.close()
 
 
+class CuttingProxy(StallProxy):
+    """A StallProxy that can also cut its connections (the client sees a
+    reset and connects again, through the proxy)."""
+
+    def _pump(self, a, b):
+        with self.lock:
+            self.__dict__.setdefault("socks", []).extend([a, b])
+        super()._pump(a, b)
+
+    def cut(self):
+        import socket
+        with self.lock:
+            socks, self.socks = self.__dict__.get("socks", []), []
+            self.held_until = 0.0
+        for x in socks:
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def test_a_term_that_waits_for_its_lease_sends_no_storm_of_renewals():
+    """The next in line's connection is held silent, then cut, while the
+    leader stops: it connects again (the same session) and wins with a
+    lease too old to start on, so its term waits for renewals. On a new
+    connection the lease moves only with a renewal sent a confirmation
+    step (a server tick and a bit) after the first one's answer; one sent
+    sooner confirms nothing. The waiting term asked for a renewal at every
+    pump, and each answer pumped it again: one write per round trip until
+    a tick had passed (121-155 renewals before the term started). Now the
+    next goes a step after the last."""
+    with h.ZooKeeper() as zk:
+        px = CuttingProxy(zk.port)
+        try:
+            a = h.Agent(zk, "sa", path=PATH, session_timeout=T)
+            a.wait_for("leader", timeout=10)
+            b = h.Agent(zk, "sb", path=PATH, session_timeout=T, zkhosts=px.hostport,
+                        extra=["--log-level", "debug"])
+            b.wait_for("follower", timeout=10)
+            time.sleep(1.0)
+            mark = b.mark()
+            px.hold(5.0)
+            time.sleep(0.5)
+            a.term()
+            assert a.wait_exit(10) == 0
+            time.sleep(0.75)        # 1.25 s held: under the client's 2/3 T
+            px.cut()
+            b.wait_for("session", timeout=5, since=mark, reason="reconnected")
+            b.wait_for("leader", timeout=10, since=mark)
+            time.sleep(0.3)
+            waited = [e for e in b.events()[mark:] if "waiting for the quorum leader" in e.get("msg", "")]
+            answers = [e for e in b.events()[mark:]
+                       if e.get("msg", "").startswith("renewal answered")]
+            print("  info: %d renewal answers" % len(answers))
+            assert waited, ("the term did not wait for its lease: nothing checked", b.describe(30))
+            assert not b.find("stepdown", since=mark), b.describe()
+            # two on the new connection to confirm a fresh base, another
+            # if the first pair is too close, the periodic ones of the 0.3 s
+            # after the start
+            assert len(answers) <= 6, (len(answers), b.describe(12))
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            px.close()
+
+
 def test_strict_policy_steps_down_on_disconnect():
     tmp = h.mkdtemp("strict")
     os.environ["ZKT_DIR"] = tmp
