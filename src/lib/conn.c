@@ -107,7 +107,7 @@ struct zke_conn {
     struct mvec renewers;       /* members asking anything (their nodes name the requests) */
     int renewing;               /* a renewal or read in flight */
     int renew_missed;           /* its period came while one was in flight: send on its answer */
-    int64_t renew_sent_ns;      /* when it was sent */
+    int64_t renew_sent_ns;      /* when it was sent (0: none on this connection) */
     struct mvec riders;         /* members whose next request goes with the next tick */
     zke_log_fn *log;            /* shared conn: the host's */
     void *ud;
@@ -702,10 +702,10 @@ void conn_agent_unride(zke_conn *c, conn_member *m)
     rider_drop(c, m);
 }
 
-/* The riders' turn, right after the tick's own request: theirs go in the
- * same write, behind it, and (the server answers a session in order, a
- * read after a write once the write is done) their answers in the same
- * read. A rider goes at the tick nearest its time (half a period early at
+/* The riders' turn, right after the tick's own request: theirs are sent
+ * in the same loop iteration, behind it, and (the server answers a
+ * session in order, a read after a write once the write is done) their
+ * answers come right after its answer, read in the same wake-up. A rider goes at the tick nearest its time (half a period early at
  * most: a period is never shorter than a tick's timer jitter). Those that
  * go leave the list first: a rider may ask again from its call. */
 static void riders_go(zke_conn *c)
@@ -876,7 +876,10 @@ static void sess_state_cb(void *ud, enum sess_state st)
         c->last_session = sid;
         fan_state(c, st);
         /* a reconnected session's lease moves with the first renewal on the
-         * new connection (touch.h): send it now, not a period on */
+         * new connection (touch.h): send it now, not a period on. What was
+         * sent on the old one says nothing of when the next may go
+         * (conn_renew_soon) */
+        c->renew_sent_ns = 0;
         conn_renew_now(c);
     } else if (st == SESS_S_DISCONNECTED) {
         fan_state(c, st);

@@ -159,25 +159,25 @@ void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int p
  * is sent at once unless one is in flight. */
 void conn_renew_now(zke_conn *c);
 /* The agent waits for a confirmed lease (its term waits): the next renewal
- * as soon as it can confirm something newer than the last one, which is a
- * confirmation step after the last one was sent (a renewal sent sooner
- * confirms nothing new: asked at every pump of a waiting term, that sent
- * one write per round trip until a server tick had passed). At once when
- * the last was sent longer ago; nothing while one is in flight (its
- * answer arms the next). Any time. */
+ * as soon as it can confirm the last one's answer, a confirmation step
+ * after the last one was sent (as renew_done arms it; asked for at once at
+ * every pump of a waiting term, after a reconnect, one went per round
+ * trip, each confirming nothing new, until a server tick had passed). At
+ * once when none was sent on this connection or the last went longer ago;
+ * nothing while one is in flight (its answer arms the next). Any time. */
 void conn_renew_soon(zke_conn *c);
 
 /* The agent's next request of its own (a periodic read) waits for the
  * stream's first tick after after_ns (sess_now_ns; the nearest one, half
  * a period early at most), which must come within within_ms from now:
  * ops->ride is called then, right after the tick's renewal or read is
- * handed to the session, so both go in one write and their answers come
- * back in one read (one wake-up of the process, not two; no timer of the
- * agent's wakes it meanwhile). 0: it will be (a second call moves the
+ * handed to the session, so both are sent in one loop iteration and
+ * their answers come back together, read in one wake-up (no wake-up of
+ * its own for the send or the answer). 0: it will be (a second call moves the
  * time); -1: no tick that soon (no stream, not connected, a longer period)
  * or no memory. A stream that stops ticking calls nobody: the agent keeps
- * a timer of its own for that. O(1); each tick costs O(riders). Any time
- * but from inside ops->ride. */
+ * a timer of its own for that. O(1); each tick costs O(riders). Any time,
+ * from inside ops->ride too (a rider leaves the list before its call). */
 int conn_agent_ride(zke_conn *c, conn_member *m, int64_t after_ns, int within_ms);
 /* Takes back a conn_agent_ride that has not come (ops->ride will not be
  * called). Idempotent. */
