@@ -247,7 +247,8 @@ struct zke_settings {
     int census_interval_ms;      /* > 0: read the election's size (nodes under path, one exists
                                   * call, no watch) this often, for zke_status.election_size;
                                   * the read goes with the session's renewal nearest its time
-                                  * (up to half a renewal interval early or late) */
+                                  * (up to half a renewal interval early or late), so the reads
+                                  * of many agents on one conn go together, at its ticks */
     /* Authentication (NULL: none). Added with zoo_add_auth on every new
      * session before any request, e.g. scheme "digest" with credentials
      * "user:password". The agent's copy is wiped when it is freed; the
