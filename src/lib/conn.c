@@ -15,6 +15,7 @@
 #include "xstr.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -107,7 +108,6 @@ struct zke_conn {
     struct mvec renewers;       /* members asking anything (their nodes name the requests) */
     int renewing;               /* a renewal or read in flight */
     int renew_missed;           /* its period came while one was in flight: send on its answer */
-    int64_t renew_sent_ns;      /* when it was sent (0: none on this connection) */
     struct mvec riders;         /* members whose next request goes with the next tick */
     zke_log_fn *log;            /* shared conn: the host's */
     void *ud;
@@ -229,6 +229,22 @@ static void mvec_free(struct mvec *v)
     v->n = v->cap = 0;
 }
 
+/* Takes m out of v, whose members keep their index in v in the int at
+ * offset `at` (-1: not in v): the last member moves into its slot. Returns
+ * the slot it had, -1 if it was in none. O(1). */
+static int mvec_unlink(struct mvec *v, conn_member *m, size_t at)
+{
+    int *mine = (int *)(void *)((char *)m + at);
+    int i = *mine;
+    if (i < 0)
+        return -1;
+    conn_member *last = v->v[--v->n];
+    v->v[i] = last;
+    *(int *)(void *)((char *)last + at) = i;
+    *mine = -1;
+    return i;
+}
+
 static int by_order(const void *x, const void *y)
 {
     const conn_member *a = *(conn_member *const *)x, *b = *(conn_member *const *)y;
@@ -331,13 +347,9 @@ static void all_due(zke_conn *c)
 
 static void leaser_drop(zke_conn *c, conn_member *m)
 {
-    int i = m->lease_at;
+    int i = mvec_unlink(&c->leasers, m, offsetof(conn_member, lease_at));
     if (i < 0)
         return;
-    conn_member *last = c->leasers.v[--c->leasers.n];
-    c->leasers.v[i] = last;
-    last->lease_at = i;
-    m->lease_at = -1;
     if (c->in_cb > 0 || (i < c->lease_new_from && c->leasers.n >= c->lease_new_from))
         c->lease_dirty = 1;     /* (a new one moved among the checked: all again) */
     if (c->lease_new_from > c->leasers.n)
@@ -665,21 +677,8 @@ static void renew_send(zke_conn *c)
              : c->n_write > 0 ? session_commit(c->sess, path, renew_done, c)
                               : session_sync(c->sess, path, renew_done, c);
     free(path);
-    if (rc == 0) {
+    if (rc == 0)
         c->renewing = 1;
-        c->renew_sent_ns = sess_now_ns();
-    }
-}
-
-static void rider_drop(zke_conn *c, conn_member *m)
-{
-    int i = m->rider_at;
-    if (i >= 0) {
-        conn_member *last = c->riders.v[--c->riders.n];
-        c->riders.v[i] = last;
-        last->rider_at = i;
-        m->rider_at = -1;
-    }
 }
 
 int conn_agent_ride(zke_conn *c, conn_member *m, int64_t after_ns, int within_ms)
@@ -699,7 +698,7 @@ int conn_agent_ride(zke_conn *c, conn_member *m, int64_t after_ns, int within_ms
 
 void conn_agent_unride(zke_conn *c, conn_member *m)
 {
-    rider_drop(c, m);
+    (void)mvec_unlink(&c->riders, m, offsetof(conn_member, rider_at));
 }
 
 /* The riders' turn, right after the tick's own request: theirs are sent
@@ -720,7 +719,7 @@ static void riders_go(zke_conn *c)
             i++;
             continue;
         }
-        rider_drop(c, m);       /* the last one moved into slot i */
+        conn_agent_unride(c, m);        /* the last one moved into slot i */
         /* no memory: it does not ride (its own timer sends it) */
         (void)mvec_push(&go, m);
     }
@@ -781,13 +780,7 @@ static void renew_drop(zke_conn *c, conn_member *m)
         vals_remove(&c->rread, m->rread);
     }
     m->rlevel = RENEW_NONE;
-    int i = m->renewer_at;
-    if (i >= 0) {
-        conn_member *last = c->renewers.v[--c->renewers.n];
-        c->renewers.v[i] = last;
-        last->renewer_at = i;
-        m->renewer_at = -1;
-    }
+    (void)mvec_unlink(&c->renewers, m, offsetof(conn_member, renewer_at));
 }
 
 void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int period_ms,
@@ -840,9 +833,10 @@ void conn_renew_soon(zke_conn *c)
     renew_plan(c, 0);
     if (c->renewing)
         return;     /* its answer arms the next one (renew_done) */
+    int64_t last = session_last_renewal_ns(c->sess);
     double wait = 0.;
-    if (c->renew_sent_ns > 0)
-        wait = (double)(c->renew_sent_ns + (int64_t)confirm_step_ms(c) * 1000000 - sess_now_ns()) / 1e9;
+    if (last > 0)
+        wait = (double)(last + (int64_t)confirm_step_ms(c) * 1000000 - sess_now_ns()) / 1e9;
     if (wait < 0.)
         wait = 0.;
     if (!ev_is_active(&c->renew) || ev_timer_remaining(c->loop, &c->renew) > wait)
@@ -876,10 +870,7 @@ static void sess_state_cb(void *ud, enum sess_state st)
         c->last_session = sid;
         fan_state(c, st);
         /* a reconnected session's lease moves with the first renewal on the
-         * new connection (touch.h): send it now, not a period on. What was
-         * sent on the old one says nothing of when the next may go
-         * (conn_renew_soon) */
-        c->renew_sent_ns = 0;
+         * new connection (touch.h): send it now, not a period on */
         conn_renew_now(c);
     } else if (st == SESS_S_DISCONNECTED) {
         fan_state(c, st);
@@ -1324,7 +1315,7 @@ void conn_detach(zke_conn *c, conn_member *m)
     index_remove(c, m);
     leaser_drop(c, m);
     renew_drop(c, m);
-    rider_drop(c, m);
+    conn_agent_unride(c, m);
     renew_plan(c, 0);
     /* out of the list now; the due list drops it when it comes to it */
     if (m->prev != NULL)

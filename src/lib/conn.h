@@ -159,12 +159,13 @@ void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int p
  * is sent at once unless one is in flight. */
 void conn_renew_now(zke_conn *c);
 /* The agent waits for a confirmed lease (its term waits): the next renewal
- * as soon as it can confirm the last one's answer, a confirmation step
- * after the last one was sent (as renew_done arms it; asked for at once at
- * every pump of a waiting term, after a reconnect, one went per round
- * trip, each confirming nothing new, until a server tick had passed). At
- * once when none was sent on this connection or the last went longer ago;
- * nothing while one is in flight (its answer arms the next). Any time. */
+ * as soon as it can confirm the last confirming request's answer, a
+ * confirmation step after that request was sent (session_last_renewal_ns;
+ * as renew_done arms it; asked for at once at every pump of a waiting
+ * term, after a reconnect, one went per round trip, each confirming
+ * nothing new, until a server tick had passed). At once when none was sent
+ * on this connection or the last went longer ago; nothing while one of the
+ * stream's is in flight (its answer arms the next). Any time. */
 void conn_renew_soon(zke_conn *c);
 
 /* The agent's next request of its own (a periodic read) waits for the

@@ -68,7 +68,7 @@ struct session {
     double drift;
     unsigned handle_connected : 1;  /* this handle connected once (its session exists) */
     unsigned tick_set : 1;
-    int64_t renewal_sent_ns;    /* latest sync or commit handed to the library */
+    int64_t renewal_sent_ns;    /* latest sync or commit handed to the library on this connection */
     char *auth_scheme, *auth_cred;  /* owned; the credentials are wiped before free */
     size_t auth_len;
     enum zke_acl acl;
@@ -337,6 +337,7 @@ static void global_watcher(zhandle_t *zh, int type, int state, const char *path,
             touch_grant(&s->touch, s->opened_ns);
         else
             touch_revalidated(&s->touch);
+        s->renewal_sent_ns = 0;     /* what the old one sent pairs with nothing here */
         s->handle_connected = 1;
         s->cb.state(s->ud, SESS_S_CONNECTED);
     } else if (state == ZOO_CONNECTING_STATE) {

@@ -193,9 +193,10 @@ int64_t session_lease_base_ns(const session *s);
  * the lease base forward (0: none yet): what released a term that waited
  * for its lease (zke_event.cause_ns). */
 int64_t session_base_moved_read_ns(const session *s);
-/* Send time of the latest sync or commit handed to the library on this
- * handle (answered or still in flight), or 0: agents sharing the session
- * skip their own renewal while another's is this recent. */
+/* Send time of the latest sync or commit (a request that confirms) handed
+ * to the library on this connection (answered or still in flight), or 0:
+ * a renewal sent less than a confirmation step after it confirms nothing
+ * newer than its answer will (conn_renew_soon). */
 int64_t session_last_renewal_ns(const session *s);
 
 /* CLOCK_MONOTONIC (ns) at which the io callback that is now running
