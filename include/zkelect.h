@@ -328,7 +328,7 @@ zke_agent *zke_agent_new(struct ev_loop *loop, const struct zke_settings *s,
  * A host that drops debug lines anyway sets ZKE_LOG_INFO: a leader's
  * renewals and a mass takeover then cost no line each. Loop thread, any
  * time before zke_agent_free(), callbacks included. 0, or -1 for a level
- * out of range. */
+ * out of range (zke_agent_errstr names it). */
 int zke_agent_set_log_level(zke_agent *a, enum zke_log_level min);
 
 /* Starts connecting and joins once connected. May be called once. */
@@ -495,7 +495,8 @@ int zke_conn_free(zke_conn *c);
 /* The least level of the lines the conn's log gets, as
  * zke_agent_set_log_level() for an agent (the agents on it set their own).
  * Loop thread, any time before zke_conn_free(). 0, or -1 for a level out of
- * range (and for a private conn, as zke_conn_free). */
+ * range (and for a private conn, as zke_conn_free); zke_conn_errstr says
+ * which. */
 int zke_conn_set_log_level(zke_conn *c, enum zke_log_level min);
 const char *zke_conn_errstr(const zke_conn *c);
 /* The current session's id (0: none) and whether it is connected now. */

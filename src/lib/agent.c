@@ -495,8 +495,13 @@ void zke_agent_free(zke_agent *a)
 
 int zke_agent_set_log_level(zke_agent *a, enum zke_log_level min)
 {
-    if (a == NULL || a->life == AL_FREEING || (unsigned)min > (unsigned)ZKE_LOG_ERROR)
+    if (a == NULL || a->life == AL_FREEING)
         return -1;
+    if ((unsigned)min > (unsigned)ZKE_LOG_ERROR) {
+        agent_err(a, "log level %d is none of ZKE_LOG_DEBUG (%d) to ZKE_LOG_ERROR (%d)", (int)min,
+                  (int)ZKE_LOG_DEBUG, (int)ZKE_LOG_ERROR);
+        return -1;
+    }
     a->log_min = min;
     if (a->el != NULL)
         el_set_log_level(a->el, min);

@@ -1390,8 +1390,18 @@ void conn_set_log_level(zke_conn *c, enum zke_log_level min)
 
 int zke_conn_set_log_level(zke_conn *c, enum zke_log_level min)
 {
-    if (c == NULL || c->owner != NULL || (unsigned)min > (unsigned)ZKE_LOG_ERROR)
+    if (c == NULL)
         return -1;
+    if (c->owner != NULL) {
+        snprintf(c->err, sizeof c->err, "this connection belongs to its agent (zke_agent_new): "
+                 "set the agent's level");
+        return -1;
+    }
+    if ((unsigned)min > (unsigned)ZKE_LOG_ERROR) {
+        snprintf(c->err, sizeof c->err, "log level %d is none of ZKE_LOG_DEBUG (%d) to ZKE_LOG_ERROR (%d)",
+                 (int)min, (int)ZKE_LOG_DEBUG, (int)ZKE_LOG_ERROR);
+        return -1;
+    }
     conn_set_log_level(c, min);
     return 0;
 }

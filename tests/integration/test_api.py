@@ -296,8 +296,11 @@ def test_a_log_level_drops_lines_where_they_arise():
                 host.send("loglevel %s %s" % (name, "info" if "quiet" in name else "debug"))
             for name in ("loud", "quiet", "sloud", "squiet"):
                 host.wait_ev(name, "leader", since=m)
-            host.send("loglevel loud verbose")
-            host.wait_line(lambda l: l == "loglevel loud verbose rc=-1", since=m)
+            # an unknown name is level -1 here: refused, and the reason names it
+            for who in ("loud", "conn"):
+                host.send("loglevel %s verbose" % who)
+                line = host.wait_line(lambda l, w=who: l.startswith("loglevel %s verbose " % w), since=m)
+                assert line.startswith("loglevel %s verbose rc=-1 log level -1 is none of" % who), line
             for name in ("loud", "quiet", "sloud", "squiet"):
                 host.wait_line(lambda l, n=name: l.startswith("loglevel %s " % n) and l.endswith("rc=0"),
                                since=m)

@@ -288,7 +288,9 @@ static void command(char *line)
         int rc = r != NULL ? (r->a != NULL ? zke_agent_set_log_level(r->a, (enum zke_log_level)lvl) : -1)
                            : zke_conn_set_log_level(conn, (enum zke_log_level)lvl);
         memset(r != NULL ? r->logs : conn_logs, 0, sizeof conn_logs);
-        out("loglevel %s %s rc=%d", b, c, rc);
+        const char *why = rc == 0 ? "" : r == NULL ? zke_conn_errstr(conn)
+                                     : r->a != NULL ? zke_agent_errstr(r->a) : "no agent";
+        out("loglevel %s %s rc=%d%s%s", b, c, rc, rc ? " " : "", why);
     } else if (strcmp(a, "logcount") == 0 && (r != NULL || strcmp(b, "conn") == 0)) {
         const int *l = r != NULL ? r->logs : conn_logs;
         out("logcount %s debug=%d info=%d warn=%d error=%d", b, l[0], l[1], l[2], l[3]);
