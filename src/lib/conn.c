@@ -108,6 +108,7 @@ struct zke_conn {
     struct mvec renewers;       /* members asking anything (their nodes name the requests) */
     int renewing;               /* a renewal or read in flight */
     int renew_missed;           /* its period came while one was in flight: send on its answer */
+    int64_t renew_prev_ns;      /* send time of the last renewal answered in turn, or 0 */
     struct mvec riders;         /* members whose next request goes with the next tick */
     zke_log_fn *log;            /* shared conn: the host's */
     void *ud;
@@ -590,6 +591,38 @@ static int lease_fresh(const zke_conn *c)
                            (int64_t)vals_min(&c->rperiod) * 1000000;
 }
 
+/* The longest gap the stream leaves between two requests: just under the
+ * client library's ping period (a third of the timeout), which it would
+ * otherwise fill with a ping of its own; in s. */
+static double ping_gap(const zke_conn *c)
+{
+    double third = session_timeout_ms(c->sess) / 3000.0;
+    return third - (third / 50 > 0.005 ? third / 50 : 0.005);
+}
+
+/* The uneven schedule of a leader's stream, or 0 (even periods). A crashed
+ * client's session expires one timeout after the last request the server
+ * heard; a plain client's last ping is half its ping period old on average,
+ * a stream of even periods p half a period (p < ping period: younger, so a
+ * later expiry). What bounds the lease is the age of its base, the send of
+ * the renewal before the last answered one: any two gaps in a row, at most
+ * 2p. Gaps that alternate between the ping gap and 2p minus it keep that
+ * bound and the same number of requests, and a request is then older at a
+ * crash (gaps g1, g2: (g1^2 + g2^2) / 2 (g1 + g2) on average, more than p/2).
+ * Only where the short gap is still a confirmation step (each renewal
+ * pairs with the one before it). `last`: the gap from the renewal before to
+ * the one just answered, in s (0: none). */
+static double uneven_gap(const zke_conn *c, double last)
+{
+    double p = c->renew.repeat, lng = ping_gap(c), shrt = 2 * p - lng;
+    if (c->n_lease == 0 || lng <= p || shrt < confirm_step_ms(c) / 1000.0 || last <= 0.)
+        return 0.;
+    /* after an even or long gap a short one, after a short one a long one:
+     * never more than 2p for the two */
+    double g = last >= (shrt + p) / 2 ? shrt : 2 * p - last;
+    return g < lng ? g : lng;
+}
+
 static void renew_arm(zke_conn *c, double after)
 {
     ev_timer_stop(c->loop, &c->renew);
@@ -634,8 +667,16 @@ static void renew_done(void *arg, const struct sess_result *r)
     if (c->renew.repeat >= step && ev_is_active(&c->renew) &&
         ev_timer_remaining(c->loop, &c->renew) < step)
         renew_arm(c, step);
-    if (lease_fresh(c))
+    int64_t prev = c->renew_prev_ns;
+    c->renew_prev_ns = r->sent_ns;
+    if (lease_fresh(c)) {
+        double gap = uneven_gap(c, prev > 0 ? (double)(r->sent_ns - prev) / 1e9 : 0.);
+        if (gap > 0.) {
+            double at = (double)(r->sent_ns - sess_now_ns()) / 1e9 + gap;
+            renew_arm(c, at > step ? at : step);
+        }
         return;
+    }
     /* not fresh yet (a new next in line, a term waiting for its lease, a
      * reconnect): the next renewal as soon as it can confirm this one's
      * answer, not a whole period on */
@@ -683,7 +724,8 @@ static void renew_send(zke_conn *c)
 
 int conn_agent_ride(zke_conn *c, conn_member *m, int64_t after_ns, int within_ms)
 {
-    double period = c->renew.repeat;
+    /* the longest gap between two ticks */
+    double period = uneven_gap(c, c->renew.repeat) > 0. ? ping_gap(c) : c->renew.repeat;
     if (m->detached || !ev_is_active(&c->renew) || period <= 0. || !session_connected(c->sess) ||
         (double)(after_ns - sess_now_ns()) / 1e6 + period * 1000.0 > within_ms)
         return -1;

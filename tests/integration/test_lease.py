@@ -415,6 +415,46 @@ def test_the_census_read_rides_the_renewal():
                 assert x.wait_exit(10) == 0
 
 
+def test_a_leader_s_renewals_alternate_a_ping_gap_and_its_complement():
+    """A crashed leader's session expires a timeout after the last request
+    the server heard. Renewing every T/4 made that request younger than a
+    plain client's last ping (every T/3): a later expiry, a slower failover.
+    The leader's renewals now alternate a gap just under the client's ping
+    period and 2 x T/4 minus it: the same number of renewals, and two gaps
+    in a row still T/2 at most (the lease's base is no older: the 0.3 T blip
+    above is still ridden out), with no ping of the client in between."""
+    with h.ZooKeeper() as zk:
+        with RecordingProxy(zk.port) as px:
+            a = h.Agent(zk, "ra", path=PATH, session_timeout=T, zkhosts=px.hostport)
+            a.wait_for("leader", timeout=10)
+            b = h.Agent(zk, "rb", path=PATH, session_timeout=T)
+            b.wait_for("follower", timeout=10)
+            start = a.wait_for("start", timeout=1)
+            assert start["renew_ms"] == T // 4, start
+            time.sleep(1.0)
+            with px.lock:
+                px.requests.clear()
+
+            def renewals():
+                with px.lock:
+                    return [r for r in px.requests if r[1] == 14]
+            h.wait_until(lambda: len(renewals()) >= 13, 15, "13 renewals")
+            with px.lock:
+                reqs = list(px.requests)
+            ts = [r[0] for r in reqs if r[1] == 14]
+            gaps = [y - x for x, y in zip(ts, ts[1:])]
+            third = T / 3000.0
+            assert not [r for r in reqs if r[1] == 11], ("the client pinged", reqs)
+            assert max(gaps) < third, gaps
+            # two in a row: at most 2 x T/4 (the proxy's thread adds a few ms)
+            assert all(x + y < T / 2000.0 + 0.03 for x, y in zip(gaps, gaps[1:])), gaps
+            # and uneven: one of each two is near the ping period
+            assert all(max(x, y) > 0.9 * third for x, y in zip(gaps, gaps[1:])), gaps
+            for x in (a, b):
+                x.term()
+                assert x.wait_exit(10) == 0
+
+
 class CuttingProxy(StallProxy):
     """A StallProxy that can also cut its connections (the client sees a
     reset and connects again, through the proxy)."""
