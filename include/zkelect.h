@@ -199,9 +199,11 @@ enum zke_compat { ZKE_COMPAT_NONE = 0, ZKE_COMPAT_CURATOR, ZKE_COMPAT_KAZOO };
 #define ZKE_DEFAULT_MARGIN_DIVISOR       25    /* lease margin T/25 ... */
 #define ZKE_DEFAULT_MARGIN_MIN_MS        50    /* ... at least this */
 #define ZKE_DEFAULT_RENEW_LONG_DIVISOR   4     /* the lease is renewed every T/4 where the
-                                                * server tick leaves room (zke_lease_check),
-                                                * so a crashed leader's session expires about
-                                                * when a plain client's would ... */
+                                                * server tick leaves room (zke_lease_check;
+                                                * a leader's gaps then alternate about T/3
+                                                * and T/2 - T/3), so a crashed leader's
+                                                * session expires about when a plain
+                                                * client's would ... */
 #define ZKE_DEFAULT_RENEW_DIVISOR        10    /* ... else every T/10 ... */
 #define ZKE_DEFAULT_RENEW_MIN_MS         10    /* ... at least this far apart */
 #define ZKE_DEFAULT_DRIFT                0.01  /* assumed clock-rate difference */
@@ -262,9 +264,12 @@ struct zke_settings {
     /* The servers' tickTime that the lease may assume (docs/design.md "The
      * promise"): a renewal counts only once a later sync, sent at least one
      * tick after it was answered, came back through the quorum leader.
-     * 0: half the granted session timeout (ZooKeeper's default
-     * minSessionTimeout, 2 x tickTime, implies no more). A value above the
-     * servers' real tickTime breaks the promise. */
+     * 0: learned from the servers at the connection's first open: half
+     * the timeout granted to a throwaway session that asks for a quarter
+     * of the session timeout, at most half the granted session timeout
+     * (ZooKeeper's default minSessionTimeout, 2 x tickTime, implies no
+     * more than either). A value above the servers' real tickTime breaks
+     * the promise. */
     int server_tick_ms;
     /* What a renewal sends (docs/design.md "The promise"): ZKE_RENEW_WRITE (default)
      * a write that changes nothing (a multi of one version check of our
@@ -526,7 +531,9 @@ const char *zke_acl_name(enum zke_acl acl);
 struct zke_lease_plan {
     int session_ms, stepdown_budget_ms, margin_ms, renew_ms, lease_ms;
     double drift;
-    int server_tick_ms;     /* assumed servers' tickTime (settings, or T/2) */
+    int server_tick_ms;     /* assumed servers' tickTime: the settings', else T/2 (from
+                             * zke_agent_plan once connected: what the servers allow, at
+                             * most T/2; see zke_settings.server_tick_ms) */
     int confirm_ms;         /* a sync this long after an answer confirms it: tick x (1 + drift);
                              * the lease's base lags the latest sync by at least this */
     int hook_budget_ms;     /* the settings' hook_budget_ms, or the default for T: a third of

@@ -101,6 +101,7 @@ struct zke_agent {
     int prio_pending;           /* the leader's reading of the line is under way */
     struct handover *handover;  /* zke_agent_resign_to under way, or NULL */
     unsigned long long short_terms;     /* all such terms (zke_status.short_terms) */
+    int plan_bound;             /* the session's tick bound the plan was made with (0: none) */
     int plan_unchecked;         /* the requested timeout was too short for the defaults: the
                                  * granted one must pass zke_lease_check */
     int census_position;        /* nodes before ours in that listing, -1 unknown */

@@ -10,6 +10,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "conn.h"
+#include "probe.h"
 #include "rng.h"
 #include "settings.h"
 #include "xstr.h"
@@ -133,6 +134,11 @@ struct zke_conn {
     int auth_dead;              /* credentials refused: no new handle until an agent starts */
     int in_cb, free_requested;
     int was_open;               /* the handle was open at the last flush */
+    /* the tick probe (probe.h): once a conn, at its first open, where no
+     * agent stated the servers' tick. The first SESS_S_CONNECTED waits for
+     * its answer (the agents plan their lease with it), its deadline at most */
+    struct probe *probe;
+    int probed, probe_over, probe_held;
     char verr[512];             /* why the settings were refused, "" if they were not */
     char err[512];              /* the last error: that, or a refused zke_conn_free */
 };
@@ -902,6 +908,15 @@ void conn_lose(zke_conn *c, const char *event_reason, const char *why)
 static void sess_state_cb(void *ud, enum sess_state st)
 {
     zke_conn *c = ud;
+    if (st == SESS_S_CONNECTED && c->probe != NULL && !c->probe_over) {
+        c->probe_held = 1;      /* passed on when the probe is done (probe_done) */
+        return;
+    }
+    if (st == SESS_S_DISCONNECTED && c->probe_held) {
+        c->probe_held = 0;      /* the agents were not told of the connection */
+        return;
+    }
+    c->probe_held = 0;
     if (st == SESS_S_CONNECTED) {
         uint64_t sid = session_id(c->sess);
         c->reopen_delay = 0;
@@ -1045,6 +1060,30 @@ static void sess_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
 
 /* --- loop glue ---------------------------------------------------------- */
 
+static void sess_state_cb(void *ud, enum sess_state st);
+
+static void probe_done(void *ud, int granted_ms)
+{
+    zke_conn *c = ud;
+    if (c->probe == NULL)
+        return;         /* the conn's teardown */
+    c->probe_over = 1;  /* freed at the next prepare */
+    int half = session_timeout_ms(c->sess) / 2, tick = granted_ms / 2;
+    if (tick > 0 && tick < half) {
+        session_set_tick_bound(c->sess, tick);
+        clog_(c, ZKE_LOG_INFO, "the servers' tick is at most %d ms: a session that asked for "
+              "%d ms was granted %d ms", tick, c->timeout_ms / 4, granted_ms);
+    } else {
+        clog_(c, ZKE_LOG_DEBUG, "no shorter server tick learned (a session that asked for "
+              "%d ms was granted %d ms)", c->timeout_ms / 4, granted_ms);
+    }
+    if (c->probe_held) {
+        c->probe_held = 0;
+        if (session_connected(c->sess))
+            sess_state_cb(c, SESS_S_CONNECTED);
+    }
+}
+
 static void conn_open(zke_conn *c)
 {
     ev_timer_stop(c->loop, &c->reopen);
@@ -1052,6 +1091,16 @@ static void conn_open(zke_conn *c)
     if (session_open(c->sess) != 0) {
         clog_(c, ZKE_LOG_WARN, "%s; retrying", session_error(c->sess));
         reopen_later(c);
+        return;
+    }
+    if (!c->probed && session_tick_unstated(c->sess)) {
+        /* a quarter of the timeout: a grant below half of it bounds the
+         * tick tighter than the main session's grant; the library's
+         * connect timeout is two thirds of the asked timeout */
+        int ask = c->timeout_ms / 4;
+        c->probed = 1;
+        if (ask >= 10)
+            c->probe = probe_start(c->loop, c->hosts, ask, ask > 250 ? ask : 250, probe_done, c);
     }
 }
 
@@ -1070,6 +1119,9 @@ static void destroy(zke_conn *c)
     ev_timer_stop(c->loop, &c->renew);
     ev_timer_stop(c->loop, &c->reopen);
     ev_timer_stop(c->loop, &c->disc_to);
+    struct probe *p = c->probe;
+    c->probe = NULL;
+    probe_free(p);
     /* completions of the close reach no agent through us (none is left:
      * a shared conn is destroyed once its last agent went, a private one
      * when its owner detached) */
@@ -1107,6 +1159,11 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     if (c->free_requested && c->n == 0 && c->in_cb == 0) {
         destroy(c);
         return;
+    }
+    if (c->probe != NULL && c->probe_over) {
+        struct probe *p = c->probe;
+        c->probe = NULL;
+        probe_free(p);
     }
     session_flush(c->sess);
     int open = session_is_open(c->sess);
@@ -1298,7 +1355,7 @@ int conn_agent_start(zke_conn *c, conn_member *m, char *err, size_t errlen)
     if (!session_is_open(c->sess)) {
         if (!ev_is_active(&c->reopen))
             conn_open(c);
-    } else if (session_connected(c->sess)) {
+    } else if (session_connected(c->sess) && !c->probe_held) {
         m->ops->session_state(a, SESS_S_CONNECTED);
     }
     return 0;

@@ -64,10 +64,12 @@ struct session {
     struct touch_log touch;     /* what the quorum leader surely heard (the lease's base) */
     int64_t opened_ns;          /* when this handle was opened */
     int64_t base_moved_read_ns; /* session_base_moved_read_ns */
-    int server_tick_ms;         /* the servers' tickTime assumed; 0: half the timeout */
+    int server_tick_ms;         /* the longest tickTime an agent stated, or 0 */
+    int tick_bound_ms;          /* the probe's bound on it (session_set_tick_bound), or 0 */
     double drift;
     unsigned handle_connected : 1;  /* this handle connected once (its session exists) */
     unsigned tick_set : 1;
+    unsigned tick_unstated : 1; /* an agent stated none: the bound, else half the timeout */
     int64_t renewal_sent_ns;    /* latest sync or commit handed to the library on this connection */
     char *auth_scheme, *auth_cred;  /* owned; the credentials are wiped before free */
     size_t auth_len;
@@ -784,17 +786,40 @@ int64_t session_last_renewal_ns(const session *s)
 
 void session_set_server_tick(session *s, int tick_ms, double drift)
 {
-    int t = tick_ms > 0 ? tick_ms : 0;      /* 0: half the timeout, the longest */
-    if (!s->tick_set || t == 0 || (s->server_tick_ms != 0 && t > s->server_tick_ms))
-        s->server_tick_ms = t;
+    if (tick_ms > s->server_tick_ms)
+        s->server_tick_ms = tick_ms;
+    if (tick_ms <= 0)
+        s->tick_unstated = 1;
     if (!s->tick_set || drift > s->drift)
         s->drift = drift > 0 ? drift : 0;
     s->tick_set = 1;
 }
 
+void session_set_tick_bound(session *s, int tick_ms)
+{
+    s->tick_bound_ms = tick_ms > 0 ? tick_ms : 0;
+}
+
+int session_tick_bound_ms(const session *s)
+{
+    return s->tick_bound_ms;
+}
+
+int session_tick_unstated(const session *s)
+{
+    return !s->tick_set || s->tick_unstated;
+}
+
 int64_t session_pair_gap_ns(const session *s)
 {
-    int tick = s->server_tick_ms > 0 ? s->server_tick_ms : s->timeout_ms / 2;
+    /* the longest tick any agent assumes */
+    int tick = s->server_tick_ms;
+    if (session_tick_unstated(s)) {
+        int half = s->timeout_ms / 2;
+        int t = s->tick_bound_ms > 0 && s->tick_bound_ms < half ? s->tick_bound_ms : half;
+        if (t > tick)
+            tick = t;
+    }
     return (int64_t)((double)tick * 1e6 * (1.0 + s->drift));
 }
 

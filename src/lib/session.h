@@ -177,10 +177,19 @@ int session_commit(session *s, const char *path, sess_done_fn *cb, void *arg);
 
 /* CLOCK_BOOTTIME in ns: keeps counting while the host is suspended. */
 int64_t sess_now_ns(void);
-/* The servers' tickTime the lease may assume (0: half the negotiated
- * timeout) and the clock drift that scales it. Any time; with several
- * calls (agents sharing the session) the most cautious values stay. */
+/* The servers' tickTime the lease may assume (0: none stated: the bound
+ * below, else half the negotiated timeout) and the clock drift that scales
+ * it. Any time; with several calls (agents sharing the session) the most
+ * cautious values stay. */
 void session_set_server_tick(session *s, int tick_ms, double drift);
+/* A bound on the tick learned from the servers (probe.h), used where no
+ * tick was stated (0: none; never above half the negotiated timeout). Any
+ * time; the owner sets it before it passes SESS_S_CONNECTED on. */
+void session_set_tick_bound(session *s, int tick_ms);
+int session_tick_bound_ms(const session *s);
+/* No tick was stated, by some agent or at all: the bound or half the
+ * timeout applies. */
+int session_tick_unstated(const session *s);
 /* How long after an answer a sync must be sent to confirm it: one assumed
  * tick x (1 + drift), in ns. */
 int64_t session_pair_gap_ns(const session *s);

@@ -455,6 +455,59 @@ def test_a_leader_s_renewals_alternate_a_ping_gap_and_its_complement():
                 assert x.wait_exit(10) == 0
 
 
+def lease_line(agent, since=0):
+    """The agent's plan once connected: lease, renewal period, confirmation
+    step and server tick (ms) and where the tick came from."""
+    ev = agent.wait_for(lambda e: e.get("event") == "log" and
+                        e.get("msg", "").startswith("lease ") and
+                        "renewal every" in e.get("msg", ""), timeout=10, since=since)
+    m = re.match(r"lease (\d+) ms .* renewal every (\d+) ms, confirmed by a renewal (\d+) ms "
+                 r"later; server tick (\d+) ms, (.*)\)$", ev["msg"])
+    assert m, ev
+    return [int(x) for x in m.groups()[:4]] + [m.group(5)]
+
+
+def test_the_servers_tick_is_learned_where_none_is_stated():
+    """With no --server-tick the agent asks the servers: a throwaway session
+    asking a quarter of T is granted at least minSessionTimeout, by default
+    2 x tickTime, so half its grant bounds the tick (the same assumption as
+    half the main session's grant, tighter). Here minSessionTimeout is 600
+    (tick 200): a 2000 ms session's probe asks 500, is granted 600, and the
+    lease assumes 300 instead of 1000: renewals every T/4, not T/10, and a
+    confirmation step of 303 ms instead of 1010. A stated tick sends no
+    probe; a probe that gets no handshake in time (the connection held
+    silent at the start) leaves the default, half the session timeout."""
+    with h.ZooKeeper(extra_cfg=["minSessionTimeout=600"]) as zk:
+        a = h.Agent(zk, "ta", path=PATH, session_timeout=T, server_tick=None)
+        a.wait_for("leader", timeout=10)
+        lease, renew, confirm, tick, how = lease_line(a)
+        assert (tick, renew, confirm) == (300, T // 4, 303) and "probe" in how, (lease, how)
+        assert [e for e in a.find("log") if "a session that asked for 500 ms was granted 600 ms"
+                in e.get("msg", "")], a.describe()
+        # the probe's session is gone: one session left (the agent's own)
+        h.wait_until(lambda: len(zk.cons()) == 1, 10, "the probe's session closed")
+        b = h.Agent(zk, "tb", path=PATH, session_timeout=T, server_tick=200)
+        b.wait_for("follower", timeout=10)
+        start = b.wait_for("start", timeout=1)
+        assert (start["server_tick_ms"], start["renew_ms"]) == (200, T // 4), start
+        assert not [e for e in b.find("log") if "a session that asked" in e.get("msg", "")]
+        for x in (a, b):
+            x.term()
+            assert x.wait_exit(10) == 0
+        with StallProxy(zk.port) as px:
+            px.hold(1.0)
+            c = h.Agent(zk, "tc", path=PATH, session_timeout=T, server_tick=None,
+                        zkhosts=px.hostport)
+            c.wait_for("leader", timeout=10)
+            # the plan of the start stands: nothing learned, nothing changed
+            start = c.wait_for("start", timeout=1)
+            assert (start["server_tick_ms"], start["renew_ms"]) == (T // 2, T // 10), start
+            assert not [e for e in c.find("log") if "tick is at most" in e.get("msg", "") or
+                        "renewal every" in e.get("msg", "")], c.describe()
+            c.term()
+            assert c.wait_exit(10) == 0
+
+
 class CuttingProxy(StallProxy):
     """A StallProxy that can also cut its connections (the client sees a
     reset and connects again, through the proxy)."""
@@ -580,12 +633,16 @@ def test_settings_that_break_the_lease_are_refused():
 def test_the_lease_counts_from_a_confirmed_renewal():
     """A renewal counts only once a later one, sent a server tick (x 1.01)
     after its answer, came back through the quorum leader: the lease a leader
-    has left is never more than lease - that gap. With the default tick (half
-    the 2000 ms session) that is 1700 - 1010 = 690 ms; stating the server's
-    real 200 ms tick gives up to 1700 - 202 = 1498 ms. A graceful hand-over
-    still takes the fast path either way."""
-    with h.ZooKeeper() as zk:
-        for tick, most in ((None, 690), (200, 1498)):
+    has left is never more than lease - that gap. Stating the server's real
+    200 ms tick gives up to 1700 - 202 = 1498 ms; with no tick stated, what
+    the servers tell: a probe session asking 500 ms is granted 500
+    (minSessionTimeout 400), a tick of at most 250 ms, 1700 - 253 = 1447 ms;
+    where they tell nothing shorter (minSessionTimeout 2000: the probe is
+    granted the whole session timeout), half the 2000 ms session, 1700 -
+    1010 = 690 ms. A graceful hand-over still takes the fast path in each."""
+    for cfg, tick, most in (([], None, 1447), ([], 200, 1498),
+                            (["minSessionTimeout=2000"], None, 690)):
+        with h.ZooKeeper(extra_cfg=cfg) as zk:
             path = PATH + "-tick%s" % (tick or "default")
             a, b = h.start_in_order(zk, ("ta", "tb"), path=path, session_timeout=T,
                                     server_tick=tick)
