@@ -615,13 +615,17 @@ static double ping_gap(const zke_conn *c)
  * 2p. Gaps that alternate between the ping gap and 2p minus it keep that
  * bound and the same number of requests, and a request is then older at a
  * crash (gaps g1, g2: (g1^2 + g2^2) / 2 (g1 + g2) on average, more than p/2).
- * Only where the short gap is still a confirmation step (each renewal
- * pairs with the one before it). `last`: the gap from the renewal before to
- * the one just answered, in s (0: none). */
-static double uneven_gap(const zke_conn *c, double last)
+ * Only where the short gap is still a confirmation step after its
+ * predecessor's answer, with room for twice the round trip `rtt` just seen
+ * (a renewal goes no sooner than a step after the answer it pairs with: a
+ * slower answer would stretch the short gap, and the two with it). `last`:
+ * the gap from the renewal before to the one just answered, in s (0:
+ * none). */
+static double uneven_gap(const zke_conn *c, double last, double rtt)
 {
     double p = c->renew.repeat, lng = ping_gap(c), shrt = 2 * p - lng;
-    if (c->n_lease == 0 || lng <= p || shrt < confirm_step_ms(c) / 1000.0 || last <= 0.)
+    if (c->n_lease == 0 || lng <= p || shrt < confirm_step_ms(c) / 1000.0 + 2 * rtt ||
+        last <= 0.)
         return 0.;
     /* after an even or long gap a short one, after a short one a long one:
      * never more than 2p for the two */
@@ -676,7 +680,8 @@ static void renew_done(void *arg, const struct sess_result *r)
     int64_t prev = c->renew_prev_ns;
     c->renew_prev_ns = r->sent_ns;
     if (lease_fresh(c)) {
-        double gap = uneven_gap(c, prev > 0 ? (double)(r->sent_ns - prev) / 1e9 : 0.);
+        double gap = uneven_gap(c, prev > 0 ? (double)(r->sent_ns - prev) / 1e9 : 0.,
+                                (double)(sess_now_ns() - r->sent_ns) / 1e9);
         if (gap > 0.) {
             double at = (double)(r->sent_ns - sess_now_ns()) / 1e9 + gap;
             renew_arm(c, at > step ? at : step);
@@ -731,7 +736,7 @@ static void renew_send(zke_conn *c)
 int conn_agent_ride(zke_conn *c, conn_member *m, int64_t after_ns, int within_ms)
 {
     /* the longest gap between two ticks */
-    double period = uneven_gap(c, c->renew.repeat) > 0. ? ping_gap(c) : c->renew.repeat;
+    double period = uneven_gap(c, c->renew.repeat, 0.) > 0. ? ping_gap(c) : c->renew.repeat;
     if (m->detached || !ev_is_active(&c->renew) || period <= 0. || !session_connected(c->sess) ||
         (double)(after_ns - sess_now_ns()) / 1e6 + period * 1000.0 > within_ms)
         return -1;
