@@ -269,7 +269,8 @@ struct zke_settings {
      * of the session timeout, at most half the granted session timeout
      * (ZooKeeper's default minSessionTimeout, 2 x tickTime, implies no
      * more than either). A value above the servers' real tickTime breaks
-     * the promise. */
+     * the promise. Agents sharing a session all plan with the longest tick
+     * any of them assumes (the session pairs renewals with it). */
     int server_tick_ms;
     /* What a renewal sends (docs/design.md "The promise"): ZKE_RENEW_WRITE (default)
      * a write that changes nothing (a multi of one version check of our

@@ -335,8 +335,12 @@ int zke_agent_start(zke_agent *a)
         return -1;
     }
     agent_life_to(a, AL_RUNNING);
-    /* the session keeps the most cautious tick of the agents sharing it */
+    /* the session keeps the most cautious tick of the agents sharing it:
+     * when that changes, the others plan their leases again */
+    int tick = session_pair_tick_ms(a->sess);
     session_set_server_tick(a->sess, a->set.server_tick_ms, a->plan.drift);
+    if (session_pair_tick_ms(a->sess) != tick)
+        conn_pump_all(a->conn);
     if (a->set.connect_timeout_ms > 0) {
         ev_timer_set(&a->connect_to, a->set.connect_timeout_ms / 1000.0, 0.);
         ev_timer_start(a->loop, &a->connect_to);

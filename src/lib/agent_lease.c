@@ -177,6 +177,17 @@ void agent_update_renew(zke_agent *a)
     struct zke_status st;
     if (a->cm == NULL)
         return;
+    /* another agent that came to the session states a longer tick: the
+     * session pairs with it, and this lease lags as much */
+    int tick = session_pair_tick_ms(a->sess);
+    if (a->ever_connected && session_connected(a->sess) && tick != a->plan.server_tick_ms &&
+        tick != a->replan_tried) {
+        char why[1024];
+        a->replan_tried = tick;
+        if (agent_replan(a, why, sizeof why) != 0)
+            agent_alog(a, ZKE_LOG_WARN, "the lease cannot follow the session's server tick of "
+                       "%d ms: %s", tick, why);
+    }
     el_status(a->el, &st);
     int want = !agent_done(a) && session_is_open(a->sess) &&
                (st.role == ZKE_ROLE_LEADER || st.role == ZKE_ROLE_FOLLOWER);

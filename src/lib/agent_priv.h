@@ -101,7 +101,7 @@ struct zke_agent {
     int prio_pending;           /* the leader's reading of the line is under way */
     struct handover *handover;  /* zke_agent_resign_to under way, or NULL */
     unsigned long long short_terms;     /* all such terms (zke_status.short_terms) */
-    int plan_bound;             /* the session's tick bound the plan was made with (0: none) */
+    int replan_tried;           /* the session's tick agent_update_renew last planned for */
     int plan_unchecked;         /* the requested timeout was too short for the defaults: the
                                  * granted one must pass zke_lease_check */
     int census_position;        /* nodes before ours in that listing, -1 unknown */
@@ -182,6 +182,10 @@ void agent_session_lost(zke_agent *a, const char *event_reason, const char *why)
 void agent_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void agent_session_watch(zke_agent *a, enum sess_watch type, const char *path);
 void agent_session_state(zke_agent *a, enum sess_state st);
+/* Plans the lease again for the session's granted timeout and the tick it
+ * pairs with (and logs it); -1 with why when the settings do not fit (the
+ * plan stays). */
+int agent_replan(zke_agent *a, char *why, size_t whylen);
 
 /* agent_lease.c */
 int64_t agent_lease_end(const zke_agent *a);

@@ -24,6 +24,27 @@ void agent_session_lost(zke_agent *a, const char *event_reason, const char *why)
 }
 
 
+int agent_replan(zke_agent *a, char *why, size_t whylen)
+{
+    int T = session_timeout_ms(a->sess);
+    struct zke_lease_plan np;
+    /* the tick the session pairs renewals with: the longest any of its
+     * agents assumes, stated or learned from the servers (probe.h) */
+    if (settings_lease_plan(&a->set, T, session_pair_tick_ms(a->sess), &np, why, whylen) != 0)
+        return -1;
+    a->plan = np;
+    a->plan_unchecked = 0;
+    conn_lease_recheck(a->conn);    /* its lease end is the base plus a new lease */
+    agent_alog(a, ZKE_LOG_INFO, "lease %d ms (session %d ms, stepdown budget %d ms, margin %d "
+         "ms, renewal every %d ms, confirmed by a renewal %d ms later; server tick %d ms, "
+         "%s)", np.lease_ms, T, np.stepdown_budget_ms, np.margin_ms, np.renew_ms,
+         np.confirm_ms, np.server_tick_ms, np.server_tick_ms == a->set.server_tick_ms ? "stated"
+         : a->set.server_tick_ms > 0 ? "stated longer by another agent on the session"
+         : np.server_tick_ms < T / 2 ? "at most half a probe session's grant"
+         : "at most half the session timeout");
+    return 0;
+}
+
 void agent_session_state(zke_agent *a, enum sess_state st)
 {
     if (st == SESS_S_CONNECTED) {
@@ -37,28 +58,16 @@ void agent_session_state(zke_agent *a, enum sess_state st)
         if (first && T != a->set.session_timeout_ms)
             agent_alog(a, ZKE_LOG_WARN, "session timeout: asked %d ms, server granted %d ms",
                  a->set.session_timeout_ms, T);
-        /* a tick learned from the servers (probe.h), where none was stated */
-        int bound = a->set.server_tick_ms > 0 ? 0 : session_tick_bound_ms(a->sess);
-        if (T != a->plan.session_ms || bound != a->plan_bound || a->plan_unchecked) {
+        if (T != a->plan.session_ms || session_pair_tick_ms(a->sess) != a->plan.server_tick_ms ||
+            a->plan_unchecked) {
             char why[1024];
-            struct zke_lease_plan np;
-            if (settings_lease_plan(&a->set, T, bound, &np, why, sizeof why) != 0) {
+            if (agent_replan(a, why, sizeof why) != 0) {
                 agent_err(a, "the server granted a session timeout of %d ms "
                          "(asked %d ms): %s", T, a->set.session_timeout_ms, why);
                 a->last_session = sid;
                 agent_fail_now(a, "config");
                 return;
             }
-            a->plan = np;
-            a->plan_bound = bound;
-            a->plan_unchecked = 0;
-            conn_lease_recheck(a->conn);    /* its lease end is the base plus a new lease */
-            agent_alog(a, ZKE_LOG_INFO, "lease %d ms (session %d ms, stepdown budget %d ms, margin %d "
-                 "ms, renewal every %d ms, confirmed by a renewal %d ms later; server tick %d ms, "
-                 "%s)", np.lease_ms, T, np.stepdown_budget_ms, np.margin_ms, np.renew_ms,
-                 np.confirm_ms, np.server_tick_ms, a->set.server_tick_ms > 0 ? "stated"
-                 : np.server_tick_ms < T / 2 ? "at most half a probe session's grant"
-                 : "at most half the session timeout");
         }
         a->last_session = sid;
         el_on_session(a->el, EL_SESS_CONNECTED, sid);

@@ -350,6 +350,11 @@ static void all_due(zke_conn *c)
             conn_agent_due(c, m);
 }
 
+void conn_pump_all(zke_conn *c)
+{
+    all_due(c);
+}
+
 /* --- the lease checks: one ev_check for the conn ---------------------- */
 
 static void leaser_drop(zke_conn *c, conn_member *m)

@@ -167,6 +167,9 @@ void conn_renew_now(zke_conn *c);
  * on this connection or the last went longer ago; nothing while one of the
  * stream's is in flight (its answer arms the next). Any time. */
 void conn_renew_soon(zke_conn *c);
+/* Every started member is pumped again (the tick the session pairs with
+ * changed: each plans its lease again, agent_update_renew). Any time. */
+void conn_pump_all(zke_conn *c);
 
 /* The agent's next request of its own (a periodic read) waits for the
  * stream's first tick after after_ns (sess_now_ns; the nearest one, half

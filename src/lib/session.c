@@ -810,7 +810,7 @@ int session_tick_unstated(const session *s)
     return !s->tick_set || s->tick_unstated;
 }
 
-int64_t session_pair_gap_ns(const session *s)
+int session_pair_tick_ms(const session *s)
 {
     /* the longest tick any agent assumes */
     int tick = s->server_tick_ms;
@@ -820,7 +820,12 @@ int64_t session_pair_gap_ns(const session *s)
         if (t > tick)
             tick = t;
     }
-    return (int64_t)((double)tick * 1e6 * (1.0 + s->drift));
+    return tick;
+}
+
+int64_t session_pair_gap_ns(const session *s)
+{
+    return (int64_t)((double)session_pair_tick_ms(s) * 1e6 * (1.0 + s->drift));
 }
 
 int session_timeout_ms(const session *s)

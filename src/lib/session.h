@@ -190,8 +190,11 @@ int session_tick_bound_ms(const session *s);
 /* No tick was stated, by some agent or at all: the bound or half the
  * timeout applies. */
 int session_tick_unstated(const session *s);
-/* How long after an answer a sync must be sent to confirm it: one assumed
- * tick x (1 + drift), in ns. */
+/* The tick the session pairs with: the longest any agent states, or (some
+ * agent stated none) the bound, else half the negotiated timeout, if longer. */
+int session_pair_tick_ms(const session *s);
+/* How long after an answer a sync must be sent to confirm it: that tick
+ * x (1 + drift), in ns. */
 int64_t session_pair_gap_ns(const session *s);
 /* Send time (sess_now_ns) of the latest request of this handle that the
  * quorum leader has surely heard of (touch.h), or 0: the leader cannot

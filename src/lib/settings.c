@@ -304,7 +304,7 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
     return settings_lease_plan(s, T, 0, out, err, errlen);
 }
 
-int settings_lease_plan(const struct zke_settings *s, int T, int tick_bound_ms,
+int settings_lease_plan(const struct zke_settings *s, int T, int tick_ms,
                         struct zke_lease_plan *out, char *err, size_t errlen)
 {
     struct zke_lease_plan p;
@@ -319,8 +319,7 @@ int settings_lease_plan(const struct zke_settings *s, int T, int tick_bound_ms,
                   : mg > ZKE_DEFAULT_MARGIN_MIN_MS ? mg : ZKE_DEFAULT_MARGIN_MIN_MS;
     p.renew_ms = s->renew_ms > 0 ? s->renew_ms
                  : rn > ZKE_DEFAULT_RENEW_MIN_MS ? rn : ZKE_DEFAULT_RENEW_MIN_MS;
-    p.server_tick_ms = s->server_tick_ms > 0 ? s->server_tick_ms
-                       : tick_bound_ms > 0 && tick_bound_ms < T / 2 ? tick_bound_ms : T / 2;
+    p.server_tick_ms = tick_ms > 0 ? tick_ms : s->server_tick_ms > 0 ? s->server_tick_ms : T / 2;
     /* T and the drift are not checked yet: keep the product in range */
     double confirm = (double)p.server_tick_ms * (1.0 + p.drift) + 0.999;
     p.confirm_ms = !(confirm > 0.) ? 0 : confirm < (double)INT_MAX ? (int)confirm : INT_MAX;

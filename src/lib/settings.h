@@ -21,10 +21,11 @@
 
 /* Any of the values zke_lease_check can blame set explicitly. */
 int settings_lease_given(const struct zke_settings *s);
-/* zke_lease_check with a bound on the servers' tick learned from them
- * (probe.h; 0: none): where s states no tick, the plan assumes the bound
- * instead of half of T when it is shorter. */
-int settings_lease_plan(const struct zke_settings *s, int T, int tick_bound_ms,
+/* zke_lease_check with the tick a session pairs its renewals with
+ * (session_pair_tick_ms: the longest its agents state, or learned from the
+ * servers, probe.h), which replaces the settings' (0: the settings', else
+ * half of T). */
+int settings_lease_plan(const struct zke_settings *s, int T, int tick_ms,
                         struct zke_lease_plan *out, char *err, size_t errlen);
 /* Any of the connection members of s set (an agent on a shared connection
  * must leave them zero). */

@@ -334,5 +334,49 @@ def test_a_log_level_drops_lines_where_they_arise():
             host.kill()
 
 
+def test_agents_on_one_session_plan_with_the_tick_it_pairs_with():
+    """One session pairs every renewal with the longest server tick any of
+    its agents assumes, so each agent plans its lease with that tick. x
+    states none: the shared session (4000 ms) asked the servers, whose probe
+    session asked 1000 ms and was granted 1000 (minSessionTimeout 400): a
+    tick of at most 500. y, started later on the same session, states 900:
+    the session pairs with 900 from then on, and x plans again with it (a
+    lease planned with 500 counts on a base fresher than the renewals can
+    confirm). An agent on a session of its own keeps what its servers told."""
+    with h.ZooKeeper() as zk:
+        host = ApiHost(zk)
+        try:
+            m = host.mark()
+
+            def plan(name):
+                k = host.mark()
+                host.send("plan " + name)
+                line = host.wait_line(lambda l: l.startswith("plan %s " % name), since=k)
+                return dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in line.split()[2:])
+            host.send("add x shared /api/tick-x")
+            host.send("add o own /api/tick-o")
+            host.wait_ev("x", "leader", since=m)
+            host.wait_ev("o", "leader", since=m)
+            px = plan("x")
+            assert (px["tick"], px["session"]) == (500, 4000), (px, host.describe())
+            assert plan("o")["tick"] == 500, host.describe()
+            host.send("add y shared /api/tick-y 900")
+            host.wait_ev("y", "leader", since=m)
+            assert plan("y")["tick"] == 900, host.describe()
+            h.wait_until(lambda: plan("x")["tick"] == 900, timeout=10, interval=0.2,
+                         desc="x plans with the session's 900")
+            px = plan("x")
+            assert px["confirm"] == 909 and px["renew"] == 1000, px
+            assert plan("o")["tick"] == 500, host.describe()
+            time.sleep(2.0)     # x and y renew on: neither lease runs out
+            assert not host.events("x", "stepdown") and not host.events("y", "stepdown"), \
+                host.describe()
+            host.send("quit")
+            assert host.proc.wait(30) == 0, host.describe()
+            no_violation(host)
+        finally:
+            host.kill()
+
+
 if __name__ == "__main__":
     h.run_tests(globals(), timeout=150)

@@ -6,10 +6,13 @@
  *   api_host HOST:PORT SHARED_SESSION_FILE
  *
  * Commands (one per line):
- *   add NAME shared|own PATH   make and start agent NAME (id NAME) on PATH
+ *   add NAME shared|own PATH [TICK]
+ *                              make and start agent NAME (id NAME) on PATH, stating
+ *                              the servers' tick TICK ms (server_tick_ms; default none)
  *   arm NAME EVENT ACTION      at NAME's next EVENT (leader, follower, stepdown),
  *                              call ACTION (resign, stop, free) from inside the callback
  *   resign NAME | stop NAME | free NAME | status NAME
+ *   plan NAME                  its lease plan (zke_agent_plan): tick, renewal, lease
  *   guard NAME                 give NAME a fail-stop guard now (zke_agent_set_guard), its
  *                              watcher forked with ZKE_GUARD_KILL_AGENT (prints its pid)
  *   loglevel NAME|conn LEVEL   zke_agent_set_log_level / zke_conn_set_log_level (debug,
@@ -178,7 +181,7 @@ static const struct zke_callbacks cbs = {
     .on_stopped = on_event, .log = on_log, .on_suspend = on_event, .on_resume = on_event,
 };
 
-static void add(const char *name, const char *kind, const char *path)
+static void add(const char *name, const char *kind, const char *path, int tick)
 {
     struct rec *r = NULL;
     for (int i = 0; i < MAXA && r == NULL; i++)
@@ -197,7 +200,7 @@ static void add(const char *name, const char *kind, const char *path)
     }
     snprintf(r->name, sizeof r->name, "%s", name);
     snprintf(r->path, sizeof r->path, "%s", path);
-    struct zke_settings s = { .path = r->path, .id = r->name };
+    struct zke_settings s = { .path = r->path, .id = r->name, .server_tick_ms = tick };
     if (strcmp(kind, "shared") == 0) {
         r->shared = 1;
         r->a = zke_agent_new_on(conn, &s, &cbs, r);
@@ -238,12 +241,13 @@ static void all_stopped_check(void)
 static void command(char *line)
 {
     char a[64] = "", b[64] = "", c[256] = "", d[64] = "";
-    int n = sscanf(line, "%63s %63s %255s %63s", a, b, c, d);
+    int tick = 0;
+    int n = sscanf(line, "%63s %63s %255s %63s %d", a, b, c, d, &tick);
     struct rec *r = n >= 2 ? find(b) : NULL;
     if (n <= 0)
         return;
-    if (strcmp(a, "add") == 0 && n == 4) {
-        add(b, c, d);
+    if (strcmp(a, "add") == 0 && (n == 4 || n == 5)) {
+        add(b, c, d, n == 5 ? tick : 0);
     } else if (strcmp(a, "arm") == 0 && n == 4) {
         if (r == NULL) {
             r = &prearm;
@@ -261,6 +265,13 @@ static void command(char *line)
     } else if ((strcmp(a, "resign") == 0 || strcmp(a, "stop") == 0 || strcmp(a, "free") == 0) &&
                r != NULL) {
         do_action(r, a, "host");
+    } else if (strcmp(a, "plan") == 0 && r != NULL && r->a != NULL) {
+        struct zke_lease_plan p;
+        if (zke_agent_plan(r->a, &p) != 0)
+            out("error plan %s", b);
+        else
+            out("plan %s tick=%d renew=%d lease=%d confirm=%d session=%d", b, p.server_tick_ms,
+                p.renew_ms, p.lease_ms, p.confirm_ms, p.session_ms);
     } else if (strcmp(a, "status") == 0 && r != NULL && r->a != NULL) {
         struct zke_status st;
         (void)zke_agent_status(r->a, &st);
