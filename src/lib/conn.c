@@ -1170,10 +1170,11 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         destroy(c);
         return;
     }
-    if (c->probe != NULL && c->probe_over) {
-        struct probe *p = c->probe;
+    if (c->probe != NULL && (c->probe_over || !any_wanting(c))) {
+        /* done, or of no more use (its timers would hold a host's loop):
+         * done() comes first if it had not, and passes a held connect on */
+        probe_free(c->probe);
         c->probe = NULL;
-        probe_free(p);
     }
     session_flush(c->sess);
     int open = session_is_open(c->sess);
