@@ -46,6 +46,7 @@ struct app {
     int leader_error_ignore;
     int hook_timeout_set;       /* --hook-timeout given: not derived from the session timeout */
     int timing_session_ms;      /* the session timeout budgets were last logged for (first: asked) */
+    int timing_hook_ms;         /* and the plan's hook budget (the server tick moves it) */
     int signals;
     double first_signal;
     int stopped;
@@ -59,13 +60,16 @@ struct app {
  * granted a timeout other than the one asked (its min/maxSessionTimeout),
  * the library planned the lease for it, and the policy sized its budgets
  * again (on_stepdown's share of the step-down budget, and the hook timeout
- * unless --hook-timeout set it). Logs them when the timeout changed. */
+ * unless --hook-timeout set it). Logs them when the timeout or the hook
+ * budget (a tick the servers told) changed. */
 static void log_budgets(struct app *app)
 {
     struct zke_lease_plan p;
-    if (zke_agent_plan(app->agent, &p) != 0 || p.session_ms == app->timing_session_ms)
+    if (zke_agent_plan(app->agent, &p) != 0 ||
+        (p.session_ms == app->timing_session_ms && p.hook_budget_ms == app->timing_hook_ms))
         return;
     app->timing_session_ms = p.session_ms;
+    app->timing_hook_ms = p.hook_budget_ms;
     int sd = p.stepdown_budget_ms / 2 > 0 ? p.stepdown_budget_ms / 2 : 1;
     struct logf f[3] = { { "session_timeout_ms", LF_INT, NULL, p.session_ms },
                          { "hook_timeout_ms", LF_INT, NULL, zke_policy_hook_timeout(app->policy) },
@@ -356,6 +360,7 @@ static void plan_lease(struct app *app, struct opts *o, const struct zke_setting
     if (o->hook_timeout == 0)
         o->hook_timeout = plan->hook_budget_ms;
     app->timing_session_ms = plan->session_ms;
+    app->timing_hook_ms = plan->hook_budget_ms;
 }
 
 /* The metrics and, with --script, the policy (exits 66/78 for a bad one). */

@@ -26,6 +26,7 @@ struct zke_policy {
     char *file, *lua_dir, *id, *path;
     struct script_opts opts;
     int timed_session_ms;           /* the granted session timeout the budgets follow */
+    int timed_hook_ms;              /* and the plan's hook budget (the server tick moves it) */
 };
 
 static void on_log(void *ud, enum zke_log_level lvl, const char *event, const char *hook,
@@ -175,16 +176,18 @@ void zke_policy_attach(zke_policy *p, zke_agent *a)
 }
 
 /* A new session: the server may have granted another timeout, and the
- * agent's step-down budget with it. When it changed, on_stepdown gets half
+ * agent's step-down budget with it, or told a shorter tick (the hook
+ * budget). When either changed, on_stepdown gets half
  * of the new step-down budget (and the hook timeout the plan's hook budget,
  * with hook_timeout_from_plan). */
 static void follow_plan(zke_policy *p)
 {
     struct zke_lease_plan plan;
     if (p->agent == NULL || zke_agent_plan(p->agent, &plan) != 0 ||
-        plan.session_ms == p->timed_session_ms)
+        (plan.session_ms == p->timed_session_ms && plan.hook_budget_ms == p->timed_hook_ms))
         return;
     p->timed_session_ms = plan.session_ms;
+    p->timed_hook_ms = plan.hook_budget_ms;
     int sd = plan.stepdown_budget_ms / 2 > 0 ? plan.stepdown_budget_ms / 2 : 1;
     script_set_timing(p->sc, p->s.hook_timeout_from_plan ? plan.hook_budget_ms : 0, sd);
 }

@@ -478,10 +478,14 @@ def test_the_servers_tick_is_learned_where_none_is_stated():
     probe; a probe that gets no handshake in time (the connection held
     silent at the start) leaves the default, half the session timeout."""
     with h.ZooKeeper(extra_cfg=["minSessionTimeout=600"]) as zk:
-        a = h.Agent(zk, "ta", path=PATH, session_timeout=T, server_tick=None)
+        a = h.Agent(zk, "ta", path=PATH, session_timeout=T, server_tick=None, script=TERM)
         a.wait_for("leader", timeout=10)
         lease, renew, confirm, tick, how = lease_line(a)
         assert (tick, renew, confirm) == (300, T // 4, 303) and "probe" in how, (lease, how)
+        # the policy's hook timeout follows: a third of T, which now fits
+        # (lease - confirmation - renewal = 897 ms; 490 with the tick at T/2)
+        assert a.wait_for("start", timeout=1)["hook_timeout_ms"] == 490
+        assert a.wait_for("budgets", timeout=5)["hook_timeout_ms"] == T // 3, a.describe()
         assert [e for e in a.find("log") if "a session that asked for 500 ms was granted 600 ms"
                 in e.get("msg", "")], a.describe()
         # the probe's session is gone: one session left (the agent's own)
