@@ -7,7 +7,7 @@
  * One libev loop, one zke_conn, E agents (zke_agent_new_on), agent i on the
  * election path PREFIX/e<i>. C callbacks only. SERVER_TICK_MS states the
  * servers' tickTime (zke_settings.server_tick_ms; default: the library's,
- * half the granted timeout), as the other bench candidates do.
+ * learned from the servers, as bench/run's other zkelect candidates do).
  *
  * stdout, one write(2) per line:
  *   <mono_us> <i> leader|follower|stopped     per agent event
