@@ -240,14 +240,17 @@ static void all_stopped_check(void)
 
 static void command(char *line)
 {
-    char a[64] = "", b[64] = "", c[256] = "", d[64] = "";
-    int tick = 0;
-    int n = sscanf(line, "%63s %63s %255s %63s %d", a, b, c, d, &tick);
+    char a[64] = "", b[64] = "", c[256] = "", d[64] = "", e[16] = "";
+    int n = sscanf(line, "%63s %63s %255s %63s %15s", a, b, c, d, e);
+    char *end = NULL;
+    long tick = n == 5 ? strtol(e, &end, 10) : 0;
+    if (n == 5 && (end == e || *end != '\0' || tick < 0 || tick > 300000))
+        n = 0;                  /* a bad tick: no command */
     struct rec *r = n >= 2 ? find(b) : NULL;
     if (n <= 0)
         return;
     if (strcmp(a, "add") == 0 && (n == 4 || n == 5)) {
-        add(b, c, d, n == 5 ? tick : 0);
+        add(b, c, d, (int)tick);
     } else if (strcmp(a, "arm") == 0 && n == 4) {
         if (r == NULL) {
             r = &prearm;
