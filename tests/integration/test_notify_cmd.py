@@ -119,6 +119,10 @@ def test_calls_in_order_one_at_a_time_across_failovers():
         assert [(c["event"], c["epoch"], c["reason"]) for c in c3] == [
             ("follower", c3[0]["epoch"], c3[0]["reason"]), ("leader", lead3["epoch"], lead3["reason"])], c3
         assert_one_at_a_time(c3, "n3")
+        # the call's own log ends before its process does: the agent logs
+        # notify_exit once it has reaped it
+        h.wait_until(lambda: len([e for e in n3.events() if e.get("event") == "notify_exit"]) >= 2,
+                     timeout=5, desc="n3's notify_exit of the leader call")
         done = [e for e in n3.events() if e.get("event") == "notify_exit"]
         assert [e["call"] for e in done] == ["follower", "leader"] and all(e["code"] == 0 for e in done), done
         n3.term()
