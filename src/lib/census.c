@@ -207,19 +207,6 @@ static void state_cb(void *ud, enum sess_state st)
     }
 }
 
-static void watch_cb(void *ud, enum sess_watch type, const char *path)
-{
-    (void)ud;
-    (void)type;
-    (void)path;
-}
-
-static void log_cb(void *ud, enum zke_log_level lvl, const char *msg)
-{
-    (void)ud;
-    (void)lvl;
-    (void)msg;
-}
 
 static void to_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -268,7 +255,7 @@ int census_run(struct ev_loop *loop, const char *zk, const char *path, int sessi
                census_done_fn *done, void *ud)
 {
     struct run *r = calloc(1, sizeof *r);
-    struct sess_cbs cbs = { state_cb, watch_cb, log_cb };
+    struct sess_cbs cbs = { state_cb, NULL, NULL };     /* no watch is set; no log wanted */
     if (r == NULL || (r->path = strdup(path)) == NULL) {
         free(r);
         return -1;

@@ -53,19 +53,6 @@ static void state_cb(void *ud, enum sess_state st)
     /* SESS_S_DISCONNECTED: the library tries the next server until the deadline */
 }
 
-static void watch_cb(void *ud, enum sess_watch type, const char *path)
-{
-    (void)ud;
-    (void)type;
-    (void)path;
-}
-
-static void log_cb(void *ud, enum zke_log_level lvl, const char *msg)
-{
-    (void)ud;
-    (void)lvl;
-    (void)msg;
-}
 
 static void prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
@@ -94,7 +81,7 @@ struct probe *probe_start(struct ev_loop *loop, const char *hosts, int ask_ms, i
                           probe_done_fn *done, void *ud)
 {
     struct probe *p = calloc(1, sizeof *p);
-    struct sess_cbs cbs = { state_cb, watch_cb, log_cb };
+    struct sess_cbs cbs = { state_cb, NULL, NULL };     /* no watch is set; no log wanted */
     if (p == NULL)
         return NULL;
     p->loop = loop;

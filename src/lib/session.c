@@ -364,7 +364,8 @@ static void path_watcher(zhandle_t *zh, int type, int state, const char *path, v
     session *s = ctx;
     enum sess_watch w;
     (void)state;
-    if (type == ZOO_SESSION_EVENT || s == NULL || s->zh != zh || path == NULL)
+    if (type == ZOO_SESSION_EVENT || s == NULL || s->zh != zh || path == NULL ||
+        s->cb.watch == NULL)
         return;
     if (type == ZOO_DELETED_EVENT) w = SESS_W_DELETED;
     else if (type == ZOO_CHANGED_EVENT) w = SESS_W_CHANGED;
@@ -798,11 +799,6 @@ void session_set_server_tick(session *s, int tick_ms, double drift)
 void session_set_tick_bound(session *s, int tick_ms)
 {
     s->tick_bound_ms = tick_ms > 0 ? tick_ms : 0;
-}
-
-int session_tick_bound_ms(const session *s)
-{
-    return s->tick_bound_ms;
 }
 
 int session_tick_unstated(const session *s)

@@ -66,6 +66,8 @@ struct sess_result {
 
 typedef void sess_done_fn(void *arg, const struct sess_result *r);
 
+/* state is required; watch and log may be NULL (a session that sets no
+ * watch, or wants no lines). */
 struct sess_cbs {
     void (*state)(void *ud, enum sess_state st);
     void (*watch)(void *ud, enum sess_watch type, const char *path);
@@ -186,7 +188,6 @@ void session_set_server_tick(session *s, int tick_ms, double drift);
  * tick was stated (0: none; never above half the negotiated timeout). Any
  * time; the owner sets it before it passes SESS_S_CONNECTED on. */
 void session_set_tick_bound(session *s, int tick_ms);
-int session_tick_bound_ms(const session *s);
 /* No tick was stated, by some agent or at all: the bound or half the
  * timeout applies. */
 int session_tick_unstated(const session *s);
