@@ -343,16 +343,11 @@ void conn_agent_due(zke_conn *c, conn_member *m)
 
 /* Every member still pumped is due (the handle closed: done agents may
  * report on_stopped now). */
-static void all_due(zke_conn *c)
+void conn_pump_all(zke_conn *c)
 {
     for (conn_member *m = c->first; m != NULL; m = m->next)
         if (!m->detached && m->pumping)
             conn_agent_due(c, m);
-}
-
-void conn_pump_all(zke_conn *c)
-{
-    all_due(c);
 }
 
 /* --- the lease checks: one ev_check for the conn ---------------------- */
@@ -1072,6 +1067,14 @@ static void sess_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
 
 static void sess_state_cb(void *ud, enum sess_state st);
 
+/* What the probe asks for: a quarter of the timeout, so that a grant below
+ * half of it bounds the tick tighter than the main session's grant (the
+ * library's connect timeout is two thirds of the asked timeout). */
+static int probe_ask_ms(const zke_conn *c)
+{
+    return c->timeout_ms / 4;
+}
+
 static void probe_done(void *ud, int granted_ms)
 {
     zke_conn *c = ud;
@@ -1082,10 +1085,10 @@ static void probe_done(void *ud, int granted_ms)
     if (tick > 0 && tick < half) {
         session_set_tick_bound(c->sess, tick);
         clog_(c, ZKE_LOG_INFO, "the servers' tick is at most %d ms: a session that asked for "
-              "%d ms was granted %d ms", tick, c->timeout_ms / 4, granted_ms);
+              "%d ms was granted %d ms", tick, probe_ask_ms(c), granted_ms);
     } else {
         clog_(c, ZKE_LOG_DEBUG, "no shorter server tick learned (a session that asked for "
-              "%d ms was granted %d ms)", c->timeout_ms / 4, granted_ms);
+              "%d ms was granted %d ms)", probe_ask_ms(c), granted_ms);
     }
     if (c->probe_held) {
         c->probe_held = 0;
@@ -1104,10 +1107,7 @@ static void conn_open(zke_conn *c)
         return;
     }
     if (!c->probed && session_tick_unstated(c->sess)) {
-        /* a quarter of the timeout: a grant below half of it bounds the
-         * tick tighter than the main session's grant; the library's
-         * connect timeout is two thirds of the asked timeout */
-        int ask = c->timeout_ms / 4;
+        int ask = probe_ask_ms(c);
         c->probed = 1;
         if (ask >= 10)
             c->probe = probe_start(c->loop, c->hosts, ask, ask > 250 ? ask : 250, probe_done, c);
@@ -1179,7 +1179,7 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     session_flush(c->sess);
     int open = session_is_open(c->sess);
     if (c->was_open && !open) {
-        all_due(c);             /* done agents wait for the close to report on_stopped */
+        conn_pump_all(c);       /* done agents wait for the close to report on_stopped */
         c->close_owed = 0;      /* the close released their nodes */
     }
     c->was_open = open;
