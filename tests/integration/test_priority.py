@@ -14,7 +14,7 @@ import zkharness as h  # noqa: E402
 from ensemble import MiniZK  # noqa: E402
 
 PATH = "/app/prio"
-DELAY_MS = 3000
+DELAY_MS = 1500
 CHECK_MS = 300
 JUNK = [b'{"zkelect":1,"id":"j1","priority":1e300}', b'{"zkelect":1,"id":"j2","priority":"99"}',
         b'{"zkelect":1,"id":"j3","priority":-5}', b'{"zkelect":1,"id":"j4","priority":2.5}',
