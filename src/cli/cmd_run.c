@@ -45,8 +45,8 @@ struct app {
     ev_child guard_child;       /* the --fail-stop watcher */
     int leader_error_ignore;
     int hook_timeout_set;       /* --hook-timeout given: not derived from the session timeout */
-    int timing_session_ms;      /* the session timeout budgets were last logged for (first: asked) */
-    int timing_hook_ms;         /* and the plan's hook budget (the server tick moves it) */
+    struct zke_lease_plan timing;   /* the plan last logged (first: the start line's, for the
+                                     * timeout asked and the tick stated or assumed) */
     int signals;
     double first_signal;
     int stopped;
@@ -58,23 +58,34 @@ struct app {
 
 /* After the policy saw a "connected" session event: the server may have
  * granted a timeout other than the one asked (its min/maxSessionTimeout),
- * the library planned the lease for it, and the policy sized its budgets
- * again (on_stepdown's share of the step-down budget, and the hook timeout
- * unless --hook-timeout set it). Logs them when the timeout or the hook
- * budget (a tick the servers told) changed. */
+ * the servers may have told a tick other than the one assumed (no
+ * --server-tick), the library planned the lease for them, and the policy
+ * sized its budgets again (on_stepdown's share of the step-down budget, and
+ * the hook timeout unless --hook-timeout set it). Logs the whole plan when
+ * any of it changed since the last line that gave it (the start line
+ * first). */
 static void log_budgets(struct app *app)
 {
     struct zke_lease_plan p;
+    const struct zke_lease_plan *was = &app->timing;
     if (zke_agent_plan(app->agent, &p) != 0 ||
-        (p.session_ms == app->timing_session_ms && p.hook_budget_ms == app->timing_hook_ms))
+        (p.session_ms == was->session_ms && p.hook_budget_ms == was->hook_budget_ms &&
+         p.lease_ms == was->lease_ms && p.renew_ms == was->renew_ms &&
+         p.server_tick_ms == was->server_tick_ms && p.margin_ms == was->margin_ms &&
+         p.stepdown_budget_ms == was->stepdown_budget_ms))
         return;
-    app->timing_session_ms = p.session_ms;
-    app->timing_hook_ms = p.hook_budget_ms;
+    app->timing = p;
     int sd = p.stepdown_budget_ms / 2 > 0 ? p.stepdown_budget_ms / 2 : 1;
-    struct logf f[3] = { { "session_timeout_ms", LF_INT, NULL, p.session_ms },
+    struct logf f[8] = { { "session_timeout_ms", LF_INT, NULL, p.session_ms },
+                         { "lease_ms", LF_INT, NULL, p.lease_ms },
+                         { "stepdown_budget_ms", LF_INT, NULL, p.stepdown_budget_ms },
+                         { "margin_ms", LF_INT, NULL, p.margin_ms },
+                         { "renew_ms", LF_INT, NULL, p.renew_ms },
+                         { "server_tick_ms", LF_INT, NULL, p.server_tick_ms },
                          { "hook_timeout_ms", LF_INT, NULL, zke_policy_hook_timeout(app->policy) },
                          { "stepdown_hook_ms", LF_INT, NULL, sd } };
-    log_line(ZKE_LOG_INFO, "budgets", f, 3);
+    /* the hook budgets only with a policy (a script or --on-leader's) */
+    log_line(ZKE_LOG_INFO, "budgets", f, app->policy != NULL ? 8 : 6);
 }
 
 static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
@@ -83,11 +94,10 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
     /* no hook runs for a session event: the policy gets it first, so that
      * the budgets it sizes for a granted timeout are logged before it */
     int session = ev->type == ZKE_EV_SESSION;
-    if (session && app->policy != NULL) {
+    if (session && app->policy != NULL)
         (void)zke_policy_dispatch(app->policy, ev);
-        if (ev->reason != NULL && strcmp(ev->reason, "connected") == 0)
-            log_budgets(app);
-    }
+    if (session && ev->reason != NULL && strcmp(ev->reason, "connected") == 0)
+        log_budgets(app);
     log_event(ev);
     metrics_event(app->metrics, ev);
     if (ev->type == ZKE_EV_LEADER) {
@@ -359,8 +369,7 @@ static void plan_lease(struct app *app, struct opts *o, const struct zke_setting
     }
     if (o->hook_timeout == 0)
         o->hook_timeout = plan->hook_budget_ms;
-    app->timing_session_ms = plan->session_ms;
-    app->timing_hook_ms = plan->hook_budget_ms;
+    app->timing = *plan;
 }
 
 /* The metrics and, with --script, the policy (exits 66/78 for a bad one). */
@@ -492,7 +501,10 @@ static void start_watchers(struct app *app, pid_t guard_pid)
 static void log_start(const struct opts *o, const struct zke_lease_plan *plan, const char *who,
                       enum zke_acl acl)
 {
-    struct logf f[15] = {
+    /* server_tick "asked": no --server-tick, the plan assumes half the
+     * session timeout until the servers tell theirs at the first connect
+     * (then a "budgets" line gives the plan again) */
+    struct logf f[16] = {
         { "version", LF_STR, ZKELECT_VERSION, 0 }, { "zk", LF_STR, o->zk, 0 },
         { "path", LF_STR, o->path, 0 }, { "script", LF_STR, o->script, 0 },
         { "lease_ms", LF_INT, NULL, plan->lease_ms },
@@ -500,13 +512,14 @@ static void log_start(const struct opts *o, const struct zke_lease_plan *plan, c
         { "margin_ms", LF_INT, NULL, plan->margin_ms },
         { "renew_ms", LF_INT, NULL, plan->renew_ms },
         { "server_tick_ms", LF_INT, NULL, plan->server_tick_ms },
+        { "server_tick", LF_STR, o->server_tick > 0 ? "stated" : "asked", 0 },
         { "hook_timeout_ms", LF_INT, NULL, o->hook_timeout },
         { "on_disconnect", LF_STR, options_choice_name("--on-disconnect", o->on_disconnect), 0 },
         { "auth", LF_STR, who, 0 }, { "acl", LF_STR, zke_acl_name(acl), 0 },
         { "compat", LF_STR, options_choice_name("--compat", o->compat), 0 },
         { "fail_stop", LF_STR, options_choice_name("--fail-stop", o->fail_stop), 0 },
     };
-    log_line(ZKE_LOG_INFO, "start", f, 15);
+    log_line(ZKE_LOG_INFO, "start", f, 16);
 }
 
 /* After the loop: everything in the reverse order, the guard last. */

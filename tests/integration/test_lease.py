@@ -487,8 +487,14 @@ def test_the_servers_tick_is_learned_where_none_is_stated():
         assert (tick, renew, confirm) == (300, T // 4, 303) and "probe" in how, (lease, how)
         # the policy's hook timeout follows: a third of T, which now fits
         # (lease - confirmation - renewal = 897 ms; 490 with the tick at T/2)
-        assert a.wait_for("start", timeout=1)["hook_timeout_ms"] == 490
-        assert a.wait_for("budgets", timeout=5)["hook_timeout_ms"] == T // 3, a.describe()
+        # the start line says its plan is the one assumed before the servers
+        # told their tick; the budgets line gives the plan learned
+        start = a.wait_for("start", timeout=1)
+        assert (start["server_tick"], start["server_tick_ms"], start["renew_ms"],
+                start["hook_timeout_ms"]) == ("asked", T // 2, T // 10, 490), start
+        bud = a.wait_for("budgets", timeout=5)
+        assert (bud["server_tick_ms"], bud["renew_ms"], bud["lease_ms"], bud["hook_timeout_ms"]) == \
+            (300, T // 4, lease, T // 3), (bud, a.describe())
         assert [e for e in a.find("log") if "a session that asked for 500 ms was granted 600 ms"
                 in e.get("msg", "")], a.describe()
         # the probe's session is gone: one session left (the agent's own)
@@ -496,8 +502,10 @@ def test_the_servers_tick_is_learned_where_none_is_stated():
         b = h.Agent(zk, "tb", path=PATH, session_timeout=T, server_tick=200)
         b.wait_for("follower", timeout=10)
         start = b.wait_for("start", timeout=1)
-        assert (start["server_tick_ms"], start["renew_ms"]) == (200, T // 4), start
+        assert (start["server_tick"], start["server_tick_ms"], start["renew_ms"]) == \
+            ("stated", 200, T // 4), start
         assert not [e for e in b.find("log") if "a session that asked" in e.get("msg", "")]
+        assert not b.find("budgets"), b.describe()      # the start line's plan stands
         for x in (a, b):
             x.term()
             assert x.wait_exit(10) == 0
@@ -508,9 +516,11 @@ def test_the_servers_tick_is_learned_where_none_is_stated():
             c.wait_for("leader", timeout=10)
             # the plan of the start stands: nothing learned, nothing changed
             start = c.wait_for("start", timeout=1)
-            assert (start["server_tick_ms"], start["renew_ms"]) == (T // 2, T // 10), start
+            assert (start["server_tick"], start["server_tick_ms"], start["renew_ms"]) == \
+                ("asked", T // 2, T // 10), start
             assert not [e for e in c.find("log") if "tick is at most" in e.get("msg", "") or
                         "renewal every" in e.get("msg", "")], c.describe()
+            assert not c.find("budgets"), c.describe()
             c.term()
             assert c.wait_exit(10) == 0
 
