@@ -368,7 +368,23 @@ def test_agents_on_one_session_plan_with_the_tick_it_pairs_with():
             px = plan("x")
             assert px["confirm"] == 909 and px["renew"] == 1000, px
             assert plan("o")["tick"] == 500, host.describe()
-            time.sleep(2.0)     # x and y renew on: neither lease runs out
+            # x and y renew on with the new plan: each one's lease is renewed
+            # (the lease left grows) twice, and never runs out
+            def lease(name):
+                k = host.mark()
+                host.send("status " + name)
+                line = host.wait_line(lambda l: l.startswith("status %s " % name), since=k)
+                return int(line.rsplit("lease=", 1)[1])
+            last, grew = {"x": lease("x"), "y": lease("y")}, {"x": 0, "y": 0}
+
+            def renewed_twice():
+                for name in last:
+                    now = lease(name)
+                    assert now > 0, (name, now, host.describe())
+                    grew[name] += now > last[name]
+                    last[name] = now
+                return min(grew.values()) >= 2
+            h.wait_until(renewed_twice, timeout=10, interval=0.05, desc="two renewals of x and y")
             assert not host.events("x", "stepdown") and not host.events("y", "stepdown"), \
                 host.describe()
             host.send("quit")

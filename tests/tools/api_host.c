@@ -278,8 +278,9 @@ static void command(char *line)
     } else if (strcmp(a, "status") == 0 && r != NULL && r->a != NULL) {
         struct zke_status st;
         (void)zke_agent_status(r->a, &st);
-        out("status %s role=%s leader=%s session=0x%" PRIx64 " connected=%d", b,
-            zke_role_name(st.role), st.leader ? st.leader : "-", st.session, st.connected);
+        out("status %s role=%s leader=%s session=0x%" PRIx64 " connected=%d lease=%" PRId64, b,
+            zke_role_name(st.role), st.leader ? st.leader : "-", st.session, st.connected,
+            st.lease_ms);
     } else if (strcmp(a, "guard") == 0 && r != NULL && r->a != NULL) {
         char err[256];
         if (guard == NULL && (guard = zke_guard_new(err, sizeof err)) == NULL) {
