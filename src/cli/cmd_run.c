@@ -84,7 +84,7 @@ static void log_budgets(struct app *app)
                          { "server_tick_ms", LF_INT, NULL, p.server_tick_ms },
                          { "hook_timeout_ms", LF_INT, NULL, zke_policy_hook_timeout(app->policy) },
                          { "stepdown_hook_ms", LF_INT, NULL, sd } };
-    /* the hook budgets only with a policy (a script or --on-leader's) */
+    /* the hook budgets only with a policy (--script) */
     log_line(ZKE_LOG_INFO, "budgets", f, app->policy != NULL ? 8 : 6);
 }
 
