@@ -260,6 +260,11 @@ def test_budgets_follow_the_granted_session_timeout():
         c.wait_for("leader", timeout=10)
         st = c.wait_for("start", timeout=1)
         assert st["hook_timeout_ms"] == 5000, st
+        # without a script the budgets line gives the lease plan for the grant
+        # (no hook budgets: no policy)
+        b = c.wait_for("budgets", timeout=5)
+        assert b["session_timeout_ms"] == 10000 and b["lease_ms"] < st["lease_ms"], (b, st)
+        assert "hook_timeout_ms" not in b and "stepdown_hook_ms" not in b, b
         c.term()
         assert c.wait_exit(15) == 0
 

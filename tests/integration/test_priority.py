@@ -79,7 +79,7 @@ def test_priorities():
         for i in range(6):
             q = cand(zk, "q%d" % i, 20 if i % 2 == 0 else 0)
             q.wait_event("follower", timeout=15)
-            time.sleep(DELAY_MS / 1000 / 3)
+            time.sleep(DELAY_MS / 1000 / 6)     # each lives well short of the delay
             q.term()
             assert q.wait_exit(10) == 0
         assert not leads([a, b, p], marks), leads([a, b, p], marks)
