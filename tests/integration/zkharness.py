@@ -540,6 +540,7 @@ class ZooKeeper:
         if self.proc is not None and self.proc.poll() is None:
             self.sigcont()
             self.stop(timeout=5.0)
+        self._cds_keep()        # (a server that died on its own)
 
     def __enter__(self):
         return self
