@@ -207,7 +207,6 @@ static void state_cb(void *ud, enum sess_state st)
     }
 }
 
-
 static void to_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct run *r = w->data;

@@ -53,7 +53,6 @@ static void state_cb(void *ud, enum sess_state st)
     /* SESS_S_DISCONNECTED: the library tries the next server until the deadline */
 }
 
-
 static void prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
     (void)loop;

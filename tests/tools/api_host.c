@@ -244,8 +244,10 @@ static void command(char *line)
     int n = sscanf(line, "%63s %63s %255s %63s %15s", a, b, c, d, e);
     char *end = NULL;
     long tick = n == 5 ? strtol(e, &end, 10) : 0;
-    if (n == 5 && (end == e || *end != '\0' || tick < 0 || tick > 300000))
-        n = 0;                  /* a bad tick: no command */
+    if (n == 5 && (end == e || *end != '\0' || tick < 0 || tick > 300000)) {
+        out("error %s %s: tick '%s' is not a whole number of ms in 0..300000", a, b, e);
+        return;
+    }
     struct rec *r = n >= 2 ? find(b) : NULL;
     if (n <= 0)
         return;
