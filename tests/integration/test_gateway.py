@@ -419,7 +419,10 @@ def test_connections_mid_transfer_are_closed():
             u = g2.upstream(b2.addr, since=m, timeout=5)
             wait_closed(s, 2.0)
             t_closed = now_ns()
-            assert g2.find("upstream_switch", since=m), g2.describe()
+            # the client sees its close inside the switch, before the gateway
+            # writes the switch's line: wait for the line, do not just look
+            sw = g2.wait_for("upstream_switch", since=m, timeout=5)
+            assert int(sw["closed"]) >= 1, sw
             print("  info: leader changed: g2 switched %.1f ms after the SIGTERM, the client to "
                   "the old backend saw its close by %.1f ms" % (ms(u["mono_ns"] - t_term),
                                                               ms(t_closed - t_term)), flush=True)
