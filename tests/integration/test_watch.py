@@ -64,10 +64,11 @@ def test_observer_follows_three_failovers():
         wait_change(w, "w4", l4["epoch"], since=m)
         epochs.append(l4["epoch"])
         assert epochs == sorted(epochs) and len(set(epochs)) == 4, epochs
-        # the script saw the same changes
-        msgs = [e["msg"] for e in w.find("script")]
+        # the script saw the same changes (its hook runs after the change's
+        # line is written: wait for each, do not just look)
         for name, ep in zip(("w1", "w2", "w3", "w4"), epochs):
-            assert any("leader=%s epoch=%d " % (name, ep) in x for x in msgs), msgs
+            w.wait_for(lambda e, s="leader=%s epoch=%d " % (name, ep):
+                       e.get("event") == "script" and s in e.get("msg", ""), timeout=5)
         # no leader at all, then a new one
         m = w.mark()
         agents[3].term()
