@@ -250,7 +250,10 @@ struct zke_settings {
                                   * call, no watch) this often, for zke_status.election_size;
                                   * the read goes with the session's renewal nearest its time
                                   * (up to half a renewal interval early or late), so the reads
-                                  * of many agents on one conn go together, at its ticks */
+                                  * of many agents on one conn go together, at its ticks. While
+                                  * zke_agent_view() is called (see there) a follower also lists
+                                  * the election after each change of membership, for who
+                                  * leads and its position */
     /* Authentication (NULL: none). Added with zoo_add_auth on every new
      * session before any request, e.g. scheme "digest" with credentials
      * "user:password". The agent's copy is wiped when it is freed; the
@@ -388,7 +391,19 @@ void zke_agent_free(zke_agent *a);
 int zke_agent_hold_node(zke_agent *a);
 void zke_agent_release_node(zke_agent *a, int token);
 
+/* The agent's state now. A follower's leader and position are from its own
+ * last listing (at its join and each change of its predecessor), or from the
+ * census's, whichever is newer. Loop thread; 0, or -1 (out zeroed) when the
+ * agent has no election (its settings were refused). Reads nothing. */
 int zke_agent_status(zke_agent *a, struct zke_status *out);
+/* zke_agent_status() for a reader who shows the view (a status page, a
+ * metrics scrape, a policy's status call). With census_interval_ms set, it
+ * keeps the census's listing fresh for the next 10 census intervals (at least
+ * 120 s): the follower lists the election after each change of membership,
+ * within an interval. Without such a reader it does not (one listing per
+ * follower a failover is a herd). The first call after none sends a census
+ * at once; until its answers come, the view is the follower's own. */
+int zke_agent_view(zke_agent *a, struct zke_status *out);
 /* The lease plan in force: for the session timeout the server granted once
  * a session was established, for the requested one before. A host that
  * sizes its own budgets from it (hooks, on_stepdown) reads it again on

@@ -407,7 +407,7 @@ static void add_hooks_json(cJSON *o, const metrics *m)
 char *metrics_status_json(const metrics *m, zke_agent *a, size_t *len)
 {
     struct zke_status st;
-    int have = a != NULL && zke_agent_status(a, &st) == 0;
+    int have = a != NULL && zke_agent_view(a, &st) == 0;
     int64_t now = wall_ms();
     char buf[48];
     cJSON *o = cJSON_CreateObject();
@@ -679,7 +679,7 @@ static void prom_process(struct sbuf *b, const metrics *m)
 char *metrics_prometheus(const metrics *m, zke_agent *a, size_t *len)
 {
     struct zke_status st;
-    int have = a != NULL && zke_agent_status(a, &st) == 0;
+    int have = a != NULL && zke_agent_view(a, &st) == 0;
     struct sbuf b = { malloc(8192), 0, 8192, 0 };
     if (b.p == NULL)
         return NULL;

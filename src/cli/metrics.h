@@ -5,7 +5,8 @@
  *
  * The owner feeds it: every agent event (metrics_event), every finished hook
  * run (metrics_hook), every reload (metrics_reload). Rendering also reads the
- * agent's live state (role, lease, leader) with zke_agent_status(), so it must
+ * agent's live state (role, lease, leader) with zke_agent_view() (a reader:
+ * the census keeps the leader of a follower further back fresh), so it must
  * be called from the loop, not from inside an agent callback's caller chain
  * that is freeing the agent. The only I/O: /proc/self/stat and /proc/stat
  * once in metrics_new (the process's start time), and /proc/self/stat and a

@@ -107,6 +107,9 @@ struct zke_agent {
     int census_position;        /* nodes before ours in that listing, -1 unknown */
     int census_listed_n;        /* names in that listing */
     int64_t census_next_ns;     /* a big election is not listed again before this */
+    int census_stale;           /* the membership changed since that listing, not listed
+                                 * again (no reader wanted the view): it is not shown */
+    int64_t view_until_ns;      /* zke_agent_view's reader keeps the listing fresh until */
     struct zke_lease_plan plan;
     int64_t armed_end_ns;       /* lease end the guard was last synced for */
     int64_t lease_wait;         /* epoch of a won term whose on_leader waits for the lease */

@@ -14,6 +14,10 @@
 
 #define CENSUS_MAX_GAP_S 30.0
 
+/* A zke_agent_view reader keeps the listing fresh this long (at least ten
+ * census intervals): a scrape every minute, Prometheus's default, keeps it on */
+#define VIEW_WANTED_S 120.0
+
 
 static void census_get_done(void *arg, const struct sess_result *r)
 {
@@ -38,6 +42,7 @@ static void census_list_done(void *arg, const struct sess_result *r)
         return;
     }
     a->census_listed_n = r->nchildren;
+    a->census_stale = 0;
     struct zke_status st;
     el_status(a->el, &st);
     int before = 0;
@@ -81,6 +86,18 @@ static void census_done(void *arg, const struct sess_result *r)
                 a->census_pending = 1;
             free(path);
         }
+        return;
+    }
+    /* Who leads and where we stand, read again after every change of
+     * membership, is what only a reader of the view needs: the leader and
+     * the next in line know it from their own watches, and every follower
+     * further back listing the election after each failover is a herd (N
+     * listings a failover, a census interval later). Without a reader the
+     * old listing is only marked stale (not shown), and a reader's first
+     * look sends a census at once (zke_agent_view). */
+    if (sess_now_ns() >= a->view_until_ns) {
+        if (a->census_listed)
+            a->census_stale = 1;
         return;
     }
     /* A big election (tens of thousands of children) changes at nearly
@@ -179,8 +196,8 @@ int zke_agent_status(zke_agent *a, struct zke_status *out)
     /* a follower's own view of the leader is its last listing, which only
      * changes when its predecessor does; the census reads it again after
      * every change of membership (within one interval) */
-    if (out->role != ZKE_ROLE_LEADER && a->census_listed && a->census_node[0] != '\0' &&
-        a->census_lead.id != NULL) {
+    if (out->role != ZKE_ROLE_LEADER && a->census_listed && !a->census_stale &&
+        a->census_node[0] != '\0' && a->census_lead.id != NULL) {
         /* the same leader node: whichever read saw its published epoch */
         int same = out->leader_node != NULL && strcmp(out->leader_node, a->census_node) == 0;
         if (!same || a->census_lead.epoch > out->leader_epoch) {
@@ -193,4 +210,30 @@ int zke_agent_status(zke_agent *a, struct zke_status *out)
             out->position = a->census_position;
     }
     return 0;
+}
+
+
+int zke_agent_view(zke_agent *a, struct zke_status *out)
+{
+    if (a->el != NULL && a->set.census_interval_ms > 0) {
+        int64_t now = sess_now_ns();
+        double keep = 10.0 * a->set.census_interval_ms / 1000.0;
+        if (keep < VIEW_WANTED_S)
+            keep = VIEW_WANTED_S;
+        int idle = now >= a->view_until_ns;
+        a->view_until_ns = now + (int64_t)(keep * 1e9);
+        /* the first look after none: a census now, not at its time (the
+         * view it finds is then fresh for the looks that follow) */
+        if (idle && (!a->census_listed || a->census_stale) && !a->census_pending &&
+            ev_is_active(&a->census)) {
+            if (a->census_riding) {
+                a->census_riding = 0;
+                conn_agent_unride(a->conn, a->cm);
+            }
+            ev_timer_stop(a->loop, &a->census);
+            ev_timer_set(&a->census, 0., 0.);
+            ev_timer_start(a->loop, &a->census);
+        }
+    }
+    return zke_agent_status(a, out);
 }

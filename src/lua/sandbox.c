@@ -252,7 +252,7 @@ static int l_status(lua_State *L)
     lua_createtable(L, 0, 14);
     setstr(L, "id", script_id(sc));
     setstr(L, "path", script_path(sc));
-    if (sc->agent == NULL || zke_agent_status(sc->agent, &st) != 0) {
+    if (sc->agent == NULL || zke_agent_view(sc->agent, &st) != 0) {
         setstr(L, "role", "idle");
         return 1;
     }

@@ -89,6 +89,73 @@ def no_violation(host):
     assert not bad, "\n".join(bad) + "\n" + host.describe()
 
 
+def status_fields(line):
+    """api_host's `status NAME ...` or `view NAME ...` line as a dict."""
+    return dict(kv.split("=", 1) for kv in line.split()[2:] if "=" in kv)
+
+
+def test_a_follower_lists_the_election_for_a_reader_only():
+    """The census (census_interval_ms) of a follower further back reads the
+    election's size every interval; it lists the election again after a
+    change of membership only while a reader looks at the view
+    (zke_agent_view): without one, a failover would make every follower
+    list the election within an interval (a herd, N listings a failover).
+    a leads, b to e follow on sessions of their own; a steps down, b leads,
+    c is next in line (its own watch tells it). d, whose view nobody reads,
+    lists nothing more over five intervals (its size still follows); e, read
+    all along, lists it and names b. d's first reader gets d's own view at
+    once (no stale census), and b within two intervals."""
+    iv = 500
+    with h.ZooKeeper() as zk:
+        host = ApiHost(zk)
+        try:
+            host.send("census %d" % iv)
+            for name in ("a", "b", "c", "d", "e"):
+                m = host.mark()
+                host.send("add %s own /census" % name)
+                host.wait_ev(name, "leader" if name == "a" else "follower", since=m)
+
+            def look(how, name):
+                k = host.mark()
+                host.send("%s %s" % (how, name))
+                return status_fields(host.wait_line(
+                    lambda l: l.startswith("%s %s " % (how, name)), since=k))
+            # e's reader from the start: its census lists the election
+            h.wait_until(lambda: look("view", "e")["leader"] == "a" and
+                         int(look("status", "e")["list"]) >= 2, timeout=10, interval=0.1,
+                         desc="e's census listed the election")
+            h.wait_until(lambda: look("status", "d")["size"] == "5", timeout=10, interval=0.1,
+                         desc="d's census read the size")
+            d0 = look("status", "d")
+            m = host.mark()
+            host.send("stop a")
+            host.wait_ev("b", "leader", since=m)
+            e_list = int(look("status", "e")["list"])
+            t_end = time.monotonic() + 5 * iv / 1000.0
+            for _ in range(1000):
+                if time.monotonic() >= t_end:
+                    break
+                look("view", "e")            # e's reader goes on looking
+                time.sleep(0.1)
+            d1, e1 = look("status", "d"), look("status", "e")
+            # d: no listing, no read of a leader's data, its size followed
+            assert d1["list"] == d0["list"] and d1["get"] == d0["get"], (d0, d1, host.describe())
+            assert d1["size"] == "4" and int(d1["exists"]) > int(d0["exists"]), (d0, d1)
+            # e: listed again and names the new leader
+            assert int(e1["list"]) > e_list and e1["leader"] == "b", (e_list, e1)
+            # d's first reader: d's own view now, the census's within two intervals
+            first = look("view", "d")
+            assert first["leader"] == "a" and first["position"] == "3", first   # its join's
+            h.wait_until(lambda: look("view", "d")["leader"] == "b", timeout=2 * iv / 1000.0 + 1,
+                         interval=0.05, desc="d's view names b")
+            assert int(look("status", "d")["list"]) == int(d1["list"]) + 1, host.describe()
+            host.send("quit")
+            assert host.proc.wait(30) == 0, host.describe()
+            no_violation(host)
+        finally:
+            host.kill()
+
+
 def test_two_elections_shared_and_own():
     with h.ZooKeeper() as zk:
         host = ApiHost(zk)
@@ -374,7 +441,7 @@ def test_agents_on_one_session_plan_with_the_tick_it_pairs_with():
                 k = host.mark()
                 host.send("status " + name)
                 line = host.wait_line(lambda l: l.startswith("status %s " % name), since=k)
-                return int(line.rsplit("lease=", 1)[1])
+                return int(status_fields(line)["lease"])
             last, grew = {"x": lease("x"), "y": lease("y")}, {"x": 0, "y": 0}
 
             def renewed_twice():

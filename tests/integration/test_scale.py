@@ -102,8 +102,11 @@ def test_followers_behind_many_children():
         agents.sort(key=lambda a: seqs[a.id])          # they joined in any order
         for i, a in enumerate(agents):
             assert a.last("follower")["position"] == N + i, a.last("follower")
-        # the census lists once after the start (big: then not before interval * 20)
-        time.sleep(2.5)
+        # the census lists the election for a reader of the view (/metrics
+        # here), once at the first look (big: then not before interval * 20)
+        h.wait_until(lambda: all(lists(metrics(addrs[a.id])) >= 2 for a in agents), 10,
+                     "the census's listing for the first reader")
+        time.sleep(0.5)
         m0 = {a.id: metrics(addrs[a.id]) for a in agents}
         r0 = {a.id: rss(a.pid) for a in agents}
         print("  info: after the join: %s; RSS %s" % (m0, r0), flush=True)

@@ -12,6 +12,9 @@
  *   arm NAME EVENT ACTION      at NAME's next EVENT (leader, follower, stepdown),
  *                              call ACTION (resign, stop, free) from inside the callback
  *   resign NAME | stop NAME | free NAME | status NAME
+ *   view NAME                  status through zke_agent_view (a reader of the view)
+ *   census MS                  agents added after it read the census every MS ms
+ *                              (census_interval_ms; 0: none, the default)
  *   plan NAME                  its lease plan (zke_agent_plan): tick, renewal, lease
  *   guard NAME                 give NAME a fail-stop guard now (zke_agent_set_guard), its
  *                              watcher forked with ZKE_GUARD_KILL_AGENT (prints its pid)
@@ -53,6 +56,7 @@ struct rec {
 static struct rec recs[MAXA];
 static zke_guard *guard;                /* "guard": one for the host, freed at exit */
 static struct rec prearm;               /* "arm" of a name not added yet */
+static int census_ms;                   /* "census": census_interval_ms of agents added after */
 static struct ev_loop *loop;
 static zke_conn *conn;
 static const char *hostport;
@@ -200,7 +204,8 @@ static void add(const char *name, const char *kind, const char *path, int tick)
     }
     snprintf(r->name, sizeof r->name, "%s", name);
     snprintf(r->path, sizeof r->path, "%s", path);
-    struct zke_settings s = { .path = r->path, .id = r->name, .server_tick_ms = tick };
+    struct zke_settings s = { .path = r->path, .id = r->name, .server_tick_ms = tick,
+                              .census_interval_ms = census_ms };
     if (strcmp(kind, "shared") == 0) {
         r->shared = 1;
         r->a = zke_agent_new_on(conn, &s, &cbs, r);
@@ -277,12 +282,37 @@ static void command(char *line)
         else
             out("plan %s tick=%d renew=%d lease=%d confirm=%d session=%d", b, p.server_tick_ms,
                 p.renew_ms, p.lease_ms, p.confirm_ms, p.session_ms);
-    } else if (strcmp(a, "status") == 0 && r != NULL && r->a != NULL) {
+    } else if ((strcmp(a, "status") == 0 || strcmp(a, "view") == 0) && r != NULL && r->a != NULL) {
         struct zke_status st;
-        (void)zke_agent_status(r->a, &st);
-        out("status %s role=%s leader=%s session=0x%" PRIx64 " connected=%d lease=%" PRId64, b,
+        struct zke_requests rq;
+        if (a[0] == 'v')
+            (void)zke_agent_view(r->a, &st);
+        else
+            (void)zke_agent_status(r->a, &st);
+        if (zke_agent_requests(r->a, &rq) != 0)
+            memset(&rq, 0, sizeof rq);
+        uint64_t ex = 0, get = 0, list = 0;
+        for (int i = 0; zke_request_op_name(i) != NULL; i++) {
+            const char *op = zke_request_op_name(i);
+            if (strcmp(op, "exists") == 0)
+                ex = rq.sent[i];
+            else if (strcmp(op, "get") == 0)
+                get = rq.sent[i];
+            else if (strcmp(op, "list") == 0)
+                list = rq.sent[i];
+        }
+        out("%s %s role=%s leader=%s session=0x%" PRIx64 " connected=%d lease=%" PRId64
+            " position=%d size=%d exists=%" PRIu64 " get=%" PRIu64 " list=%" PRIu64, a, b,
             zke_role_name(st.role), st.leader ? st.leader : "-", st.session, st.connected,
-            st.lease_ms);
+            st.lease_ms, st.position, st.election_size, ex, get, list);
+    } else if (strcmp(a, "census") == 0 && n == 2) {
+        long ms = strtol(b, &end, 10);
+        if (end == b || *end != '\0' || ms < 0 || ms > 300000) {
+            out("error census: '%s' is not a whole number of ms in 0..300000", b);
+            return;
+        }
+        census_ms = (int)ms;
+        out("census %d", census_ms);
     } else if (strcmp(a, "guard") == 0 && r != NULL && r->a != NULL) {
         char err[256];
         if (guard == NULL && (guard = zke_guard_new(err, sizeof err)) == NULL) {
