@@ -19,11 +19,11 @@ Who learns the leader, and when
   next in line     in on_follower and on_predecessor_change (ev.leader_data).
   further back     a follower only watches its predecessor, so it is not told
                    when the leader changes ahead of it (that would take a
-                   watch on the leader: the herd). Run the candidates with
-                   --status (e.g. --status 127.0.0.1:0): the agent then
-                   re-reads the line every half session timeout (1 to 5 s)
-                   and zkelect.status().leader_data follows; a timer of this
-                   script polls it every UPSTREAM_POLL seconds.
+                   watch on the leader: the herd). A timer of this script
+                   polls zkelect.status{view = true} every UPSTREAM_POLL
+                   seconds: while it does, the agent's census re-reads the
+                   line after each change (every half session timeout, 1 to
+                   5 s), and its leader_data follows.
   `zkelect watch --script examples/upstream.lua` (a proxy host that is not
                    a candidate): on_leader_change, at every change (one data
                    watch on the leader's node).
@@ -44,7 +44,7 @@ Configuration (environment of the agent)
   UPSTREAM_BACKEND  the backend file this policy owns (required)
   UPSTREAM_PIDFILE  HAProxy master's pid file, `-p` (required)
   UPSTREAM_HAPROXY  the haproxy binary, default "haproxy"
-  UPSTREAM_POLL     seconds between polls of zkelect.status(), default 1
+  UPSTREAM_POLL     seconds between polls of zkelect.status{view = true}, default 1
 
   UPSTREAM_CFG=/etc/haproxy/main.cfg UPSTREAM_BACKEND=/etc/haproxy/leader.cfg \
   UPSTREAM_PIDFILE=/run/haproxy.pid zkelect run --zk ... --path /app/db --id db-1 \
@@ -117,9 +117,10 @@ function on_leader_change(ev)           -- zkelect watch
   set_leader(ev.leader_data, "leader change")
 end
 
--- the script's own timer (not a term's): polls the census view, and retries
+-- the script's own timer (not a term's): polls the census view (view =
+-- true: the census keeps a follower's leader fresh for it), and retries
 zkelect.every(POLL, function()
-  local st = zkelect.status()
+  local st = zkelect.status{view = true}
   if st.role == "leader" or st.role == "follower" then
     set_leader(st.leader_data, "status")
   else

@@ -16,7 +16,7 @@
  * When each function may be called:
  *  - zke_agent_new/_new_on, zke_conn_new: any time on the loop thread,
  *    also inside callbacks. zke_agent_start: once, after new.
- *  - zke_agent_resign/resign_failed/withdraw/rejoin/stop/status/errstr/userdata: any time
+ *  - zke_agent_resign/resign_failed/withdraw/rejoin/stop/status/view/errstr/userdata: any time
  *    after new and before free, also inside any callback of any agent (the
  *    agent's own included); what they cause is delivered later, from the loop.
  *  - zke_agent_free: any time, inside any callback too (deferred until that
@@ -391,18 +391,21 @@ void zke_agent_free(zke_agent *a);
 int zke_agent_hold_node(zke_agent *a);
 void zke_agent_release_node(zke_agent *a, int token);
 
-/* The agent's state now. A follower's leader and position are from its own
- * last listing (at its join and each change of its predecessor), or from the
- * census's, whichever is newer. Loop thread; 0, or -1 (out zeroed) when the
- * agent has no election (its settings were refused). Reads nothing. */
+/* The agent's state now. A follower's leader and position are the census's
+ * last listing (census_interval_ms) unless a census has seen the membership
+ * change since it; else the follower's own last listing (at its join and at
+ * each change of its predecessor), which may be older. Loop thread; 0, or
+ * -1 (out zeroed) when the agent has no election (its settings were
+ * refused). Reads nothing. */
 int zke_agent_status(zke_agent *a, struct zke_status *out);
 /* zke_agent_status() for a reader who shows the view (a status page, a
- * metrics scrape, a policy's status call). With census_interval_ms set, it
+ * metrics scrape, an operator's command). With census_interval_ms set, it
  * keeps the census's listing fresh for the next 10 census intervals (at least
- * 120 s): the follower lists the election after each change of membership,
- * within an interval. Without such a reader it does not (one listing per
- * follower a failover is a herd). The first call after none sends a census
- * at once; until its answers come, the view is the follower's own. */
+ * 120 s): a follower lists the election after each change of membership,
+ * within an interval. Without such a reader it does not (a listing per
+ * follower a failover is a herd). The first call after none, when the
+ * census has no listing or a stale one and no census is under way, sends
+ * one at once; until its answers come, the view is the follower's own. */
 int zke_agent_view(zke_agent *a, struct zke_status *out);
 /* The lease plan in force: for the session timeout the server granted once
  * a session was established, for the requested one before. A host that

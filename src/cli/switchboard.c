@@ -69,7 +69,8 @@ static void add_str(cJSON *o, const char *k, const char *v)
 static void status(switchboard *sb, unsigned long token)
 {
     struct zke_status st;
-    if (zke_agent_status(sb->agent, &st) != 0) {
+    /* a person reads it: the census keeps a follower's leader fresh */
+    if (zke_agent_view(sb->agent, &st) != 0) {
         fail(sb, token, EX_SOFTWARE, "internal", zke_agent_errstr(sb->agent));
         return;
     }

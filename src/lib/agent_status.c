@@ -76,6 +76,21 @@ static void census_done(void *arg, const struct sess_result *r)
     if (r->rc != SESS_OK || !r->has_stat)
         return;
     a->election_size = r->numchildren;
+    /* Who leads and where we stand, read again after a change of
+     * membership, is what only a reader of a follower's view needs: the
+     * leader and the next in line know it from their own watches, and every
+     * follower further back listing the election after each failover is a
+     * herd (N listings a failover, a census interval later). Without a
+     * reader a listing older than the change is only marked stale (not
+     * shown), and a reader's first look sends a census at once
+     * (zke_agent_view). A leader's status never shows the listing. */
+    struct zke_status st;
+    el_status(a->el, &st);
+    if (sess_now_ns() >= a->view_until_ns || st.role == ZKE_ROLE_LEADER) {
+        if (a->census_listed && r->cversion != a->census_cversion)
+            a->census_stale = 1;
+        return;
+    }
     /* the membership changed since our last reading: who leads now? */
     if (a->census_listed && r->cversion == a->census_cversion) {
         /* same members, but a zkelect leader read before it published (a
@@ -86,18 +101,6 @@ static void census_done(void *arg, const struct sess_result *r)
                 a->census_pending = 1;
             free(path);
         }
-        return;
-    }
-    /* Who leads and where we stand, read again after every change of
-     * membership, is what only a reader of the view needs: the leader and
-     * the next in line know it from their own watches, and every follower
-     * further back listing the election after each failover is a herd (N
-     * listings a failover, a census interval later). Without a reader the
-     * old listing is only marked stale (not shown), and a reader's first
-     * look sends a census at once (zke_agent_view). */
-    if (sess_now_ns() >= a->view_until_ns) {
-        if (a->census_listed)
-            a->census_stale = 1;
         return;
     }
     /* A big election (tens of thousands of children) changes at nearly

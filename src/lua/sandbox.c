@@ -244,15 +244,27 @@ static void sethex(lua_State *L, const char *k, uint64_t v)
     setstr(L, k, buf);
 }
 
-/* zkelect.status() -> table */
+/* zkelect.status([{view = true}]) -> table. With view, a reader of the
+ * election's view (zke_agent_view): the census keeps a follower's leader
+ * and position fresh for it; without, the agent's state as it is. */
 static int l_status(lua_State *L)
 {
     script *sc = script_of(L);
     struct zke_status st;
+    int view = 0;
+    if (!lua_isnoneornil(L, 1)) {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        int t = lua_getfield(L, 1, "view");
+        if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+            return luaL_error(L, "zkelect.status: view must be a boolean");
+        view = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
     lua_createtable(L, 0, 14);
     setstr(L, "id", script_id(sc));
     setstr(L, "path", script_path(sc));
-    if (sc->agent == NULL || zke_agent_view(sc->agent, &st) != 0) {
+    if (sc->agent == NULL ||
+        (view ? zke_agent_view(sc->agent, &st) : zke_agent_status(sc->agent, &st)) != 0) {
         setstr(L, "role", "idle");
         return 1;
     }

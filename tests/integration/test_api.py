@@ -100,17 +100,18 @@ def test_a_follower_lists_the_election_for_a_reader_only():
     change of membership only while a reader looks at the view
     (zke_agent_view): without one, a failover would make every follower
     list the election within an interval (a herd, N listings a failover).
-    a leads, b to e follow on sessions of their own; a steps down, b leads,
+    a leads, b to f follow on sessions of their own; a steps down, b leads,
     c is next in line (its own watch tells it). d, whose view nobody reads,
     lists nothing more over five intervals (its size still follows); e, read
     all along, lists it and names b. d's first reader gets d's own view at
-    once (no stale census), and b within two intervals."""
+    once (no stale census), and b within two intervals. f's census interval
+    is 60 s: its first reader's census goes at once, not at its time."""
     iv = 500
     with h.ZooKeeper() as zk:
         host = ApiHost(zk)
         try:
-            host.send("census %d" % iv)
-            for name in ("a", "b", "c", "d", "e"):
+            for name in ("a", "b", "c", "d", "e", "f"):
+                host.send("census %d" % (60000 if name == "f" else iv))
                 m = host.mark()
                 host.send("add %s own /census" % name)
                 host.wait_ev(name, "leader" if name == "a" else "follower", since=m)
@@ -124,7 +125,7 @@ def test_a_follower_lists_the_election_for_a_reader_only():
             h.wait_until(lambda: look("view", "e")["leader"] == "a" and
                          int(look("status", "e")["list"]) >= 2, timeout=10, interval=0.1,
                          desc="e's census listed the election")
-            h.wait_until(lambda: look("status", "d")["size"] == "5", timeout=10, interval=0.1,
+            h.wait_until(lambda: look("status", "d")["size"] == "6", timeout=10, interval=0.1,
                          desc="d's census read the size")
             d0 = look("status", "d")
             m = host.mark()
@@ -140,7 +141,7 @@ def test_a_follower_lists_the_election_for_a_reader_only():
             d1, e1 = look("status", "d"), look("status", "e")
             # d: no listing, no read of a leader's data, its size followed
             assert d1["list"] == d0["list"] and d1["get"] == d0["get"], (d0, d1, host.describe())
-            assert d1["size"] == "4" and int(d1["exists"]) > int(d0["exists"]), (d0, d1)
+            assert d1["size"] == "5" and int(d1["exists"]) > int(d0["exists"]), (d0, d1)
             # e: listed again and names the new leader
             assert int(e1["list"]) > e_list and e1["leader"] == "b", (e_list, e1)
             # d's first reader: d's own view now, the census's within two intervals
@@ -149,6 +150,14 @@ def test_a_follower_lists_the_election_for_a_reader_only():
             h.wait_until(lambda: look("view", "d")["leader"] == "b", timeout=2 * iv / 1000.0 + 1,
                          interval=0.05, desc="d's view names b")
             assert int(look("status", "d")["list"]) == int(d1["list"]) + 1, host.describe()
+            # f: a census sent at its first reader's look, not at its time (up to 60 s)
+            f0 = look("status", "f")
+            assert f0["leader"] == "a" and f0["list"] == "1", f0       # its join's listing
+            look("view", "f")
+            h.wait_until(lambda: look("view", "f")["leader"] == "b", timeout=3, interval=0.05,
+                         desc="f's view names b")
+            f1 = look("status", "f")
+            assert f1["list"] == "2" and f1["size"] == "5", f1
             host.send("quit")
             assert host.proc.wait(30) == 0, host.describe()
             no_violation(host)

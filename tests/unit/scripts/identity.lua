@@ -2,6 +2,13 @@
 top_id, top_path = zkelect.id, zkelect.path
 local st = zkelect.status()
 top_status_id, top_status_path = st.id, st.path
+-- a reader's status: the same table; a view that is no boolean, or an
+-- argument that is no table, is the caller's mistake
+local v = zkelect.status{view = true}
+assert(v.id == st.id and v.path == st.path and v.role == st.role)
+assert(zkelect.status{}.id == st.id and zkelect.status(nil).id == st.id)
+assert(not pcall(zkelect.status, {view = 1}))
+assert(not pcall(zkelect.status, "view"))
 function health()
   zkelect.log("info", string.format("health id=%s path=%s status.id=%s", tostring(zkelect.id),
     tostring(zkelect.path), tostring(zkelect.status().id)))
