@@ -16,6 +16,7 @@
 """
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -446,13 +447,21 @@ def test_a_leader_s_renewals_alternate_a_ping_gap_and_its_complement():
                 reqs = list(px.requests)
             ts = [r[0] for r in reqs if r[1] == 14]
             gaps = [y - x for x, y in zip(ts, ts[1:])][2:]
-            third = T / 3000.0
+            third, quarter = T / 3000.0, T / 4000.0
             assert not [r for r in reqs if r[1] == 11], ("the client pinged", reqs)
-            assert max(gaps) < third, gaps
-            # two in a row: at most 2 x T/4 (the proxy's thread adds a few ms)
-            assert all(x + y < T / 2000.0 + 0.03 for x, y in zip(gaps, gaps[1:])), gaps
-            # and uneven: one of each two is near the ping period
-            assert all(max(x, y) > 0.9 * third for x, y in zip(gaps, gaps[1:])), gaps
+            # a long gap and a short one in turn: never two of either in a row
+            assert all((x > quarter) != (y > quarter) for x, y in zip(gaps, gaps[1:])), gaps
+            longs = [g for g in gaps if g > quarter]
+            shorts = [g for g in gaps if g <= quarter]
+            # the schedule: the long gap just under the ping period, the two
+            # together 2 x T/4 (medians: a loop that runs late under load, as
+            # under ASan with other tests beside it, makes the one gap after
+            # it longer by as much, 53 ms seen; each is counted from the
+            # renewal before, so nothing catches it up)
+            lm, sm = statistics.median(longs), statistics.median(shorts)
+            assert 0.9 * third < lm < third, gaps
+            assert lm + sm < T / 2000.0 + 0.03, gaps     # the proxy's thread adds a few ms
+            assert max(gaps) < third + 0.15, gaps
             for x in (a, b):
                 x.term()
                 assert x.wait_exit(10) == 0
