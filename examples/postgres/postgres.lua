@@ -61,7 +61,7 @@ local function addr(data)
 end
 
 -- the leader's HOST:PORT, from the line itself (a hook and health() may read
--- it); the status view (one census old) when that fails
+-- it); the status view (the follower's own last reading) when that fails
 local function leader_addr()
   local line = zkelect.candidates()
   if line and line[1] and line[1].id ~= zkelect.id then

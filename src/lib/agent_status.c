@@ -197,8 +197,9 @@ int zke_agent_status(zke_agent *a, struct zke_status *out)
     out->short_terms = a->short_terms;
     out->withdrawn_by = a->withdrawn_by;
     /* a follower's own view of the leader is its last listing, which only
-     * changes when its predecessor does; the census reads it again after
-     * every change of membership (within one interval) */
+     * changes when its predecessor does; the census's, while a reader looks
+     * (census_done), is read again after every change of membership
+     * (within one interval), and not shown once a change made it stale */
     if (out->role != ZKE_ROLE_LEADER && a->census_listed && !a->census_stale &&
         a->census_node[0] != '\0' && a->census_lead.id != NULL) {
         /* the same leader node: whichever read saw its published epoch */
