@@ -84,9 +84,7 @@ static void census_done(void *arg, const struct sess_result *r)
      * reader a listing older than the change is only marked stale (not
      * shown), and a reader's first look sends a census at once
      * (zke_agent_view). A leader's status never shows the listing. */
-    struct zke_status st;
-    el_status(a->el, &st);
-    if (sess_now_ns() >= a->view_until_ns || st.role == ZKE_ROLE_LEADER) {
+    if (sess_now_ns() >= a->view_until_ns || el_role(a->el) == ZKE_ROLE_LEADER) {
         if (a->census_listed && r->cversion != a->census_cversion)
             a->census_stale = 1;
         return;
@@ -229,15 +227,8 @@ int zke_agent_view(zke_agent *a, struct zke_status *out)
         /* the first look after none: a census now, not at its time (the
          * view it finds is then fresh for the looks that follow) */
         if (idle && (!a->census_listed || a->census_stale) && !a->census_pending &&
-            ev_is_active(&a->census)) {
-            if (a->census_riding) {
-                a->census_riding = 0;
-                conn_agent_unride(a->conn, a->cm);
-            }
-            ev_timer_stop(a->loop, &a->census);
-            ev_timer_set(&a->census, 0., 0.);
-            ev_timer_start(a->loop, &a->census);
-        }
+            ev_is_active(&a->census))
+            census_go(a);
     }
     return zke_agent_status(a, out);
 }
