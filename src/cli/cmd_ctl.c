@@ -110,7 +110,8 @@ static void print_text(const char *cmd, cJSON *o)
         return;
     }
     static const char *const keys[] = { "id", "path", "role", "leader", "epoch", "lease_ms",
-                                        "node", "position", "connected", "session" };
+                                        "node", "position", "candidates", "connected",
+                                        "session" };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
         if (cJSON_IsString(v))

@@ -333,8 +333,9 @@ static struct zke_settings agent_settings(const struct opts *o, const char *asch
         .preempt_delay_ms = o->preempt_delay < 0 ? 0 : o->preempt_delay == 0 ? -1 : o->preempt_delay,
         .preempt_check_ms = o->preempt_check,
     };
-    if (o->status_addr != NULL || o->script != NULL) {
-        /* the election's size for /status, /metrics and zkelect.status():
+    if (o->status_addr != NULL || o->script != NULL || o->control != NULL) {
+        /* the election's size for /status, /metrics, zkelect.status() and
+         * ctl status, and (while they read, zke_agent_view) who leads:
          * one exists() per interval, half the session timeout within
          * [1 s, 5 s] (a leader never lists again while it leads) */
         int t = o->session_timeout > 0 ? o->session_timeout : ZKE_DEFAULT_SESSION_TIMEOUT_MS;

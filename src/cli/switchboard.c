@@ -91,6 +91,10 @@ static void status(switchboard *sb, unsigned long token)
     else
         cJSON_AddNullToObject(o, "lease_ms");
     cJSON_AddNumberToObject(o, "position", st.position);
+    if (st.election_size >= 0)
+        cJSON_AddNumberToObject(o, "candidates", st.election_size);
+    else
+        cJSON_AddNullToObject(o, "candidates");
     char session[24];
     snprintf(session, sizeof session, "0x%llx", (unsigned long long)st.session);
     cJSON_AddStringToObject(o, "session", session);

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """zkelect ctl over the control socket (run --control PATH): status on a
-leader and a follower, resign, resign --to (the next in line; one not next
+leader and a follower (one further back naming the new leader after a
+failover: the census, on with --control), resign, resign --to (the next in line; one not next
 in line and an unknown id refused, leadership staying put), withdraw and
 rejoin, reload, the socket's mode, a stale socket replaced, and clients
 that connect and send nothing never delaying a failover or the lease."""
@@ -87,6 +88,32 @@ def test_status_resign_and_mode():
         stop(a, b)
         # removed at exit
         assert not os.path.exists(a.sock) and not os.path.exists(b.sock)
+
+
+def test_status_of_a_follower_further_back_names_the_new_leader():
+    """ctl status reads the view (zke_agent_view): the census of a follower
+    further back (position 3, its predecessor unchanged by the failover)
+    lists the election again, so its status names the new leader and the
+    count within an interval (1 s here), with --control alone. Its own view
+    names the gone leader until its predecessor changes."""
+    with h.ZooKeeper() as zk:
+        a, b, c = three(zk)
+        d = agent(zk, "cd")
+        d.wait_for("follower", timeout=15)
+        h.wait_until(lambda: status(d)["candidates"] == 4, 10, "d counts 4 candidates")
+        sd = status(d)
+        assert sd["leader"] == "ca" and sd["position"] == 3, sd
+        mb = b.mark()
+        a.term()
+        assert a.wait_exit(15) == 0, a.describe()
+        lb = b.wait_for("leader", timeout=10, since=mb)
+        h.wait_until(lambda: status(d)["leader"] == "cb", 10, "d's status names cb")
+        sd = status(d)
+        assert sd["epoch"] == lb["epoch"] and sd["position"] == 2, (sd, lb)
+        h.wait_until(lambda: status(d)["candidates"] == 3, 10, "d counts 3 candidates")
+        # it learned it from the census: its own events name no new leader
+        assert not d.find("leader_change") and not d.find("predecessor_change"), d.describe()
+        stop(b, c, d)
 
 
 def test_resign_to():
