@@ -106,10 +106,10 @@ struct script {
     int pumping;
     int closing;             /* a hook's coroutine is being closed: nothing may start */
     ev_timer later;          /* zero-delay: pump and deferred finishes, from the loop */
-    /* the standby's warm-up (hookrun.c): next in line, the takeover's own
-     * path (the leader event's table) is rebuilt and dropped at a loop
-     * wake-up, at most every WARM_EVERY, so that it is in the caches when
-     * the term comes */
+    /* the standby's warm-up (hookrun.c): a follower touches heap pages a
+     * takeover would fault in; next in line, the takeover's own path (the
+     * leader event's table) is rebuilt and dropped; at a loop wake-up, at
+     * most every WARM_EVERY, so that both are ready when the term comes */
     ev_check warm;
     double warmed_at;        /* ev_now of the last look (the warm-up's, at most WARM_EVERY) */
     int64_t skip_epoch;      /* a term whose on_leader was skipped: skip its on_stepdown */
