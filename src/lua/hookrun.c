@@ -572,7 +572,7 @@ static void warm_up(script *sc)
  * use ahead of time takes that fault while nothing waits; the block is
  * freed at once and the allocator keeps its pages (below its trim
  * threshold). A follower's resident size grows by at most HEADROOM. */
-#define HEADROOM (16 * 1024)
+#define HEADROOM ((size_t)16 * 1024)
 
 static void touch_headroom(void)
 {
