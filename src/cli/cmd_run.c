@@ -333,9 +333,13 @@ static struct zke_settings agent_settings(const struct opts *o, const char *asch
         .preempt_delay_ms = o->preempt_delay < 0 ? 0 : o->preempt_delay == 0 ? -1 : o->preempt_delay,
         .preempt_check_ms = o->preempt_check,
     };
-    if (o->status_addr != NULL || o->script != NULL || o->control != NULL) {
+    char *def_control = o->control == NULL ? control_default_path() : NULL;
+    int control = o->control != NULL || def_control != NULL;   /* as start_control */
+    free(def_control);
+    if (o->status_addr != NULL || o->script != NULL || control) {
         /* the election's size for /status, /metrics, zkelect.status() and
-         * ctl status, and (while they read, zke_agent_view) who leads:
+         * ctl status (--control, or the socket systemd's RuntimeDirectory
+         * gives), and (while they read, zke_agent_view) who leads:
          * one exists() per interval, half the session timeout within
          * [1 s, 5 s] (a leader never lists again while it leads) */
         int t = o->session_timeout > 0 ? o->session_timeout : ZKE_DEFAULT_SESSION_TIMEOUT_MS;

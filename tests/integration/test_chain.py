@@ -5,6 +5,7 @@ positions 1..9, each watching exactly its predecessor's node and its own
 leaves, only its successor reacts."""
 import os
 import sys
+import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -62,6 +63,7 @@ def test_chain_of_ten_and_no_herd():
             {h.sid(s) for s in by_path[PATH + "/" + node[leader]]} == {sess[leader], sess[order[1]]}, by_path
 
         # requests made so far by each session (pings do not count)
+        t_before = time.monotonic()
         before_cons = zk.cons()
         marks = {a: a.mark() for a in agents}
 
@@ -89,6 +91,10 @@ def test_chain_of_ten_and_no_herd():
         # round trip.
         h.assert_quiet(order[2:], marks, 1.0)
         after_cons = zk.cons()
+        # the periodic reads the window holds: one every T/3, and one more
+        # for the phase (a slow build's window is longer: 3 in 2.1 s under
+        # ASan in CI)
+        reads = int((time.monotonic() - t_before) / (2.0 / 3)) + 1
         for a in order[2:]:
             b, c = before_cons.get(sess[a]), after_cons.get(sess[a])
             assert b and c, "no connection for %s: %s / %s" % (a.id, b, c)
@@ -96,9 +102,10 @@ def test_chain_of_ten_and_no_herd():
                 # renewals only: a handful in the window, not a re-listing
                 assert 0 <= c["lcxid"] - b["lcxid"] <= 10, "%s: %s -> %s" % (a.id, b, c)
                 continue
-            assert c["lcxid"] - b["lcxid"] <= 2 and \
+            assert c["lcxid"] - b["lcxid"] <= reads and \
                 (c["lcxid"] == b["lcxid"] or c["lop"] == "EXIS"), \
-                "%s sent requests after the leader left (lcxid %s -> %s)" % (a.id, b, c)
+                "%s sent requests after the leader left (lcxid %s -> %s, %d periodic reads at most)" % (
+                    a.id, b, c, reads)
         assert all(a.alive() for a in order[1:])
         assert not succ.find("stepdown", since=marks[succ]), succ.describe()
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """zkelect ctl over the control socket (run --control PATH): status on a
 leader and a follower (one further back naming the new leader after a
-failover: the census, on with --control), resign, resign --to (the next in line; one not next
+failover: the census, on with the control socket), resign, resign --to (the next in line; one not next
 in line and an unknown id refused, leadership staying put), withdraw and
 rejoin, reload, the socket's mode, a stale socket replaced, and clients
 that connect and send nothing never delaying a failover or the lease."""
@@ -92,28 +92,37 @@ def test_status_resign_and_mode():
 
 def test_status_of_a_follower_further_back_names_the_new_leader():
     """ctl status reads the view (zke_agent_view): the census of a follower
-    further back (position 3, its predecessor unchanged by the failover)
-    lists the election again, so its status names the new leader and the
-    count within an interval (1 s here), with --control alone. Its own view
-    names the gone leader until its predecessor changes."""
+    further back (positions 3 and 4, their predecessors unchanged by the
+    failover) lists the election again, so its status names the new leader
+    and the count within an interval (1 s here), with the control socket
+    alone: e's from --control, d's the default one systemd's
+    RuntimeDirectory gives. Their own views name the gone leader until
+    their predecessors change."""
     with h.ZooKeeper() as zk:
         a, b, c = three(zk)
-        d = agent(zk, "cd")
+        rdir = h.mkdtemp("rundir")
+        d = h.Agent(zk, "cd", path=PATH, env={"RUNTIME_DIRECTORY": rdir})
+        d.sock = os.path.join(rdir, "zkelect.sock")
         d.wait_for("follower", timeout=15)
-        h.wait_until(lambda: status(d)["candidates"] == 4, 10, "d counts 4 candidates")
-        sd = status(d)
-        assert sd["leader"] == "ca" and sd["position"] == 3, sd
+        e = agent(zk, "ce")
+        e.wait_for("follower", timeout=15)
+        for x, pos in ((d, 3), (e, 4)):
+            h.wait_until(lambda: status(x)["candidates"] == 5, 10, "%s counts 5 candidates" % x.id)
+            sx = status(x)
+            assert sx["leader"] == "ca" and sx["position"] == pos, sx
         mb = b.mark()
         a.term()
         assert a.wait_exit(15) == 0, a.describe()
         lb = b.wait_for("leader", timeout=10, since=mb)
-        h.wait_until(lambda: status(d)["leader"] == "cb", 10, "d's status names cb")
-        sd = status(d)
-        assert sd["epoch"] == lb["epoch"] and sd["position"] == 2, (sd, lb)
-        h.wait_until(lambda: status(d)["candidates"] == 3, 10, "d counts 3 candidates")
-        # it learned it from the census: its own events name no new leader
-        assert not d.find("leader_change") and not d.find("predecessor_change"), d.describe()
-        stop(b, c, d)
+        for x, pos in ((d, 2), (e, 3)):
+            # cb's node may be read before cb published its epoch: wait for both
+            h.wait_until(lambda: (lambda s: s["leader"] == "cb" and s["epoch"] == lb["epoch"] and
+                                  s["position"] == pos)(status(x)), 10,
+                         "%s's status names cb, its epoch and position %d" % (x.id, pos))
+            h.wait_until(lambda: status(x)["candidates"] == 4, 10, "%s counts 4 candidates" % x.id)
+            # it learned it from the census: its own events name no new leader
+            assert not x.find("leader_change") and not x.find("predecessor_change"), x.describe()
+        stop(b, c, d, e)
 
 
 def test_resign_to():

@@ -559,8 +559,9 @@ class Agent:
 
     def __init__(self, zk, id, path="/app/election", script=None, session_timeout=2000, data=None,
                  session_file=None, extra=(), start=True, log="json", zkhosts=None,
-                 server_tick="auto"):
+                 server_tick="auto", env=None):
         self.zk = zk
+        self.env = dict(env or {})      # on top of the harness's own (_child_env)
         self.id = id
         # the servers' tickTime, as an operator who knows it states it
         # (--server-tick): "auto" passes the harness server's own; None
@@ -615,8 +616,8 @@ class Agent:
         out = open(self.logfile, "wb")
         self.t_start = time.time()
         self.proc = subprocess.Popen(wrap(self.argv()), stdin=subprocess.DEVNULL, stdout=out,
-                                     stderr=subprocess.STDOUT, cwd=self.dir, env=_child_env(),
-                                     preexec_fn=_pdeathsig)
+                                     stderr=subprocess.STDOUT, cwd=self.dir,
+                                     env=_child_env(self.env), preexec_fn=_pdeathsig)
         out.close()
         self.pid = self.proc.pid
         return self
