@@ -313,7 +313,8 @@ static enum zke_acl choose_acl(const struct opts *o, const char *ascheme)
 
 /* The agent's settings from the options (strings borrowed from o). */
 static struct zke_settings agent_settings(const struct opts *o, const char *ascheme,
-                                          const char *acred, enum zke_acl acl)
+                                          const char *acred, enum zke_acl acl,
+                                          const char *control)
 {
     struct zke_settings s = {
         .zk = o->zk, .path = o->path, .id = o->id, .data = o->data,
@@ -333,10 +334,7 @@ static struct zke_settings agent_settings(const struct opts *o, const char *asch
         .preempt_delay_ms = o->preempt_delay < 0 ? 0 : o->preempt_delay == 0 ? -1 : o->preempt_delay,
         .preempt_check_ms = o->preempt_check,
     };
-    char *def_control = o->control == NULL ? control_default_path() : NULL;
-    int control = o->control != NULL || def_control != NULL;   /* as start_control */
-    free(def_control);
-    if (o->status_addr != NULL || o->script != NULL || control) {
+    if (o->status_addr != NULL || o->script != NULL || control != NULL) {
         /* the election's size for /status, /metrics, zkelect.status() and
          * ctl status (--control, or the socket systemd's RuntimeDirectory
          * gives), and (while they read, zke_agent_view) who leads:
@@ -449,15 +447,13 @@ static void on_control_log(void *ud, int warn, const char *msg)
     log_msg(warn ? ZKE_LOG_WARN : ZKE_LOG_DEBUG, "ctl", msg);
 }
 
-/* --control (or $RUNTIME_DIRECTORY's default): the control socket, before
- * the credentials are forgotten (a hand-over lists the election with them). */
-static void start_control(struct app *app, const struct opts *o, const char *ascheme,
-                          const char *acred)
+/* The control socket at path (control_path), before the credentials are
+ * forgotten (a hand-over lists the election with them). */
+static void start_control(struct app *app, const struct opts *o, const char *path,
+                          const char *ascheme, const char *acred)
 {
     char err[2048];
     int code = 0;
-    char *def = o->control == NULL ? control_default_path() : NULL;
-    const char *path = o->control != NULL ? o->control : def;
     if (path == NULL)
         return;
     struct switchboard_settings ss = {
@@ -477,7 +473,6 @@ static void start_control(struct app *app, const struct opts *o, const char *asc
     switchboard_attach(app->switchboard, app->control);
     struct logf f[1] = { { "path", LF_STR, path, 0 } };
     log_line(ZKE_LOG_INFO, "control_listen", f, 1);
-    free(def);
 }
 
 /* SIGTERM, SIGINT, SIGHUP, the reload timer and the watcher's exit; none
@@ -570,7 +565,10 @@ int cmd_run(struct opts *o)
     resolve_auth(o, &ascheme, &acred, who, sizeof who);
     enum zke_acl acl = choose_acl(o, ascheme);
     log_setup(stderr, (enum log_format)o->log, (enum zke_log_level)o->level, o->id);
-    struct zke_settings s = agent_settings(o, ascheme, acred, acl);
+    /* --control, or $RUNTIME_DIRECTORY's default (systemd); NULL: none */
+    char *def_control = o->control == NULL ? control_default_path() : NULL;
+    const char *control = o->control != NULL ? o->control : def_control;
+    struct zke_settings s = agent_settings(o, ascheme, acred, acl, control);
     plan_lease(&app, o, &s, &plan);
     /* before the loop and the script: the watcher inherits neither */
     if (o->fail_stop != FAIL_STOP_OFF)
@@ -586,7 +584,8 @@ int cmd_run(struct opts *o)
                                      app.guard)) == NULL)
         die(EX_SOFTWARE, "out of memory");
     make_agent(&app, &s);
-    start_control(&app, o, ascheme, acred);
+    start_control(&app, o, control, ascheme, acred);
+    free(def_control);                  /* control_new keeps its own copy */
     forget_auth(o, ascheme, acred);     /* the agent has its copy */
     s.auth_scheme = s.auth_credentials = NULL;
     if (o->status_addr != NULL)

@@ -256,7 +256,8 @@ static int l_status(lua_State *L)
         luaL_checktype(L, 1, LUA_TTABLE);
         int t = lua_getfield(L, 1, "view");
         if (t != LUA_TNIL && t != LUA_TBOOLEAN)
-            return luaL_error(L, "zkelect.status: view must be a boolean");
+            return luaL_error(L, "zkelect.status: view must be a boolean, got %s",
+                              luaL_typename(L, -1));
         view = lua_toboolean(L, -1);
         lua_pop(L, 1);
     }

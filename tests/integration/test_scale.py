@@ -103,10 +103,12 @@ def test_followers_behind_many_children():
         for i, a in enumerate(agents):
             assert a.last("follower")["position"] == N + i, a.last("follower")
         # the census lists the election for a reader of the view (/metrics
-        # here), once at the first look (big: then not before interval * 20)
-        h.wait_until(lambda: all(lists(metrics(addrs[a.id])) >= 2 for a in agents), 10,
-                     "the census's listing for the first reader")
-        time.sleep(0.5)
+        # here), once at the first look (big: then not before interval * 20);
+        # answered: its names received, on top of the join's listing
+        def census_listed(m):
+            return lists(m) >= 2 and m["names"] >= 2 * N
+        h.wait_until(lambda: all(census_listed(metrics(addrs[a.id])) for a in agents), 10,
+                     "the census's listing for the first reader, answered")
         m0 = {a.id: metrics(addrs[a.id]) for a in agents}
         r0 = {a.id: rss(a.pid) for a in agents}
         print("  info: after the join: %s; RSS %s" % (m0, r0), flush=True)

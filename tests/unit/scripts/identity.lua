@@ -7,8 +7,10 @@ top_status_id, top_status_path = st.id, st.path
 local v = zkelect.status{view = true}
 assert(v.id == st.id and v.path == st.path and v.role == st.role)
 assert(zkelect.status{}.id == st.id and zkelect.status(nil).id == st.id)
-assert(not pcall(zkelect.status, {view = 1}))
-assert(not pcall(zkelect.status, "view"))
+local ok, err = pcall(zkelect.status, {view = 1})
+assert(not ok and err:find("view must be a boolean, got number", 1, true), err)
+ok, err = pcall(zkelect.status, "view")
+assert(not ok and err:find("table expected, got string", 1, true), err)
 function health()
   zkelect.log("info", string.format("health id=%s path=%s status.id=%s", tostring(zkelect.id),
     tostring(zkelect.path), tostring(zkelect.status().id)))
