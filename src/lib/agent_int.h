@@ -11,8 +11,10 @@
 /* The current term's scope, or NULL when not leader or once the term is
  * ending (its lease ran out, checked now; a step-down was decided). Borrowed. */
 scope *agent_term(zke_agent *a);
-/* Lease left (ms) of the current term, 0 when there is none. */
-int64_t agent_lease_left_ms(zke_agent *a);
+/* Lease left (ns, on CLOCK_BOOTTIME, read now) of the term whose scope is
+ * s: 0 once it has run out, -1 when s is not the current term's (it has
+ * ended: its step-down began). Does not end the term (agent_term does). */
+int64_t agent_lease_left_ns(const zke_agent *a, const scope *s);
 const char *agent_id(const zke_agent *a);
 const char *agent_path(const zke_agent *a);
 /* zke_agent_free() was called (the free may still be deferred). */

@@ -44,9 +44,12 @@ scope *agent_term(zke_agent *a)
 }
 
 
-int64_t agent_lease_left_ms(zke_agent *a)
+int64_t agent_lease_left_ns(const zke_agent *a, const scope *s)
 {
-    return agent_term(a) != NULL ? agent_lease_remaining_ms(a) : 0;
+    if (s == NULL || s != a->term || scope_cancelled(a->term) || !a->host_leader)
+        return -1;
+    int64_t left = agent_lease_end(a) - sess_now_ns();
+    return left > 0 ? left : 0;
 }
 
 int64_t agent_term_epoch(const zke_agent *a) { return a->host_leader ? a->host_epoch : 0; }

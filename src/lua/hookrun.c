@@ -24,11 +24,34 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-static int past(const struct timespec *t)
+/* Budgets run on CLOCK_BOOTTIME, the lease's clock: a term's code can be
+ * cut at its lease's end to the nanosecond. */
+static int64_t boot_ns(void)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t hookrun_deadline(int64_t now_ns, int budget_ms, int64_t lease_left_ns, int *by_lease)
+{
+    int64_t end = now_ns + (int64_t)budget_ms * 1000000;
+    *by_lease = 0;
+    if (lease_left_ns >= 0 && now_ns + lease_left_ns < end) {
+        end = now_ns + lease_left_ns;
+        *by_lease = 1;
+    }
+    return end;
+}
+
+/* Counts every instruction of L (and of the main thread, where a callback
+ * runs) from now on: the deadline is near, or passed. */
+static void count_each(script *sc, lua_State *L)
+{
+    sc->fine = 1;
+    lua_sethook(L, hookrun_count_hook, LUA_MASKCOUNT, 1);
+    if (L != sc->L)
+        lua_sethook(sc->L, hookrun_count_hook, LUA_MASKCOUNT, 1);
 }
 
 void hookrun_count_hook(lua_State *L, lua_Debug *ar)
@@ -37,41 +60,64 @@ void hookrun_count_hook(lua_State *L, lua_Debug *ar)
     (void)ar;
     if (sc->budget == BUDGET_OFF)
         return;
-    if (sc->budget == BUDGET_EXPIRED || past(&sc->deadline) || (sc->run != NULL && sc->run->cancelled)) {
+    int64_t left = sc->budget == BUDGET_EXPIRED ? 0 : sc->deadline_ns - boot_ns();
+    if (left <= 0 || (sc->run != NULL && sc->run->cancelled)) {
         if (sc->budget != BUDGET_EXPIRED) {
             sc->budget = BUDGET_EXPIRED;
-            /* sticky: every instruction, here and on the main thread */
-            lua_sethook(L, hookrun_count_hook, LUA_MASKCOUNT, 1);
-            if (L != sc->L)
-                lua_sethook(sc->L, hookrun_count_hook, LUA_MASKCOUNT, 1);
+            count_each(sc, L);      /* sticky: every instruction raises until it unwinds */
         }
         if (sc->run != NULL && sc->run->cancelled && sc->run->co == L)
             luaL_error(L, "%s", sc->run->why);
+        if (sc->lease_cut)
+            luaL_error(L, "%s ran to the end of its term's lease", sc->running ? sc->running : "script");
         luaL_error(L, "%s exceeded its budget of %d ms", sc->running ? sc->running : "script",
                    sc->budget_ms);
     }
+    if (left < HOOK_FINE_NS && !sc->fine)
+        count_each(sc, L);          /* a slice of HOOK_COUNT could overshoot the deadline */
 }
 
-static void arm(script *sc, const char *what, int budget_ms)
+/* Arms the budget of the Lua code about to run on L: budget_ms from now
+ * (and no later than end_ns, when not 0), and, in a term (lease_left_ns
+ * >= 0), no later than the lease's end. */
+static void arm(script *sc, lua_State *L, const char *what, int budget_ms, int64_t end_ns,
+                int64_t lease_left_ns)
 {
+    int64_t now = boot_ns();
     sc->budget_ms = budget_ms;
-    clock_gettime(CLOCK_MONOTONIC, &sc->deadline);
-    sc->deadline.tv_sec += budget_ms / 1000;
-    sc->deadline.tv_nsec += (long)(budget_ms % 1000) * 1000000L;
-    if (sc->deadline.tv_nsec >= 1000000000L) {
-        sc->deadline.tv_sec++;
-        sc->deadline.tv_nsec -= 1000000000L;
+    sc->deadline_ns = hookrun_deadline(now, budget_ms, lease_left_ns, &sc->lease_cut);
+    if (end_ns != 0 && end_ns < sc->deadline_ns) {
+        sc->deadline_ns = end_ns;
+        sc->lease_cut = 0;
     }
     sc->budget = BUDGET_ARMED;
     sc->running = what;
+    sc->fine = 0;
+    if (sc->deadline_ns - now < HOOK_FINE_NS)
+        count_each(sc, L);
+    else    /* also restarts the count: the first check within HOOK_COUNT */
+        lua_sethook(L, hookrun_count_hook, LUA_MASKCOUNT, HOOK_COUNT);
+}
+
+/* Lease left of the scope the code runs in: 0 once the lease of the
+ * current term has run out; -1 outside the current term (the script's
+ * own scope, or a term that has ended: a process's on_exit reporting it
+ * in the step-down, which can start nothing in it). */
+static int64_t lease_left(script *sc)
+{
+    if (sc->cur == NULL || sc->cur == sc->global || sc->agent == NULL)
+        return -1;
+    return agent_lease_left_ns(sc->agent, sc->cur);
 }
 
 static void disarm(script *sc)
 {
     sc->running = NULL;
-    if (sc->budget == BUDGET_EXPIRED)
+    if (sc->budget == BUDGET_EXPIRED || sc->fine)
         lua_sethook(sc->L, hookrun_count_hook, LUA_MASKCOUNT, HOOK_COUNT);
     sc->budget = BUDGET_OFF;
+    sc->fine = 0;
+    sc->lease_cut = 0;
 }
 
 static int msgh(lua_State *L)
@@ -103,12 +149,7 @@ int hookrun_pcall(script *sc, int nargs, const char *what)
     if (!nested) {
         int budget = strcmp(what, "on_stepdown") == 0 ? sc->stepdown_timeout_ms : sc->hook_timeout_ms;
         /* in a term, no longer than the lease: a hook must not act past it */
-        if (sc->cur != NULL && sc->cur != sc->global && sc->agent != NULL) {
-            int64_t left = agent_lease_left_ms(sc->agent);
-            if (left < budget)
-                budget = left > 1 ? (int)left : 1;
-        }
-        arm(sc, what, budget);
+        arm(sc, L, what, budget, 0, lease_left(sc));
     }
     int st = lua_pcall(L, nargs, 0, base);
     if (!nested)
@@ -158,7 +199,7 @@ static void run_finish(struct hookrun *r, int failed)
      * budget, and unable to start anything (no live scope) */
     int nested = sc->budget != BUDGET_OFF;
     if (!nested)
-        arm(sc, r->name, sc->hook_timeout_ms);
+        arm(sc, r->co, r->name, sc->hook_timeout_ms, 0, -1);   /* lua_resetthread runs them on r->co */
     sc->closing = 1;
     r->cancelled = 0;           /* its handlers get the budget, not an instant error */
     int cst = lua_resetthread(r->co);
@@ -208,24 +249,14 @@ static int traceback_of(lua_State *L)
 
 /* Arms the budget for r's next slice (until the hook waits): it may not
  * stall the loop for longer than hook_timeout_ms, nor run past the hook's
- * whole budget. */
+ * whole budget, nor, in a term, past the lease's end (the loop, which
+ * would end the term, does not run while it computes). */
 static void arm_slice(struct hookrun *r)
 {
     script *sc = r->sc;
-    struct timespec slice;
-    clock_gettime(CLOCK_MONOTONIC, &slice);
-    slice.tv_sec += sc->hook_timeout_ms / 1000;
-    slice.tv_nsec += (long)(sc->hook_timeout_ms % 1000) * 1000000L;
-    if (slice.tv_nsec >= 1000000000L) {
-        slice.tv_sec++;
-        slice.tv_nsec -= 1000000000L;
-    }
-    int slice_first = slice.tv_sec < r->deadline.tv_sec ||
-                      (slice.tv_sec == r->deadline.tv_sec && slice.tv_nsec < r->deadline.tv_nsec);
-    sc->deadline = slice_first ? slice : r->deadline;
-    sc->budget_ms = slice_first ? sc->hook_timeout_ms : r->budget_ms;
-    sc->budget = BUDGET_ARMED;
-    sc->running = r->name;
+    arm(sc, r->co, r->name, sc->hook_timeout_ms, r->deadline_ns, lease_left(sc));
+    if (!sc->lease_cut && sc->deadline_ns == r->deadline_ns)
+        sc->budget_ms = r->budget_ms;           /* the whole budget's message */
 }
 
 /* r's coroutine raised (status st, its stack intact): logs the error with
@@ -454,13 +485,7 @@ static void start(script *sc, struct qitem *q)
     r->ctx = ctx;
     r->budget_ms = sc->budgets[q->type];
     clock_gettime(CLOCK_MONOTONIC, &r->started);
-    clock_gettime(CLOCK_MONOTONIC, &r->deadline);
-    r->deadline.tv_sec += r->budget_ms / 1000;
-    r->deadline.tv_nsec += (long)(r->budget_ms % 1000) * 1000000L;
-    if (r->deadline.tv_nsec >= 1000000000L) {
-        r->deadline.tv_sec++;
-        r->deadline.tv_nsec -= 1000000000L;
-    }
+    r->deadline_ns = boot_ns() + (int64_t)r->budget_ms * 1000000;
     r->res.ops = &run_ops;
     if (ctx != sc->global)
         (void)scope_add(ctx, &r->res);

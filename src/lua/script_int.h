@@ -31,6 +31,9 @@ typedef struct script script;
 
 /* instructions between two checks of the budget */
 #define HOOK_COUNT 1000
+/* within this of its deadline, Lua code checks it at every instruction
+ * (HOOK_COUNT instructions of plain code take 5-50 us) */
+#define HOOK_FINE_NS 1000000
 
 #define HK_HEALTH ZKE_EV_COUNT     /* health(): a hook of the script, not an event */
 #define HK_COUNT (ZKE_EV_COUNT + 1)
@@ -63,7 +66,7 @@ struct hookrun {
     int type;                   /* an event type, or HK_HEALTH */
     const char *name;
     scope *ctx;
-    struct timespec deadline;
+    int64_t deadline_ns;        /* the whole budget's end, CLOCK_BOOTTIME */
     int budget_ms;
     ev_timer budget;
     struct hook_wait *wait;     /* pending asynchronous operation */
@@ -115,8 +118,10 @@ struct script {
     int64_t skip_epoch;      /* a term whose on_leader was skipped: skip its on_stepdown */
     void (*failed)(void *ud, enum zke_event_type type);
     void (*hook_done)(void *ud, const char *hook, enum zke_hook_outcome o, double seconds);
-    struct timespec deadline;
+    int64_t deadline_ns;        /* the running code's end, CLOCK_BOOTTIME */
     enum script_budget budget;  /* the count hook's state (hookrun.c) */
+    int fine;                   /* the main thread counts every instruction */
+    int lease_cut;              /* the deadline is the term's lease end */
     const char *running;     /* hook name while one runs */
 };
 
@@ -149,6 +154,10 @@ scope *registrar_scope(script *sc);
 /* --- hookrun.c: hooks in coroutines, budgets and waits ---------------- */
 /* The count hook that enforces the budget (set on the state at load). */
 void hookrun_count_hook(lua_State *L, lua_Debug *ar);
+/* The end (ns) of code that starts at now_ns with budget_ms, in a term
+ * with lease_left_ns of lease left (< 0: not in a term): the earlier of
+ * the two; *by_lease says whether it is the lease's. */
+int64_t hookrun_deadline(int64_t now_ns, int budget_ms, int64_t lease_left_ns, int *by_lease);
 /* [-(nargs+1), +(0|1), -] Calls the function below the nargs arguments
  * under the budget with a traceback handler. Never raises. On failure the
  * error message (with the traceback) is left on the stack. */

@@ -11,6 +11,8 @@
   leader and resumes it (same epoch) under the default policy; under
   --on-disconnect stepdown it steps down with reason "disconnect" and the
   next term has a larger epoch.
+* A leader hook that waited and then computes as its lease runs out is
+  stopped at the lease's end, not a hook timeout later.
 * Settings that cannot keep the promise are refused (exit 78), at start-up
   and after the server clamps the session timeout.
 """
@@ -338,6 +340,41 @@ def test_a_silent_blip_of_three_tenths_of_t_is_ridden_out():
             assert sd["reason"] == "lease", sd
             b.wait_for("leader", timeout=10, since=mb)
             assert start["lease_ms"] > 0
+            for x in (a, b):
+                x.term()
+                assert x.wait_exit(10) == 0
+
+
+def test_a_hook_that_computes_stops_at_the_lease_end():
+    """A leader hook that waits while its lease is fresh and computes once
+    less than 400 ms is left (its connection held silent, so no renewal is
+    answered): the loop, which would end the term, does not run while it
+    computes, so the hook's stretch itself is cut at the lease's end, not a
+    hook timeout (T/3, 666 ms) after it began. The hook's last clock read
+    is at most the lease's end (plus what a busy machine's scheduler adds);
+    the successor leads."""
+    with h.ZooKeeper() as zk:
+        with StallProxy(zk.port) as px:
+            a = h.Agent(zk, "ca", path=PATH, session_timeout=T, zkhosts=px.hostport,
+                        script=os.path.join(h.POLICIES, "lease_end.lua"))
+            a.wait_for("leader", timeout=10)
+            b = h.Agent(zk, "cb", path=PATH, session_timeout=T)
+            b.wait_for("follower", timeout=10)
+            ma, mb = a.mark(), b.mark()
+            px.hold(T / 1000.0 * 2)
+            he = a.wait_for("hook_error", timeout=5, since=ma)
+            assert he["hook"] == "on_leader" and "ran to the end of its term's lease" in he["msg"], he
+            done = a.wait_for(lambda e: e.get("event") == "script" and
+                              e.get("msg", "").startswith("computed "), timeout=5, since=ma)
+            began, left, last = (float(field(done["msg"], "began")), int(field(done["msg"], "lease_ms")),
+                                 float(field(done["msg"], "last")))
+            # the lease's end is before began + lease_ms + 1 ms (lease_ms is
+            # truncated, and was read before began)
+            over = (last - began) * 1000 - (left + 1)
+            print("  info: computed %.1f ms with %d ms of lease left: %.2f ms past its end at most"
+                  % ((last - began) * 1000, left, over))
+            assert over < 20, "the hook computed %.1f ms past its lease's end" % over
+            b.wait_for("leader", timeout=10, since=mb)
             for x in (a, b):
                 x.term()
                 assert x.wait_exit(10) == 0

@@ -265,6 +265,26 @@ static void test_json(void)
     script_free(sc);
 }
 
+/* Code in a term ends at the lease's end to the nanosecond, however
+ * little lease is left; outside a term only its budget counts. */
+static void test_deadline_is_the_lease_end(void)
+{
+    const int64_t now = 100000000000;   /* 100 s */
+    int by_lease = -1;
+    /* 0.3 ms of lease left, a 5 s budget: the lease's end, not a whole ms */
+    CHECK(hookrun_deadline(now, 5000, 300000, &by_lease) == now + 300000);
+    CHECK(by_lease == 1);
+    /* the lease already over: now */
+    CHECK(hookrun_deadline(now, 5000, 0, &by_lease) == now);
+    CHECK(by_lease == 1);
+    /* more lease than budget: the budget */
+    CHECK(hookrun_deadline(now, 666, 800000000, &by_lease) == now + 666000000);
+    CHECK(by_lease == 0);
+    /* not in a term */
+    CHECK(hookrun_deadline(now, 300, -1, &by_lease) == now + 300000000);
+    CHECK(by_lease == 0);
+}
+
 int main(int argc, char **argv)
 {
     dir = argc > 1 ? argv[1] : "tests/unit/scripts";
@@ -277,5 +297,6 @@ int main(int argc, char **argv)
     RUN(test_processes_need_consent);
     RUN(test_identity);
     RUN(test_json);
+    RUN(test_deadline_is_the_lease_end);
     return check_done();
 }
