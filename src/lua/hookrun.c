@@ -44,14 +44,19 @@ int64_t hookrun_deadline(int64_t now_ns, int budget_ms, int64_t lease_left_ns, i
     return end;
 }
 
-/* Counts every instruction of L (and of the main thread, where a callback
- * runs) from now on: the deadline is near, or passed. */
+/* Counts every instruction of L, of the hook's coroutine and of the main
+ * thread (where a callback runs, and where a coroutine of the script's own
+ * may return to) from now on: the deadline is near, or passed. A thread
+ * left counting each instruction goes back to HOOK_COUNT at its next check
+ * (hookrun_count_hook). */
 static void count_each(script *sc, lua_State *L)
 {
     sc->fine = 1;
     lua_sethook(L, hookrun_count_hook, LUA_MASKCOUNT, 1);
     if (L != sc->L)
         lua_sethook(sc->L, hookrun_count_hook, LUA_MASKCOUNT, 1);
+    if (sc->run != NULL && sc->run->in_resume && sc->run->co != L)
+        lua_sethook(sc->run->co, hookrun_count_hook, LUA_MASKCOUNT, 1);
 }
 
 void hookrun_count_hook(lua_State *L, lua_Debug *ar)
@@ -61,7 +66,10 @@ void hookrun_count_hook(lua_State *L, lua_Debug *ar)
     if (sc->budget == BUDGET_OFF)
         return;
     int64_t left = sc->budget == BUDGET_EXPIRED ? 0 : sc->deadline_ns - boot_ns();
-    if (left <= 0 || (sc->run != NULL && sc->run->cancelled)) {
+    /* a run that is cancelled stops at once; not other code that runs
+     * while it waits to be finished (a timer, an on_exit) */
+    int cancelled = sc->run != NULL && sc->run->cancelled && sc->run->in_resume;
+    if (left <= 0 || cancelled) {
         if (sc->budget != BUDGET_EXPIRED) {
             sc->budget = BUDGET_EXPIRED;
             count_each(sc, L);      /* sticky: every instruction raises until it unwinds */
@@ -75,6 +83,8 @@ void hookrun_count_hook(lua_State *L, lua_Debug *ar)
     }
     if (left < HOOK_FINE_NS && !sc->fine)
         count_each(sc, L);          /* a slice of HOOK_COUNT could overshoot the deadline */
+    else if (!sc->fine && lua_gethookcount(L) == 1)
+        lua_sethook(L, hookrun_count_hook, LUA_MASKCOUNT, HOOK_COUNT);   /* left so by an earlier end */
 }
 
 /* Arms the budget of the Lua code about to run on L: budget_ms from now
@@ -113,6 +123,7 @@ static int64_t lease_left(script *sc)
 static void disarm(script *sc)
 {
     sc->running = NULL;
+    sc->was_cut = sc->budget == BUDGET_EXPIRED && sc->lease_cut;
     if (sc->budget == BUDGET_EXPIRED || sc->fine)
         lua_sethook(sc->L, hookrun_count_hook, LUA_MASKCOUNT, HOOK_COUNT);
     sc->budget = BUDGET_OFF;
@@ -147,10 +158,15 @@ int hookrun_pcall(script *sc, int nargs, const char *what)
     lua_pushcfunction(L, msgh);
     lua_insert(L, base);
     if (!nested) {
-        int budget = strcmp(what, "on_stepdown") == 0 ? sc->stepdown_timeout_ms : sc->hook_timeout_ms;
+        int64_t left = lease_left(sc);
+        /* in the step-down (on_stepdown, an on_exit of a term that has
+         * ended), its share of the step-down budget */
+        int budget = strcmp(what, "on_stepdown") == 0 || (left < 0 && sc->cur != NULL &&
+                     sc->cur != sc->global) ? sc->stepdown_timeout_ms : sc->hook_timeout_ms;
         /* in a term, no longer than the lease: a hook must not act past it */
-        arm(sc, L, what, budget, 0, lease_left(sc));
+        arm(sc, L, what, budget, 0, left);
     }
+    sc->was_cut = 0;
     int st = lua_pcall(L, nargs, 0, base);
     if (!nested)
         disarm(sc);
@@ -171,8 +187,16 @@ int hookrun_trampoline(script *sc, int nargs, const char *what)
             snprintf(buf, sizeof buf, "out of memory (limit %zu bytes)", sc->limit);
             m = buf;
         }
-        if (sc->log)
+        if (sc->was_cut) {
+            /* its term's lease ran out while it ran: the term is over,
+             * which the lease check says next; not an error of the code */
+            char why[96];
+            snprintf(why, sizeof why, "%s preempted: its term's lease ran out", what);
+            if (sc->log)
+                sc->log(sc->ud, ZKE_LOG_INFO, "hook_preempted", what, why);
+        } else if (sc->log) {
             sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", what, m ? m : "(no message)");
+        }
         lua_pop(L, 1);
     }
     return st;
@@ -208,7 +232,7 @@ static void run_finish(struct hookrun *r, int failed)
         disarm(sc);
     /* an error of a __close handler (not the hook's own error, reported
      * already) is worth a line */
-    if (cst != LUA_OK && sc->log && !failed) {
+    if (cst != LUA_OK && sc->log && !failed && !r->raised) {
         const char *m = lua_type(r->co, -1) == LUA_TSTRING ? lua_tostring(r->co, -1) : "error";
         sc->log(sc->ud, ZKE_LOG_ERROR, "hook_error", r->name, m);
     }
@@ -271,6 +295,7 @@ static void run_failed(struct hookrun *r, int st)
         snprintf(buf, sizeof buf, "out of memory (limit %zu bytes)", sc->limit);
         m = buf;
     }
+    r->raised = 1;              /* the coroutine is dead: closing it gives this error again */
     if (r->preempted) {
         if (sc->log)
             sc->log(sc->ud, ZKE_LOG_INFO, "hook_preempted", r->name, r->why);
@@ -315,6 +340,14 @@ static void run_resume(struct hookrun *r, int nargs)
         r->timed_out = 1;
     disarm(sc);
     sc->cur = saved;
+    if (sc->was_cut && !r->cancelled && st != LUA_OK && st != LUA_YIELD) {
+        /* cut at its term's lease end: the term is over (the lease check
+         * ends it next), as if the step-down had preempted it; not a
+         * failure of the hook (no resign, no backoff) */
+        r->timed_out = 0;
+        r->preempted = 1;
+        snprintf(r->why, sizeof r->why, "%s preempted: its term's lease ran out", r->name);
+    }
     if (st == LUA_YIELD) {
         if (r->wait != NULL && !r->cancelled) {
             lua_pop(r->co, nres);

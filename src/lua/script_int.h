@@ -72,6 +72,7 @@ struct hookrun {
     struct hook_wait *wait;     /* pending asynchronous operation */
     int in_resume, cancelled, preempted, finish_later;
     int timed_out;              /* a budget (slice or whole) ran out */
+    int raised;                 /* it ended on an error (reported by run_failed) */
     int hold;                   /* on_stepdown: the node stays until this run ends */
     struct timespec started;
     char why[160];              /* fixed texts around a hook name (hook_names[]): never cut */
@@ -122,6 +123,7 @@ struct script {
     enum script_budget budget;  /* the count hook's state (hookrun.c) */
     int fine;                   /* the main thread counts every instruction */
     int lease_cut;              /* the deadline is the term's lease end */
+    int was_cut;                /* the code that ran last was cut at the lease end */
     const char *running;     /* hook name while one runs */
 };
 

@@ -244,6 +244,9 @@ def test_operator_and_health_withdrawals_hold_apart():
         # health passes: back in line, at the back
         os.unlink(flag)
         h.wait_until(in_line, timeout=10, desc="back in line")
+        # the node is there once the create is answered; the agent is a
+        # follower once it has listed the election after it ("idle" between)
+        h.wait_until(lambda: status(b)["role"] != "idle", timeout=5, desc="the listing after the join")
         st = status(b)
         assert st["role"] == "follower" and not st["withdrawn"] and st["withdrawn_by"] is None, st
         stop(a, b)

@@ -86,6 +86,31 @@ def test_stepdown_preempts_a_waiting_on_leader():
         assert b.wait_exit(10) == 0
 
 
+def test_a_hook_that_resigns_and_computes_is_preempted_once():
+    """on_leader resigns (its term ends at once, the loop not running) and
+    computes on: it is stopped at its next check and logged once, as
+    hook_preempted; closing its dead coroutine is no hook_error (it was)."""
+    script = h.policy("resign-compute",
+                      'function on_leader(ev)\n'
+                      '  zkelect.resign()\n'
+                      '  local n = 0\n'
+                      '  for i = 1, 100000000 do n = n + i end\n'
+                      '  zkelect.log("info", "never " .. n)\n'
+                      'end\n')
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "rc", path=PATH, script=script)
+        pre = a.wait_for("hook_preempted", timeout=10)
+        assert pre["hook"] == "on_leader" and "the term ended" in pre["msg"], pre
+        sd = a.wait_for(lambda e: e.get("event") == "stepdown" and e.get("reason") == "resign", timeout=5)
+        # the rejoin (alone, it leads again, and resigns again): the
+        # preemption was handled whole
+        a.wait_for(lambda e: e.get("event") == "joined" and e["mono_ns"] > sd["mono_ns"], timeout=10)
+        a.term()
+        assert a.wait_exit(10) == 0
+        assert not a.find("hook_error"), a.find("hook_error")
+        assert "never" not in msgs(a)
+
+
 def test_budget_overrun_resigns():
     setenv("overrun", budget="0.5")
     with h.ZooKeeper() as zk:

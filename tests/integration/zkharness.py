@@ -160,6 +160,14 @@ def mkdtemp(prefix):
     return d
 
 
+def policy(prefix, text):
+    """A policy script with this text in a new temporary folder; its path."""
+    path = os.path.join(mkdtemp(prefix), "policy.lua")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def _cds_archive():
     """The ZooKeeper server's class-data-sharing archive (AppCDS): the
     classes it loads, parsed and verified once, mapped by every later start
