@@ -114,7 +114,8 @@ int64_t agent_lease_tick_op(zke_agent *a, int *follows)
 
 /* A follower further back than next in line: it sends a read (instead of
  * the client library's ping), so that when it moves up its first renewal,
- * sent at once, finds an answer to confirm. */
+ * at the next tick of the same timer (conn_agent_renew keeps the phase: a
+ * promotion costs no write of its own), finds an answer to confirm. */
 static int behind(const struct zke_status *st)
 {
     return st->role == ZKE_ROLE_FOLLOWER && st->position != 1;
