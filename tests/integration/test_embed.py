@@ -43,7 +43,8 @@ class Host:
 
 def test_host_loop_resign_and_stop():
     with h.ZooKeeper() as zk:
-        a = Host(zk, "e1", resign_after=1.0)
+        # long enough for e2 to join first on a loaded machine (ASan)
+        a = Host(zk, "e1", resign_after=3.0)
         try:
             a.wait("leader")
             b = Host(zk, "e2")

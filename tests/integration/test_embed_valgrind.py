@@ -39,7 +39,7 @@ def count(path, prefix):
 def test_embed_under_valgrind():
     with h.ZooKeeper() as zk:
         vg, vout, vf = start([VALGRIND, "--leak-check=full", "--errors-for-leak-kinds=definite,indirect",
-                              "--error-exitcode=99", "--track-fds=no", EMBED, zk.hostport, PATHS, "v1", "4"],
+                              "--error-exitcode=99", "--track-fds=no", EMBED, zk.hostport, PATHS, "v1", "8"],
                              "v1")
         plain = None
         try:

@@ -90,7 +90,7 @@ def test_pause_past_the_lease():
         print("  info: frozen %.1f s; lease check %.1f ms after SIGCONT, on_stepdown after %.1f ms "
               "(the child ignores SIGTERM)" % ((t_cont - t_stop) / 1e9, late,
                                                (sd["mono_ns"] - t_cont) / 1e6))
-        assert late < 100, "lease checked %.1f ms after SIGCONT" % late
+        assert late < (250 if h.under_asan(a.pid) else 100), "lease checked %.1f ms after SIGCONT" % late
         assert (sd["mono_ns"] - t_cont) / 1e6 < 1000, sd
         # nothing of the old term ran after the resume
         acts = [m for m in scripts(a, "action") if m[0] > t_cont]
@@ -208,10 +208,11 @@ def test_blip_suspends_and_resumes():
         re_ = a.wait_for("resume", timeout=5, since=ma)
         assert su["epoch"] == re_["epoch"] == la["epoch"], (su, re_, la)
         assert 0 < re_["lease_ms"] <= 2000, re_
-        time.sleep(0.3)
+        for hook in ("on_suspend", "on_resume"):
+            a.wait_for(lambda e, p=hook: e.get("event") == "script" and e.get("msg", "").startswith(p),
+                       timeout=5, since=ma)
+        time.sleep(0.3)             # and nothing else comes
         assert not a.find("stepdown", since=ma) and not a.find("leader", since=ma), a.describe()
-        k = [e["msg"] for e in a.find("script", since=ma)]
-        assert any(m.startswith("on_suspend") for m in k) and any(m.startswith("on_resume") for m in k), k
         a.term()
         assert a.wait_exit(10) == 0
 
@@ -324,8 +325,7 @@ def test_a_silent_blip_of_three_tenths_of_t_is_ridden_out():
         with StallProxy(zk.port) as px:
             a, b, start = leader_behind(zk, px, ("ba", "bb"))
             assert start["renew_ms"] == T // 4 and start["server_tick_ms"] == 200, start
-            with open("/proc/%d/maps" % a.pid) as f:
-                blip = (0.25 if "libasan" in f.read() else 0.3) * T / 1000.0
+            blip = (0.25 if h.under_asan(a.pid) else 0.3) * T / 1000.0
             ma, mb = a.mark(), b.mark()
             import random
             for i in range(8):
@@ -379,8 +379,9 @@ def test_a_hook_that_computes_stops_at_the_lease_end():
             earliest = (last - began) * 1000 - (left + 1)  # the least
             print("  info: computed %.1f ms with %d ms of lease left: %.2f to %.2f ms past its end"
                   % ((last - began) * 1000, left, earliest, latest))
-            assert latest < 20, "the hook computed up to %.1f ms past its lease's end" % latest
-            assert earliest > -20, "the hook was cut %.1f ms before its lease's end" % -earliest
+            slack = 50 if h.under_asan(a.pid) else 20
+            assert latest < slack, "the hook computed up to %.1f ms past its lease's end" % latest
+            assert earliest > -slack, "the hook was cut %.1f ms before its lease's end" % -earliest
             assert not a.find("hook_error", since=ma), a.find("hook_error", since=ma)
             b.wait_for("leader", timeout=10, since=mb)
             for x in (a, b):
@@ -512,7 +513,7 @@ def test_a_leader_s_renewals_alternate_a_ping_gap_and_its_complement():
             lm, sm = statistics.median(longs), statistics.median(shorts)
             assert 0.9 * third < lm < third, gaps
             assert lm + sm < T / 2000.0 + 0.03, gaps     # the proxy's thread adds a few ms
-            assert max(gaps) < third + 0.15, gaps
+            assert max(gaps) < third + (0.3 if h.under_asan(a.pid) else 0.15), gaps
             for x in (a, b):
                 x.term()
                 assert x.wait_exit(10) == 0
@@ -641,9 +642,10 @@ def test_a_term_that_waits_for_its_lease_sends_no_storm_of_renewals():
             assert waited, ("the term did not wait for its lease: nothing checked", b.describe(30))
             assert not b.find("stepdown", since=mark), b.describe()
             # two on the new connection to confirm a fresh base, another
-            # if the first pair is too close, the periodic ones of the 0.3 s
-            # after the start
-            assert len(answers) <= 6, (len(answers), b.describe(12))
+            # if the first pair is too close, one at once after an answer
+            # that came late, the periodic ones of the 0.3 s after the
+            # start (a storm: one per round trip, 121-155)
+            assert len(answers) <= 8, (len(answers), b.describe(12))
             b.term()
             assert b.wait_exit(10) == 0
 

@@ -206,8 +206,11 @@ def test_frozen_agent_the_guard_kills_the_leader_call():
         try:
             h.wait_until(lambda: not h.pid_alive(call_pid) and not h.pid_alive(child_pid),
                          timeout=SESSION_MS / 1000 + 5, desc="the frozen leader's call killed")
-            assert not a2.find("leader", since=m2), "the successor led before the call was killed"
-            a2.wait_for("leader", timeout=15, since=m2)
+            # the watcher logs its kills right after them (the same log)
+            fs = a1.wait_for("fail_stop", timeout=5)
+            l2 = a2.wait_for("leader", timeout=15, since=m2)
+            assert l2["mono_ns"] > fs["mono_ns"], ("the successor led before the call was killed",
+                                                   fs, l2)
         finally:
             a1.sigcont()
         a1.wait_for("stepdown", timeout=10)

@@ -160,6 +160,13 @@ def mkdtemp(prefix):
     return d
 
 
+def under_asan(pid):
+    """The process runs an ASan build (a debug build several times slower,
+    its loop late by 50 ms and more when the suite's tests share 2 cores)."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
 def policy(prefix, text):
     """A policy script with this text in a new temporary folder; its path."""
     path = os.path.join(mkdtemp(prefix), "policy.lua")
