@@ -24,8 +24,10 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-/* Budgets run on CLOCK_BOOTTIME, the lease's clock: a term's code can be
- * cut at its lease's end to the nanosecond. */
+/* Budgets run on CLOCK_BOOTTIME, the lease's clock, so that a term's code
+ * is cut at its lease's end as the agent reckons it (the whole-budget
+ * ev_timer is libev's monotonic clock: after a suspend of the machine a
+ * slice may find its whole budget spent before that timer fires). */
 static int64_t boot_ns(void)
 {
     struct timespec ts;

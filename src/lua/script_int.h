@@ -121,7 +121,7 @@ struct script {
     void (*hook_done)(void *ud, const char *hook, enum zke_hook_outcome o, double seconds);
     int64_t deadline_ns;        /* the running code's end, CLOCK_BOOTTIME */
     enum script_budget budget;  /* the count hook's state (hookrun.c) */
-    int fine;                   /* the main thread counts every instruction */
+    int fine;                   /* near the deadline: the running threads count every instruction */
     int lease_cut;              /* the deadline is the term's lease end */
     int was_cut;                /* the code that ran last was cut at the lease end */
     const char *running;     /* hook name while one runs */

@@ -94,13 +94,18 @@ def test_chain_of_ten_and_no_herd():
         # the periodic reads the window holds: one every T/3, and one more
         # for the phase (a slow build's window is longer: 3 in 2.1 s under
         # ASan in CI)
-        reads = int((time.monotonic() - t_before) / (2.0 / 3)) + 1
+        window = time.monotonic() - t_before
+        reads = int(window / (2.0 / 3)) + 1
         for a in order[2:]:
             b, c = before_cons.get(sess[a]), after_cons.get(sess[a])
             assert b and c, "no connection for %s: %s / %s" % (a.id, b, c)
             if a is order[2]:
-                # renewals only: a handful in the window, not a re-listing
-                assert 0 <= c["lcxid"] - b["lcxid"] <= 10, "%s: %s -> %s" % (a.id, b, c)
+                # renewals only: a handful in the window (at most one a
+                # T/4, and a few to confirm its lease at the move), not a
+                # storm; a slow build's window (its exits under ASan) is longer
+                most = max(10, int(window / 0.5) + 4)
+                assert 0 <= c["lcxid"] - b["lcxid"] <= most, "%s: %s -> %s (at most %d)" % (
+                    a.id, b, c, most)
                 continue
             assert c["lcxid"] - b["lcxid"] <= reads and \
                 (c["lcxid"] == b["lcxid"] or c["lop"] == "EXIS"), \
