@@ -848,7 +848,6 @@ void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int p
     if (m->rlevel == level && m->rperiod == period_ms && m->rread == read_ms &&
         m->rlease == lease_ms && m->rsync == (by_sync != 0))
         return;
-    int had_lease = c->n_lease > 0;
     renew_drop(c, m);
     m->rperiod = period_ms;
     m->rread = read_ms;
@@ -870,7 +869,6 @@ void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int p
     /* a promotion from reads keeps the phase (renew_plan): no write of its
      * own; a term that needs a confirmed lease at once asks (conn_renew_now) */
     renew_plan(c, 0);
-    (void)had_lease;
 }
 
 void conn_renew_now(zke_conn *c)

@@ -111,15 +111,19 @@ static void arm(script *sc, lua_State *L, const char *what, int budget_ms, int64
         lua_sethook(L, hookrun_count_hook, LUA_MASKCOUNT, HOOK_COUNT);
 }
 
+/* The code runs in a term's scope (the current term's or one that ended). */
+static int in_term_scope(const script *sc)
+{
+    return sc->cur != NULL && sc->cur != sc->global && sc->agent != NULL;
+}
+
 /* Lease left of the scope the code runs in: 0 once the lease of the
  * current term has run out; -1 outside the current term (the script's
  * own scope, or a term that has ended: a process's on_exit reporting it
  * in the step-down, which can start nothing in it). */
 static int64_t lease_left(script *sc)
 {
-    if (sc->cur == NULL || sc->cur == sc->global || sc->agent == NULL)
-        return -1;
-    return agent_lease_left_ns(sc->agent, sc->cur);
+    return in_term_scope(sc) ? agent_lease_left_ns(sc->agent, sc->cur) : -1;
 }
 
 static void disarm(script *sc)
@@ -163,8 +167,8 @@ int hookrun_pcall(script *sc, int nargs, const char *what)
         int64_t left = lease_left(sc);
         /* in the step-down (on_stepdown, an on_exit of a term that has
          * ended), its share of the step-down budget */
-        int budget = strcmp(what, "on_stepdown") == 0 || (left < 0 && sc->cur != NULL &&
-                     sc->cur != sc->global) ? sc->stepdown_timeout_ms : sc->hook_timeout_ms;
+        int budget = strcmp(what, "on_stepdown") == 0 || (left < 0 && in_term_scope(sc))
+                         ? sc->stepdown_timeout_ms : sc->hook_timeout_ms;
         /* in a term, no longer than the lease: a hook must not act past it */
         arm(sc, L, what, budget, 0, left);
     }
