@@ -200,13 +200,11 @@ def test_operator_and_health_withdrawals_hold_apart():
     whose checks fail; it is in line again only when neither holds."""
     d = h.mkdtemp("ctl-health")
     flag = os.path.join(d, "sick")
-    script = os.path.join(d, "p.lua")
-    with open(script, "w") as f:
-        f.write('local FLAG = %r\n'
-                'function health()\n'
-                '  if zkelect.exec{"test", "-e", FLAG} then return false, "sick" end\n'
-                '  return true\n'
-                'end\n' % flag)
+    script = h.policy("ctl-health", 'local FLAG = %r\n'
+                      'function health()\n'
+                      '  if zkelect.exec{"test", "-e", FLAG} then return false, "sick" end\n'
+                      '  return true\n'
+                      'end\n' % flag)
     hflags = ["--health-interval", "200", "--health-fails", "1", "--health-passes", "1"]
     with h.ZooKeeper() as zk:
         a = agent(zk, "ha")
