@@ -91,14 +91,9 @@ void agent_session_watch(zke_agent *a, enum sess_watch type, const char *path)
     size_t pl = strlen(a->set.path);
     if (strncmp(path, a->set.path, pl) != 0 || path[pl] != '/')
         return;
-    /* the fast path while the lease has not run out (the quorum leader
-     * cannot have expired the session): the term itself starts only once
-     * the lease is fresh (run_pending), so one that is short now waits for
-     * a renewal there rather than listing first. In a mass takeover the
-     * answers come behind the E notifications, so the lease stands still
-     * for the whole burst: a threshold of one renewal period sent the tail
-     * of the burst to the listing, 1 s later. */
-    el_set_lease_ok(a->el, agent_lease_end(a) > sess_now_ns());
+    /* a term won on the fast path, like one won on a listing, starts only
+     * once the lease is fresh (run_pending): one that is short or gone
+     * waits there for the publish's answer or a renewal's */
     el_on_watch(a->el, type == SESS_W_DELETED ? EL_W_DELETED :
                        type == SESS_W_CHANGED ? EL_W_CHANGED : EL_W_OTHER, path + pl + 1);
     agent_kick_now(a);          /* as after an answer (req_done) */

@@ -57,7 +57,7 @@ struct election {
     enum phase phase;
     enum zke_role role;
     int stopping, backoff_ms;
-    int strict, suspended, lease_ok;
+    int strict, suspended;
     int withdrawn;              /* out of the election until el_rejoin (health) */
     int rejoin_ms;              /* after the next resign: the owner's backoff (0: REJOIN_MS) */
     int led;                    /* our current node has led a term: it never leads again */
@@ -817,10 +817,14 @@ void el_on_watch(election *e, enum el_watch_type type, const char *node)
          * predecessor was the only smaller node of our last listing and our
          * watch on our own node has been in place, in this session, without
          * a disconnect since: then no smaller node can exist (sequences only
-         * grow) and our node still exists (its deletion would have been
-         * notified first), so we lead without another round trip. */
+         * grow) and our node still exists unless the session has expired
+         * unseen (its deletion would have been notified first), so we lead
+         * without another round trip. Whether the session lives is the
+         * owner's lease: a term starts only once the quorum leader has
+         * confirmed it, by a write (the publish) if need be, which fails
+         * on an expired session; a listing would add nothing to that. */
         if (e->phase == P_SETTLED && e->smaller == 1 && e->trust == NODE_WATCHED &&
-            e->connected && e->lease_ok && !e->near_wrap && !e->stopping) {
+            e->connected && !e->near_wrap && !e->stopping) {
             /* no listing: later joiners are unknown, so no count */
             e->candidates = 0;
             elog(e, ZKE_LOG_DEBUG, "predecessor %s gone: next in line, leading without a listing",
@@ -1017,11 +1021,6 @@ int el_is_our_name(const char *name)
     if (strncmp(name, "zke", 3) == 0)
         return strstr(name, "__lock__") != NULL;
     return 0;
-}
-
-void el_set_lease_ok(election *e, int ok)
-{
-    e->lease_ok = ok != 0;
 }
 
 void el_stop(election *e)

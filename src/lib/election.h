@@ -105,10 +105,6 @@ void el_set_log_level(election *e, enum zke_log_level min);
  * publishes (ZKE_COMPAT_NONE only; 0: none). Call before the first
  * el_on_session(); later calls are ignored (returns -1). */
 int  el_set_compat(election *e, enum zke_compat compat, int priority);
-/* The owner's lease would be valid if we led now (a recent answered request):
- * the fast path (lead on the predecessor's deletion without a listing) is
- * only taken then. Set before el_on_watch(). */
-void el_set_lease_ok(election *e, int ok);
 /* The owner's lease ran out: a leader steps down (reason), releases its node
  * when connected and rejoins. -1 if not leader. */
 int  el_lease_expired(election *e, const char *reason);

@@ -156,7 +156,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                : (k & 2) && st.node ? st.node : str;
             char copy[200];
             snprintf(copy, sizeof copy, "%s", node);
-            el_set_lease_ok(e, (int)(k >> 7));
             el_on_watch(e, (enum el_watch_type)((k >> 2) % 3), copy);
             free(str);
             break;

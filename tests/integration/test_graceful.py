@@ -99,8 +99,8 @@ def test_a_stop_leaves_the_node_to_the_session_close():
 
 def test_a_short_lease_still_takes_the_fast_path():
     """The next in line leads on its predecessor's deletion without listing
-    the children while its lease has not run out; a lease shorter than one
-    renewal period only makes the term wait for a renewal's answer. (In a
+    the children; a lease shorter than one renewal period only makes the
+    term wait for a renewal's answer. (In a
     mass takeover the answers come behind the E notifications, so the lease
     stands still for the whole burst: when the fast path wanted more than a
     renewal period, the tail of a burst of 10,000 listed first and led a
@@ -157,17 +157,20 @@ def test_a_term_that_waits_for_its_lease_starts_on_its_publish():
     commits. Its leader data publish is one: it goes at once, ahead of the
     term, and the term starts on its answer, with no renewal (a second
     write) of its own. Two rounds: the last of three candidates, idle long
-    enough that its lease is short, takes over right after the failover that
-    made it next in line; the renewal writes it sent (/metrics) are the same
-    before the takeover and at its term's start. T = 8000 ms, so that its
-    periodic renewals (every T/4) keep out of the few ms read."""
+    enough that its lease has run out (6.8 s from its session's start),
+    takes over right after the failover that made it next in line, on the
+    fast path all the same (it listed first when its lease had run out: a
+    round trip that confirmed nothing the publish does not); the renewal
+    writes it sent (/metrics) are the same before the takeover and at its
+    term's start. T = 8000 ms, so that its periodic renewals (every T/4)
+    keep out of the few ms read."""
     ex = ["--fail-stop", "off", "--log-level", "debug", "--status", "127.0.0.1:0"]
     kw = dict(path=PATH + "-waits", session_timeout=8000, server_tick=200, extra=ex)
     with h.ZooKeeper() as zk:
         agents = h.start_in_order(zk, ["w0", "w1", "w2"], **kw)
         for rnd in range(2):
             lead, nxt, back = agents[-3:]
-            time.sleep(5.5)         # the last one's lease (from its join) is short by now
+            time.sleep(7.0)         # the last one's lease (from its join) has run out by now
             before = _commits(back)
             m1, m2 = nxt.mark(), back.mark()
             lead.term()
@@ -180,6 +183,9 @@ def test_a_term_that_waits_for_its_lease_starts_on_its_publish():
             waited = back.find(lambda e: "waiting for the quorum leader" in str(e.get("msg", "")),
                                since=m2)
             assert waited, "round %d: the takeover did not wait for its lease:\n%s" % (rnd, back.describe())
+            took = back.find(lambda e: str(e.get("msg", "")).startswith("predecessor "), since=m2)
+            assert took and "without a listing" in took[-1]["msg"], \
+                "round %d: the takeover listed first:\n%s" % (rnd, back.describe())
             # the wait is said when it begins, before the leader event it holds
             led = back.find("leader", since=m2)
             assert waited[0]["_i"] < led[0]["_i"], "round %d: the wait logged after the leader " \
