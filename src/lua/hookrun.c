@@ -484,12 +484,16 @@ static void start(script *sc, struct qitem *q)
         if (ctx != NULL && agent_term_epoch(sc->agent) != q->epoch)
             ctx = NULL;         /* queued behind a wait, its term is over */
         if (ctx == NULL) {
-            /* the term ended before its hook could start: the script is
-             * told of neither its start nor its end */
+            /* the term ended before its hook could start, or (a reload's
+             * leader event, while the term waits for its lease) has not
+             * started: the script is told of neither its start nor its end */
             if (q->type == ZKE_EV_LEADER)
                 sc->skip_epoch = q->epoch;
             return;
         }
+        /* the term's own on_leader runs after all: so does its on_stepdown */
+        if (q->type == ZKE_EV_LEADER && q->epoch == sc->skip_epoch)
+            sc->skip_epoch = 0;
     } else if (q->type == HK_HEALTH && sc->refs[HK_HEALTH] == LUA_NOREF) {
         sc->health_pending = 0;
         return;

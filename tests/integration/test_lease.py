@@ -18,6 +18,7 @@
 """
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -648,6 +649,54 @@ def test_a_term_that_waits_for_its_lease_sends_no_storm_of_renewals():
             assert len(answers) <= 8, (len(answers), b.describe(12))
             b.term()
             assert b.wait_exit(10) == 0
+
+
+def test_a_reload_while_a_term_waits_for_its_lease_keeps_its_on_stepdown():
+    """A reload while a won term waits for its lease (here: reconnected,
+    with a lease too old to start on): the new script's leader event
+    (reason "reload") finds no term yet and is skipped, and the term's own
+    on_leader runs once the lease is confirmed. Its on_stepdown must run
+    as well. It did not: the skipped event marked the epoch's step-down to
+    be skipped, and the on_leader that ran did not clear the mark (a policy
+    that releases a VIP in on_stepdown kept it)."""
+    pol = h.policy("reload-wait", 'function on_leader(ev)\n'
+                   '  zkelect.log("info", "on_leader epoch=" .. ev.epoch)\n'
+                   'end\n'
+                   'function on_stepdown(ev)\n'
+                   '  zkelect.log("info", "on_stepdown epoch=" .. ev.epoch)\n'
+                   'end\n')
+    path = PATH + "-reload"
+    with h.ZooKeeper() as zk:
+        with CuttingProxy(zk.port) as px:
+            a = h.Agent(zk, "ra", path=path, session_timeout=T)
+            a.wait_for("leader", timeout=10)
+            b = h.Agent(zk, "rb", path=path, session_timeout=T, zkhosts=px.hostport, script=pol,
+                        extra=["--log-level", "debug"])
+            b.wait_for("follower", timeout=10)
+            time.sleep(1.0)
+            mark = b.mark()
+            px.hold(5.0)
+            time.sleep(0.5)
+            a.term()
+            assert a.wait_exit(10) == 0
+            time.sleep(0.75)        # 1.25 s held: under the client's 2/3 T
+            px.cut()
+            b.wait_for(lambda e: "waiting for the quorum leader" in e.get("msg", ""), timeout=10,
+                       since=mark)
+            b.signal(signal.SIGHUP)
+            led = b.wait_for("leader", timeout=10, since=mark)
+            rl = b.wait_for("reload", timeout=5, since=mark)
+            # the reload came inside the wait (at least a server tick: two
+            # renewals a confirmation step apart), before the term started
+            assert rl["_i"] < led["_i"], ("the reload came after the term started", b.describe(20))
+            on = b.wait_for(lambda e: e.get("event") == "script" and
+                            e.get("msg", "") == "on_leader epoch=%d" % led["epoch"], timeout=5,
+                            since=mark)
+            b.term()
+            assert b.wait_exit(10) == 0
+            downs = [e for e in b.events()[on["_i"]:] if e.get("event") == "script" and
+                     e.get("msg", "") == "on_stepdown epoch=%d" % led["epoch"]]
+            assert len(downs) == 1, ("on_stepdown of the term did not run once", b.describe(20))
 
 
 def test_strict_policy_steps_down_on_disconnect():
