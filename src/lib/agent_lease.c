@@ -136,9 +136,9 @@ static int read_period(const zke_agent *a)
 }
 
 
-/* Renew while leading, and as next in line (it may lead on the fast path
- * without a round trip, so its lease must already be fresh: more than one
- * leader's renewal period left); further back, read (behind()). The leader
+/* Renew while leading, and as next in line (it leads on the fast path,
+ * and its term starts without a round trip while its lease is fresh: more
+ * than one leader's renewal period left); further back, read (behind()). The leader
  * renews every plan.renew_ms; the next in line, whose lease only has to stay above that, at the client
  * library's own ping period (T/3, where the renewal replaces the ping)
  * when the lease leaves room, so it wakes and sends no more than a plain

@@ -100,7 +100,7 @@ def test_a_stop_leaves_the_node_to_the_session_close():
 def test_a_short_lease_still_takes_the_fast_path():
     """The next in line leads on its predecessor's deletion without listing
     the children; a lease shorter than one renewal period only makes the
-    term wait for a renewal's answer. (In a
+    term wait for its publish's or a renewal's answer. (In a
     mass takeover the answers come behind the E notifications, so the lease
     stands still for the whole burst: when the fast path wanted more than a
     renewal period, the tail of a burst of 10,000 listed first and led a
@@ -170,7 +170,7 @@ def test_a_term_that_waits_for_its_lease_starts_on_its_publish():
         agents = h.start_in_order(zk, ["w0", "w1", "w2"], **kw)
         for rnd in range(2):
             lead, nxt, back = agents[-3:]
-            time.sleep(7.0)         # the last one's lease (from its join) has run out by now
+            time.sleep(7.5)         # the last one's lease (from its join) has run out by now
             before = _commits(back)
             m1, m2 = nxt.mark(), back.mark()
             lead.term()
