@@ -608,6 +608,28 @@ class CuttingProxy(StallProxy):
                 pass
 
 
+def _win_on_a_new_connection(zk, px, path, id_prefix="s", script=None):
+    """Candidate a leads; b, behind the proxy px, follows. b's connection is
+    held silent, a stops, and the connection is cut (1.25 s held: under the
+    client's 2/3 T): b connects again (the same session) and wins with a
+    lease too old to start on. Returns b and its mark from before the hold
+    (a has exited)."""
+    a = h.Agent(zk, id_prefix + "a", path=path, session_timeout=T)
+    a.wait_for("leader", timeout=10)
+    b = h.Agent(zk, id_prefix + "b", path=path, session_timeout=T, zkhosts=px.hostport,
+                script=script, extra=["--log-level", "debug"])
+    b.wait_for("follower", timeout=10)
+    time.sleep(1.0)
+    mark = b.mark()
+    px.hold(5.0)
+    time.sleep(0.5)
+    a.term()
+    assert a.wait_exit(10) == 0
+    time.sleep(0.75)
+    px.cut()
+    return b, mark
+
+
 def test_a_term_that_waits_for_its_lease_sends_no_storm_of_renewals():
     """The next in line's connection is held silent, then cut, while the
     leader stops: it connects again (the same session) and wins with a
@@ -620,19 +642,7 @@ def test_a_term_that_waits_for_its_lease_sends_no_storm_of_renewals():
     next goes a step after the last."""
     with h.ZooKeeper() as zk:
         with CuttingProxy(zk.port) as px:
-            a = h.Agent(zk, "sa", path=PATH, session_timeout=T)
-            a.wait_for("leader", timeout=10)
-            b = h.Agent(zk, "sb", path=PATH, session_timeout=T, zkhosts=px.hostport,
-                        extra=["--log-level", "debug"])
-            b.wait_for("follower", timeout=10)
-            time.sleep(1.0)
-            mark = b.mark()
-            px.hold(5.0)
-            time.sleep(0.5)
-            a.term()
-            assert a.wait_exit(10) == 0
-            time.sleep(0.75)        # 1.25 s held: under the client's 2/3 T
-            px.cut()
+            b, mark = _win_on_a_new_connection(zk, px, PATH)
             b.wait_for("session", timeout=5, since=mark, reason="reconnected")
             b.wait_for("leader", timeout=10, since=mark)
             time.sleep(0.3)
@@ -665,22 +675,10 @@ def test_a_reload_while_a_term_waits_for_its_lease_keeps_its_on_stepdown():
                    'function on_stepdown(ev)\n'
                    '  zkelect.log("info", "on_stepdown epoch=" .. ev.epoch)\n'
                    'end\n')
-    path = PATH + "-reload"
     with h.ZooKeeper() as zk:
         with CuttingProxy(zk.port) as px:
-            a = h.Agent(zk, "ra", path=path, session_timeout=T)
-            a.wait_for("leader", timeout=10)
-            b = h.Agent(zk, "rb", path=path, session_timeout=T, zkhosts=px.hostport, script=pol,
-                        extra=["--log-level", "debug"])
-            b.wait_for("follower", timeout=10)
-            time.sleep(1.0)
-            mark = b.mark()
-            px.hold(5.0)
-            time.sleep(0.5)
-            a.term()
-            assert a.wait_exit(10) == 0
-            time.sleep(0.75)        # 1.25 s held: under the client's 2/3 T
-            px.cut()
+            b, mark = _win_on_a_new_connection(zk, px, PATH + "-reload", id_prefix="r",
+                                               script=pol)
             b.wait_for(lambda e: "waiting for the quorum leader" in e.get("msg", ""), timeout=10,
                        since=mark)
             b.signal(signal.SIGHUP)
