@@ -494,6 +494,8 @@ static void evaluate(election *e, const char *const *names, int n, int32_t cvers
         nodedata_clear(&e->pred_nd);
     set_str(&e->pred, c[me - 1].name);
     set_str(&e->leader_node, c[0].name);
+    if (e->position != me)
+        elog(e, ZKE_LOG_DEBUG, "position %d of %d: predecessor %s", me, m, e->pred);
     e->position = me;
     free(c);
     e->phase = P_WATCH;
