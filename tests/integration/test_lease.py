@@ -312,21 +312,22 @@ def leader_behind(zk, px, ids):
     return a, b, a.wait_for("start", timeout=1)
 
 
-def test_a_silent_blip_of_three_tenths_of_t_is_ridden_out():
+def test_a_silent_blip_of_a_quarter_of_t_is_ridden_out():
     """At the default renewal schedule (every T/4 with the server's tick
-    stated), the leader's connection held silent for 0.3 T (600 ms: no byte
-    either way, no disconnect seen) wherever the hold falls in the renewal
-    cycle: no step-down, no other leader; held for a whole T it steps down
-    (reason lease) before the server expires it. The lease leaves 0.35 T
-    past two renewal gaps, 100 ms more than the hold: an ASan build (a
-    debug build several times slower, its loop late by 50 ms and more when
-    the suite's other tests share the 2 cores) is held 0.25 T instead,
-    which still fails a schedule of even T/3 gaps (0.18 T left)."""
+    stated), the leader's connection held silent for 0.25 T (500 ms: no
+    byte either way, no disconnect seen) wherever the hold falls in the
+    renewal cycle: no step-down, no other leader; held for a whole T it
+    steps down (reason lease) before the server expires it. The lease in
+    hand never drops below 0.35 T (two renewal gaps old): the 0.1 T
+    (200 ms) past the hold is the margin docs/design.md states for the
+    answer after the hold and a loop that runs late (a normal build beside
+    the suite's other tests on 2 cores was seen 101 ms late, an ASan build
+    more). Even T/3 gaps (0.18 T left) fail it."""
     with h.ZooKeeper() as zk:
         with StallProxy(zk.port) as px:
             a, b, start = leader_behind(zk, px, ("ba", "bb"))
             assert start["renew_ms"] == T // 4 and start["server_tick_ms"] == 200, start
-            blip = (0.25 if h.under_asan(a.pid) else 0.3) * T / 1000.0
+            blip = 0.25 * T / 1000.0
             ma, mb = a.mark(), b.mark()
             import random
             for i in range(8):
@@ -481,7 +482,7 @@ def test_a_leader_s_renewals_alternate_a_ping_gap_and_its_complement():
     plain client's last ping (every T/3): a later expiry, a slower failover.
     The leader's renewals alternate a gap just under the client's ping
     period and 2 x T/4 minus it: the same number of renewals, and two gaps
-    in a row still T/2 at most (the lease's base is no older: the 0.3 T blip
+    in a row still T/2 at most (the lease's base is no older: the 0.25 T blip
     above is still ridden out), with no ping of the client in between. The
     first gaps after the follower came are left out (the stream settles
     into the alternation from whatever gap came before)."""
