@@ -79,6 +79,7 @@ struct election {
     char *claim_checked;        /* predecessor whose leader data a listing was asked to check */
     struct nodedata leader_nd, pred_nd;     /* decoded node data; id NULL if unknown */
     int position, candidates, smaller;
+    int settled_position;       /* position when last settled (-1: none since the view was cleared) */
     int watch_done, data_done;
 };
 
@@ -230,6 +231,7 @@ static void clear_view(election *e)
     set_str(&e->claim_checked, NULL);
     e->want_watch = e->want_data = e->want_self = e->want_pub = 0;
     e->position = -1;
+    e->settled_position = -1;
     e->smaller = -1;
 }
 
@@ -380,6 +382,7 @@ static void become_leader(election *e, const char *reason)
     nodedata_clear(&e->pred_nd);
     set_str(&e->leader_node, e->node);
     set_str(&e->settled_pred, NULL);
+    e->settled_position = -1;
     ensure_self_watch(e);
 }
 
@@ -396,6 +399,12 @@ static void maybe_settle(election *e)
         emit(e, ZKE_EV_PREDECESSOR_CHANGE, "predecessor_gone");
     }
     set_str(&e->settled_pred, e->pred);
+    /* the watch on the predecessor is in place: when next in line, the
+     * fast path's condition from here on */
+    if (e->settled_position != e->position)
+        elog(e, ZKE_LOG_DEBUG, "position %d of %d: predecessor %s", e->position, e->candidates,
+             e->pred != NULL ? e->pred : "?");
+    e->settled_position = e->position;
 }
 
 int el_parse_seq(const char *name, int32_t *seq)
@@ -494,8 +503,6 @@ static void evaluate(election *e, const char *const *names, int n, int32_t cvers
         nodedata_clear(&e->pred_nd);
     set_str(&e->pred, c[me - 1].name);
     set_str(&e->leader_node, c[0].name);
-    if (e->position != me)
-        elog(e, ZKE_LOG_DEBUG, "position %d of %d: predecessor %s", me, m, e->pred);
     e->position = me;
     free(c);
     e->phase = P_WATCH;
@@ -1097,6 +1104,7 @@ election *el_new(const char *path, const char *id, const char *data,
     e->rng = seed ? seed : UINT64_C(0x9e3779b97f4a7c15);
     e->seq = -1;
     e->position = -1;
+    e->settled_position = -1;
     e->smaller = -1;
     new_guid(e);
     return e;

@@ -170,9 +170,11 @@ def test_a_term_that_waits_for_its_lease_starts_on_its_publish():
     keep out of the few ms read.
 
     The order is made, not raced: the last one takes the fast path only once
-    it has learned that it is next in line (the new leader's publish fires
-    its watch, a listing says "position 1"), so the second is stopped only
-    then; and it renews as next in line at its timer's next tick, at least
+    it has learned that it is next in line and watches the second (the new
+    leader's publish fires its watch, a listing finds it next, the watch is
+    set again: it logs "position 1" once settled), so the second is stopped
+    only then (stopped after the listing but before the watch was set, it
+    listed first: once in 25 runs beside other tests); and it renews as next in line at its timer's next tick, at least
     T/4 (2 s) after its last read was sent (the promotion keeps the timer's
     phase), so the round starts right after a read's answer and counts only
     if the takeover came within T/4 of that read; a round a loaded machine
