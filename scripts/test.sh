@@ -19,12 +19,13 @@ idle=(chrt --idle 0)
 # they leave idle (they wait on session timeouts far more than they
 # compute: about 1.4 of the 2 cores), and is waited for before its tests.
 asan_log=$(mktemp)
+trap 'rm -f "$asan_log"' EXIT
 BUILD_DIR=build-asan "${idle[@]}" bash scripts/setup.sh --dev -DZKELECT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
   >"$asan_log" 2>&1 &
 asan_pid=$!
 asan_built() {
   wait "$asan_pid"; local r=$?
-  cat "$asan_log"; rm -f "$asan_log"
+  cat "$asan_log"
   [ $r -eq 0 ] || { echo "the ASan build failed (exit $r)"; exit 1; }
 }
 
@@ -53,7 +54,7 @@ run_ctest() {
 # they do not add their two minutes to the run. Their output is printed
 # when they are done.
 side=$(mktemp -d)
-trap 'rm -rf "$side"' EXIT
+trap 'rm -rf "$side" "$asan_log"' EXIT
 side_pid=
 start_side() {
   [ $# -eq 0 ] || return 0
