@@ -530,6 +530,7 @@ int zke_agent_set_guard(zke_agent *a, zke_guard *g)
     a->guard = g;
     a->guard_slot = slot;
     a->guard_end_ns = 0;
+    a->guard_soft_ns = 0;
     a->guard_standby_ns = 0;
     agent_guard_sync(a);                  /* a term already running is armed now */
     if (a->cm != NULL)

@@ -44,20 +44,26 @@ int64_t agent_lease_remaining_ms(const zke_agent *a)
  * uses all its budget is not killed for it, and the successor still cannot
  * start for another half margin), from just before on_leader until its
  * step-down has finished (its processes ended, on_stepdown returned or its
- * hold released); it follows the lease end as renewals move it. */
+ * hold released); it follows the lease end as renewals move it. While the
+ * term acts (the host has not been told of its end) the guard also holds
+ * the lease end itself, the soft end: if that passes with the term still
+ * acting, the loop did not run, and the watcher sends the term's groups
+ * SIGTERM, so that they use the step-down budget to undo their state. */
 void agent_guard_sync(zke_agent *a)
 {
     if (a->guard == NULL)
         return;
-    int64_t d = 0;
+    int64_t d = 0, soft = 0;
     if (a->host_leader || a->term != NULL || a->holding || a->in_stepdown_cb) {
         int64_t end = agent_lease_end(a);
         int64_t after = (int64_t)a->plan.stepdown_budget_ms + a->plan.margin_ms / 2;
         d = end > 0 ? end + after * 1000000 : a->guard_end_ns;
+        soft = a->host_leader && end > 0 ? end : 0;
     }
-    if (d != a->guard_end_ns) {
+    if (d != a->guard_end_ns || soft != a->guard_soft_ns) {
         a->guard_end_ns = d;
-        guard_slot_arm(a->guard, a->guard_slot, d);
+        a->guard_soft_ns = soft;
+        guard_slot_arm(a->guard, a->guard_slot, soft, d);
     }
 }
 

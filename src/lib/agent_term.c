@@ -112,6 +112,7 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
         a->host_leader = 0;
         a->hold_token++;
         a->holds = 0;
+        agent_guard_sync(a);    /* its soft end cleared before on_stepdown starts anything */
     } else if (in->type == ZKE_EV_SUSPEND || in->type == ZKE_EV_RESUME) {
         if (!a->host_leader || in->epoch != a->host_epoch || agent_term(a) == NULL)
             return 0;       /* the term is over (the lease check ended it) */

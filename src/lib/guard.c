@@ -55,6 +55,8 @@ struct zke_guard {
     atomic_int agent_pid;               /* the process that made the guard */
     atomic_uint slots;                  /* agent slots taken (bit i: slot i) */
     atomic_llong deadline[ZKE_GUARD_AGENTS];    /* CLOCK_BOOTTIME ns, 0: no term */
+    atomic_llong soft[ZKE_GUARD_AGENTS];        /* the lease end (SIGTERM), 0: none (the
+                                                 * term is ending: its step-down runs) */
     atomic_llong standby[ZKE_GUARD_AGENTS];     /* a term may start: its hard end will be at
                                                  * least this far (ns) from its start; 0: none */
     atomic_uint group[ZKE_GUARD_GROUPS];        /* pgid | GROUP_TERM_BIT, 0: free */
@@ -143,6 +145,7 @@ int guard_slot_take(zke_guard *g)
             return -1;
         if (atomic_compare_exchange_weak(&g->slots, &used, used | (1u << i))) {
             atomic_store(&g->deadline[i], 0);
+            atomic_store(&g->soft[i], 0);
             atomic_store(&g->standby[i], 0);
             return i;
         }
@@ -154,6 +157,7 @@ void guard_slot_release(zke_guard *g, int slot)
     if (slot < 0 || slot >= ZKE_GUARD_AGENTS)
         return;
     atomic_store(&g->deadline[slot], 0);
+    atomic_store(&g->soft[slot], 0);
     atomic_store(&g->standby[slot], 0);
     atomic_fetch_and(&g->slots, ~(1u << slot));
 }
@@ -166,6 +170,21 @@ static int64_t earliest(zke_guard *g)
         int64_t d = atomic_load(&g->deadline[i]);
         if (d != 0 && (m == 0 || d < m))
             m = d;
+    }
+    return m;
+}
+
+/* The earliest lease end of a term still acting (its soft end), 0 if none;
+ * its slot in *slot. */
+static int64_t earliest_soft(zke_guard *g, int *slot)
+{
+    int64_t m = 0;
+    for (int i = 0; i < ZKE_GUARD_AGENTS; i++) {
+        int64_t d = atomic_load(&g->soft[i]);
+        if (d != 0 && (m == 0 || d < m)) {
+            m = d;
+            *slot = i;
+        }
     }
     return m;
 }
@@ -204,14 +223,22 @@ void guard_slot_standby(zke_guard *g, int slot, int64_t gap_ns)
     }
 }
 
-void guard_slot_arm(zke_guard *g, int slot, int64_t deadline_ns)
+void guard_slot_arm(zke_guard *g, int slot, int64_t soft_ns, int64_t deadline_ns)
 {
     if (slot < 0 || slot >= ZKE_GUARD_AGENTS)
         return;
+    if (deadline_ns == 0)
+        soft_ns = 0;
+    /* the soft end first: a step-down that begins (soft 0) is never sent
+     * the SIGTERM of the end it no longer has */
+    atomic_store(&g->soft[slot], soft_ns);
     atomic_store(&g->deadline[slot], deadline_ns);
     if (deadline_ns == 0)
         return;     /* the watcher finds out when it wakes for the old end */
-    int64_t m = earliest(g), w = atomic_load(&g->waiting_for);
+    int tmp = 0;
+    int64_t m = earliest(g), w = atomic_load(&g->waiting_for), sm = earliest_soft(g, &tmp);
+    if (sm != 0 && (m == 0 || sm < m))
+        m = sm;
     if (m != 0 && (w == 0 || m < w)) {
         atomic_fetch_add(&g->seq, 1);
         atomic_fetch_add(&g->wakes, 1);
@@ -247,6 +274,29 @@ static int kill_groups(zke_guard *g, int all)
     return n;
 }
 
+/* The first phase: SIGTERM (and SIGCONT: a stopped group would not see it)
+ * to the terms' groups, while the slot's soft end is still the one that
+ * passed. Each group is read before that check: a group registered after
+ * the agent cleared the soft end (a process its on_stepdown starts to undo
+ * the term's state) comes after the clear in the order of the atomics, so
+ * the check sees the clear and the group is spared. How many there were. */
+static int term_groups(zke_guard *g, int slot, int64_t soft)
+{
+    int n = 0;
+    for (int i = 0; i < ZKE_GUARD_GROUPS; i++) {
+        unsigned v = atomic_load(&g->group[i]);
+        if (v == 0 || !(v & GROUP_TERM_BIT))
+            continue;
+        if (atomic_load(&g->soft[slot]) != soft)
+            break;
+        pid_t pg = -(pid_t)(v & ~GROUP_TERM_BIT);
+        if (kill(pg, SIGTERM) == 0)
+            n++;
+        (void)kill(pg, SIGCONT);
+    }
+    return n;
+}
+
 static void say(zke_log_fn *log, void *ud, enum zke_log_level lvl, const char *msg)
 {
     if (log != NULL)
@@ -268,10 +318,12 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
         prctl(PR_SET_PDEATHSIG, WAKE_SIGNAL) != 0)
         return -1;
     int64_t fired = 0;      /* the hard end it fired for (it fires once per end) */
+    int64_t termed = 0;     /* the soft end it sent SIGTERM for */
     int killed_agent = 0;
     while (getppid() == agent) {
         unsigned s = atomic_load(&g->seq);
-        int64_t d = earliest(g), now = boot_ns();
+        int soft_slot = 0;
+        int64_t d = earliest(g), now = boot_ns(), sd = earliest_soft(g, &soft_slot);
         if (d != 0 && d != fired && now >= d) {
             int kill_agent = (flags & ZKE_GUARD_KILL_AGENT) != 0;
             int n = kill_groups(g, kill_agent);
@@ -288,7 +340,21 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
             say(log, ud, ZKE_LOG_ERROR, msg);
             continue;
         }
+        if (sd != 0 && sd != termed && now >= sd) {
+            int n = term_groups(g, soft_slot, sd);
+            termed = sd;
+            if (atomic_load(&g->soft[soft_slot]) == sd) {
+                snprintf(msg, sizeof msg, "fail-stop: a term's lease ran out %lld ms ago and the "
+                         "agent has not begun its step-down (its loop is stalled in one call, or "
+                         "the process is frozen): SIGTERM to %d process group%s; SIGKILL at the "
+                         "hard end", (long long)((now - sd) / 1000000), n, n == 1 ? "" : "s");
+                say(log, ud, ZKE_LOG_ERROR, msg);
+            }
+            continue;
+        }
         int64_t target = d != 0 && d != fired ? d : 0;
+        if (sd != 0 && sd != termed && (target == 0 || sd < target))
+            target = sd;
         /* on standby, with no end to wait for (or one further than the
          * standby's period), look again within half the shortest gap a
          * starting term's hard end has: the term's arming then needs no
@@ -297,7 +363,7 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
         if (gap > 0 && (target == 0 || target > now + gap / 2))
             target = now + gap / 2;
         atomic_store(&g->waiting_for, target);
-        if (atomic_load(&g->seq) != s || earliest(g) != d)
+        if (atomic_load(&g->seq) != s || earliest(g) != d || earliest_soft(g, &soft_slot) != sd)
             continue;       /* moved meanwhile */
         struct timespec rel, *tp = NULL;
         if (target != 0) {

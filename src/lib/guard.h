@@ -4,16 +4,19 @@
  *
  * A guard is one shared anonymous page (MAP_SHARED | MAP_ANONYMOUS) that
  * the agent's process and a watcher process forked from it both see: per
- * agent slot the term's hard end (CLOCK_BOOTTIME ns, 0 = no term), the
- * table of process groups to kill, a futex word. The watcher
- * (zke_guard_watch) sleeps until the earliest hard end of any slot and
- * fires when it passes without having been moved: the loop that would have
- * ended the term did not run.
+ * agent slot the term's lease end and hard end (CLOCK_BOOTTIME ns, 0 = no
+ * term), the table of process groups to kill, a futex word. The watcher
+ * (zke_guard_watch) sleeps until the earliest of those ends and acts when
+ * one passes without having been moved (the loop that would have ended the
+ * term did not run), in two phases: at the lease end of a term whose
+ * step-down has not begun, SIGTERM (and SIGCONT) to the terms' groups, so
+ * that their traps undo what they set up within the step-down budget; at
+ * the hard end, SIGKILL.
  *
  * Agent side (this header): loop thread only, no system call except a
  * FUTEX_WAKE when the watcher must look sooner than it planned (a term
- * starts, or a hard end moves earlier); moving a hard end later, the
- * common case (once per lease renewal), is one atomic store.
+ * starts, or an end moves earlier); moving the ends later, the common
+ * case (once per lease renewal), is two atomic stores.
  */
 #ifndef ZKELECT_GUARD_H
 #define ZKELECT_GUARD_H
@@ -26,9 +29,12 @@
 int guard_slot_take(zke_guard *g);
 /* Disarms the slot and gives it back. */
 void guard_slot_release(zke_guard *g, int slot);
-/* Sets the slot's hard end (CLOCK_BOOTTIME ns; 0 disarms) and wakes the
- * watcher if it now has to fire sooner than it planned. */
-void guard_slot_arm(zke_guard *g, int slot, int64_t deadline_ns);
+/* Sets the slot's ends (CLOCK_BOOTTIME ns) and wakes the watcher if it now
+ * has to act sooner than it planned: soft_ns, the lease end of a term that
+ * acts (its step-down has not begun; 0: none), when the watcher sends
+ * SIGTERM to the terms' groups; deadline_ns, the hard end (0 disarms both),
+ * when it sends SIGKILL. */
+void guard_slot_arm(zke_guard *g, int slot, int64_t soft_ns, int64_t deadline_ns);
 /* The slot's agent may start a term at any moment (it is next in line),
  * and that term's hard end will be at least gap_ns after its start (0: not
  * on standby). The watcher then looks every gap/2 while nothing is armed,

@@ -16,7 +16,9 @@ a file every 20 ms and has a grandchild in its process group; the follower's
   the duty of the stalled leader still writes after the successor leads:
   the overlap the guard prevents is real (so these tests can fail).
 * The agent alone frozen (SIGSTOP to its pid, not to its children): the duty
-  dies before the successor leads and the frozen agent is SIGKILLed.
+  dies before the successor leads and the frozen agent is SIGKILLed. A duty
+  that is state (`-- CMD` whose TERM trap removes a file) gets SIGTERM at
+  the lease end and has undone its state before the successor leads.
 * The agent SIGKILLed: its duty and the duty's grandchild are gone at once
   (the grandchild outlives it under --fail-stop off).
 """
@@ -132,6 +134,15 @@ def guard_lines(agent, since=0):
     return agent.find("fail_stop", since=since)
 
 
+def two_phases(agent):
+    """The watcher's lines of a term it ended: the SIGTERM at the lease end,
+    then the SIGKILL at the hard end (one of each); returns the latter."""
+    g = guard_lines(agent)
+    assert len(g) == 2 and "lease ran out" in g[0]["msg"] and "SIGTERM to" in g[0]["msg"] and \
+        "outlived its lease" in g[1]["msg"] and g[0]["mono_ns"] < g[1]["mono_ns"], g
+    return g[1]
+
+
 def test_loop_stuck_in_c_kills_the_groups_and_the_agent():
     with h.ZooKeeper() as zk:
         a, b, duty, la = setup(zk, None, stall_id="fa")
@@ -149,10 +160,9 @@ def test_loop_stuck_in_c_kills_the_groups_and_the_agent():
             assert last < lb["mono_ns"], (last, lb)
             code = a.wait_exit(10)
             assert code == -signal.SIGKILL, "agent exit %s:\n%s" % (code, a.describe())
-            g = guard_lines(a)
-            assert len(g) == 1 and "outlived its lease" in g[0]["msg"], g
-            assert "and to the agent (pid %d)" % a.pid in g[0]["msg"], g
-            assert g[0]["level"] == "error" and sb["mono_ns"] < g[0]["mono_ns"] < lb["mono_ns"], g
+            g = two_phases(a)
+            assert "and to the agent (pid %d)" % a.pid in g["msg"], g
+            assert g["level"] == "error" and sb["mono_ns"] < g["mono_ns"] < lb["mono_ns"], g
             assert not script_lines_after(a, "stall_end"), a.describe()
             b.term()
             assert b.wait_exit(10) == 0
@@ -174,10 +184,9 @@ def test_loop_stuck_in_c_groups_only():
             assert lb["epoch"] > la["epoch"], (lb, la)
             h.wait_until(duty.gone, 5, "the stalled leader's duty to be gone")
             assert duty.last() < lb["mono_ns"], (duty.last(), lb)
-            g = guard_lines(a)
-            assert len(g) == 1 and "outlived its lease" in g[0]["msg"], g
-            assert "to the agent" not in g[0]["msg"], g
-            assert g[0]["mono_ns"] < lb["mono_ns"], (g, lb)
+            g = two_phases(a)
+            assert "to the agent" not in g["msg"], g
+            assert g["mono_ns"] < lb["mono_ns"], (g, lb)
             # the agent lives on: once its call returns it steps down
             sd = a.wait_for("stepdown", timeout=3 * STALL_S + 10)
             assert sd["reason"] == "lease" and sd["epoch"] == la["epoch"], sd
@@ -242,15 +251,64 @@ def test_frozen_agent_is_killed():
             code = a.wait_exit(10)
             stopped = False
             assert code == -signal.SIGKILL, "agent exit %s" % code
-            g = guard_lines(a)
-            assert len(g) == 1 and "and to the agent" in g[0]["msg"], g
-            assert g[0]["mono_ns"] < lb["mono_ns"], (g, lb)
+            g = two_phases(a)
+            assert "and to the agent" in g["msg"], g
+            assert g["mono_ns"] < lb["mono_ns"], (g, lb)
             b.term()
             assert b.wait_exit(10) == 0
         finally:
             if stopped:
                 a.sigcont()
             duty.kill()
+
+
+STATE_DUTY = ("echo $ZKELECT_EPOCH > state; "
+              "trap 'python3 -c \"import time; print(time.monotonic_ns())\" > state.undone; "
+              "rm -f state; exit 0' TERM; while :; do sleep 0.05; done")
+
+
+def test_frozen_agent_s_duty_undoes_its_state():
+    """A duty that is state (a file it sets up, removed by its TERM trap,
+    the shape of an address a VIP script adds): the agent alone frozen, the
+    watcher sends the term SIGTERM at the lease end, the trap removes the
+    state, all before the successor leads; the agent is SIGKILLed at the
+    hard end."""
+    with h.ZooKeeper() as zk:
+        extra = ["--", "sh", "-c", STATE_DUTY]
+        a = h.Agent(zk, "sa", path=PATH, session_timeout=T, extra=extra)
+        la = a.wait_for("leader", timeout=15)
+        state = os.path.join(a.dir, "state")
+        h.wait_until(lambda: os.path.exists(state), 10, "the duty's state")
+        b = h.Agent(zk, "sb", path=PATH, session_timeout=T)
+        b.wait_for("follower", timeout=15)
+        stopped = False
+        try:
+            mb = b.mark()
+            t_stop = time.monotonic_ns()
+            a.sigstop()
+            stopped = True
+            lb = b.wait_for("leader", timeout=3 * T / 1000 + 5, since=mb)
+            assert lb["epoch"] > la["epoch"], (lb, la)
+            undone = os.path.join(a.dir, "state.undone")
+            h.wait_until(lambda: os.path.exists(undone) and os.path.getsize(undone) > 0, 5,
+                         "the duty's TERM trap to run")
+            assert not os.path.exists(state), "the frozen leader's state was left behind"
+            with open(undone) as f:
+                t_undone = int(f.read())
+            print("  info: frozen: the state was undone %.0f ms after SIGSTOP, %.0f ms before "
+                  "the successor led" % ((t_undone - t_stop) / 1e6,
+                                         (lb["mono_ns"] - t_undone) / 1e6), flush=True)
+            assert t_stop < t_undone < lb["mono_ns"], (t_stop, t_undone, lb)
+            code = a.wait_exit(10)
+            stopped = False
+            assert code == -signal.SIGKILL, "agent exit %s" % code
+            assert "SIGTERM to 1 process group" in guard_lines(a)[0]["msg"]
+            assert "and to the agent" in two_phases(a)["msg"]
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            if stopped:
+                a.sigcont()
 
 
 def killed_leader(mode):

@@ -1,7 +1,8 @@
 /* Unit tests of guard.c with real processes: a watcher forked from the
  * test (the "agent"), sleeping children in process groups of their own.
  * An extended hard end does not fire; a lapsed one kills the term's groups
- * (only those) and logs one line; disarming stops it; a term that starts,
+ * (only those) and logs one line; a lapsed lease end of a term that
+ * still acts sends its groups SIGTERM first (two phases); disarming stops it; a term that starts,
  * or an end moved earlier, wakes a watcher that sleeps; ZKE_GUARD_KILL_AGENT
  * kills the agent; an agent that dies takes every group it registered
  * along at once. Timing bounds are loose (ASan, a loaded machine): each
@@ -126,11 +127,11 @@ static void test_extend_then_lapse(void)
 
     /* armed 200 ms ahead and moved on every 40 ms: never reached */
     int64_t end = boot_ns() + 200000000;
-    guard_slot_arm(g, slot, end);
+    guard_slot_arm(g, slot, 0, end);
     for (int i = 0; i < 8; i++) {
         nap(40);
         end = boot_ns() + 200000000;
-        guard_slot_arm(g, slot, end);
+        guard_slot_arm(g, slot, 0, end);
     }
     CHECK(alive(term) && alive(other));
 
@@ -150,22 +151,22 @@ static void test_extend_then_lapse(void)
     /* disarmed before its end: nothing happens */
     pid_t t2 = sleeper();
     CHECK(zke_guard_add_group(g, t2, ZKE_GUARD_GROUP_TERM) == 0);
-    guard_slot_arm(g, slot, boot_ns() + 150000000);
+    guard_slot_arm(g, slot, 0, boot_ns() + 150000000);
     nap(30);
-    guard_slot_arm(g, slot, 0);
+    guard_slot_arm(g, slot, 0, 0);
     nap(400);
     CHECK(alive(t2));
 
     /* an end moved earlier wakes a watcher sleeping for a later one */
-    guard_slot_arm(g, slot, boot_ns() + 30000000000LL);
+    guard_slot_arm(g, slot, 0, boot_ns() + 30000000000LL);
     nap(50);
     end = boot_ns() + 100000000;
-    guard_slot_arm(g, slot, end);
+    guard_slot_arm(g, slot, 0, end);
     st = wait_end(t2, 5000);
     CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     CHECK(boot_ns() >= end);
     zke_guard_remove_group(g, t2);
-    guard_slot_arm(g, slot, 0);
+    guard_slot_arm(g, slot, 0, 0);
 
     end_watcher(w);
     (void)kill(-other, SIGKILL);
@@ -194,13 +195,92 @@ static pid_t fork_agent(int flags, int arm_ms, int fd, int log)
         (void)zke_guard_add_group(g, s, arm_ms > 0 ? ZKE_GUARD_GROUP_TERM : 0);
         nap(50);
         if (arm_ms > 0)
-            guard_slot_arm(g, slot, boot_ns() + (int64_t)arm_ms * 1000000);
+            guard_slot_arm(g, slot, 0, boot_ns() + (int64_t)arm_ms * 1000000);
         (void)!write(fd, &s, sizeof s);
         for (int i = 0; i < 600; i++)
             nap(100);
         _exit(0);
     }
     return a;
+}
+
+/* A child in its own group whose shell traps TERM (exits 3, its cleanup)
+ * or, with ignore, ignores it; returns its pid = pgid. */
+static pid_t trapper(int ignore)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        (void)setpgid(0, 0);
+        execl("/bin/sh", "sh", "-c", ignore ? "trap '' TERM; while :; do sleep 0.05; done"
+                                            : "trap 'exit 3' TERM; while :; do sleep 0.05; done",
+              (char *)NULL);
+        _exit(127);
+    }
+    (void)setpgid(p, p);
+    return p;
+}
+
+/* The two phases: at the soft end (the lease end) of a term that still
+ * acts, SIGTERM to the term's groups (a trap runs its cleanup; a stopped
+ * group is continued to see it), at the hard end SIGKILL (for what ignored
+ * the TERM); a soft end cleared before it passes (the step-down began)
+ * sends no TERM, and the hard end still kills. */
+static void test_two_phases(void)
+{
+    char err[200], buf[1024];
+    int pfd[2];
+    CHECK(pipe(pfd) == 0);
+    zke_guard *g = zke_guard_new(err, sizeof err);
+    CHECK(g != NULL);
+    int slot = guard_slot_take(g);
+    pid_t w = fork_watcher(g, 0, pfd[1]);
+    pid_t polite = trapper(0), deaf = trapper(1), other = trapper(0);
+    CHECK(zke_guard_add_group(g, polite, ZKE_GUARD_GROUP_TERM) == 0);
+    CHECK(zke_guard_add_group(g, deaf, ZKE_GUARD_GROUP_TERM) == 0);
+    CHECK(zke_guard_add_group(g, other, 0) == 0);
+    nap(100);                   /* the traps are set */
+    (void)kill(-polite, SIGSTOP);
+    int64_t soft = boot_ns() + 150000000, hard = soft + 600000000;
+    guard_slot_arm(g, slot, soft, hard);
+    int st = wait_end(polite, 5000);
+    int64_t t_polite = boot_ns();
+    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 3);      /* its trap ran */
+    CHECK(t_polite >= soft && t_polite < hard);
+    CHECK(alive(deaf) && alive(other));
+    st = wait_end(deaf, 5000);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    CHECK(boot_ns() >= hard);
+    CHECK(alive(other));
+    read_log(pfd[0], buf, sizeof buf, 2000);
+    CHECK(strstr(buf, "SIGTERM to 2 process groups") != NULL);
+    printf("  SIGTERM's trap ran %.1f ms after the soft end, SIGKILL at the hard end\n",
+           (double)(t_polite - soft) / 1e6);
+    zke_guard_remove_group(g, polite);
+    zke_guard_remove_group(g, deaf);
+    guard_slot_arm(g, slot, 0, 0);
+
+    /* the step-down began (soft cleared): no TERM, and the hard end kills */
+    pid_t t2 = trapper(0);
+    CHECK(zke_guard_add_group(g, t2, ZKE_GUARD_GROUP_TERM) == 0);
+    nap(100);
+    soft = boot_ns() + 100000000;
+    hard = soft + 400000000;
+    guard_slot_arm(g, slot, soft, hard);
+    nap(20);
+    guard_slot_arm(g, slot, 0, hard);
+    st = wait_end(t2, 5000);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    CHECK(boot_ns() >= hard);
+    zke_guard_remove_group(g, t2);
+    guard_slot_arm(g, slot, 0, 0);
+
+    end_watcher(w);
+    (void)kill(-other, SIGKILL);
+    (void)waitpid(other, NULL, 0);
+    guard_slot_release(g, slot);
+    zke_guard_free(g);
+    close(pfd[0]);
+    close(pfd[1]);
 }
 
 static int group_gone(pid_t pgid, int ms)
@@ -236,19 +316,19 @@ static void test_standby_arms_without_a_wake(void)
     CHECK(zke_guard_add_group(g, term, ZKE_GUARD_GROUP_TERM) == 0);
     unsigned w1 = guard_wakes(g);
     int64_t end = boot_ns() + 350000000;
-    guard_slot_arm(g, slot, end);
+    guard_slot_arm(g, slot, 0, end);
     CHECK(guard_wakes(g) == w1);        /* no wake for the term's start */
     guard_slot_standby(g, slot, 0);     /* the term runs: off standby */
     int st = wait_end(term, 5000);
     CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     CHECK(boot_ns() >= end);
     zke_guard_remove_group(g, term);
-    guard_slot_arm(g, slot, 0);
+    guard_slot_arm(g, slot, 0, 0);
     nap(400);                   /* the watcher sleeps with nothing to wait for */
     unsigned w2 = guard_wakes(g);
-    guard_slot_arm(g, slot, boot_ns() + 30000000000LL);
+    guard_slot_arm(g, slot, 0, boot_ns() + 30000000000LL);
     CHECK(guard_wakes(g) == w2 + 1);    /* no standby: the start wakes it */
-    guard_slot_arm(g, slot, 0);
+    guard_slot_arm(g, slot, 0, 0);
     end_watcher(w);
     guard_slot_release(g, slot);
     zke_guard_free(g);
@@ -332,6 +412,7 @@ int main(void)
     RUN(test_tables);
     RUN(test_extend_then_lapse);
     RUN(test_standby_arms_without_a_wake);
+    RUN(test_two_phases);
     RUN(test_kill_agent);
     RUN(test_agent_dies);
     return check_done();
