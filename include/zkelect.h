@@ -849,6 +849,72 @@ int zke_agent_set_guard(zke_agent *a, zke_guard *g);
  * up). */
 int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud);
 
+/* --- Term containment (cgroup v2) -------------------------------------
+ *
+ * A process group does not hold a term's processes: a daemon calls setsid()
+ * (nginx's `daemon on`, `pg_ctl start`, `redis-server --daemonize yes`,
+ * `haproxy -D`), and `sudo` under use_pty leaves the command in a session
+ * of its own, so a signal to the group misses them and they outlive the
+ * term. A cgroup holds them: nothing a process does (setsid, a double fork,
+ * a change of uid) takes it out. A zke_cgroups is this process's folder in
+ * the cgroup v2 hierarchy, <mount><its own cgroup>/zkelect-<pid>, and makes
+ * one cgroup per term in it (term-<id>); a child joins one between fork and
+ * exec (zke_cgroups_join on the fd of zke_cgroups_join_fd), ends with it
+ * (SIGKILL is cgroup.kill: every member, those forking meanwhile too), and
+ * the term is over when the cgroup is empty (zke_cgroups_populated 0).
+ * The fail-stop guard kills the term cgroups it was given
+ * (zke_guard_set_cgroups, zke_guard_add_cgroup) as it kills process groups.
+ *
+ * Needs a cgroup2 hierarchy mounted, Linux 5.14 or later (cgroup.kill) and
+ * the right to make cgroups below our own: root, or a delegated cgroup
+ * (systemd's Delegate=yes). The cgroups have no controllers: this is
+ * containment, not resource control. Loop thread only; each call is a few
+ * small file operations on cgroupfs. */
+typedef struct zke_cgroups zke_cgroups;
+
+#define ZKE_CGROUPS_PATH_MAX 1024   /* the folder's path, NUL included */
+
+/* Finds the cgroup2 mount (/proc/self/mountinfo) and this process's cgroup
+ * (/proc/self/cgroup), and makes the folder. NULL with a one-line reason in
+ * err when any of that cannot be done (no cgroup2, no cgroup.kill, not
+ * delegated to us). */
+zke_cgroups *zke_cgroups_new(char *err, size_t errlen);
+/* Kills what is left in its term cgroups, waits (at most 1 s each) for
+ * them to empty, removes them and the folder. NULL is fine. */
+void zke_cgroups_free(zke_cgroups *c);
+/* The folder (borrowed; for logs and for the guard), NULL for NULL. */
+const char *zke_cgroups_path(const zke_cgroups *c);
+/* Why the last call failed. */
+const char *zke_cgroups_errstr(const zke_cgroups *c);
+/* Makes a term cgroup: its id (> 0), or -1. */
+int zke_cgroups_make(zke_cgroups *c);
+/* The term cgroup's cgroup.procs, open for writing (close-on-exec; c owns
+ * it): a child passes it to zke_cgroups_join before it execs. -1 for an
+ * unknown id. */
+int zke_cgroups_join_fd(zke_cgroups *c, int id);
+/* Moves the calling process into the cgroup of fd (write "0"): 0 or -1
+ * with errno. Async-signal-safe: for a child between fork and exec, which
+ * must not exec when it fails. */
+int zke_cgroups_join(int fd);
+/* Sends sig to every process of the term cgroup: SIGKILL by cgroup.kill
+ * (0), any other to each member listed (how many got it). -1 on error. */
+int zke_cgroups_signal(zke_cgroups *c, int id, int sig);
+/* 1 while the term cgroup has a process, 0 when it is empty, -1 on error. */
+int zke_cgroups_populated(zke_cgroups *c, int id);
+/* Removes an empty term cgroup (its id is then unknown): 0, or -1 (it
+ * still has a process: EBUSY). */
+int zke_cgroups_remove(zke_cgroups *c, int id);
+/* The guard's side: the folder whose term cgroups it kills (copied into
+ * the guard's page; before the watcher forks or any time after), and each
+ * term cgroup while it exists (add it before a child can join it, remove
+ * it once removed). The watcher sends a term cgroup SIGTERM and SIGKILL
+ * with the terms' process groups, and when the agent dies, kills the whole
+ * folder, waits (at most 2 s) for it to empty and removes it. 0, or -1
+ * (the table is full, or the path too long). Any thread, lock-free. */
+int zke_guard_set_cgroups(zke_guard *g, const zke_cgroups *c);
+int zke_guard_add_cgroup(zke_guard *g, int id);
+void zke_guard_remove_cgroup(zke_guard *g, int id);
+
 /* --- Lua policies -----------------------------------------------------
  * The Lua layer of `zkelect run` for a host that embeds the library: the
  * same hooks (on_leader, on_follower, on_predecessor_change, on_stepdown,

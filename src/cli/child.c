@@ -4,6 +4,8 @@
 #define _GNU_SOURCE         /* pipe2, NSIG, putenv, PR_SET_PDEATHSIG */
 #include "child.h"
 
+#include "zkelect.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -15,11 +17,18 @@
 
 /* The child's side; a failed exec writes errno to report. Never returns. */
 static void run_child(const char *file, char *const argv[], char *const env[], const int io[2],
-                      pid_t parent, int report) __attribute__((noreturn));
+                      int cgroup_fd, pid_t parent, int report) __attribute__((noreturn));
 static void run_child(const char *file, char *const argv[], char *const env[], const int io[2],
-                      pid_t parent, int report)
+                      int cgroup_fd, pid_t parent, int report)
 {
     sigset_t none;
+    /* into the term's cgroup first: nothing of the command ever runs
+     * outside it (a child that cannot join does not exec) */
+    if (cgroup_fd >= 0 && zke_cgroups_join(cgroup_fd) != 0) {
+        int e = errno;
+        (void)!write(report, &e, sizeof e);
+        _exit(127);
+    }
     (void)setpgid(0, 0);
     (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
@@ -52,11 +61,17 @@ static void run_child(const char *file, char *const argv[], char *const env[], c
 pid_t child_spawn(const char *file, char *const argv[], char *const env[],
                   child_forked_fn *forked, void *ud)
 {
-    return child_spawn_io(file, argv, env, -1, -1, forked, ud);
+    return child_spawn_in(file, argv, env, -1, -1, -1, forked, ud);
 }
 
 pid_t child_spawn_io(const char *file, char *const argv[], char *const env[], int out, int err,
                      child_forked_fn *forked, void *ud)
+{
+    return child_spawn_in(file, argv, env, out, err, -1, forked, ud);
+}
+
+pid_t child_spawn_in(const char *file, char *const argv[], char *const env[], int out, int err,
+                     int cgroup_fd, child_forked_fn *forked, void *ud)
 {
     const int io[2] = { out, err };
     int pfd[2];
@@ -65,7 +80,7 @@ pid_t child_spawn_io(const char *file, char *const argv[], char *const env[], in
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        run_child(file, argv, env, io, parent, pfd[1]);
+        run_child(file, argv, env, io, cgroup_fd, parent, pfd[1]);
     int e = pid < 0 ? errno : 0;
     (void)close(pfd[1]);
     if (pid > 0) {

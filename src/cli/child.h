@@ -29,5 +29,10 @@ pid_t child_spawn(const char *file, char *const argv[], char *const env[],
  * inherited; the descriptors stay the caller's, the child gets copies). */
 pid_t child_spawn_io(const char *file, char *const argv[], char *const env[], int out, int err,
                      child_forked_fn *forked, void *ud);
+/* child_spawn_io with the child moved into a term's cgroup before anything
+ * else (cgroup_fd: zke_cgroups_join_fd's; -1: none). A child that cannot
+ * join fails the spawn with the errno of the move. */
+pid_t child_spawn_in(const char *file, char *const argv[], char *const env[], int out, int err,
+                     int cgroup_fd, child_forked_fn *forked, void *ud);
 
 #endif

@@ -42,6 +42,8 @@ struct app {
     ev_signal sigterm, sigint, sighup;
     ev_timer reload;
     zke_guard *guard;           /* --fail-stop's guard page, or NULL */
+    zke_cgroups *cgroups;       /* the terms' cgroups (-- CMD), or NULL: process groups only */
+    char cgroups_why[600];      /* why there are none ("": none needed) */
     ev_child guard_child;       /* the --fail-stop watcher */
     int leader_error_ignore;
     int hook_timeout_set;       /* --hook-timeout given: not derived from the session timeout */
@@ -498,13 +500,13 @@ static void start_watchers(struct app *app, pid_t guard_pid)
     }
 }
 
-static void log_start(const struct opts *o, const struct zke_lease_plan *plan, const char *who,
-                      enum zke_acl acl)
+static void log_start(const struct app *app, const struct opts *o,
+                      const struct zke_lease_plan *plan, const char *who, enum zke_acl acl)
 {
     /* server_tick "asked": no --server-tick, the plan assumes half the
      * session timeout until the servers tell theirs at the first connect
      * (then a "budgets" line gives the plan again) */
-    struct logf f[16] = {
+    struct logf f[17] = {
         { "version", LF_STR, ZKELECT_VERSION, 0 }, { "zk", LF_STR, o->zk, 0 },
         { "path", LF_STR, o->path, 0 }, { "script", LF_STR, o->script, 0 },
         { "lease_ms", LF_INT, NULL, plan->lease_ms },
@@ -518,8 +520,14 @@ static void log_start(const struct opts *o, const struct zke_lease_plan *plan, c
         { "auth", LF_STR, who, 0 }, { "acl", LF_STR, zke_acl_name(acl), 0 },
         { "compat", LF_STR, options_choice_name("--compat", o->compat), 0 },
         { "fail_stop", LF_STR, options_choice_name("--fail-stop", o->fail_stop), 0 },
+        { "containment", LF_STR, app->cgroups != NULL ? zke_cgroups_path(app->cgroups)
+                                 : app->cgroups_why[0] != '\0' ? "process groups" : "none", 0 },
     };
-    log_line(ZKE_LOG_INFO, "start", f, 16);
+    log_line(ZKE_LOG_INFO, "start", f, 17);
+    if (app->cgroups == NULL && app->cgroups_why[0] != '\0') {
+        struct logf w[1] = { { "why", LF_STR, app->cgroups_why, 0 } };
+        log_line(ZKE_LOG_WARN, "containment_groups_only", w, 1);
+    }
 }
 
 /* After the loop: everything in the reverse order, the guard last. */
@@ -535,6 +543,7 @@ static void teardown(struct app *app)
         zke_agent_free(app->agent);
     zke_policy_free(app->policy);
     supervisor_free(app->cmd);      /* a command still running is killed */
+    zke_cgroups_free(app->cgroups);
     metrics_free(app->metrics);
     ev_ref(app->loop);
     ev_ref(app->loop);
@@ -570,15 +579,25 @@ int cmd_run(struct opts *o)
     const char *control = o->control != NULL ? o->control : def_control;
     struct zke_settings s = agent_settings(o, ascheme, acred, acl, control);
     plan_lease(&app, o, &s, &plan);
+    /* a cgroup per term for the command (a daemon it starts cannot leave
+     * it); where none can be made, process groups (said at the start) */
+    if (o->cmd_sep) {
+        char why[sizeof app.cgroups_why - 160];
+        app.cgroups = zke_cgroups_new(why, sizeof why);
+        if (app.cgroups == NULL)
+            snprintf(app.cgroups_why, sizeof app.cgroups_why, "%s: the command's processes are "
+                     "followed by process group only, and one that calls setsid() (a daemon, "
+                     "sudo) outlives the term", why);
+    }
     /* before the loop and the script: the watcher inherits neither */
     if (o->fail_stop != FAIL_STOP_OFF)
-        app.guard = failstop_start((enum fail_stop)o->fail_stop, &guard_pid);
+        app.guard = failstop_start((enum fail_stop)o->fail_stop, app.cgroups, &guard_pid);
     app.loop = ev_default_loop(EVFLAG_AUTO);
     if (app.loop == NULL)
         die(EX_SOFTWARE, "cannot initialise the event loop (bad LIBEV_FLAGS?)");
     signal(SIGPIPE, SIG_IGN);
     load_policy(&app, o, &plan);
-    app.cmd = supervisor_new(app.loop, o, app.guard, on_cmd_exit, &app);
+    app.cmd = supervisor_new(app.loop, o, app.guard, app.cgroups, on_cmd_exit, &app);
     if (o->notify != NULL &&
         (app.notifier = notifier_new(app.loop, o->notify, o->notify_timeout, o->id, o->path,
                                      app.guard)) == NULL)
@@ -593,7 +612,7 @@ int cmd_run(struct opts *o)
     if (zke_agent_start(app.agent) != 0)
         die(EX_CONFIG, "%s", zke_agent_errstr(app.agent));
     start_watchers(&app, guard_pid);
-    log_start(o, &plan, who, acl);
+    log_start(&app, o, &plan, who, acl);
 
     notify_start(app.loop);
     ev_run(app.loop, 0);

@@ -55,12 +55,15 @@ static void guard_main(zke_guard *g, enum fail_stop mode)
     _exit(rc == 0 ? 0 : EX_SOFTWARE);
 }
 
-zke_guard *failstop_start(enum fail_stop mode, pid_t *pid)
+zke_guard *failstop_start(enum fail_stop mode, const zke_cgroups *cgroups, pid_t *pid)
 {
     char err[2048];
     zke_guard *g = zke_guard_new(err, sizeof err);
     if (g == NULL)
         die(EX_SOFTWARE, "--fail-stop %s: %s", options_choice_name("--fail-stop", (int)mode), err);
+    if (cgroups != NULL && zke_guard_set_cgroups(g, cgroups) != 0)
+        die(EX_SOFTWARE, "--fail-stop %s: the cgroup path %s is too long for the guard",
+            options_choice_name("--fail-stop", (int)mode), zke_cgroups_path(cgroups));
     fflush(stdout);
     fflush(stderr);
     pid_t p = fork();

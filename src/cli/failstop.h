@@ -16,9 +16,10 @@
 
 /* Makes the guard page and forks the watcher (its pid in *pid); before the
  * loop and the script exist, so that it inherits neither. mode is not
- * FAIL_STOP_OFF. Exits 70 (exits.h) if either cannot be made. The guard is
+ * FAIL_STOP_OFF. cgroups: NULL, or the terms' cgroups the watcher kills
+ * with the groups. Exits 70 (exits.h) if either cannot be made. The guard is
  * the caller's: zke_guard_free() it last (the watcher ends with us). */
-zke_guard *failstop_start(enum fail_stop mode, pid_t *pid);
+zke_guard *failstop_start(enum fail_stop mode, const zke_cgroups *cgroups, pid_t *pid);
 /* An ev_child callback for the watcher's pid, started unref'd: logs that
  * the watcher ended and stops the watcher (re-ref'ing the loop). */
 void failstop_exited(struct ev_loop *loop, ev_child *w, int revents);

@@ -33,6 +33,7 @@ struct supervisor {
     struct ev_loop *loop;
     zke_agent *agent;
     zke_guard *guard;               /* borrowed, or NULL */
+    zke_cgroups *cg;                /* borrowed, or NULL: process groups only */
     char *file;                     /* the command's resolved path */
     char **argv;                    /* borrowed from main's argv */
     enum cmd_restart restart;
@@ -48,7 +49,10 @@ struct supervisor {
     pid_t pid;                      /* > 0 while it runs (its group's id too) */
     double started;                 /* ev_now() at its start */
     int stopping;                   /* SIGTERM sent at the step-down */
+    pid_t last_pid;                 /* the last command's pid (for the log) */
     int hold;                       /* the node's hold token while stopping, 0: none */
+    int cg_id;                      /* the term's cgroup (> 0), 0: none made yet */
+    ev_timer empty_timer;           /* while stopping: looks for the cgroup's end */
     double delay;                   /* the next restart's delay, s */
     ev_child child;
     ev_timer kill_timer;            /* SIGTERM -> SIGKILL */
@@ -148,8 +152,10 @@ void supervise_check(struct opts *o)
 static void kill_cb(struct ev_loop *loop, ev_timer *w, int revents);
 static void restart_cb(struct ev_loop *loop, ev_timer *w, int revents);
 
+static void empty_cb(struct ev_loop *loop, ev_timer *w, int revents);
+
 supervisor *supervisor_new(struct ev_loop *loop, const struct opts *o, zke_guard *guard,
-                           supervisor_exit_fn *on_exit, void *ud)
+                           zke_cgroups *cg, supervisor_exit_fn *on_exit, void *ud)
 {
     if (!o->cmd_sep)
         return NULL;
@@ -158,6 +164,7 @@ supervisor *supervisor_new(struct ev_loop *loop, const struct opts *o, zke_guard
         die(EX_SOFTWARE, "out of memory");
     s->loop = loop;
     s->guard = guard;
+    s->cg = cg;
     s->file = resolve(o->cmd_argv[0]);
     s->argv = o->cmd_argv;
     s->restart = (enum cmd_restart)o->cmd_restart;
@@ -167,7 +174,8 @@ supervisor *supervisor_new(struct ev_loop *loop, const struct opts *o, zke_guard
     s->delay = BACKOFF_FIRST;
     ev_timer_init(&s->kill_timer, kill_cb, 0., 0.);
     ev_timer_init(&s->restart_timer, restart_cb, 0., 0.);
-    s->kill_timer.data = s->restart_timer.data = s;
+    ev_timer_init(&s->empty_timer, empty_cb, 0.005, 0.005);
+    s->kill_timer.data = s->restart_timer.data = s->empty_timer.data = s;
     return s;
 }
 
@@ -193,6 +201,51 @@ static void kill_and_reap(supervisor *s)
     }
     zke_guard_remove_group(s->guard, s->pid);
     s->pid = 0;
+}
+
+/* The term's cgroup still has a process (a daemon the command left, a
+ * process that called setsid()). */
+static int cg_live(supervisor *s)
+{
+    return s->cg_id > 0 && zke_cgroups_populated(s->cg, s->cg_id) != 0;
+}
+
+/* Ends the term's cgroup: killed, waited for (at most 1 s: for teardown,
+ * where the loop will not run), removed. */
+static void cg_end(supervisor *s)
+{
+    if (s->cg_id <= 0)
+        return;
+    for (int i = 0; i < 200 && cg_live(s); i++) {
+        (void)zke_cgroups_signal(s->cg, s->cg_id, SIGKILL);
+        struct timespec five_ms = { 0, 5000000 };
+        nanosleep(&five_ms, NULL);
+    }
+    (void)zke_cgroups_remove(s->cg, s->cg_id);
+    zke_guard_remove_cgroup(s->guard, s->cg_id);
+    s->cg_id = 0;
+}
+
+/* The term's cgroup, made (and given to the guard) before its first
+ * process: 0, or an errno with *what set. */
+static int cg_ready(supervisor *s, const char **what)
+{
+    if (s->cg == NULL || s->cg_id > 0)
+        return 0;
+    int id = zke_cgroups_make(s->cg);
+    if (id < 0) {
+        struct logf f[1] = { { "error", LF_STR, zke_cgroups_errstr(s->cg), 0 } };
+        log_line(ZKE_LOG_ERROR, "cgroup_failed", f, 1);
+        *what = "cannot make the term's cgroup";
+        return EIO;
+    }
+    if (s->guard != NULL && zke_guard_add_cgroup(s->guard, id) != 0) {
+        (void)zke_cgroups_remove(s->cg, id);
+        *what = "the fail-stop guard watches too many process groups";
+        return EMFILE;
+    }
+    s->cg_id = id;
+    return 0;
 }
 
 static void child_cb(struct ev_loop *loop, ev_child *w, int revents);
@@ -223,13 +276,21 @@ static int guard_group(pid_t pid, void *ud)
 static int spawn(supervisor *s, const char **what)
 {
     struct spawning sp = { s, 0 };
-    pid_t pid = child_spawn(s->file, s->argv, s->env, guard_group, &sp);
+    int e0 = cg_ready(s, what);
+    if (e0 != 0)
+        return e0;
+    pid_t pid = child_spawn_in(s->file, s->argv, s->env, -1, -1,
+                               s->cg_id > 0 ? zke_cgroups_join_fd(s->cg, s->cg_id) : -1,
+                               guard_group, &sp);
     if (pid < 0) {
         int e = errno;
         if (sp.guarded > 0)
             zke_guard_remove_group(s->guard, sp.guarded);   /* reaped */
         if (e == EMFILE && s->guard != NULL && sp.guarded == 0)
             *what = "the fail-stop guard watches too many process groups";
+        else if (s->cg_id > 0 && (e == EACCES || e == EPERM || e == EBUSY || e == EINVAL ||
+                                  e == EOPNOTSUPP || e == ENOENT) && access(s->file, X_OK) == 0)
+            *what = "cannot move it into the term's cgroup";
         else
             *what = e == ENOMEM || e == EAGAIN ? "cannot start it" : "cannot execute it";
         return e;
@@ -278,12 +339,20 @@ static int term_live(supervisor *s)
 }
 
 static void handle_exit(supervisor *s, int status, pid_t pid);
+static void maybe_stopped(supervisor *s);
 
 static void start(supervisor *s)
 {
     const char *what;
     if (!term_live(s))
         return;
+    if (cg_live(s)) {
+        /* what the last run left is still dying (killed at its exit) */
+        (void)zke_cgroups_signal(s->cg, s->cg_id, SIGKILL);
+        ev_timer_set(&s->restart_timer, 0.005, 0.);
+        ev_timer_start(s->loop, &s->restart_timer);
+        return;
+    }
     int e = spawn(s, &what);
     if (e != 0) {
         struct logf f[4] = { { "cmd", LF_STR, s->file, 0 }, { "epoch", LF_INT, NULL, s->epoch },
@@ -333,6 +402,8 @@ static void handle_exit(supervisor *s, int status, pid_t pid)
         { "restart_in_ms", LF_INT, NULL, (int64_t)(s->delay * 1000) },
     };
     log_line(failed ? ZKE_LOG_WARN : ZKE_LOG_INFO, "cmd_exit", f, again ? 7 : 6);
+    if (again && s->cg_id > 0)
+        (void)zke_cgroups_signal(s->cg, s->cg_id, SIGKILL);   /* a restart starts clean */
     if (again) {
         ev_timer_set(&s->restart_timer, s->delay, 0.);
         ev_timer_start(s->loop, &s->restart_timer);
@@ -358,24 +429,48 @@ static void child_cb(struct ev_loop *loop, ev_child *w, int revents)
     pid_t pid = s->pid;
     ev_child_stop(loop, w);
     ev_timer_stop(loop, &s->kill_timer);
-    /* the group's leader is gone; nothing it started stays (the group id
-     * cannot be reused while a member lives) */
-    (void)kill(-pid, SIGKILL);
+    /* the group's leader is gone. Without a cgroup nothing it started
+     * stays (the group id cannot be reused while a member lives); in the
+     * term's cgroup, what it left runs until the step-down (a daemon that
+     * forked, and whose parent exits before it calls setsid(), is still in
+     * the group), or until a restart kills it */
+    if (s->cg_id <= 0)
+        (void)kill(-pid, SIGKILL);
     zke_guard_remove_group(s->guard, pid);
     s->pid = 0;
+    s->last_pid = pid;
     if (s->stopping) {
-        int token = s->hold;
-        s->stopping = 0;
-        s->hold = 0;
-        struct logf f[3] = { { "pid", LF_INT, NULL, pid }, { "epoch", LF_INT, NULL, s->epoch },
-                             { "ran_ms", LF_INT, NULL,
-                               (int64_t)((ev_now(loop) - s->started) * 1000) } };
-        log_line(ZKE_LOG_INFO, "cmd_stopped", f, 3);
-        zke_agent_release_node(s->agent, token);
+        maybe_stopped(s);
         return;
     }
     if (s->term)
         handle_exit(s, w->rstatus, pid);
+}
+
+/* The step-down's end: the command reaped and its cgroup empty (removed);
+ * the node is released. */
+static void maybe_stopped(supervisor *s)
+{
+    if (!s->stopping || s->pid > 0 || cg_live(s))
+        return;
+    int token = s->hold;
+    s->stopping = 0;
+    s->hold = 0;
+    ev_timer_stop(s->loop, &s->kill_timer);
+    ev_timer_stop(s->loop, &s->empty_timer);
+    cg_end(s);
+    struct logf f[3] = { { "pid", LF_INT, NULL, s->last_pid }, { "epoch", LF_INT, NULL, s->epoch },
+                         { "ran_ms", LF_INT, NULL,
+                           (int64_t)((ev_now(s->loop) - s->started) * 1000) } };
+    log_line(ZKE_LOG_INFO, "cmd_stopped", f, 3);
+    zke_agent_release_node(s->agent, token);
+}
+
+static void empty_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    maybe_stopped(w->data);
 }
 
 static void kill_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -383,11 +478,17 @@ static void kill_cb(struct ev_loop *loop, ev_timer *w, int revents)
     supervisor *s = w->data;
     (void)loop;
     (void)revents;
-    if (s->pid <= 0)
+    int left = cg_live(s);
+    if (s->pid <= 0 && !left)
         return;
-    struct logf f[2] = { { "pid", LF_INT, NULL, s->pid }, { "epoch", LF_INT, NULL, s->epoch } };
-    log_line(ZKE_LOG_WARN, "cmd_kill", f, 2);
-    (void)kill(-s->pid, SIGKILL);
+    struct logf f[3] = { { "pid", LF_INT, NULL, s->pid > 0 ? s->pid : s->last_pid },
+                         { "epoch", LF_INT, NULL, s->epoch },
+                         { "cgroup_left", LF_INT, NULL, left } };
+    log_line(ZKE_LOG_WARN, "cmd_kill", f, s->cg_id > 0 ? 3 : 2);
+    if (s->pid > 0)
+        (void)kill(-s->pid, SIGKILL);
+    if (left)
+        (void)zke_cgroups_signal(s->cg, s->cg_id, SIGKILL);
 }
 
 void supervisor_stepdown(supervisor *s)
@@ -396,13 +497,19 @@ void supervisor_stepdown(supervisor *s)
         return;
     s->term = 0;
     ev_timer_stop(s->loop, &s->restart_timer);
-    if (s->pid <= 0)
+    int left = cg_live(s);
+    if (s->pid <= 0 && !left) {
+        cg_end(s);
         return;
+    }
     s->hold = zke_agent_hold_node(s->agent);
     if (s->hold == 0) {
         /* the agent is being freed: it will not wait, so neither do we */
-        ev_child_stop(s->loop, &s->child);
-        kill_and_reap(s);
+        if (s->pid > 0) {
+            ev_child_stop(s->loop, &s->child);
+            kill_and_reap(s);
+        }
+        cg_end(s);
         return;
     }
     /* on_stepdown holds the node for at most half the step-down budget:
@@ -411,13 +518,24 @@ void supervisor_stepdown(supervisor *s)
     int half = zke_agent_plan(s->agent, &plan) == 0 ? plan.stepdown_budget_ms / 2 : 0;
     double grace = half > 1 ? half * 0.75 / 1000.0 : 0.001;
     s->stopping = 1;
-    (void)kill(-s->pid, SIGTERM);
-    (void)kill(-s->pid, SIGCONT);   /* a stopped group would not see TERM */
+    if (s->pid > 0) {
+        (void)kill(-s->pid, SIGTERM);
+        (void)kill(-s->pid, SIGCONT);   /* a stopped group would not see TERM */
+    }
+    int daemons = 0;
+    if (left) {
+        /* each member of the cgroup: the daemons the command left too */
+        daemons = zke_cgroups_signal(s->cg, s->cg_id, SIGTERM);
+        (void)zke_cgroups_signal(s->cg, s->cg_id, SIGCONT);
+        ev_timer_start(s->loop, &s->empty_timer);
+    }
     ev_timer_set(&s->kill_timer, grace, 0.);
     ev_timer_start(s->loop, &s->kill_timer);
-    struct logf f[3] = { { "pid", LF_INT, NULL, s->pid }, { "epoch", LF_INT, NULL, s->epoch },
-                         { "grace_ms", LF_INT, NULL, (int64_t)(grace * 1000) } };
-    log_line(ZKE_LOG_INFO, "cmd_stop", f, 3);
+    struct logf f[4] = { { "pid", LF_INT, NULL, s->pid > 0 ? s->pid : s->last_pid },
+                         { "epoch", LF_INT, NULL, s->epoch },
+                         { "grace_ms", LF_INT, NULL, (int64_t)(grace * 1000) },
+                         { "cgroup_procs", LF_INT, NULL, daemons } };
+    log_line(ZKE_LOG_INFO, "cmd_stop", f, s->cg_id > 0 ? 4 : 3);
 }
 
 void supervisor_free(supervisor *s)
@@ -426,10 +544,12 @@ void supervisor_free(supervisor *s)
         return;
     ev_timer_stop(s->loop, &s->restart_timer);
     ev_timer_stop(s->loop, &s->kill_timer);
+    ev_timer_stop(s->loop, &s->empty_timer);
     if (s->pid > 0) {
         ev_child_stop(s->loop, &s->child);
         kill_and_reap(s);
     }
+    cg_end(s);
     free_env(s);
     free(s->file);
     free(s);

@@ -7,14 +7,22 @@
  * its work), in a process group of its own, argv executed directly (no
  * shell) with ZKELECT_ID, ZKELECT_EPOCH, ZKELECT_ROLE=leader, ZKELECT_PATH
  * and ZKELECT_NODE in its environment (the variables zkelect.spawn gives a
- * term's child), stdin from /dev/null, stdout and stderr the agent's. Its
- * group is registered with the fail-stop guard as a term's (killed when the
- * guard fires, and when the agent dies), and the command dies with the
- * agent (PR_SET_PDEATHSIG). At the step-down (inside on_stepdown) the group
- * gets SIGTERM (and SIGCONT), SIGKILL after three quarters of the half of
- * the step-down budget that on_stepdown has, and the node is held
- * (zke_agent_hold_node) until the command is reaped: the next term's
- * command cannot start before this one is gone.
+ * term's child), stdin from /dev/null, stdout and stderr the agent's, in
+ * the term's cgroup (zke_cgroups: made at the term's first start, joined
+ * before exec, so that a daemon it starts, which leaves the group with
+ * setsid(), stays in it). Its group and cgroup are registered with the
+ * fail-stop guard as a term's (SIGTERM at the lease end and SIGKILL at the
+ * hard end when the loop cannot end the term, SIGKILL when the agent
+ * dies), and the command dies with the agent (PR_SET_PDEATHSIG). At the
+ * step-down (inside on_stepdown) the group and every process of the cgroup
+ * get SIGTERM (and SIGCONT), SIGKILL (cgroup.kill) after three quarters of
+ * the half of the step-down budget that on_stepdown has, and the node is
+ * held (zke_agent_hold_node) until the command is reaped and the cgroup is
+ * empty (looked at every 5 ms): the next term's command cannot start
+ * before all of this one is gone. A command that daemonizes (nginx's
+ * `daemon on`, `pg_ctl start`) exits at once and leaves its daemon in the
+ * cgroup, which runs until the step-down; a restart (--restart) first
+ * kills what the last run left.
  *
  * When the command exits during its term: --restart decides which exits
  * are restarted (a backoff of 200 ms doubling to 30 s, back to 200 ms
@@ -50,9 +58,10 @@ typedef void supervisor_exit_fn(void *ud, int code);
  * Without a command, --restart or --on-exit given is refused (exit 64). */
 void supervise_check(struct opts *o);
 /* NULL when o has no command. The strings of o (the command's argv) must
- * outlive it; guard may be NULL. Exits 70 when out of memory. */
+ * outlive it; guard and cg may be NULL (cg: the term's processes are then
+ * followed by process group only). Exits 70 when out of memory. */
 supervisor *supervisor_new(struct ev_loop *loop, const struct opts *o, zke_guard *guard,
-                           supervisor_exit_fn *on_exit, void *ud);
+                           zke_cgroups *cg, supervisor_exit_fn *on_exit, void *ud);
 /* The agent whose terms it follows, whose node it holds, and which it
  * resigns; before it starts. */
 void supervisor_attach(supervisor *s, zke_agent *a);

@@ -30,6 +30,7 @@
 #include "guard.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -45,8 +46,11 @@
  * terminal only makes it look again). */
 #define WAKE_SIGNAL SIGHUP
 
-/* A group entry: the pgid, with this bit for a term's group. */
+/* A group entry: the pgid, with this bit for a term's group; or a term
+ * cgroup's id with both bits (a term cgroup is always a term's). */
 #define GROUP_TERM_BIT 0x80000000u
+#define GROUP_CGROUP_BIT 0x40000000u
+#define GROUP_ID(v) ((v) & ~(GROUP_TERM_BIT | GROUP_CGROUP_BIT))
 
 struct zke_guard {
     atomic_uint seq;                    /* futex word: bumped when the watcher must look again */
@@ -60,6 +64,8 @@ struct zke_guard {
     atomic_llong standby[ZKE_GUARD_AGENTS];     /* a term may start: its hard end will be at
                                                  * least this far (ns) from its start; 0: none */
     atomic_uint group[ZKE_GUARD_GROUPS];        /* pgid | GROUP_TERM_BIT, 0: free */
+    atomic_int cg_set;                  /* cg_path is set (zke_guard_set_cgroups) */
+    char cg_path[ZKE_CGROUPS_PATH_MAX]; /* the term cgroups' folder */
 };
 
 static size_t page_size(void)
@@ -106,11 +112,8 @@ void zke_guard_free(zke_guard *g)
         (void)munmap(g, page_size());
 }
 
-int zke_guard_add_group(zke_guard *g, pid_t pgid, int flags)
+static int add_entry(zke_guard *g, unsigned v)
 {
-    if (g == NULL || pgid <= 0 || (unsigned)pgid >= GROUP_TERM_BIT)
-        return -1;
-    unsigned v = (unsigned)pgid | ((flags & ZKE_GUARD_GROUP_TERM) ? GROUP_TERM_BIT : 0);
     for (int i = 0; i < ZKE_GUARD_GROUPS; i++) {
         unsigned free_slot = 0;
         if (atomic_compare_exchange_strong(&g->group[i], &free_slot, v))
@@ -119,17 +122,52 @@ int zke_guard_add_group(zke_guard *g, pid_t pgid, int flags)
     return -1;
 }
 
-void zke_guard_remove_group(zke_guard *g, pid_t pgid)
+static void remove_entry(zke_guard *g, unsigned v)
 {
-    if (g == NULL || pgid <= 0)
-        return;
     for (int i = 0; i < ZKE_GUARD_GROUPS; i++) {
-        unsigned v = atomic_load(&g->group[i]);
-        if (v != 0 && (v & ~GROUP_TERM_BIT) == (unsigned)pgid) {
+        if (atomic_load(&g->group[i]) == v) {
             atomic_store(&g->group[i], 0);
             return;
         }
     }
+}
+
+int zke_guard_add_group(zke_guard *g, pid_t pgid, int flags)
+{
+    if (g == NULL || pgid <= 0 || (unsigned)pgid >= GROUP_CGROUP_BIT)
+        return -1;
+    return add_entry(g, (unsigned)pgid | ((flags & ZKE_GUARD_GROUP_TERM) ? GROUP_TERM_BIT : 0));
+}
+
+void zke_guard_remove_group(zke_guard *g, pid_t pgid)
+{
+    if (g == NULL || pgid <= 0 || (unsigned)pgid >= GROUP_CGROUP_BIT)
+        return;
+    remove_entry(g, (unsigned)pgid | GROUP_TERM_BIT);
+    remove_entry(g, (unsigned)pgid);
+}
+
+int zke_guard_set_cgroups(zke_guard *g, const zke_cgroups *c)
+{
+    const char *p = zke_cgroups_path(c);
+    if (g == NULL || p == NULL || strlen(p) >= sizeof g->cg_path)
+        return -1;
+    snprintf(g->cg_path, sizeof g->cg_path, "%s", p);
+    atomic_store(&g->cg_set, 1);
+    return 0;
+}
+
+int zke_guard_add_cgroup(zke_guard *g, int id)
+{
+    if (g == NULL || id <= 0 || (unsigned)id >= GROUP_CGROUP_BIT || !atomic_load(&g->cg_set))
+        return -1;
+    return add_entry(g, (unsigned)id | GROUP_TERM_BIT | GROUP_CGROUP_BIT);
+}
+
+void zke_guard_remove_cgroup(zke_guard *g, int id)
+{
+    if (g != NULL && id > 0 && (unsigned)id < GROUP_CGROUP_BIT)
+        remove_entry(g, (unsigned)id | GROUP_TERM_BIT | GROUP_CGROUP_BIT);
 }
 
 /* --- agent side (guard.h) ---------------------------------------------- */
@@ -259,8 +297,79 @@ static void on_parent_death(int sig)
         atomic_fetch_add(&g->seq, 1);   /* lock-free: async-signal-safe */
 }
 
-/* SIGKILL to every registered group (only the terms' unless all); how many
- * there were. */
+/* <folder>/term-<id>/<file> (or the folder's own file for id 0) in buf,
+ * without allocating; 0, or -1 when the guard has no folder. */
+static int cg_file(zke_guard *g, unsigned id, const char *file, char *buf, size_t len)
+{
+    if (!atomic_load(&g->cg_set))
+        return -1;
+    int n = id != 0 ? snprintf(buf, len, "%s/term-%u/%s", g->cg_path, id, file)
+                    : snprintf(buf, len, "%s/%s", g->cg_path, file);
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* Writes "1" to the cgroup.kill of term cgroup id (0: the whole folder):
+ * 0 when it was written. */
+static int cg_kill(zke_guard *g, unsigned id)
+{
+    char p[ZKE_CGROUPS_PATH_MAX + 48];
+    if (cg_file(g, id, "cgroup.kill", p, sizeof p) != 0)
+        return -1;
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int ok = write(fd, "1", 1) == 1;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+/* sig (and SIGCONT) to each process listed in the term cgroup's
+ * cgroup.procs, read into a buffer on the stack; how many got it. */
+static int cg_signal(zke_guard *g, unsigned id, int sig)
+{
+    char p[ZKE_CGROUPS_PATH_MAX + 48], buf[1024];
+    if (cg_file(g, id, "cgroup.procs", p, sizeof p) != 0)
+        return 0;
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int n = 0;
+    long pid = 0;
+    ssize_t r;
+    while ((r = read(fd, buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < r; i++) {
+            if (buf[i] >= '0' && buf[i] <= '9') {
+                pid = pid * 10 + (buf[i] - '0');
+            } else if (pid > 0) {
+                if (kill((pid_t)pid, sig) == 0)
+                    n++;
+                (void)kill((pid_t)pid, SIGCONT);
+                pid = 0;
+            }
+        }
+    }
+    close(fd);
+    return n;
+}
+
+/* 1 while the folder (id 0) or a term cgroup has a process. */
+static int cg_populated(zke_guard *g, unsigned id)
+{
+    char p[ZKE_CGROUPS_PATH_MAX + 48], buf[256];
+    if (cg_file(g, id, "cgroup.events", p, sizeof p) != 0)
+        return 0;
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t r = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[r > 0 ? r : 0] = '\0';
+    const char *k = strstr(buf, "populated ");
+    return k != NULL && k[10] == '1';
+}
+
+/* SIGKILL to every registered group (only the terms' unless all) and term
+ * cgroup; how many there were. */
 static int kill_groups(zke_guard *g, int all)
 {
     int n = 0;
@@ -268,8 +377,12 @@ static int kill_groups(zke_guard *g, int all)
         unsigned v = atomic_load(&g->group[i]);
         if (v == 0 || (!all && !(v & GROUP_TERM_BIT)))
             continue;
-        if (kill(-(pid_t)(v & ~GROUP_TERM_BIT), SIGKILL) == 0)
+        if (v & GROUP_CGROUP_BIT) {
+            if (cg_populated(g, GROUP_ID(v)) && cg_kill(g, GROUP_ID(v)) == 0)
+                n++;
+        } else if (kill(-(pid_t)GROUP_ID(v), SIGKILL) == 0) {
             n++;
+        }
     }
     return n;
 }
@@ -289,12 +402,37 @@ static int term_groups(zke_guard *g, int slot, int64_t soft)
             continue;
         if (atomic_load(&g->soft[slot]) != soft)
             break;
-        pid_t pg = -(pid_t)(v & ~GROUP_TERM_BIT);
+        if (v & GROUP_CGROUP_BIT) {
+            n += cg_signal(g, GROUP_ID(v), SIGTERM) > 0;
+            continue;
+        }
+        pid_t pg = -(pid_t)GROUP_ID(v);
         if (kill(pg, SIGTERM) == 0)
             n++;
         (void)kill(pg, SIGCONT);
     }
     return n;
+}
+
+/* The agent is gone: its folder of term cgroups is killed whole, and once
+ * empty (at most 2 s) its term cgroups and the folder are removed. */
+static void cg_clean(zke_guard *g)
+{
+    char p[ZKE_CGROUPS_PATH_MAX + 48];
+    if (!atomic_load(&g->cg_set))
+        return;
+    (void)cg_kill(g, 0);
+    for (int k = 0; k < 400 && cg_populated(g, 0); k++) {
+        struct timespec five_ms = { 0, 5000000 };
+        (void)nanosleep(&five_ms, NULL);
+    }
+    for (int i = 0; i < ZKE_GUARD_GROUPS; i++) {
+        unsigned v = atomic_load(&g->group[i]);
+        if ((v & GROUP_CGROUP_BIT) && snprintf(p, sizeof p, "%s/term-%u", g->cg_path,
+                                               GROUP_ID(v)) < (int)sizeof p)
+            (void)rmdir(p);
+    }
+    (void)rmdir(g->cg_path);
 }
 
 static void say(zke_log_fn *log, void *ud, enum zke_log_level lvl, const char *msg)
@@ -384,6 +522,7 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
     }
     /* the agent is gone (killed, crashed, exited): what it left dies now */
     int n = kill_groups(g, 1);
+    cg_clean(g);
     if (n > 0 && !killed_agent) {       /* (if it did, its line said it all) */
         snprintf(msg, sizeof msg, "fail-stop: the agent (pid %d) is gone: SIGKILL to the %d "
                  "process group%s it left", (int)agent, n, n == 1 ? "" : "s");

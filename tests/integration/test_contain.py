@@ -1,0 +1,202 @@
+#!/usr/bin/python3
+"""A term holds every process it started, against a real ZooKeeper: the
+leader's `-- CMD` starts a daemon that leaves its process group and session
+(`setsid -f`) and a double-forked child, as nginx, `pg_ctl start` and
+`sudo` under use_pty do. Each must be gone before the successor leads:
+
+- after a graceful stop of the agent (SIGTERM: the step-down ends the
+  term's cgroup, and only then is the node released);
+- after the keeper's kill of a frozen agent (SIGSTOP: the watcher sends the
+  cgroup SIGTERM at the lease end and kills it at the hard end);
+- after a SIGKILL of the agent (the watcher kills the agent's folder of
+  cgroups at once).
+
+Also: the agent says at start where its terms' cgroups are; a daemon that a
+command leaves when it exits (nginx with `daemon on` exits at once) runs on
+until the step-down; no cgroup is left behind. The process-group fallback
+(where no writable cgroup2 exists) is named at start: tested by running the
+agent in a cgroup it may not write.
+"""
+import os
+import signal
+import sys
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zkharness as h  # noqa: E402
+
+PATH = "/app/contain"
+T = 2000
+
+
+def marker():
+    """A number no other process's command line has: the daemons' tag."""
+    return "%d%06d" % (os.getpid() % 1000, int(time.monotonic() * 1000) % 1000000)
+
+
+def daemon_cmd(tag, leave=False):
+    """The leader's command: a setsid daemon and a double-forked child, both
+    `sleep <tag>N` (recognised by their command lines), then it waits (or,
+    with leave, exits at once, as a daemonizing server does)."""
+    script = ("setsid -f sleep %s1; (sh -c 'sleep %s2 & exit 0' &); echo $ZKELECT_EPOCH > up; "
+              % (tag, tag))
+    script += "exit 0" if leave else "while :; do sleep 0.05; done"
+    return ["--", "sh", "-c", script]
+
+
+def tagged(tag):
+    """The pids of the processes whose command line is `sleep <tag>N`."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) >= 2 and argv[0].endswith(b"sleep") and argv[1].startswith(tag.encode()):
+            found.append(int(d))
+    return found
+
+
+def reap_tagged(tag):
+    for pid in tagged(tag):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def started(a, tag):
+    h.wait_until(lambda: len(tagged(tag)) == 2, 10, "the command's two daemons")
+    start = a.find("start")[0]
+    folder = start.get("containment", "")
+    assert folder.startswith("/") and os.path.isdir(folder), start
+    return folder
+
+
+def leaders(zk, tag, extra_a=(), extra_b=()):
+    a = h.Agent(zk, "ca", path=PATH, session_timeout=T, extra=list(extra_a) + daemon_cmd(tag))
+    la = a.wait_for("leader", timeout=15)
+    folder = started(a, tag)
+    b = h.Agent(zk, "cb", path=PATH, session_timeout=T, extra=list(extra_b))
+    b.wait_for("follower", timeout=15)
+    return a, b, la, folder
+
+
+def test_a_graceful_stop_ends_the_daemons_before_the_successor_leads():
+    tag = marker()
+    with h.ZooKeeper() as zk:
+        try:
+            a, b, la, folder = leaders(zk, tag)
+            mb = b.mark()
+            a.term()
+            lb = b.wait_for("leader", timeout=10, since=mb)
+            left = tagged(tag)
+            assert not left, "daemons of the old term still run while the successor leads: %s" % left
+            assert a.wait_exit(10) == 0, a.describe()
+            stop = a.find("cmd_stop")
+            assert stop and stop[-1]["cgroup_procs"] >= 2, stop
+            assert a.find("cmd_stopped")[-1]["mono_ns"] < lb["mono_ns"]
+            assert not os.path.exists(folder), "the cgroup folder %s was left" % folder
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            reap_tagged(tag)
+
+
+def test_the_keeper_ends_a_frozen_agent_s_daemons():
+    tag = marker()
+    with h.ZooKeeper() as zk:
+        stopped = False
+        try:
+            a, b, la, folder = leaders(zk, tag)
+            mb = b.mark()
+            t_stop = time.monotonic_ns()
+            a.sigstop()
+            stopped = True
+            lb = b.wait_for("leader", timeout=3 * T / 1000 + 5, since=mb)
+            left = tagged(tag)
+            assert not left, "a frozen leader's daemons run while the successor leads: %s" % left
+            g = a.find("fail_stop")
+            assert g and "SIGTERM to" in g[0]["msg"] and g[0]["mono_ns"] < lb["mono_ns"], g
+            print("  info: frozen: the successor led %.0f ms after SIGSTOP; the keeper's SIGTERM "
+                  "came %.0f ms before" % ((lb["mono_ns"] - t_stop) / 1e6,
+                                           (lb["mono_ns"] - g[0]["mono_ns"]) / 1e6), flush=True)
+            assert a.wait_exit(10) == -signal.SIGKILL
+            stopped = False
+            h.wait_until(lambda: not os.path.exists(folder), 5, "the keeper to remove %s" % folder)
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            if stopped:
+                a.sigcont()
+            reap_tagged(tag)
+
+
+def test_a_killed_agent_s_daemons_are_gone_at_once():
+    tag = marker()
+    with h.ZooKeeper() as zk:
+        try:
+            a, b, la, folder = leaders(zk, tag)
+            t0 = time.monotonic()
+            a.kill9()
+            h.wait_until(lambda: not tagged(tag), 5, "the killed agent's daemons to be gone")
+            print("  info: the daemons were gone %.0f ms after the agent's SIGKILL"
+                  % ((time.monotonic() - t0) * 1000), flush=True)
+            h.wait_until(lambda: not os.path.exists(folder), 5, "the keeper to remove %s" % folder)
+            b.wait_for("leader", timeout=3 * T / 1000 + 5)
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            reap_tagged(tag)
+
+
+def test_a_daemon_the_command_leaves_runs_until_the_step_down():
+    """A command that daemonizes and exits (nginx's `daemon on`): the term
+    goes on with its daemon, which ends at the step-down."""
+    tag = marker()
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "cl", path=PATH, session_timeout=T, extra=daemon_cmd(tag, leave=True))
+        try:
+            a.wait_for("leader", timeout=15)
+            a.wait_for("cmd_exit", timeout=10)
+            h.wait_until(lambda: len(tagged(tag)) == 2, 10, "the daemons the command left")
+            time.sleep(2 * T / 1000)        # (renewals go on: nothing ends the term)
+            assert len(tagged(tag)) == 2 and not a.find("stepdown"), a.describe()
+            a.term()
+            assert a.wait_exit(10) == 0, a.describe()
+            assert not tagged(tag), "the daemons outlived the term"
+        finally:
+            reap_tagged(tag)
+
+
+def test_no_writable_cgroup_is_said_at_start():
+    """An agent that cannot make cgroups (its own cgroup is a child of ours
+    that it may not write: run as nobody) says so at start, once, and why."""
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "cn", path=PATH, session_timeout=T,
+                    extra=["--", "sh", "-c", "while :; do sleep 0.05; done"],
+                    env={}, start=False)
+        a.proc = None
+        orig = a.argv
+        a.argv = lambda: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + orig()
+        os.chmod(a.dir, 0o777)
+        a.start()
+        try:
+            a.wait_for("leader", timeout=15)
+            start = a.find("start")[0]
+            assert start["containment"] == "process groups", start
+            w = a.find("containment_groups_only")
+            assert len(w) == 1 and "setsid" in w[0]["why"] and "Delegate=yes" in w[0]["why"], w
+            a.term()
+            assert a.wait_exit(10) == 0, a.describe()
+        finally:
+            if a.proc is not None and a.proc.poll() is None:
+                a.kill9()
+
+
+if __name__ == "__main__":
+    h.run_tests(globals())
