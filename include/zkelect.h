@@ -779,9 +779,10 @@ int zke_agent_read_candidates(zke_agent *a, zke_candidates_fn *done, void *ud);
  * step-down has finished (on_stepdown returned or released its hold, the
  * term's processes ended); the Lua layer (zke_policy_settings.guard)
  * registers the process group of every child it starts. While a term acts
- * (its step-down has not begun) the agent also keeps its lease end there.
+ * (its step-down has not begun) the agent also keeps its soft end there,
+ * the lease end + half the margin.
  * The watcher (zke_guard_watch) sleeps until the earliest of those ends and
- * acts in two phases: if a lease end passes and the agent neither moved it
+ * acts in two phases: if a soft end passes and the agent neither moved it
  * nor began the step-down, SIGTERM (and SIGCONT) to the terms' process
  * groups, so that their traps undo their state within the step-down
  * budget; if a hard end passes and no agent moved or cleared it, SIGKILL
@@ -842,7 +843,7 @@ int zke_agent_set_guard(zke_agent *a, zke_guard *g);
  * not the host's process); everything else about the process (its name,
  * its descriptors, SIGTERM/SIGINT, which the agent handles and a whole
  * process group may get) is the host's to set first. It allocates nothing,
- * wakes only when a lease or hard end passes or moves earlier and when a
+ * wakes only when a soft or hard end passes or moves earlier and when a
  * term starts, and calls log(ud, level, msg) (may be NULL) once per phase, and
  * once if the agent left groups behind. flags: ZKE_GUARD_KILL_AGENT, or 0
  * for the groups alone. 0, or -1 (g NULL, or the signal could not be set

@@ -556,6 +556,7 @@ static void teardown(struct app *app)
         ev_ref(app->loop);
         ev_child_stop(app->loop, &app->guard_child);
     }
+    log_attach_loop(NULL);
     ev_loop_destroy(app->loop);
     zke_guard_free(app->guard);     /* the watcher ends when we do (it kills what is left) */
 }
@@ -595,6 +596,7 @@ int cmd_run(struct opts *o)
     app.loop = ev_default_loop(EVFLAG_AUTO);
     if (app.loop == NULL)
         die(EX_SOFTWARE, "cannot initialise the event loop (bad LIBEV_FLAGS?)");
+    log_attach_loop(app.loop);          /* lines the sink could not take go out from the loop */
     signal(SIGPIPE, SIG_IGN);
     load_policy(&app, o, &plan);
     app.cmd = supervisor_new(app.loop, o, app.guard, app.cgroups, on_cmd_exit, &app);
@@ -623,5 +625,6 @@ int cmd_run(struct opts *o)
         app.exit_code = EX_SOFTWARE;
     }
     teardown(&app);
+    log_drain(1000);                    /* the last lines, if the sink takes them within 1 s */
     return app.exit_code;
 }

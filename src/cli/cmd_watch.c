@@ -128,6 +128,7 @@ int cmd_watch(struct opts *o)
     w.loop = ev_default_loop(EVFLAG_AUTO);
     if (w.loop == NULL)
         die(EX_SOFTWARE, "cannot initialise the event loop");
+    log_attach_loop(w.loop);
     signal(SIGPIPE, SIG_IGN);
     if (o->script != NULL) {
         /* no agent plans a step-down budget: twice the hook timeout, so
@@ -167,5 +168,7 @@ int cmd_watch(struct opts *o)
     zke_policy_free(w.policy);
     ev_signal_stop(w.loop, &w.sigterm);
     ev_signal_stop(w.loop, &w.sigint);
+    log_attach_loop(NULL);
+    log_drain(1000);
     return w.code;
 }

@@ -1,17 +1,45 @@
-/* log.c - see log.h. */
-#define _POSIX_C_SOURCE 200809L
+/* log.c - see log.h.
+ *
+ * The sink never blocks the loop. A pipe, a FIFO or a terminal is opened
+ * anew through /proc/self/fd (a file description of our own, so that
+ * O_NONBLOCK does not reach the children that share stderr); a socket
+ * (journald's stream) is written with send(MSG_DONTWAIT); a regular file
+ * with write() (it has no reader to wait for). A line that cannot be
+ * written at once waits, whole, in a bounded buffer, written when the sink
+ * can take it (an ev_io once log_attach_loop gave a loop, and before every
+ * later line); a line that does not fit is dropped and counted, and one
+ * "log_dropped" line says how many once the buffer has drained. */
+#define _GNU_SOURCE         /* O_CLOEXEC, MSG_DONTWAIT, MSG_NOSIGNAL */
 #include "log.h"
 #include "utf8.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <ev.h>
+
+#define PENDING_MAX ((size_t)256 * 1024)    /* bytes of lines waiting for the sink */
+#define LINE_ATOMIC 4096            /* PIPE_BUF on Linux: written whole or not at all */
+
+enum sink_kind { SINK_WRITE, SINK_SEND };
+
 static FILE *out;
+static int sink_fd = -1;            /* where lines go (-1: nowhere) */
+static int sink_own;                /* sink_fd is our reopened description */
+static enum sink_kind sink_kind;
+static char *pending;               /* lines not yet written (whole lines) */
+static size_t pending_n;
+static struct ev_loop *sink_loop;
+static ev_io sink_io;
 static enum log_format format = LOG_TEXT;
 static enum zke_log_level min_level = ZKE_LOG_INFO;
 static const char *self_id = "";
@@ -37,9 +65,39 @@ static int is_journal_stream(FILE *f)
     return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
+/* The sink for f: see the top of the file. */
+static void open_sink(FILE *f)
+{
+    if (sink_own && sink_fd >= 0)
+        (void)close(sink_fd);
+    sink_fd = -1;
+    sink_own = 0;
+    sink_kind = SINK_WRITE;
+    struct stat st;
+    int fd = f != NULL ? fileno(f) : -1;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return;
+    sink_fd = fd;
+    if (S_ISSOCK(st.st_mode)) {
+        sink_kind = SINK_SEND;
+    } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+        char p[64];
+        snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+        int nb = open(p, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (nb >= 0) {
+            sink_fd = nb;
+            sink_own = 1;
+        }
+        /* (else: writes that may block, as before; /proc is not mounted) */
+    }
+}
+
 void log_setup(FILE *f, enum log_format fmt, enum zke_log_level min, const char *id)
 {
     out = f;
+    if (f != NULL)
+        fflush(f);
+    open_sink(f);
     format = fmt;
     min_level = min;
     self_id = id ? id : "";
@@ -246,10 +304,123 @@ static void put_fields(struct buf *b, const struct logf *f, int n)
     }
 }
 
+/* One non-blocking write: bytes written, 0 when the sink is full (EAGAIN),
+ * -1 on an error (errno). */
+static ssize_t sink_write(const char *p, size_t n)
+{
+    ssize_t w;
+    do
+        w = sink_kind == SINK_SEND ? send(sink_fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL)
+                                   : write(sink_fd, p, n);
+    while (w < 0 && errno == EINTR);
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    return w;
+}
+
+static void sink_io_cb(struct ev_loop *loop, ev_io *w, int revents);
+
+/* Writes what waits, as far as the sink takes it; a write error drops the
+ * lines that wait (counted). 1 when nothing waits any more. */
+static int flush_pending(void)
+{
+    while (pending_n > 0) {
+        /* whole lines of at most PIPE_BUF bytes at a time: a pipe takes
+         * such a write whole or not at all, so a sink that fills up (or an
+         * exit that stops waiting for it) never cuts a line; only a line
+         * longer than that is written in parts */
+        size_t n = 0;
+        for (size_t i = 0; i < pending_n && i < LINE_ATOMIC; i++)
+            if (pending[i] == '\n')
+                n = i + 1;
+        if (n == 0)
+            n = pending_n;
+        ssize_t w = sink_write(pending, n);
+        if (w == 0)
+            break;
+        if (w < 0) {
+            /* disk full, a closed pipe (SIGPIPE is ignored): count, go on */
+            size_t lines = 0;
+            for (size_t i = 0; i < pending_n; i++)
+                lines += pending[i] == '\n';
+            dropped += lines > 0 ? lines : 1;
+            dropped_errno = errno;
+            pending_n = 0;
+            break;
+        }
+        memmove(pending, pending + w, pending_n - (size_t)w);
+        pending_n -= (size_t)w;
+    }
+    if (sink_loop != NULL) {
+        if (pending_n > 0 && !ev_is_active(&sink_io)) {
+            ev_io_init(&sink_io, sink_io_cb, sink_fd, EV_WRITE);
+            ev_io_start(sink_loop, &sink_io);
+        } else if (pending_n == 0 && ev_is_active(&sink_io)) {
+            ev_io_stop(sink_loop, &sink_io);
+        }
+    }
+    return pending_n == 0;
+}
+
+/* Keeps a line that could not be written (whole): 0, or -1 when it does
+ * not fit (dropped, counted). */
+static int keep(const char *p, size_t n)
+{
+    if (pending == NULL && (pending = malloc(PENDING_MAX)) == NULL)
+        return -1;
+    if (n > PENDING_MAX - pending_n)
+        return -1;
+    memcpy(pending + pending_n, p, n);
+    pending_n += n;
+    return 0;
+}
+
+static void report_dropped(void);
+
+static void sink_io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)w;
+    (void)revents;
+    if (flush_pending())
+        report_dropped();
+}
+
+void log_attach_loop(struct ev_loop *loop)
+{
+    if (sink_loop != NULL && ev_is_active(&sink_io))
+        ev_io_stop(sink_loop, &sink_io);
+    sink_loop = sink_fd >= 0 ? loop : NULL;
+    if (sink_loop != NULL)
+        (void)flush_pending();
+}
+
+void log_drain(int ms)
+{
+    if (sink_loop != NULL && ev_is_active(&sink_io))
+        ev_io_stop(sink_loop, &sink_io);
+    sink_loop = NULL;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (sink_fd >= 0 && !flush_pending()) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        int left = ms - (int)((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+        if (left <= 0)
+            break;
+        struct pollfd pf = { sink_fd, POLLOUT, 0 };
+        (void)poll(&pf, 1, left);
+    }
+}
+
+size_t log_pending(void)
+{
+    return pending_n;
+}
+
 void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, int n)
 {
     struct buf b;
-    if (out == NULL || lvl < min_level)
+    if (sink_fd < 0 || lvl < min_level)
         return;
     b.n = 0;
     put_head(&b, lvl, event);
@@ -257,20 +428,43 @@ void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, i
     if (format == LOG_JSON)
         b.b[b.n++] = '}';
     b.b[b.n++] = '\n';
-    errno = 0;
-    if (fwrite(b.b, 1, b.n, out) != b.n || fflush(out) != 0 || ferror(out)) {
-        /* disk full, a closed pipe (SIGPIPE is ignored): count it, go on */
-        dropped++;
-        dropped_errno = errno;
-        clearerr(out);
+    /* what waits goes first: the lines stay in order */
+    if (!flush_pending()) {
+        if (keep(b.b, b.n) != 0) {
+            dropped++;
+            dropped_errno = EAGAIN;
+        }
+        (void)flush_pending();
         return;
     }
-    if (dropped > dropped_reported) {
+    ssize_t w = sink_write(b.b, b.n);
+    if (w < 0) {
+        dropped++;
+        dropped_errno = errno;
+        return;
+    }
+    if ((size_t)w < b.n) {
+        if (keep(b.b + w, b.n - (size_t)w) != 0) {
+            /* (cannot happen: the buffer is empty here) */
+            dropped++;
+            dropped_errno = EAGAIN;
+        }
+        (void)flush_pending();
+        return;
+    }
+    report_dropped();
+}
+
+/* Once the sink takes lines again: one line saying how many were lost. */
+static void report_dropped(void)
+{
+    if (dropped > dropped_reported && pending_n == 0) {
         char msg[200];
         uint64_t lost = dropped - dropped_reported;
         dropped_reported = dropped;
         snprintf(msg, sizeof msg, "%" PRIu64 " log lines were not written: %s", lost,
-                 strerror(dropped_errno));
+                 dropped_errno == EAGAIN ? "the log's reader fell behind (the agent does not "
+                 "wait for it)" : strerror(dropped_errno));
         log_msg(ZKE_LOG_WARN, "log_dropped", msg);
     }
 }

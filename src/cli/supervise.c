@@ -207,7 +207,18 @@ static void kill_and_reap(supervisor *s)
  * process that called setsid()). */
 static int cg_live(supervisor *s)
 {
-    return s->cg_id > 0 && zke_cgroups_populated(s->cg, s->cg_id) != 0;
+    if (s->cg_id <= 0)
+        return 0;
+    int p = zke_cgroups_populated(s->cg, s->cg_id);
+    if (p < 0) {
+        /* cgroup.events unreadable (removed from outside, no descriptor
+         * left): killed blind, and not waited for */
+        struct logf f[1] = { { "error", LF_STR, zke_cgroups_errstr(s->cg), 0 } };
+        log_line(ZKE_LOG_ERROR, "cgroup_unreadable", f, 1);
+        (void)zke_cgroups_signal(s->cg, s->cg_id, SIGKILL);
+        return 0;
+    }
+    return p;
 }
 
 /* Ends the term's cgroup: killed, waited for (at most 1 s: for teardown,
@@ -221,8 +232,8 @@ static void cg_end(supervisor *s)
         struct timespec five_ms = { 0, 5000000 };
         nanosleep(&five_ms, NULL);
     }
-    (void)zke_cgroups_remove(s->cg, s->cg_id);
-    zke_guard_remove_cgroup(s->guard, s->cg_id);
+    if (zke_cgroups_remove(s->cg, s->cg_id) == 0)
+        zke_guard_remove_cgroup(s->guard, s->cg_id);   /* (else the watcher cleans it at the end) */
     s->cg_id = 0;
 }
 
@@ -261,8 +272,8 @@ struct spawning {
 static int guard_group(pid_t pid, void *ud)
 {
     struct spawning *sp = ud;
-    if (sp->s->guard == NULL)
-        return 0;
+    if (sp->s->guard == NULL || sp->s->cg_id > 0)
+        return 0;       /* (the term's cgroup is registered: it holds the group) */
     if (zke_guard_add_group(sp->s->guard, pid, ZKE_GUARD_GROUP_TERM) == 0) {
         sp->guarded = pid;
         return 0;
@@ -485,10 +496,10 @@ static void kill_cb(struct ev_loop *loop, ev_timer *w, int revents)
                          { "epoch", LF_INT, NULL, s->epoch },
                          { "cgroup_left", LF_INT, NULL, left } };
     log_line(ZKE_LOG_WARN, "cmd_kill", f, s->cg_id > 0 ? 3 : 2);
-    if (s->pid > 0)
+    if (s->cg_id > 0)
+        (void)zke_cgroups_signal(s->cg, s->cg_id, SIGKILL);    /* the group is in it */
+    else
         (void)kill(-s->pid, SIGKILL);
-    if (left)
-        (void)zke_cgroups_signal(s->cg, s->cg_id, SIGKILL);
 }
 
 void supervisor_stepdown(supervisor *s)
@@ -518,16 +529,16 @@ void supervisor_stepdown(supervisor *s)
     int half = zke_agent_plan(s->agent, &plan) == 0 ? plan.stepdown_budget_ms / 2 : 0;
     double grace = half > 1 ? half * 0.75 / 1000.0 : 0.001;
     s->stopping = 1;
-    if (s->pid > 0) {
-        (void)kill(-s->pid, SIGTERM);
-        (void)kill(-s->pid, SIGCONT);   /* a stopped group would not see TERM */
-    }
     int daemons = 0;
-    if (left) {
-        /* each member of the cgroup: the daemons the command left too */
+    if (s->cg_id > 0) {
+        /* each member of the cgroup, once: the group's and the daemons the
+         * command left (a second SIGTERM means "now" to many servers) */
         daemons = zke_cgroups_signal(s->cg, s->cg_id, SIGTERM);
         (void)zke_cgroups_signal(s->cg, s->cg_id, SIGCONT);
         ev_timer_start(s->loop, &s->empty_timer);
+    } else {
+        (void)kill(-s->pid, SIGTERM);
+        (void)kill(-s->pid, SIGCONT);   /* a stopped group would not see TERM */
     }
     ev_timer_set(&s->kill_timer, grace, 0.);
     ev_timer_start(s->loop, &s->kill_timer);

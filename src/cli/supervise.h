@@ -11,7 +11,7 @@
  * the term's cgroup (zke_cgroups: made at the term's first start, joined
  * before exec, so that a daemon it starts, which leaves the group with
  * setsid(), stays in it). Its group and cgroup are registered with the
- * fail-stop guard as a term's (SIGTERM at the lease end and SIGKILL at the
+ * fail-stop guard as a term's (SIGTERM at the soft end and SIGKILL at the
  * hard end when the loop cannot end the term, SIGKILL when the agent
  * dies), and the command dies with the agent (PR_SET_PDEATHSIG). At the
  * step-down (inside on_stepdown) the group and every process of the cgroup

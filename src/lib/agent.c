@@ -465,6 +465,12 @@ void agent_teardown(zke_agent *a)
     if (a->host_leader && a->cb.on_stepdown != NULL) {
         int32_t seq;
         a->host_leader = 0;
+        if (a->guard != NULL && a->guard_soft_ns != 0) {
+            /* no soft end during the shutdown's on_stepdown (its hard
+             * end stays until the slot is released) */
+            a->guard_soft_ns = 0;
+            guard_slot_arm(a->guard, a->guard_slot, 0, a->guard_end_ns);
+        }
         agent_base_event(a, ZKE_EV_STEPDOWN, "shutdown", &ev);
         ev.node = a->host_node;
         ev.seq = a->host_node && el_parse_seq(a->host_node, &seq) == 0 ? seq : -1;

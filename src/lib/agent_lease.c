@@ -45,10 +45,11 @@ int64_t agent_lease_remaining_ms(const zke_agent *a)
  * start for another half margin), from just before on_leader until its
  * step-down has finished (its processes ended, on_stepdown returned or its
  * hold released); it follows the lease end as renewals move it. While the
- * term acts (the host has not been told of its end) the guard also holds
- * the lease end itself, the soft end: if that passes with the term still
- * acting, the loop did not run, and the watcher sends the term's groups
- * SIGTERM, so that they use the step-down budget to undo their state. */
+ * term acts (not revoked, the host not told of its end) the guard also
+ * holds its soft end, the lease end + half the margin: if that passes with
+ * the term still acting, the loop did not run, and the watcher sends the
+ * term's groups SIGTERM, so that they use the step-down budget (the time
+ * to the hard end) to undo their state. */
 void agent_guard_sync(zke_agent *a)
 {
     if (a->guard == NULL)
@@ -58,7 +59,11 @@ void agent_guard_sync(zke_agent *a)
         int64_t end = agent_lease_end(a);
         int64_t after = (int64_t)a->plan.stepdown_budget_ms + a->plan.margin_ms / 2;
         d = end > 0 ? end + after * 1000000 : a->guard_end_ns;
-        soft = a->host_leader && end > 0 ? end : 0;
+        /* half the margin after the lease end: a loop that runs has begun
+         * the step-down by then (the lease check revokes the term at the
+         * end itself), so only a loop that does not run is sent it */
+        int acting = a->host_leader && (a->term == NULL || !scope_cancelled(a->term));
+        soft = acting && end > 0 ? end + (int64_t)a->plan.margin_ms / 2 * 1000000 : 0;
     }
     if (d != a->guard_end_ns || soft != a->guard_soft_ns) {
         a->guard_end_ns = d;

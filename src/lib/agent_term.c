@@ -25,8 +25,10 @@ void agent_term_drained_cb(void *ud, int forced)
  * SIGKILL after half the stepdown budget). Idempotent. */
 void agent_revoke_term(zke_agent *a)
 {
-    if (a->term != NULL && !scope_cancelled(a->term))
+    if (a->term != NULL && !scope_cancelled(a->term)) {
         scope_cancel(a->term, agent_term_drained_cb, a);
+        agent_guard_sync(a);        /* no soft end: the step-down has begun */
+    }
 }
 
 

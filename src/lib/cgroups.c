@@ -140,15 +140,26 @@ zke_cgroups *zke_cgroups_new(char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    int n = snprintf(c->path, sizeof c->path, "%s%s%szkelect-%ld", mnt,
-                     strcmp(own, "/") == 0 ? "" : own, "/", (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof c->path) {
-        snprintf(err, errlen, "the cgroup path %s%s is too long", mnt, own);
-        free(c);
-        return NULL;
+    /* a folder of our own: one left by an earlier process of our pid, or
+     * made by a process of the same pid in another pid namespace, is
+     * never shared (its watcher would kill our terms) */
+    int made = -1, e = 0;
+    for (int k = 0; made != 0 && k < 100; k++) {
+        int n = k == 0 ? snprintf(c->path, sizeof c->path, "%s%s/zkelect-%ld", mnt,
+                                  strcmp(own, "/") == 0 ? "" : own, (long)getpid())
+                       : snprintf(c->path, sizeof c->path, "%s%s/zkelect-%ld.%d", mnt,
+                                  strcmp(own, "/") == 0 ? "" : own, (long)getpid(), k);
+        if (n < 0 || (size_t)n >= sizeof c->path) {
+            snprintf(err, errlen, "the cgroup path %s%s is too long", mnt, own);
+            free(c);
+            return NULL;
+        }
+        made = mkdir(c->path, 0755);
+        e = errno;
+        if (made != 0 && e != EEXIST)
+            break;
     }
-    if (mkdir(c->path, 0755) != 0 && errno != EEXIST) {
-        int e = errno;
+    if (made != 0) {
         snprintf(err, errlen, "cannot make %s: %s%s", c->path, strerror(e),
                  e == EACCES || e == EPERM || e == EROFS
                      ? " (this cgroup is not delegated to us: under systemd, Delegate=yes)" : "");

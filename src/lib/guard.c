@@ -212,7 +212,7 @@ static int64_t earliest(zke_guard *g)
     return m;
 }
 
-/* The earliest lease end of a term still acting (its soft end), 0 if none;
+/* The earliest soft end of a term still acting, 0 if none;
  * its slot in *slot. */
 static int64_t earliest_soft(zke_guard *g, int *slot)
 {
@@ -378,7 +378,8 @@ static int kill_groups(zke_guard *g, int all)
         if (v == 0 || (!all && !(v & GROUP_TERM_BIT)))
             continue;
         if (v & GROUP_CGROUP_BIT) {
-            if (cg_populated(g, GROUP_ID(v)) && cg_kill(g, GROUP_ID(v)) == 0)
+            int pop = cg_populated(g, GROUP_ID(v));     /* (written even when unreadable) */
+            if (cg_kill(g, GROUP_ID(v)) == 0 && pop)
                 n++;
         } else if (kill(-(pid_t)GROUP_ID(v), SIGKILL) == 0) {
             n++;
@@ -426,11 +427,27 @@ static void cg_clean(zke_guard *g)
         struct timespec five_ms = { 0, 5000000 };
         (void)nanosleep(&five_ms, NULL);
     }
-    for (int i = 0; i < ZKE_GUARD_GROUPS; i++) {
-        unsigned v = atomic_load(&g->group[i]);
-        if ((v & GROUP_CGROUP_BIT) && snprintf(p, sizeof p, "%s/term-%u", g->cg_path,
-                                               GROUP_ID(v)) < (int)sizeof p)
-            (void)rmdir(p);
+    /* every term-* in the folder (also those the agent no longer listed),
+     * read with getdents64 into the stack: nothing is allocated */
+    int dfd = open(g->cg_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        char buf[4096];
+        long got;
+        while ((got = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
+            for (long off = 0; off < got;) {
+                /* struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name */
+                unsigned short reclen;
+                memcpy(&reclen, buf + off + 16, sizeof reclen);
+                const char *name = buf + off + 19;
+                if (strncmp(name, "term-", 5) == 0 &&
+                    snprintf(p, sizeof p, "%s/%s", g->cg_path, name) < (int)sizeof p)
+                    (void)rmdir(p);
+                if (reclen == 0)
+                    break;
+                off += reclen;
+            }
+        }
+        close(dfd);
     }
     (void)rmdir(g->cg_path);
 }
@@ -482,10 +499,11 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
             int n = term_groups(g, soft_slot, sd);
             termed = sd;
             if (atomic_load(&g->soft[soft_slot]) == sd) {
-                snprintf(msg, sizeof msg, "fail-stop: a term's lease ran out %lld ms ago and the "
-                         "agent has not begun its step-down (its loop is stalled in one call, or "
-                         "the process is frozen): SIGTERM to %d process group%s; SIGKILL at the "
-                         "hard end", (long long)((now - sd) / 1000000), n, n == 1 ? "" : "s");
+                snprintf(msg, sizeof msg, "fail-stop: a term's lease ran out and the agent has "
+                         "not begun its step-down %lld ms past its soft end (lease end + half the "
+                         "margin; its loop is stalled in one call, or the process is frozen): "
+                         "SIGTERM to %d process group%s; SIGKILL at the hard end",
+                         (long long)((now - sd) / 1000000), n, n == 1 ? "" : "s");
                 say(log, ud, ZKE_LOG_ERROR, msg);
             }
             continue;

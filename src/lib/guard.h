@@ -8,8 +8,8 @@
  * term), the table of process groups to kill, a futex word. The watcher
  * (zke_guard_watch) sleeps until the earliest of those ends and acts when
  * one passes without having been moved (the loop that would have ended the
- * term did not run), in two phases: at the lease end of a term whose
- * step-down has not begun, SIGTERM (and SIGCONT) to the terms' groups, so
+ * term did not run), in two phases: at the soft end (the lease end +
+ * half the margin) of a term whose step-down has not begun, SIGTERM (and SIGCONT) to the terms' groups, so
  * that their traps undo what they set up within the step-down budget; at
  * the hard end, SIGKILL.
  *
@@ -30,7 +30,7 @@ int guard_slot_take(zke_guard *g);
 /* Disarms the slot and gives it back. */
 void guard_slot_release(zke_guard *g, int slot);
 /* Sets the slot's ends (CLOCK_BOOTTIME ns) and wakes the watcher if it now
- * has to act sooner than it planned: soft_ns, the lease end of a term that
+ * has to act sooner than it planned: soft_ns, the soft end of a term that
  * acts (its step-down has not begun; 0: none), when the watcher sends
  * SIGTERM to the terms' groups; deadline_ns, the hard end (0 disarms both),
  * when it sends SIGKILL. */

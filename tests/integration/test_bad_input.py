@@ -6,9 +6,11 @@ table is checked here, except two that have their own tests: authentication
 rejected (test_auth.py: test_unknown_scheme_rejected, test_enforced_auth_*,
 exit 77) and a missing chroot for status/watch (test_auth.py, test_status.py;
 `run` is checked below)."""
+import json
 import os
 import random
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -403,6 +405,104 @@ def test_election_path_under_an_ephemeral_node():
         rc, out, err, _ = h.run([h.ZKELECT_BIN, "status", "--zk", zk.hostport, "--path", "/app/e"])
         assert rc == 0 and "leader: holder" in out and "1 candidate" in out, (rc, out, err)
         assert a.alive()
+
+
+STALL_POLICY = """
+-- 600 lines of 1 KiB: more than the pipe (64 KiB) and the 256 KiB the agent
+-- keeps for a sink that is full
+local function flood(what)
+  local pad = string.rep("x", 1000)
+  for i = 1, 600 do zkelect.log("info", what .. " " .. i .. " " .. pad) end
+end
+function on_leader(ev) flood("flood") end
+function on_stepdown(ev) flood("down") end
+"""
+
+
+def test_a_log_pipe_nobody_reads():
+    """stderr on a pipe that is full and not read (journald under pressure,
+    Docker's blocking log mode, a stopped `| logger`; here a stopped `cat`):
+    the agent still joins, leads and renews through two session timeouts;
+    the lines that did not fit are counted, and once the pipe is read one
+    line says how many were lost; a step-down that logs 600 KiB into a
+    stalled pipe still hands over at once (the successor's fast path), and
+    the agent exits, waiting at most 1 s for the sink. Every line that comes
+    out is whole, and the lines are in order."""
+    with h.ZooKeeper() as zk:
+        port = h.free_port()
+        d = h.mkdtemp("logstall")
+        pol = os.path.join(d, "flood.lua")
+        with open(pol, "w") as f:
+            f.write(STALL_POLICY)
+        out = os.path.join(d, "stderr")
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        try:                        # full before the agent writes anything
+            while True:
+                os.write(w, b"#" * 4096)
+        except BlockingIOError:
+            pass
+        os.set_blocking(w, True)
+        with open(out, "wb") as o:
+            reader = subprocess.Popen(["cat"], stdin=r, stdout=o, preexec_fn=h._pdeathsig)
+        os.close(r)
+        reader.send_signal(signal.SIGSTOP)
+        T = 4000
+        p = subprocess.Popen(h.wrap([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", "/app/stall",
+                                     "--id", "stall", "--session-timeout", str(T), "--log", "json",
+                                     "--log-level", "debug", "--script", pol,
+                                     "--status", "127.0.0.1:%d" % port]),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=w,
+                             preexec_fn=h._pdeathsig)
+        os.close(w)
+
+        def metric(name):
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=2) as resp:
+                    body = resp.read().decode()
+            except OSError:
+                return None
+            m = re.search(r"^%s (\S+)$" % name, body, re.M)
+            return float(m.group(1)) if m else None
+
+        def read_out():
+            with open(out, "rb") as f:
+                return f.read().replace(b"#", b"").decode()
+        try:
+            h.wait_until(lambda: metric("zkelect_is_leader") == 1, 20, "the agent whose log nobody reads leads")
+            b = h.Agent(zk, "b", path="/app/stall", session_timeout=T)
+            b.wait_for("follower")
+            time.sleep(2 * T / 1000)        # the claim: it renews, so it still leads after 2 T
+            assert p.poll() is None and metric("zkelect_is_leader") == 1, "it lost its lead"
+            assert not b.find("leader"), b.describe()
+            lost = metric("zkelect_log_dropped_lines_total")
+            assert lost >= 100, lost
+            reader.send_signal(signal.SIGCONT)
+            h.wait_until(lambda: '"log_dropped"' in read_out(), 10, "the line that counts the lost ones")
+            reader.send_signal(signal.SIGSTOP)
+            mb = b.mark()
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGTERM)   # its on_stepdown floods the stopped pipe
+            b.wait_for("leader", timeout=T / 1000, since=mb)    # a hand-over, not an expiry
+            took = time.monotonic() - t0
+            assert took < T / 1000 / 2, took
+            assert p.wait(10) == 0, p.returncode
+            reader.send_signal(signal.SIGCONT)
+            assert reader.wait(10) == 0
+            recs = [json.loads(l) for l in read_out().splitlines() if l]   # every line whole
+            assert "start" in [x["event"] for x in recs[:3]], recs[:3]
+            for what in ("flood", "down"):
+                n = [int(x["msg"].split()[1]) for x in recs
+                     if x.get("msg", "").startswith(what + " ")]
+                assert n and n == sorted(n) and n[0] == 1, (what, n[:5])
+            print("  info: %d lines dropped while the pipe was full; the hand-over took %.0f ms"
+                  % (lost, took * 1000), flush=True)
+        finally:
+            for x in (p, reader):
+                if x.poll() is None:
+                    x.send_signal(signal.SIGCONT)
+                    x.kill()
+                    x.wait(10)
 
 
 def test_log_on_a_full_disk():

@@ -7,7 +7,7 @@ leader's `-- CMD` starts a daemon that leaves its process group and session
 - after a graceful stop of the agent (SIGTERM: the step-down ends the
   term's cgroup, and only then is the node released);
 - after the keeper's kill of a frozen agent (SIGSTOP: the watcher sends the
-  cgroup SIGTERM at the lease end and kills it at the hard end);
+  cgroup SIGTERM at the soft end, whose trap runs, and kills it at the hard end);
 - after a SIGKILL of the agent (the watcher kills the agent's folder of
   cgroups at once).
 
@@ -17,6 +17,7 @@ until the step-down; no cgroup is left behind. The process-group fallback
 (where no writable cgroup2 exists) is named at start: tested by running the
 agent in a cgroup it may not write.
 """
+import calendar
 import os
 import signal
 import sys
@@ -38,9 +39,10 @@ def marker():
 def daemon_cmd(tag, leave=False):
     """The leader's command: a setsid daemon and a double-forked child, both
     `sleep <tag>N` (recognised by their command lines), then it waits (or,
-    with leave, exits at once, as a daemonizing server does)."""
-    script = ("setsid -f sleep %s1; (sh -c 'sleep %s2 & exit 0' &); echo $ZKELECT_EPOCH > up; "
-              % (tag, tag))
+    with leave, exits at once, as a daemonizing server does). The daemon's
+    shell traps TERM: it writes daemon.termed (its undoing of its state)."""
+    script = ("setsid -f sh -c 'trap \"echo t > daemon.termed; exit 0\" TERM; sleep %s1 & wait'; "
+              "(sh -c 'sleep %s2 & exit 0' &); echo $ZKELECT_EPOCH > up; " % (tag, tag))
     script += "exit 0" if leave else "while :; do sleep 0.05; done"
     return ["--", "sh", "-c", script]
 
@@ -75,6 +77,13 @@ def started(a, tag):
     folder = start.get("containment", "")
     assert folder.startswith("/") and os.path.isdir(folder), start
     return folder
+
+
+def _ts_ns(ts):
+    """An agent line's "ts" (UTC, microseconds) in ns since the epoch."""
+    base, frac = ts.rstrip("Z").split(".")
+    return (calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) * 10**9 +
+            int(frac.ljust(9, "0")[:9]))
 
 
 def leaders(zk, tag, extra_a=(), extra_b=()):
@@ -120,6 +129,9 @@ def test_the_keeper_ends_a_frozen_agent_s_daemons():
             lb = b.wait_for("leader", timeout=3 * T / 1000 + 5, since=mb)
             left = tagged(tag)
             assert not left, "a frozen leader's daemons run while the successor leads: %s" % left
+            termed = os.path.join(a.dir, "daemon.termed")
+            assert os.path.exists(termed), "the daemon was never sent SIGTERM (its trap did not run)"
+            assert os.stat(termed).st_mtime_ns < _ts_ns(lb["ts"]), "the daemon's trap ran late"
             g = a.find("fail_stop")
             assert g and "SIGTERM to" in g[0]["msg"] and g[0]["mono_ns"] < lb["mono_ns"], g
             print("  info: frozen: the successor led %.0f ms after SIGSTOP; the keeper's SIGTERM "
@@ -174,8 +186,8 @@ def test_a_daemon_the_command_leaves_runs_until_the_step_down():
 
 
 def test_no_writable_cgroup_is_said_at_start():
-    """An agent that cannot make cgroups (its own cgroup is a child of ours
-    that it may not write: run as nobody) says so at start, once, and why."""
+    """An agent that cannot make cgroups (run as nobody, it may not write
+    below its own cgroup) says so at start, once, and why."""
     with h.ZooKeeper() as zk:
         a = h.Agent(zk, "cn", path=PATH, session_timeout=T,
                     extra=["--", "sh", "-c", "while :; do sleep 0.05; done"],

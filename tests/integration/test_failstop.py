@@ -18,7 +18,7 @@ a file every 20 ms and has a grandchild in its process group; the follower's
 * The agent alone frozen (SIGSTOP to its pid, not to its children): the duty
   dies before the successor leads and the frozen agent is SIGKILLed. A duty
   that is state (`-- CMD` whose TERM trap removes a file) gets SIGTERM at
-  the lease end and has undone its state before the successor leads.
+  the soft end (lease end + half the margin) and has undone its state before the successor leads.
 * The agent SIGKILLed: its duty and the duty's grandchild are gone at once
   (the grandchild outlives it under --fail-stop off).
 """
@@ -136,7 +136,7 @@ def guard_lines(agent, since=0):
 
 
 def two_phases(agent):
-    """The watcher's lines of a term it ended: the SIGTERM at the lease end,
+    """The watcher's lines of a term it ended: the SIGTERM at the soft end,
     then the SIGKILL at the hard end (one of each); returns the latter."""
     g = guard_lines(agent)
     assert len(g) == 2 and "lease ran out" in g[0]["msg"] and "SIGTERM to" in g[0]["msg"] and \
@@ -281,7 +281,7 @@ def _ts_ns(ts):
 def test_frozen_agent_s_duty_undoes_its_state():
     """A duty that is state (a file it sets up, removed by its TERM trap,
     the shape of an address a VIP script adds): the agent alone frozen, the
-    watcher sends the term SIGTERM at the lease end, the trap removes the
+    watcher sends the term SIGTERM at the soft end, the trap removes the
     state, all before the successor leads; the agent is SIGKILLed at the
     hard end."""
     with h.ZooKeeper() as zk:
@@ -312,12 +312,37 @@ def test_frozen_agent_s_duty_undoes_its_state():
             code = a.wait_exit(10)
             stopped = False
             assert code == -signal.SIGKILL, "agent exit %s" % code
+            assert "SIGTERM to 1 process group" in guard_lines(a)[0]["msg"]    # the cgroup, once
             assert "and to the agent" in two_phases(a)["msg"]
             b.term()
             assert b.wait_exit(10) == 0
         finally:
             if stopped:
                 a.sigcont()
+
+
+def test_a_lease_that_runs_out_is_the_loop_s_to_end():
+    """ZooKeeper frozen: the lease runs out and the loop, which runs, steps
+    down (reason lease; the duty's trap undoes its state). The watcher stays
+    silent: its SIGTERM comes half the margin after the lease end, by which
+    time the loop has begun the step-down."""
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "sl", path=PATH, session_timeout=T, extra=["--", "sh", "-c", STATE_DUTY])
+        a.wait_for("leader", timeout=15)
+        state = os.path.join(a.dir, "state")
+        h.wait_until(lambda: os.path.exists(state), 10, "the duty's state")
+        zk.sigstop()
+        try:
+            sd = a.wait_for("stepdown", timeout=T / 1000 + 5)
+            assert sd["reason"] == "lease", sd
+            h.wait_until(lambda: not os.path.exists(state), 5, "the duty to undo its state")
+            a.wait_for("cmd_stopped", timeout=5)
+            time.sleep(T / 1000)        # past where the watcher's hard end would have been
+            assert not guard_lines(a), guard_lines(a)
+        finally:
+            zk.sigcont()
+        a.term()
+        assert a.wait_exit(10) == 0, a.describe()
 
 
 def killed_leader(mode):

@@ -220,7 +220,7 @@ static pid_t trapper(int ignore)
     return p;
 }
 
-/* The two phases: at the soft end (the lease end) of a term that still
+/* The two phases: at the soft end (the agent's lease end + half the margin) of a term that still
  * acts, SIGTERM to the term's groups (a trap runs its cleanup; a stopped
  * group is continued to see it), at the hard end SIGKILL (for what ignored
  * the TERM); a soft end cleared before it passes (the step-down began)
