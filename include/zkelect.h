@@ -834,6 +834,14 @@ void zke_guard_remove_group(zke_guard *g, pid_t pgid);
  * loop; a term already running is armed at once. -1 (zke_agent_errstr)
  * when g has no free agent slot. */
 int zke_agent_set_guard(zke_agent *a, zke_guard *g);
+/* The host tells the agent that the guard's watcher does not watch (down
+ * 1: it exited, or was stopped: waitid's WSTOPPED, libev's ev_child with
+ * trace) or watches again (0: a new one runs). While it does not, the
+ * agent has no lease: a term that acts steps down at once (reason "guard",
+ * its node released, the next in line takes over on its fast path), and a
+ * term it wins waits, as for its lease, until the watcher is back. So no
+ * term acts unguarded: the keeper fails closed. Loop thread, any time. */
+void zke_agent_guard_down(zke_agent *a, int down);
 /* The watcher: runs in the calling process, which must be a child that the
  * agent's process forked after zke_guard_new (the agent is its parent), and
  * returns only once that parent is gone, after it killed every group still

@@ -44,7 +44,9 @@ struct app {
     zke_guard *guard;           /* --fail-stop's guard page, or NULL */
     zke_cgroups *cgroups;       /* the terms' cgroups (-- CMD), or NULL: process groups only */
     char cgroups_why[600];      /* why there are none ("": none needed) */
-    ev_child guard_child;       /* the --fail-stop watcher */
+    ev_child guard_child;       /* the --fail-stop watcher (traced: its stops too) */
+    ev_timer guard_retry;       /* a watcher that could not be started: again in 1 s */
+    enum fail_stop fail_stop;
     int leader_error_ignore;
     int hook_timeout_set;       /* --hook-timeout given: not derived from the session timeout */
     struct zke_lease_plan timing;   /* the plan last logged (first: the start line's, for the
@@ -477,6 +479,63 @@ static void start_control(struct app *app, const struct opts *o, const char *pat
     log_line(ZKE_LOG_INFO, "control_listen", f, 1);
 }
 
+/* A new watcher for the guard; until it runs the agent has no lease (no
+ * term acts unguarded). */
+static void guard_restart(struct app *app)
+{
+    pid_t p = failstop_fork(app->guard, app->fail_stop);
+    if (p < 0) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "cannot start another fail-stop watcher (%s): no term acts "
+                 "until one runs; trying again in 1 s", strerror(errno));
+        log_msg(ZKE_LOG_ERROR, "fail_stop", msg);
+        ev_timer_set(&app->guard_retry, 1., 0.);
+        ev_timer_start(app->loop, &app->guard_retry);
+        ev_unref(app->loop);
+        return;
+    }
+    ev_child_set(&app->guard_child, p, 1);
+    ev_child_start(app->loop, &app->guard_child);
+    ev_unref(app->loop);
+    struct logf f[1] = { { "pid", LF_INT, NULL, p } };
+    log_line(ZKE_LOG_WARN, "fail_stop_watcher", f, 1);
+    zke_agent_guard_down(app->agent, 0);
+}
+
+static void guard_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)revents;
+    ev_ref(loop);               /* (started unref'd) */
+    guard_restart(w->data);
+}
+
+/* The watcher stopped or ended (fails closed): the agent is told at once,
+ * so that its term ends and no new one acts; a stopped watcher is killed,
+ * and a new one started once the old one is reaped. */
+static void guard_child_cb(struct ev_loop *loop, ev_child *w, int revents)
+{
+    struct app *app = w->data;
+    char msg[240];
+    (void)revents;
+    if (WIFCONTINUED(w->rstatus))
+        return;
+    zke_agent_guard_down(app->agent, 1);
+    if (WIFSTOPPED(w->rstatus)) {
+        snprintf(msg, sizeof msg, "the fail-stop watcher (pid %d) was stopped (signal %d): it is "
+                 "killed and started again; no term acts until then", w->rpid, WSTOPSIG(w->rstatus));
+        log_msg(ZKE_LOG_ERROR, "fail_stop", msg);
+        (void)kill(w->rpid, SIGKILL);
+        return;
+    }
+    ev_ref(loop);               /* it was unref'd: it never kept the loop alive */
+    ev_child_stop(loop, w);
+    snprintf(msg, sizeof msg, "the fail-stop watcher (pid %d) ended (%s %d): starting another; "
+             "no term acts until then", w->rpid, WIFSIGNALED(w->rstatus) ? "signal" : "exit code",
+             WIFSIGNALED(w->rstatus) ? WTERMSIG(w->rstatus) : WEXITSTATUS(w->rstatus));
+    log_msg(ZKE_LOG_ERROR, "fail_stop", msg);
+    guard_restart(app);
+}
+
 /* SIGTERM, SIGINT, SIGHUP, the reload timer and the watcher's exit; none
  * keeps the loop alive (unref'd: the agent does). */
 static void start_watchers(struct app *app, pid_t guard_pid)
@@ -493,7 +552,10 @@ static void start_watchers(struct app *app, pid_t guard_pid)
     ev_unref(app->loop);
     ev_unref(app->loop);
     ev_unref(app->loop);
-    ev_child_init(&app->guard_child, failstop_exited, guard_pid, 0);
+    ev_child_init(&app->guard_child, guard_child_cb, guard_pid, 1);
+    app->guard_child.data = app;
+    ev_timer_init(&app->guard_retry, guard_retry_cb, 0., 0.);
+    app->guard_retry.data = app;
     if (app->guard != NULL) {
         ev_child_start(app->loop, &app->guard_child);
         ev_unref(app->loop);
@@ -556,6 +618,10 @@ static void teardown(struct app *app)
         ev_ref(app->loop);
         ev_child_stop(app->loop, &app->guard_child);
     }
+    if (ev_is_active(&app->guard_retry)) {
+        ev_ref(app->loop);
+        ev_timer_stop(app->loop, &app->guard_retry);
+    }
     log_attach_loop(NULL);
     ev_loop_destroy(app->loop);
     zke_guard_free(app->guard);     /* the watcher ends when we do (it kills what is left) */
@@ -593,6 +659,7 @@ int cmd_run(struct opts *o)
     /* before the loop and the script: the watcher inherits neither */
     if (o->fail_stop != FAIL_STOP_OFF)
         app.guard = failstop_start((enum fail_stop)o->fail_stop, app.cgroups, &guard_pid);
+    app.fail_stop = (enum fail_stop)o->fail_stop;
     app.loop = ev_default_loop(EVFLAG_AUTO);
     if (app.loop == NULL)
         die(EX_SOFTWARE, "cannot initialise the event loop (bad LIBEV_FLAGS?)");

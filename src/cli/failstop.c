@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -48,11 +49,34 @@ static void guard_main(zke_guard *g, enum fail_stop mode)
         if (null > 2)
             (void)close(null);
     }
+    log_forked();
+    /* in memory for good (a host short of memory must not page out the
+     * process that ends terms; RLIMIT_MEMLOCK or CAP_IPC_LOCK permitting),
+     * and the last the OOM killer picks (CAP_SYS_RESOURCE permitting; the
+     * example units set OOMScoreAdjust for the service) */
+    if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
+        log_msg(ZKE_LOG_DEBUG, "fail_stop", "the watcher is not locked in memory (mlockall: "
+                "RLIMIT_MEMLOCK or CAP_IPC_LOCK)");
+    int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (adj >= 0) {
+        (void)!write(adj, "-1000", 5);
+        (void)close(adj);
+    }
     int rc = zke_guard_watch(g, mode == FAIL_STOP_AGENT ? ZKE_GUARD_KILL_AGENT : 0, on_guard_log,
                              NULL);
     if (rc != 0)
         log_msg(ZKE_LOG_ERROR, "fail_stop", "the watcher could not start: terms are not guarded");
     _exit(rc == 0 ? 0 : EX_SOFTWARE);
+}
+
+pid_t failstop_fork(zke_guard *g, enum fail_stop mode)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t p = fork();
+    if (p == 0)
+        guard_main(g, mode);
+    return p;
 }
 
 zke_guard *failstop_start(enum fail_stop mode, const zke_cgroups *cgroups, pid_t *pid)
@@ -64,27 +88,10 @@ zke_guard *failstop_start(enum fail_stop mode, const zke_cgroups *cgroups, pid_t
     if (cgroups != NULL && zke_guard_set_cgroups(g, cgroups) != 0)
         die(EX_SOFTWARE, "--fail-stop %s: the cgroup path %s is too long for the guard",
             options_choice_name("--fail-stop", (int)mode), zke_cgroups_path(cgroups));
-    fflush(stdout);
-    fflush(stderr);
-    pid_t p = fork();
+    pid_t p = failstop_fork(g, mode);
     if (p < 0)
         die(EX_SOFTWARE, "--fail-stop %s: cannot start the watcher process: %s",
             options_choice_name("--fail-stop", (int)mode), strerror(errno));
-    if (p == 0)
-        guard_main(g, mode);
     *pid = p;
     return g;
-}
-
-void failstop_exited(struct ev_loop *loop, ev_child *w, int revents)
-{
-    char msg[200];
-    (void)revents;
-    ev_ref(loop);               /* it was unref'd: it never kept the loop alive */
-    ev_child_stop(loop, w);
-    snprintf(msg, sizeof msg, "the fail-stop watcher (pid %d) ended (%s %d): from now on only "
-             "the loop ends a term whose lease ran out", w->rpid,
-             WIFSIGNALED(w->rstatus) ? "signal" : "exit code",
-             WIFSIGNALED(w->rstatus) ? WTERMSIG(w->rstatus) : WEXITSTATUS(w->rstatus));
-    log_msg(ZKE_LOG_ERROR, "fail_stop", msg);
 }

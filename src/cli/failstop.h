@@ -20,8 +20,8 @@
  * with the groups. Exits 70 (exits.h) if either cannot be made. The guard is
  * the caller's: zke_guard_free() it last (the watcher ends with us). */
 zke_guard *failstop_start(enum fail_stop mode, const zke_cgroups *cgroups, pid_t *pid);
-/* An ev_child callback for the watcher's pid, started unref'd: logs that
- * the watcher ended and stops the watcher (re-ref'ing the loop). */
-void failstop_exited(struct ev_loop *loop, ev_child *w, int revents);
+/* Forks a watcher of g (another, when the last one is gone): its pid, or
+ * -1 with errno. From the loop too: the child closes what it inherited. */
+pid_t failstop_fork(zke_guard *g, enum fail_stop mode);
 
 #endif

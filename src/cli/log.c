@@ -386,6 +386,14 @@ static void sink_io_cb(struct ev_loop *loop, ev_io *w, int revents)
         report_dropped();
 }
 
+void log_forked(void)
+{
+    sink_own = 0;               /* (its descriptor was closed with the others) */
+    sink_loop = NULL;           /* the parent's loop */
+    pending_n = 0;              /* the parent's lines, the parent's to write */
+    open_sink(out);
+}
+
 void log_attach_loop(struct ev_loop *loop)
 {
     if (sink_loop != NULL && ev_is_active(&sink_io))

@@ -32,6 +32,10 @@ void log_setup(FILE *out, enum log_format fmt, enum zke_log_level min, const cha
  * ev_io, active only while lines wait); NULL: none (lines wait for the
  * next log call). */
 void log_attach_loop(struct ev_loop *loop);
+/* In a child that goes on without exec (the fail-stop watcher), after it
+ * closed the descriptors it inherited: a sink of its own on the same
+ * stderr, nothing of the parent's waiting lines or loop. */
+void log_forked(void);
 /* After the loop: writes what waits, waiting at most ms for the sink. */
 void log_drain(int ms);
 /* Bytes of lines waiting for the sink (the tests'). */

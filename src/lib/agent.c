@@ -544,6 +544,19 @@ int zke_agent_set_guard(zke_agent *a, zke_guard *g)
     return 0;
 }
 
+void zke_agent_guard_down(zke_agent *a, int down)
+{
+    if (a == NULL || a->life == AL_FREEING || a->guard_down == (down != 0))
+        return;
+    a->guard_down = down != 0;
+    agent_alog(a, down ? ZKE_LOG_ERROR : ZKE_LOG_INFO, "%s", down
+               ? "the fail-stop watcher does not watch: no term acts until it is back"
+               : "the fail-stop watcher watches again: terms may act");
+    (void)agent_lease_tick(a);            /* a term that acts ends now */
+    if (a->cm != NULL)
+        conn_lease_recheck(a->conn);      /* a term that waits starts once it may */
+}
+
 
 int zke_agent_plan(const zke_agent *a, struct zke_lease_plan *out)
 {

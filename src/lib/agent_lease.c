@@ -9,9 +9,12 @@
 
 
 /* The lease as it stands now: from the send time of the latest request of
- * this session that the quorum leader surely heard of (touch.h). 0 if none. */
+ * this session that the quorum leader surely heard of (touch.h). 0 if none,
+ * and while the guard's watcher does not watch (no term acts unguarded). */
 int64_t agent_lease_end(const zke_agent *a)
 {
+    if (a->guard_down)
+        return 0;
     int64_t base = session_lease_base_ns(a->sess);
     return base > 0 ? base + (int64_t)a->plan.lease_ms * 1000000 : 0;
 }
@@ -96,7 +99,12 @@ int64_t agent_lease_tick(zke_agent *a)
     }
     if (end == 0 || now >= end) {
         agent_revoke_term(a);
-        if (leading) {
+        if (leading && a->guard_down) {
+            agent_alog(a, ZKE_LOG_ERROR, "the fail-stop watcher does not watch (it died or was "
+                       "stopped): stepping down, no term acts unguarded");
+            (void)el_lease_expired(a->el, "guard");
+            agent_kick_now(a);
+        } else if (leading) {
             int64_t base = session_lease_base_ns(a->sess);
             agent_alog(a, ZKE_LOG_WARN, "lease ran out %" PRId64 " ms ago (last request confirmed by "
                  "the quorum leader sent %" PRId64 " ms ago, lease %d ms): stepping down before "

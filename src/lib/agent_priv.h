@@ -134,8 +134,10 @@ struct zke_agent {
     char *host_node;            /* node of that term */
     zke_guard *guard;           /* zke_agent_set_guard (the host's), or NULL */
     int guard_slot;             /* our slot in it */
+    int guard_down;             /* the guard's watcher does not watch (zke_agent_guard_down):
+                                 * no lease, so no term acts */
     int64_t guard_end_ns;       /* the hard end set there, 0: disarmed */
-    int64_t guard_soft_ns;      /* the soft end (lease end) set there, 0: none */
+    int64_t guard_soft_ns;      /* the soft end set there, 0: none */
     int64_t guard_standby_ns;   /* the standby gap set there (guard_slot_standby), 0: none */
     uint64_t rng;
     uint64_t last_session;

@@ -169,6 +169,15 @@ static void run_child(pid_t parent, int out_fd, int err_fd, char **envp, char *c
     sigemptyset(&none);
     (void)setpgid(0, 0);
     (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* the agent's OOM protection (the units' OOMScoreAdjust) is not its
+     * children's: a duty is an ordinary process (raising needs no right) */
+    int adj = open("/proc/self/oom_score_adj", O_RDWR | O_CLOEXEC);
+    if (adj >= 0) {
+        char cur[16] = "";
+        if (read(adj, cur, sizeof cur - 1) > 0 && cur[0] == '-')
+            (void)!write(adj, "0", 1);
+        (void)close(adj);
+    }
     if (getppid() != parent)
         _exit(127);
     for (int sig = 1; sig < NSIG; sig++)

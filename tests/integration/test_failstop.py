@@ -397,9 +397,18 @@ def watcher_of(agent):
     return h.wait_until(find, 5, "the watcher of %s" % agent.id)
 
 
+def can_lower_oom_score():
+    """Whether a process here may lower its oom_score_adj (CAP_SYS_RESOURCE)."""
+    p = h.run(["sh", "-c", "echo -1 > /proc/self/oom_score_adj && cat /proc/self/oom_score_adj"],
+              timeout=10)
+    return p[0] == 0 and p[1].strip() == "-1"
+
+
 def test_the_watcher_process():
     """Named, in a process group of its own, holding no descriptor but the
-    standard three; an agent whose watcher dies says so and goes on."""
+    standard three, shielded from the OOM killer; it ends with its agent.
+    An agent whose watcher dies fails closed: its term ends (reason guard),
+    another watcher starts, and then it leads again."""
     with h.ZooKeeper() as zk:
         a = h.Agent(zk, "fw", path=PATH, session_timeout=T)
         a.wait_for("leader", timeout=15)
@@ -407,17 +416,75 @@ def test_the_watcher_process():
         assert os.getpgid(w) == w != os.getpgid(a.pid), (w, os.getpgid(w), os.getpgid(a.pid))
         if not h.WRAP:                  # (valgrind keeps descriptors of its own)
             assert sorted(int(x) for x in os.listdir("/proc/%d/fd" % w)) == [0, 1, 2]
+        with open("/proc/%d/status" % w) as f:
+            locked = [l for l in f if l.startswith("VmLck:")]
+        assert locked and int(locked[0].split()[1]) > 0, locked      # mlockall (root)
+        with open("/proc/%d/oom_score_adj" % w) as f:
+            adj = f.read().strip()
+        if can_lower_oom_score():       # (CAP_SYS_RESOURCE: not in every container)
+            assert adj == "-1000", adj
         a.term()                        # a SIGTERM for the agent only
         assert a.wait_exit(10) == 0
         h.wait_until(lambda: not h.pid_alive(w), 5, "the watcher to end with its agent")
         b = h.Agent(zk, "fx", path=PATH, session_timeout=T)
-        b.wait_for("leader", timeout=15)
-        os.kill(watcher_of(b), signal.SIGKILL)
+        lb = b.wait_for("leader", timeout=15)
+        w = watcher_of(b)
+        os.kill(w, signal.SIGKILL)
         ev = b.wait_for("fail_stop", timeout=5)
         assert ev["level"] == "error" and "signal 9" in ev["msg"], ev
-        assert b.alive() and h.leaders_now([b]) == [b]
+        sd = b.wait_for("stepdown", timeout=5)
+        assert sd["reason"] == "guard" and sd["epoch"] == lb["epoch"], sd
+        nw = b.wait_for("fail_stop_watcher", timeout=5)
+        assert nw["pid"] != w and watcher_of(b) == nw["pid"], (nw, w)
+        again = b.wait_for("leader", timeout=15, since=sd["_i"])
+        assert again["epoch"] > lb["epoch"], again
         b.term()
         assert b.wait_exit(10) == 0
+
+
+def test_a_stopped_watcher_fails_closed():
+    """The watcher SIGSTOPped (the keeper of the issue's reproduction, which
+    nobody noticed): the agent sees the stop at once, ends its term (reason
+    guard; its duty undoes its state) and the successor takes over on its
+    fast path, long before any lease could run out; the stopped watcher is
+    killed and another started. Freezing the agent then overlaps nothing."""
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "ka", path=PATH, session_timeout=T, extra=["--", "sh", "-c", STATE_DUTY])
+        la = a.wait_for("leader", timeout=15)
+        state = os.path.join(a.dir, "state")
+        h.wait_until(lambda: os.path.exists(state), 10, "the duty's state")
+        b = h.Agent(zk, "kb", path=PATH, session_timeout=T)
+        b.wait_for("follower", timeout=15)
+        w = watcher_of(a)
+        mb = b.mark()
+        t0 = time.monotonic_ns()
+        os.kill(w, signal.SIGSTOP)
+        try:
+            sd = a.wait_for("stepdown", timeout=5)
+            assert sd["reason"] == "guard" and sd["epoch"] == la["epoch"], sd
+            lb = b.wait_for("leader", timeout=T / 1000, since=mb)
+            took = (lb["mono_ns"] - t0) / 1e6
+            assert not os.path.exists(state), "the state outlived the unguarded term"
+            assert a.find("cmd_stopped")[-1]["mono_ns"] < lb["mono_ns"]
+            print("  info: the successor led %.0f ms after the watcher was stopped" % took, flush=True)
+            assert took < T / 2, took       # a hand-over, not a lease that ran out
+            nw = a.wait_for("fail_stop_watcher", timeout=5)
+            assert nw["pid"] != w and watcher_of(a) == nw["pid"], (nw, w)
+            h.wait_until(lambda: not h.pid_alive(w), 5, "the stopped watcher to be killed")
+        finally:
+            try:
+                os.kill(w, signal.SIGCONT)
+            except OSError:
+                pass
+        ma = a.mark()
+        a.sigstop()                     # a follower now: nothing of it acts
+        time.sleep(0.2)
+        a.sigcont()
+        b.term()
+        assert b.wait_exit(10) == 0
+        a.wait_for("leader", timeout=15, since=ma)     # guarded by the new watcher
+        a.term()
+        assert a.wait_exit(10) == 0, a.describe()
 
 
 if __name__ == "__main__":
