@@ -21,6 +21,10 @@ What it does
                  address before it is gone here. on_stepdown checks again.
   on_suspend     keeps it: the lease still holds; if it runs out, on_stepdown
                  (reason "lease") removes it before a successor can lead.
+  fence          removes it when the term ended without any of the above
+                 (the agent SIGKILLed, crashed, or frozen past its term's
+                 hard end): the fail-stop watcher runs `ip addr del` once
+                 it has killed the term's processes (zkelect.fence).
 Every command goes through zkelect.exec with a timeout (the loop, and the
 ZooKeeper session, keep running while it waits); removing and adding check
 first, so every hook may run again.
@@ -43,9 +47,11 @@ Configuration (environment of the agent)
   VIP_ADDR=10.0.0.100 VIP_PREFIX=24 VIP_DEV=eth0 \
     zkelect run --zk ... --path /app/vip --id node-1 --script examples/vip.lua
 
-A SIGKILLed leader leaves the address where it was (no code runs); the new
-leader adds it on its own host and its gratuitous ARP steers the
-neighbours to it, and the old host removes it when its agent is restarted
+A SIGKILLed leader's address is removed by the fence, at once (the
+watcher outlives the agent). Only a host that dies with its watcher (a
+power cut, a kernel panic, `kill -9` of both) keeps it; the new leader
+adds it on its own host and its gratuitous ARP steers the neighbours to
+it, and the old host removes it when its agent is restarted
 (on_follower). Two hosts holding one address for that while is harmless
 for ARP (the last announcement wins) but not for the hosts themselves: if
 that matters, fence the old host (STONITH) as keepalived and Pacemaker
@@ -62,6 +68,15 @@ if NETNS == "" then NETNS = nil end
 assert(VIP and VIP:match("^%d+%.%d+%.%d+%.%d+$"), "VIP_ADDR must be an IPv4 address")
 assert(DEV and DEV:match("^[%w._-]+$"), "VIP_DEV must name an interface")
 assert(PREFIX:match("^%d+$") and tonumber(PREFIX) <= 32, "VIP_PREFIX must be 0..32")
+assert(not NETNS or NETNS:match("^[%w._-]+$"), "VIP_NETNS must name a network namespace")
+
+-- The fence: the watcher's `ip addr del` for a term that ended without its
+-- step-down (it appends EPOCH and REASON: the shell's $1 and $2, unused).
+-- Exit 0 when the address is gone (also when it was gone already).
+local IP = "ip " .. (NETNS and ("-n " .. NETNS .. " ") or "")
+local FENCE = IP .. "addr del " .. VIP .. "/" .. PREFIX .. " dev " .. DEV .. " 2>/dev/null; " ..
+              "! " .. IP .. "-o -4 addr show dev " .. DEV .. " | grep -qF ' " .. VIP .. "/'"
+zkelect.fence{ "sh", "-c", FENCE, "vip-fence", timeout = 3 }   -- (nil where no watcher runs)
 
 local TIMEOUT = 3   -- seconds for each `ip` command
 

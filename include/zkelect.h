@@ -858,6 +858,29 @@ void zke_agent_guard_down(zke_agent *a, int down);
  * up). */
 int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud);
 
+#define ZKE_GUARD_FENCE_MAX 2048    /* a fence command's words, NULs included */
+#define ZKE_GUARD_FENCE_WORDS 32    /* and at most this many of them */
+/* The fence: state a term set up (an address, a promoted database) and
+ * whose undoing did not run, because the term ended without its step-down.
+ * The watcher runs it, once the term's processes are killed, for each term
+ * that ended so: its hard end passed (reason "hard_end"), or the agent died
+ * while it held the term (reason "agent_gone"; also a step-down that had
+ * begun and did not finish). The call is argv followed by EPOCH and REASON,
+ * with env's "NAME=VALUE" strings (NULL: none) and ZKELECT_EVENT=fence,
+ * ZKELECT_EPOCH and ZKELECT_REASON added to the watcher's environment (the
+ * agent's, inherited), stdin from /dev/null,
+ * stdout on stderr, default signals, in a process group of its own that is
+ * SIGKILLed when it exits or after timeout_ms (0: 5000), whichever comes
+ * first. The watcher waits for it, and watches nothing else meanwhile: keep
+ * it short, and well within the margin, as the successor may start from the
+ * hard end + half the margin on. Logged with its outcome and duration. argv
+ * NULL: no fence. Copied into the page (at most ZKE_GUARD_FENCE_MAX bytes
+ * for both, ZKE_GUARD_FENCE_WORDS words each); set it before the first
+ * term starts (the watcher may read it at any moment after). 0, or -1
+ * (too long, or an empty argv[0]). */
+int zke_guard_set_fence(zke_guard *g, const char *const argv[], const char *const env[],
+                        int timeout_ms);
+
 /* --- Term containment (cgroup v2) -------------------------------------
  *
  * A process group does not hold a term's processes: a daemon calls setsid()
@@ -910,9 +933,20 @@ int zke_cgroups_join(int fd);
 int zke_cgroups_signal(zke_cgroups *c, int id, int sig);
 /* 1 while the term cgroup has a process, 0 when it is empty, -1 on error. */
 int zke_cgroups_populated(zke_cgroups *c, int id);
-/* Removes an empty term cgroup (its id is then unknown): 0, or -1 (it
- * still has a process: EBUSY). */
+/* Removes an empty term cgroup (its id is then unknown; the guard of
+ * zke_cgroups_set_guard forgets it): 0, or -1 (it still has a process:
+ * EBUSY). */
 int zke_cgroups_remove(zke_cgroups *c, int id);
+/* Ends a term cgroup now, blocking: SIGKILL, then waits at most wait_ms
+ * for it to empty and removes it. 0, or -1 (it did not empty: it stays,
+ * and the guard's watcher, which has it, removes it at the end). For a
+ * teardown, where the loop will not run; a loop waits for populated 0. */
+int zke_cgroups_end(zke_cgroups *c, int id, int wait_ms);
+/* From now on each term cgroup c makes is given to g (zke_guard_add_cgroup)
+ * before zke_cgroups_make returns (which fails, the cgroup removed, when
+ * the guard's table is full), and taken back when removed. g borrowed (it
+ * outlives c); NULL: none. */
+void zke_cgroups_set_guard(zke_cgroups *c, zke_guard *g);
 /* The guard's side: the folder whose term cgroups it kills (copied into
  * the guard's page; before the watcher forks or any time after), and each
  * term cgroup while it exists (add it before a child can join it, remove
@@ -988,6 +1022,14 @@ struct zke_policy_settings {
     const char *lua_dir;         /* where require() looks last; NULL: where this build installs */
     zke_guard *guard;            /* NULL, or the fail-stop guard every child's process group is
                                   * registered with (borrowed: it must outlive the policy) */
+    zke_cgroups *cgroups;        /* NULL: a term's children are held by process group only;
+                                  * else each term's children (zkelect.spawn, zkelect.exec) run
+                                  * in a cgroup of the term, signalled when it ends, and the
+                                  * term is over (its node released) only once that cgroup is
+                                  * empty. Give it the guard (zke_cgroups_set_guard) so that
+                                  * the watcher kills it too. Borrowed: must outlive the policy
+                                  * and the agents it is attached to (a term's cgroup lives in
+                                  * the agent's term scope) */
     int health_fails;            /* health() failures in a row that withdraw; 0: 3 */
     int health_passes;           /* health() passes in a row that rejoin; 0: 2 */
     int hook_timeout_from_plan;  /* 1: on a new granted session timeout, hook_timeout_ms

@@ -300,8 +300,16 @@ static void check_run_options(const struct opts *o)
     if (o->session_file != NULL)
         check_session_file(o->session_file);
     int code;
-    if (o->notify != NULL && notifier_check(o->notify, err, sizeof err, &code) != 0)
+    if (o->notify != NULL && notifier_check("--notify", o->notify,
+                                            "CMD EVENT ROLE EPOCH REASON", err, sizeof err,
+                                            &code) != 0)
         die(code, "%s", err);
+    if (o->fence != NULL && notifier_check("--fence", o->fence, "CMD EPOCH REASON", err,
+                                           sizeof err, &code) != 0)
+        die(code, "%s", err);
+    if (o->fence != NULL && o->fail_stop == FAIL_STOP_OFF)
+        die(EX_USAGE, "--fence needs the fail-stop watcher, which runs it (--fail-stop agent "
+            "or groups)");
 }
 
 /* --acl, or its default: open without credentials, world-read with them. */
@@ -400,7 +408,7 @@ static void load_policy(struct app *app, const struct opts *o, const struct zke_
         .health_passes = o->health_passes,
         .allow_processes = 1,       /* the agent is the host: its policies may start processes */
         .resign_on_leader_error = !app->leader_error_ignore,
-        .lua_dir = datadir_lua(), .guard = app->guard, .id = o->id, .path = o->path,
+        .lua_dir = datadir_lua(), .guard = app->guard, .cgroups = app->cgroups, .id = o->id, .path = o->path,
         .hook_timeout_from_plan = !app->hook_timeout_set,
         .log_event = log_script, .on_hook_done = on_hook_done, .on_reload = on_reload_request,
     };
@@ -627,6 +635,20 @@ static void teardown(struct app *app)
     zke_guard_free(app->guard);     /* the watcher ends when we do (it kills what is left) */
 }
 
+/* --fence: the watcher's, with the candidate's id and path. */
+static void set_fence(struct app *app, const struct opts *o)
+{
+    char id[ZKE_GUARD_FENCE_MAX], path[ZKE_GUARD_FENCE_MAX];   /* (too long: refused below) */
+    if (o->fence == NULL || app->guard == NULL)
+        return;
+    snprintf(id, sizeof id, "ZKELECT_ID=%s", o->id);
+    snprintf(path, sizeof path, "ZKELECT_PATH=%s", o->path);
+    const char *argv[] = { o->fence, NULL }, *env[] = { id, path, NULL };
+    if (zke_guard_set_fence(app->guard, argv, env, o->fence_timeout) != 0)
+        die(EX_USAGE, "--fence '%s': too long for the watcher's page (at most %d bytes with "
+            "the id and path)", o->fence, ZKE_GUARD_FENCE_MAX);
+}
+
 int cmd_run(struct opts *o)
 {
     struct app app;
@@ -646,19 +668,22 @@ int cmd_run(struct opts *o)
     const char *control = o->control != NULL ? o->control : def_control;
     struct zke_settings s = agent_settings(o, ascheme, acred, acl, control);
     plan_lease(&app, o, &s, &plan);
-    /* a cgroup per term for the command (a daemon it starts cannot leave
-     * it); where none can be made, process groups (said at the start) */
-    if (o->cmd_sep) {
+    /* a cgroup per term for what a term starts (-- CMD, zkelect.spawn and
+     * exec) and per notify call (a daemon cannot leave it); where none can
+     * be made, process groups (said at the start) */
+    if (o->cmd_sep || o->script != NULL || o->notify != NULL) {
         char why[sizeof app.cgroups_why - 160];
         app.cgroups = zke_cgroups_new(why, sizeof why);
         if (app.cgroups == NULL)
-            snprintf(app.cgroups_why, sizeof app.cgroups_why, "%s: the command's processes are "
+            snprintf(app.cgroups_why, sizeof app.cgroups_why, "%s: a term's processes are "
                      "followed by process group only, and one that calls setsid() (a daemon, "
                      "sudo) outlives the term", why);
     }
     /* before the loop and the script: the watcher inherits neither */
     if (o->fail_stop != FAIL_STOP_OFF)
         app.guard = failstop_start((enum fail_stop)o->fail_stop, app.cgroups, &guard_pid);
+    zke_cgroups_set_guard(app.cgroups, app.guard);   /* each term cgroup is the watcher's too */
+    set_fence(&app, o);
     app.fail_stop = (enum fail_stop)o->fail_stop;
     app.loop = ev_default_loop(EVFLAG_AUTO);
     if (app.loop == NULL)
@@ -669,7 +694,7 @@ int cmd_run(struct opts *o)
     app.cmd = supervisor_new(app.loop, o, app.guard, app.cgroups, on_cmd_exit, &app);
     if (o->notify != NULL &&
         (app.notifier = notifier_new(app.loop, o->notify, o->notify_timeout, o->id, o->path,
-                                     app.guard)) == NULL)
+                                     app.guard, app.cgroups)) == NULL)
         die(EX_SOFTWARE, "out of memory");
     make_agent(&app, &s);
     start_control(&app, o, control, ascheme, acred);

@@ -29,6 +29,10 @@ struct call {
 struct notifier {
     struct ev_loop *loop;
     zke_guard *guard;           /* borrowed; NULL: none */
+    zke_cgroups *cg;            /* borrowed; NULL: process groups only */
+    int cg_id;                  /* the running call's cgroup, 0: none */
+    ev_timer empty;             /* its process has exited: looks for the cgroup's end */
+    double empty_since;         /* ev_now when that began */
     char *cmd, *id, *path;
     int timeout_ms;
     zke_agent *agent;           /* whose node a stepdown holds; NULL once detached */
@@ -44,28 +48,29 @@ struct notifier {
 
 static void start_next(notifier *n);
 
-int notifier_check(const char *cmd, char *err, size_t errlen, int *code)
+int notifier_check(const char *flag, const char *cmd, const char *called, char *err,
+                   size_t errlen, int *code)
 {
     struct stat st;
     if (cmd[0] == '\0') {
-        snprintf(err, errlen, "--notify '': expected the path of an executable file");
+        snprintf(err, errlen, "%s '': expected the path of an executable file", flag);
         *code = 64;
         return -1;
     }
     if (stat(cmd, &st) != 0) {
-        snprintf(err, errlen, "--notify '%s': %s (expected the path of an executable file, "
-                 "called as CMD EVENT ROLE EPOCH REASON)", cmd, strerror(errno));
+        snprintf(err, errlen, "%s '%s': %s (expected the path of an executable file, "
+                 "called as %s)", flag, cmd, strerror(errno), called);
         *code = errno == EACCES ? 77 : 66;
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "--notify '%s': %s, not an executable file", cmd,
+        snprintf(err, errlen, "%s '%s': %s, not an executable file", flag, cmd,
                  S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
         *code = 66;
         return -1;
     }
     if (access(cmd, X_OK) != 0) {
-        snprintf(err, errlen, "--notify '%s': not executable by us (%s; chmod +x it)", cmd,
+        snprintf(err, errlen, "%s '%s': not executable by us (%s; chmod +x it)", flag, cmd,
                  strerror(errno));
         *code = 77;
         return -1;
@@ -133,7 +138,8 @@ static pid_t spawn(const notifier *n, const struct call *c)
         ok = ok && env[i] != NULL;
     if (ok) {
         char *argv[] = { n->cmd, c->event, c->role, epoch, c->reason, NULL };
-        pid = child_spawn(n->cmd, argv, env, NULL, NULL);
+        int fd = n->cg_id > 0 ? zke_cgroups_join_fd(n->cg, n->cg_id) : -1;
+        pid = child_spawn_in(n->cmd, argv, env, -1, -1, fd, NULL, NULL);
     } else {
         errno = ENOMEM;
     }
@@ -144,18 +150,73 @@ static pid_t spawn(const notifier *n, const struct call *c)
     return pid;
 }
 
-/* The head call is over (exited, killed or never started): its group's
- * leftovers killed, its hold given back, the next one started. */
+/* Sends sig to the running call: to its cgroup where it has one (a
+ * daemon it started included, each process once), else to its group. */
+static void signal_call(notifier *n, int sig)
+{
+    if (n->cg_id > 0) {
+        if (zke_cgroups_signal(n->cg, n->cg_id, sig) > 0 && sig != SIGKILL)
+            (void)zke_cgroups_signal(n->cg, n->cg_id, SIGCONT);
+    } else if (n->pid > 0) {
+        (void)kill(-n->pid, sig);
+    }
+}
+
+/* 1 while the running call's cgroup has a process (killed blind, and not
+ * waited for, when it cannot be read). */
+static int cg_live(notifier *n)
+{
+    if (n->cg_id <= 0)
+        return 0;
+    int live = zke_cgroups_populated(n->cg, n->cg_id);
+    if (live < 0)
+        (void)zke_cgroups_signal(n->cg, n->cg_id, SIGKILL);
+    return live > 0;
+}
+
+static void finish_head(notifier *n);
+
+static void empty_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    notifier *n = w->data;
+    (void)revents;
+    if (cg_live(n) && ev_now(loop) - n->empty_since < 1.0)
+        return;
+    if (cg_live(n)) {
+        /* SIGKILLed a second ago and still there (uninterruptible sleep):
+         * the queue goes on; the cgroup is left to the watcher */
+        log_call(ZKE_LOG_WARN, "notify_cgroup_left", n->head, NULL, 0);
+        n->cg_id = 0;
+    }
+    finish_head(n);
+}
+
+/* The head call is over (exited, killed or never started): what it left
+ * killed (its group, or its cgroup, waited for until empty: calls never
+ * overlap, a daemon a call started included), its hold given back, the
+ * next one started. */
 static void finish_head(notifier *n)
 {
     struct call *c = n->head;
     if (n->pid > 0) {
-        (void)kill(-n->pid, SIGKILL);
-        if (n->guard != NULL)
-            zke_guard_remove_group(n->guard, n->pid);
+        if (n->cg_id <= 0)
+            (void)kill(-n->pid, SIGKILL);
+        zke_guard_remove_group(n->guard, n->pid);
+        n->pid = 0;
     }
-    n->pid = 0;
     ev_timer_stop(n->loop, &n->timer);
+    if (cg_live(n)) {
+        (void)zke_cgroups_signal(n->cg, n->cg_id, SIGKILL);
+        if (!ev_is_active(&n->empty)) {
+            n->empty_since = ev_now(n->loop);
+            ev_timer_start(n->loop, &n->empty);
+        }
+        return;
+    }
+    ev_timer_stop(n->loop, &n->empty);
+    if (n->cg_id > 0)
+        (void)zke_cgroups_remove(n->cg, n->cg_id);   /* (else the watcher removes it) */
+    n->cg_id = 0;
     n->head = c->next;
     if (n->head == NULL)
         n->tail = NULL;
@@ -197,26 +258,36 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
     if (!n->signalled) {
         struct logf f[1] = { { "timeout_ms", LF_INT, NULL, n->timeout_ms } };
         log_call(ZKE_LOG_WARN, "notify_timeout", n->head, f, 1);
-        (void)kill(-n->pid, SIGTERM);
+        signal_call(n, SIGTERM);
         n->signalled = 1;
         /* a second, at most the budget, before SIGKILL */
         ev_timer_set(&n->timer, (n->timeout_ms < 1000 ? n->timeout_ms : 1000) / 1000.0, 0.);
         ev_timer_start(n->loop, &n->timer);
         return;
     }
-    (void)kill(-n->pid, SIGKILL);   /* its exit is the child watcher's */
+    signal_call(n, SIGKILL);        /* its exit is the child watcher's */
 }
 
 static void start_next(notifier *n)
 {
-    while (n->head != NULL && n->pid == 0) {
+    while (n->head != NULL && n->pid == 0 && n->cg_id == 0) {
         struct call *c = n->head;
         n->signalled = n->preempted = 0;
         n->started = ev_time();
+        /* a cgroup of its own, which the guard has (zke_cgroups_set_guard);
+         * where none can be made, its process group alone (said) */
+        if (n->cg != NULL && (n->cg_id = zke_cgroups_make(n->cg)) < 0) {
+            struct logf f[1] = { { "error", LF_STR, zke_cgroups_errstr(n->cg), 0 } };
+            log_call(ZKE_LOG_WARN, "notify_no_cgroup", c, f, 1);
+            n->cg_id = 0;
+        }
         pid_t pid = spawn(n, c);
         if (pid < 0) {
             struct logf f[2] = { { "cmd", LF_STR, n->cmd, 0 }, { "error", LF_STR, strerror(errno), 0 } };
             log_call(ZKE_LOG_ERROR, "notify_error", c, f, 2);
+            if (n->cg_id > 0)
+                (void)zke_cgroups_remove(n->cg, n->cg_id);
+            n->cg_id = 0;
             n->head = c->next;
             if (n->head == NULL)
                 n->tail = NULL;
@@ -227,7 +298,7 @@ static void start_next(notifier *n)
         n->pid = pid;
         /* the watcher kills a call of the term with the term's groups, and
          * every call when the agent dies */
-        if (n->guard != NULL &&
+        if (n->guard != NULL && n->cg_id == 0 &&
             zke_guard_add_group(n->guard, pid, c->leader_side ? ZKE_GUARD_GROUP_TERM : 0) != 0)
             log_call(ZKE_LOG_WARN, "notify_unguarded", c, NULL, 0);
         log_call(ZKE_LOG_DEBUG, "notify_start", c, NULL, 0);
@@ -241,13 +312,14 @@ static void start_next(notifier *n)
 }
 
 notifier *notifier_new(struct ev_loop *loop, const char *cmd, int timeout_ms, const char *id,
-                       const char *path, zke_guard *guard)
+                       const char *path, zke_guard *guard, zke_cgroups *cg)
 {
     notifier *n = calloc(1, sizeof *n);
     if (n == NULL)
         return NULL;
     n->loop = loop;
     n->guard = guard;
+    n->cg = cg;
     n->timeout_ms = timeout_ms > 0 ? timeout_ms : ZKE_DEFAULT_NOTIFY_TIMEOUT_MS;
     n->cmd = strdup(cmd);
     n->id = strdup(id);
@@ -258,7 +330,8 @@ notifier *notifier_new(struct ev_loop *loop, const char *cmd, int timeout_ms, co
     }
     ev_child_init(&n->child, child_cb, 0, 0);
     ev_timer_init(&n->timer, timer_cb, 0., 0.);
-    n->child.data = n->timer.data = n;
+    ev_timer_init(&n->empty, empty_cb, 0.005, 0.005);
+    n->child.data = n->timer.data = n->empty.data = n;
     return n;
 }
 
@@ -269,7 +342,7 @@ static void end_term_calls(notifier *n, zke_agent *a, int64_t epoch)
 {
     for (struct call **pp = &n->head; *pp != NULL;) {
         struct call *c = *pp;
-        int running = c == n->head && n->pid > 0;
+        int running = c == n->head && (n->pid > 0 || n->cg_id > 0);
         if (running || !c->leader_side || c->epoch != epoch) {
             pp = &c->next;
             continue;
@@ -287,7 +360,7 @@ static void end_term_calls(notifier *n, zke_agent *a, int64_t epoch)
     struct zke_lease_plan p;
     int grace = zke_agent_plan(a, &p) == 0 && p.stepdown_budget_ms / 4 > 0
                     ? p.stepdown_budget_ms / 4 : 1;
-    (void)kill(-n->pid, SIGTERM);
+    signal_call(n, SIGTERM);
     n->signalled = n->preempted = 1;
     ev_timer_stop(n->loop, &n->timer);
     ev_timer_set(&n->timer, grace / 1000.0, 0.);
@@ -363,12 +436,14 @@ void notifier_free(notifier *n)
         return;
     if (n->pid > 0) {
         (void)kill(-n->pid, SIGKILL);
-        if (n->guard != NULL)
-            zke_guard_remove_group(n->guard, n->pid);
+        zke_guard_remove_group(n->guard, n->pid);
         log_call(ZKE_LOG_WARN, "notify_killed", n->head, NULL, 0);
     }
+    if (n->cg_id > 0)
+        (void)zke_cgroups_end(n->cg, n->cg_id, 1000);
     ev_child_stop(n->loop, &n->child);
     ev_timer_stop(n->loop, &n->timer);
+    ev_timer_stop(n->loop, &n->empty);
     while (n->head != NULL) {
         struct call *c = n->head;
         n->head = c->next;

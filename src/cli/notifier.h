@@ -13,8 +13,11 @@
  * stdout and stderr, its own process group, and dies with the agent.
  *
  * The queue: a call starts when the previous one has ended. A call ends
- * when its process exits; what it left in its process group is then killed
- * (SIGKILL), so calls never overlap. One that runs past the budget gets
+ * when its process exits and what it left is gone: with cgroups, each call
+ * runs in a cgroup of its own, killed when the process exits (a daemon it
+ * started, sudo's command) and waited for until empty; without, its process
+ * group is killed (SIGKILL). So calls never overlap. Signals to a call go to
+ * its cgroup (each process once), else to its group. One that runs past the budget gets
  * SIGTERM on its group, SIGKILL a second later (at most the budget later),
  * and the queue goes on. A stepdown holds the agent's node
  * (zke_agent_hold_node) until its own call has ended, which the library
@@ -39,20 +42,24 @@
 struct ev_loop;
 typedef struct notifier notifier;
 
-/* Whether cmd names an executable regular file (checked at start, before
- * the agent joins). 0; or -1 with a one-line reason in err and the exit
- * code in *code: 66 no such file, a directory or not a regular file, 77
- * not executable by us. */
-int notifier_check(const char *cmd, char *err, size_t errlen, int *code);
+/* Whether cmd, the value of option flag ("--notify", "--fence"), names an
+ * executable regular file (checked at start, before the agent joins;
+ * called: how it will be called, for the message). 0; or -1 with a
+ * one-line reason in err and the exit code in *code: 66 no such file, a
+ * directory or not a regular file, 77 not executable by us. */
+int notifier_check(const char *flag, const char *cmd, const char *called, char *err,
+                   size_t errlen, int *code);
 
 /* A notifier calling cmd (checked with notifier_check) with a budget of
  * timeout_ms per call; id and path for the environment; guard (NULL: none,
  * borrowed: it outlives the notifier) gets every call's process group, a
  * call of the term (leader, suspend, resume) as ZKE_GUARD_GROUP_TERM, so
  * that a stalled or frozen agent's watcher kills it with the term's other
- * groups. NULL when out of memory. */
+ * groups; cg (NULL: none, borrowed) makes a cgroup for each call, which
+ * the guard gets where cg was given it (zke_cgroups_set_guard). NULL when
+ * out of memory. */
 notifier *notifier_new(struct ev_loop *loop, const char *cmd, int timeout_ms, const char *id,
-                       const char *path, zke_guard *guard);
+                       const char *path, zke_guard *guard, zke_cgroups *cg);
 
 /* From the agent's event callbacks (on_leader ... on_resume), in event
  * order: queues the event's call and starts it if none runs. For a

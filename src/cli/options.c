@@ -156,6 +156,14 @@ static const struct option_row rows[] = {
       "and the agent too (agent, default), when the term outlives\n"
       "its lease because the loop is stuck or the agent frozen;\n"
       "off: no watcher", 0 },
+    { "fence", "CMD", OPT_STR, PLAIN(fence), "ZKELECT_FENCE", NULL,
+      "run CMD EPOCH REASON (one executable, no shell) from the\n"
+      "watcher when a term ended without its step-down (its hard\n"
+      "end passed, or the agent died while leading): undo the\n"
+      "term's state (an address, a promoted database)", 0 },
+    { "fence-timeout", "MS", OPT_MS, NUM(fence_timeout, 1, 600000), "ZKELECT_FENCE_TIMEOUT", NULL,
+      "a --fence call's budget, default 5000: then SIGKILL to\n"
+      "its process group", 1 },
     { "restart", "on-failure|always|never", OPT_CHOICE,
       ONEOF(cmd_restart, cmd_restart_names, CMD_RESTART_NEVER), "ZKELECT_RESTART", NULL,
       "-- CMD: restart it when it fails (on-failure, default),\n"

@@ -222,23 +222,19 @@ static int cg_live(supervisor *s)
 }
 
 /* Ends the term's cgroup: killed, waited for (at most 1 s: for teardown,
- * where the loop will not run), removed. */
+ * where the loop will not run), removed (else the watcher removes it at
+ * the end). */
 static void cg_end(supervisor *s)
 {
-    if (s->cg_id <= 0)
-        return;
-    for (int i = 0; i < 200 && cg_live(s); i++) {
-        (void)zke_cgroups_signal(s->cg, s->cg_id, SIGKILL);
-        struct timespec five_ms = { 0, 5000000 };
-        nanosleep(&five_ms, NULL);
+    if (s->cg_id > 0 && zke_cgroups_end(s->cg, s->cg_id, 1000) != 0) {
+        struct logf f[1] = { { "error", LF_STR, zke_cgroups_errstr(s->cg), 0 } };
+        log_line(ZKE_LOG_WARN, "cgroup_left", f, 1);
     }
-    if (zke_cgroups_remove(s->cg, s->cg_id) == 0)
-        zke_guard_remove_cgroup(s->guard, s->cg_id);   /* (else the watcher cleans it at the end) */
     s->cg_id = 0;
 }
 
-/* The term's cgroup, made (and given to the guard) before its first
- * process: 0, or an errno with *what set. */
+/* The term's cgroup, made (and given to the guard, zke_cgroups_set_guard)
+ * before its first process: 0, or EIO with *what set. */
 static int cg_ready(supervisor *s, const char **what)
 {
     if (s->cg == NULL || s->cg_id > 0)
@@ -249,11 +245,6 @@ static int cg_ready(supervisor *s, const char **what)
         log_line(ZKE_LOG_ERROR, "cgroup_failed", f, 1);
         *what = "cannot make the term's cgroup";
         return EIO;
-    }
-    if (s->guard != NULL && zke_guard_add_cgroup(s->guard, id) != 0) {
-        (void)zke_cgroups_remove(s->cg, id);
-        *what = "the fail-stop guard watches too many process groups";
-        return EMFILE;
     }
     s->cg_id = id;
     return 0;

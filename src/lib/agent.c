@@ -469,7 +469,7 @@ void agent_teardown(zke_agent *a)
             /* no soft end during the shutdown's on_stepdown (its hard
              * end stays until the slot is released) */
             a->guard_soft_ns = 0;
-            guard_slot_arm(a->guard, a->guard_slot, 0, a->guard_end_ns);
+            guard_slot_arm(a->guard, a->guard_slot, a->host_epoch, 0, a->guard_end_ns);
         }
         agent_base_event(a, ZKE_EV_STEPDOWN, "shutdown", &ev);
         ev.node = a->host_node;

@@ -68,10 +68,11 @@ void agent_guard_sync(zke_agent *a)
         int acting = a->host_leader && (a->term == NULL || !scope_cancelled(a->term));
         soft = acting && end > 0 ? end + (int64_t)a->plan.margin_ms / 2 * 1000000 : 0;
     }
-    if (d != a->guard_end_ns || soft != a->guard_soft_ns) {
+    if (d != a->guard_end_ns || soft != a->guard_soft_ns || a->host_epoch != a->guard_epoch) {
         a->guard_end_ns = d;
         a->guard_soft_ns = soft;
-        guard_slot_arm(a->guard, a->guard_slot, soft, d);
+        a->guard_epoch = a->host_epoch;
+        guard_slot_arm(a->guard, a->guard_slot, a->host_epoch, soft, d);
     }
 }
 

@@ -33,6 +33,7 @@ struct zke_cgroups {
     char path[ZKE_CGROUPS_PATH_MAX];    /* the folder */
     int next;                   /* the next term's id */
     struct term_cg terms[TERMS_MAX];
+    zke_guard *guard;           /* borrowed, or NULL: gets each term cgroup */
     char err[ZKE_CGROUPS_PATH_MAX + 320];
 };
 
@@ -237,9 +238,23 @@ int zke_cgroups_make(zke_cgroups *c)
         (void)rmdir(p);
         return -1;
     }
+    if (c->guard != NULL && zke_guard_add_cgroup(c->guard, id) != 0) {
+        snprintf(c->err, sizeof c->err, "the fail-stop guard watches %d process groups and "
+                 "cgroups already", ZKE_GUARD_GROUPS);
+        close(fd);
+        term_path(c, id, NULL, p, sizeof p);
+        (void)rmdir(p);
+        return -1;
+    }
     t->id = id;
     t->procs = fd;
     return id;
+}
+
+void zke_cgroups_set_guard(zke_cgroups *c, zke_guard *g)
+{
+    if (c != NULL)
+        c->guard = g;
 }
 
 int zke_cgroups_join_fd(zke_cgroups *c, int id)
@@ -319,7 +334,28 @@ int zke_cgroups_remove(zke_cgroups *c, int id)
     close(t->procs);
     t->id = 0;
     t->procs = -1;
+    zke_guard_remove_cgroup(c->guard, id);
     return 0;
+}
+
+int zke_cgroups_end(zke_cgroups *c, int id, int wait_ms)
+{
+    if (find(c, id) == NULL)
+        return -1;
+    int live = zke_cgroups_populated(c, id);
+    if (live != 0)
+        (void)zke_cgroups_signal(c, id, SIGKILL);
+    for (int waited = 0; live > 0 && waited < wait_ms; waited += 5) {
+        struct timespec five_ms = { 0, 5000000 };
+        nanosleep(&five_ms, NULL);
+        live = zke_cgroups_populated(c, id);
+    }
+    if (live == 0 && zke_cgroups_remove(c, id) == 0)
+        return 0;
+    if (live > 0)
+        snprintf(c->err, sizeof c->err, "term cgroup %d did not empty within %d ms "
+                 "(left to the fail-stop watcher)", id, wait_ms);
+    return -1;     /* (unreadable: c->err says why) */
 }
 
 void zke_cgroups_free(zke_cgroups *c)
@@ -328,16 +364,7 @@ void zke_cgroups_free(zke_cgroups *c)
         return;
     for (int i = 0; i < TERMS_MAX; i++) {
         int id = c->terms[i].id;
-        if (id == 0)
-            continue;
-        if (zke_cgroups_populated(c, id) == 1) {
-            (void)zke_cgroups_signal(c, id, SIGKILL);
-            for (int k = 0; k < 200 && zke_cgroups_populated(c, id) == 1; k++) {
-                struct timespec five_ms = { 0, 5000000 };
-                nanosleep(&five_ms, NULL);
-            }
-        }
-        if (zke_cgroups_remove(c, id) != 0) {
+        if (id != 0 && zke_cgroups_end(c, id, 1000) != 0) {
             close(c->terms[i].procs);       /* left to the keeper */
             c->terms[i].id = 0;
         }

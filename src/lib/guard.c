@@ -35,10 +35,12 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,9 +65,16 @@ struct zke_guard {
                                                  * term is ending: its step-down runs) */
     atomic_llong standby[ZKE_GUARD_AGENTS];     /* a term may start: its hard end will be at
                                                  * least this far (ns) from its start; 0: none */
+    atomic_llong epoch[ZKE_GUARD_AGENTS];       /* the armed term's epoch (for its fence) */
+    atomic_llong fenced[ZKE_GUARD_AGENTS];      /* the last epoch fenced (by any watcher) */
     atomic_uint group[ZKE_GUARD_GROUPS];        /* pgid | GROUP_TERM_BIT, 0: free */
     atomic_int cg_set;                  /* cg_path is set (zke_guard_set_cgroups) */
     char cg_path[ZKE_CGROUPS_PATH_MAX]; /* the term cgroups' folder */
+    atomic_uint fence_gen;              /* odd while the fence is written (a seqlock) */
+    atomic_int fence_len;               /* bytes of fence in use, 0: no fence */
+    atomic_int fence_ms;                /* its budget */
+    atomic_int fence_argc;              /* its argv's words; its environment's follow */
+    char fence[ZKE_GUARD_FENCE_MAX];    /* its words, each NUL-terminated */
 };
 
 static size_t page_size(void)
@@ -170,6 +179,53 @@ void zke_guard_remove_cgroup(zke_guard *g, int id)
         remove_entry(g, (unsigned)id | GROUP_TERM_BIT | GROUP_CGROUP_BIT);
 }
 
+/* The bytes the words of v (NULL: none) take, NULs included; how many
+ * words in *k; -1 when more than max. */
+static long words_size(const char *const v[], int max, int *k)
+{
+    long n = 0;
+    for (*k = 0; v != NULL && v[*k] != NULL; (*k)++) {
+        if (*k >= max)
+            return -1;
+        n += (long)strlen(v[*k]) + 1;
+    }
+    return n;
+}
+
+/* Copies the words of v to the fence's buffer at *n (they fit). */
+static void put_words(zke_guard *g, const char *const v[], size_t *n)
+{
+    for (int k = 0; v != NULL && v[k] != NULL; k++) {
+        size_t l = strlen(v[k]) + 1;
+        memcpy(g->fence + *n, v[k], l);
+        *n += l;
+    }
+}
+
+int zke_guard_set_fence(zke_guard *g, const char *const argv[], const char *const env[],
+                        int timeout_ms)
+{
+    int words = 0, vars = 0;
+    long na = argv != NULL ? words_size(argv, ZKE_GUARD_FENCE_WORDS, &words) : 0;
+    long ne = words_size(env, ZKE_GUARD_FENCE_WORDS, &vars);
+    if (g == NULL || (argv != NULL && (na < 0 || ne < 0 || words == 0 || argv[0][0] == '\0' ||
+                                       na + ne > (long)sizeof g->fence)))
+        return -1;      /* (the fence set before stays) */
+    /* a seqlock: the watcher copies the words only between two equal, even
+     * generations, so it never runs a half-written fence */
+    atomic_fetch_add(&g->fence_gen, 1);
+    size_t n = 0;
+    if (argv != NULL) {
+        put_words(g, argv, &n);
+        put_words(g, env, &n);
+    }
+    atomic_store(&g->fence_argc, words);
+    atomic_store(&g->fence_ms, timeout_ms > 0 ? timeout_ms : 5000);
+    atomic_store(&g->fence_len, (int)n);
+    atomic_fetch_add(&g->fence_gen, 1);
+    return 0;
+}
+
 /* --- agent side (guard.h) ---------------------------------------------- */
 
 int guard_slot_take(zke_guard *g)
@@ -261,12 +317,14 @@ void guard_slot_standby(zke_guard *g, int slot, int64_t gap_ns)
     }
 }
 
-void guard_slot_arm(zke_guard *g, int slot, int64_t soft_ns, int64_t deadline_ns)
+void guard_slot_arm(zke_guard *g, int slot, int64_t epoch, int64_t soft_ns,
+                    int64_t deadline_ns)
 {
     if (slot < 0 || slot >= ZKE_GUARD_AGENTS)
         return;
     if (deadline_ns == 0)
         soft_ns = 0;
+    atomic_store(&g->epoch[slot], epoch);   /* before the end the watcher may fire for */
     /* the soft end first: a step-down that begins (soft 0) is never sent
      * the SIGTERM of the end it no longer has */
     atomic_store(&g->soft[slot], soft_ns);
@@ -458,6 +516,166 @@ static void say(zke_log_fn *log, void *ud, enum zke_log_level lvl, const char *m
         log(ud, lvl, msg);
 }
 
+extern char **environ;
+
+/* The fence's child: default signals (the watcher ignores some, and an
+ * ignored signal stays ignored across exec), an empty mask, the OOM score
+ * of an ordinary process (not the watcher's), stdin from /dev/null, stdout
+ * on stderr, the variables over the inherited environment (an array on the
+ * stack: nothing allocated in a child of a process that may have threads),
+ * then exec. */
+static void fence_child(char *const argv[], char *const vars[]) __attribute__((noreturn));
+static void fence_child(char *const argv[], char *const vars[])
+{
+    sigset_t none;
+    char *envp[512];
+    (void)setpgid(0, 0);
+    int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (adj >= 0) {
+        (void)!write(adj, "0", 1);
+        (void)close(adj);
+    }
+    for (int sig = 1; sig < 65; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            (void)signal(sig, SIG_DFL);
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)dup2(fd, 0);
+        (void)close(fd);
+    }
+    (void)dup2(2, 1);
+    int n = 0;
+    for (int i = 0; vars[i] != NULL && n < 64; i++)
+        envp[n++] = vars[i];
+    for (char **e = environ; e != NULL && *e != NULL && n < (int)(sizeof envp / sizeof *envp) - 1;
+         e++) {
+        const char *eq = strchr(*e, '=');
+        size_t kl = eq != NULL ? (size_t)(eq - *e) : strlen(*e);
+        int shadowed = 0;       /* (the variables come first and win) */
+        for (int i = 0; vars[i] != NULL && !shadowed; i++)
+            shadowed = strncmp(vars[i], *e, kl) == 0 && vars[i][kl] == '=';
+        if (!shadowed)
+            envp[n++] = *e;
+    }
+    envp[n] = NULL;
+    environ = envp;
+    execvp(argv[0], argv);
+    _exit(127);
+}
+
+/* Runs the fence (zke_guard_set_fence) for a term that ended without its
+ * step-down, and waits for it within its budget; logs the outcome. */
+static void run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_fn *log,
+                      void *ud)
+{
+    char words[ZKE_GUARD_FENCE_MAX], ep[24], v_ep[48], v_reason[48], msg[400];
+    char *argv[ZKE_GUARD_FENCE_WORDS + 3], *vars[ZKE_GUARD_FENCE_WORDS + 4];
+    char v_event[] = "ZKELECT_EVENT=fence";
+    int len = 0, budget = 0, argc = 0, k = 0, nv = 0;
+    for (int tries = 0; tries < 1000; tries++) {
+        unsigned gen = atomic_load(&g->fence_gen);
+        len = atomic_load(&g->fence_len);
+        budget = atomic_load(&g->fence_ms);
+        argc = atomic_load(&g->fence_argc);
+        if (!(gen & 1) && len > 0 && len <= (int)sizeof words)
+            memcpy(words, g->fence, (size_t)len);
+        atomic_thread_fence(memory_order_seq_cst);
+        if (!(gen & 1) && atomic_load(&g->fence_gen) == gen)
+            break;
+        len = 0;
+    }
+    if (len <= 0 || len > (int)sizeof words)
+        return;
+    words[len - 1] = '\0';
+    for (int off = 0; off < len && k + nv < 2 * ZKE_GUARD_FENCE_WORDS;
+         off += (int)strlen(words + off) + 1) {
+        if (k < argc)
+            argv[k++] = words + off;
+        else
+            vars[nv++] = words + off;
+    }
+    snprintf(ep, sizeof ep, "%lld", (long long)epoch);
+    argv[k++] = ep;
+    argv[k++] = (char *)reason;
+    argv[k] = NULL;
+    snprintf(v_ep, sizeof v_ep, "ZKELECT_EPOCH=%lld", (long long)epoch);
+    snprintf(v_reason, sizeof v_reason, "ZKELECT_REASON=%s", reason);
+    vars[nv++] = v_event;
+    vars[nv++] = v_ep;
+    vars[nv++] = v_reason;
+    vars[nv] = NULL;
+    int64_t t0 = boot_ns();
+    pid_t pid = fork();
+    if (pid == 0)
+        fence_child(argv, vars);
+    if (pid < 0) {
+        snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) could not start: "
+                 "fork: %s", (long long)epoch, reason, strerror(errno));
+        say(log, ud, ZKE_LOG_ERROR, msg);
+        return;
+    }
+    (void)setpgid(pid, pid);
+    int st = 0, timed_out = 0;
+    pid_t r;
+    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && !timed_out) {
+        if (boot_ns() - t0 >= (int64_t)budget * 1000000) {
+            timed_out = 1;
+            (void)kill(-pid, SIGKILL);
+            r = waitpid(pid, &st, 0);
+            break;
+        }
+        struct timespec two_ms = { 0, 2000000 };
+        (void)nanosleep(&two_ms, NULL);
+    }
+    (void)kill(-pid, SIGKILL);          /* what it left in its group */
+    long long ms = (long long)((boot_ns() - t0) / 1000000);
+    if (timed_out)
+        snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) ran past its %d ms "
+                 "and was killed", (long long)epoch, reason, budget);
+    else if (r == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) succeeded in %lld ms",
+                 (long long)epoch, reason, ms);
+    else if (r == pid && WIFEXITED(st))
+        snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) failed: exit %d in "
+                 "%lld ms%s", (long long)epoch, reason, WEXITSTATUS(st), ms,
+                 WEXITSTATUS(st) == 127 ? " (127: it could not be run?)" : "");
+    else
+        snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) failed: signal %d "
+                 "in %lld ms", (long long)epoch, reason, r == pid ? WTERMSIG(st) : 0, ms);
+    say(log, ud, timed_out || !(r == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                     ? ZKE_LOG_ERROR : ZKE_LOG_WARN, msg);
+}
+
+/* The fence of slot i's term, unless that epoch was fenced already (by
+ * this watcher or one before it). */
+static void fence_once(zke_guard *g, int i, const char *reason, zke_log_fn *log, void *ud)
+{
+    int64_t epoch = atomic_load(&g->epoch[i]);
+    if (atomic_exchange(&g->fenced[i], epoch) != epoch)
+        run_fence(g, epoch, reason, log, ud);
+}
+
+/* After the hard end's SIGKILLs: waits (at most 1 s) until the term
+ * cgroups are empty, so that the fence runs once the term's processes are
+ * gone (a process group's members are dead once SIGKILLed: they run no
+ * more code, though a frozen agent may not have reaped them). */
+static void wait_killed(zke_guard *g)
+{
+    for (int k = 0; k < 200; k++) {
+        int live = 0;
+        for (int i = 0; i < ZKE_GUARD_GROUPS && !live; i++) {
+            unsigned v = atomic_load(&g->group[i]);
+            live = (v & GROUP_CGROUP_BIT) && cg_populated(g, GROUP_ID(v));
+        }
+        if (!live)
+            return;
+        struct timespec five_ms = { 0, 5000000 };
+        (void)nanosleep(&five_ms, NULL);
+    }
+}
+
 int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
 {
     char msg[400];
@@ -493,6 +711,13 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
             if (kill_agent)
                 snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (pid %d)", (int)agent);
             say(log, ud, ZKE_LOG_ERROR, msg);
+            /* each term whose hard end passed: its state's undoing */
+            wait_killed(g);
+            for (int i = 0; i < ZKE_GUARD_AGENTS; i++) {
+                int64_t di = atomic_load(&g->deadline[i]);
+                if (di != 0 && di <= now)
+                    fence_once(g, i, "hard_end", log, ud);
+            }
             continue;
         }
         if (sd != 0 && sd != termed && now >= sd) {
@@ -546,6 +771,10 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
                  "process group%s it left", (int)agent, n, n == 1 ? "" : "s");
         say(log, ud, ZKE_LOG_WARN, msg);
     }
+    /* each term it held (not fenced at its hard end already) */
+    for (int i = 0; i < ZKE_GUARD_AGENTS; i++)
+        if (atomic_load(&g->deadline[i]) != 0)
+            fence_once(g, i, "agent_gone", log, ud);
     watched = NULL;
     return 0;
 }

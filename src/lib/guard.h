@@ -33,8 +33,10 @@ void guard_slot_release(zke_guard *g, int slot);
  * has to act sooner than it planned: soft_ns, the soft end of a term that
  * acts (its step-down has not begun; 0: none), when the watcher sends
  * SIGTERM to the terms' groups; deadline_ns, the hard end (0 disarms both),
- * when it sends SIGKILL. */
-void guard_slot_arm(zke_guard *g, int slot, int64_t soft_ns, int64_t deadline_ns);
+ * when it sends SIGKILL. epoch: the term's, for the fence
+ * (zke_guard_set_fence) the watcher runs when it ended the term. */
+void guard_slot_arm(zke_guard *g, int slot, int64_t epoch, int64_t soft_ns,
+                    int64_t deadline_ns);
 /* The slot's agent may start a term at any moment (it is next in line),
  * and that term's hard end will be at least gap_ns after its start (0: not
  * on standby). The watcher then looks every gap/2 while nothing is armed,

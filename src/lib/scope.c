@@ -159,6 +159,16 @@ int scope_count(const scope *s)
     return s ? s->count : 0;
 }
 
+struct scope_res *scope_find(const scope *s, const struct scope_res_ops *ops)
+{
+    if (s == NULL)
+        return NULL;
+    for (struct scope_res *r = s->head.next; r != &s->head; r = r->next)
+        if (r->ops == ops)
+            return r;
+    return NULL;
+}
+
 struct ev_loop *scope_loop(const scope *s)
 {
     return s->loop;

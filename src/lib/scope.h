@@ -49,6 +49,9 @@ void scope_remove(struct scope_res *r);
 void scope_cancel(scope *s, scope_drained_fn *drained, void *ud);
 int scope_cancelled(const scope *s);
 int scope_count(const scope *s);
+/* The first resource of s with these ops (a kind of resource there is one
+ * of per scope), or NULL. */
+struct scope_res *scope_find(const scope *s, const struct scope_res_ops *ops);
 struct ev_loop *scope_loop(const scope *s);
 /* Kills what is left without waiting, detaches it and frees the scope. */
 void scope_free(scope *s);

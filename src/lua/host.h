@@ -34,6 +34,7 @@ struct host {
     struct ev_loop *loop;       /* NULL: none (check mode) */
     int allow_processes;        /* children may be forked */
     zke_guard *guard;           /* NULL, or where each child's group is registered */
+    zke_cgroups *cgroups;       /* NULL, or where a term's children get its cgroup */
     void *ud;                   /* the runtime's, passed to every function below */
     /* Scope for a resource started now (the term's inside leader hooks and
      * their callbacks, the runtime's own otherwise); NULL when that scope

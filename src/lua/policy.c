@@ -152,6 +152,7 @@ zke_policy *zke_policy_load_ex(struct ev_loop *loop, const struct zke_policy_set
         .lua_dir = p->lua_dir,
         .allow_processes = s->allow_processes,
         .guard = s->guard,
+        .cgroups = s->cgroups,
         .id = p->id,
         .path = p->path,
     };

@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "proc.h"
 #include "handle.h"
+#include "termcg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +41,7 @@ struct proc {
     struct ev_loop *loop;
     pid_t pid;
     int exited;
+    int in_cgroup;              /* the term's cgroup resource sends the scope's SIGTERM */
     zke_guard *guard;           /* where its group is registered, or NULL */
     proc_exit_fn *cb;
     void *ud;
@@ -68,8 +70,11 @@ static void child_cb(struct ev_loop *loop, ev_child *w, int revents)
         return;
     p->exited = 1;
     /* the leader of the group is gone; make sure nothing it started stays
-     * (the group id cannot be reused while a member lives) */
-    (void)kill(-p->pid, SIGKILL);
+     * (the group id cannot be reused while a member lives). In the term's
+     * cgroup what it started runs on until the term ends, as a daemon that
+     * forked and has not yet called setsid() is still in the group */
+    if (!p->in_cgroup)
+        (void)kill(-p->pid, SIGKILL);
     finish(p, w->rstatus);
 }
 
@@ -86,8 +91,10 @@ static void res_cancel(struct scope_res *r)
 {
     proc *p = (proc *)r;
     if (!p->exited) {
-        (void)kill(-p->pid, SIGTERM);
-        (void)kill(-p->pid, SIGCONT);     /* a stopped group would not see TERM */
+        if (!p->in_cgroup) {
+            (void)kill(-p->pid, SIGTERM);
+            (void)kill(-p->pid, SIGCONT);     /* a stopped group would not see TERM */
+        }
         if (p->stop_timeout > 0) {
             ev_now_update(p->loop);
             ev_timer_set(&p->stop, p->stop_timeout, 0.);
@@ -126,7 +133,7 @@ static int env_key_len(const char *kv)
 proc *proc_spawn(scope *s, char *const argv[], char *const env[], proc_exit_fn *cb, void *ud,
                  char *err, size_t errlen)
 {
-    return proc_spawn_io(s, argv, env, -1, -1, NULL, 0, cb, ud, err, errlen);
+    return proc_spawn_io(s, argv, env, NULL, cb, ud, err, errlen);
 }
 
 /* The agent's environment with env's "K=V" strings overriding and added:
@@ -156,17 +163,23 @@ static char **merged_env(char *const env[])
     return envp;
 }
 
-/* The child's side of the fork: its own group, death with the agent,
- * default signals, stdin from /dev/null, then exec; a failed exec writes
- * errno to report_fd. Never returns. */
-static void run_child(pid_t parent, int out_fd, int err_fd, char **envp, char *const argv[],
-                      int report_fd) __attribute__((noreturn));
-static void run_child(pid_t parent, int out_fd, int err_fd, char **envp, char *const argv[],
-                      int report_fd)
+/* The child's side of the fork: the term's cgroup, its own group, death
+ * with the agent, default signals, stdin from /dev/null, then exec; a
+ * failed move or exec writes errno to report_fd. Never returns. */
+static void run_child(pid_t parent, const struct proc_opts *o, char **envp,
+                      char *const argv[], int report_fd) __attribute__((noreturn));
+static void run_child(pid_t parent, const struct proc_opts *o, char **envp,
+                      char *const argv[], int report_fd)
 {
     sigset_t none;
     int e;
     sigemptyset(&none);
+    /* first: nothing of the command ever runs outside the term's cgroup */
+    if (o->cgroup_fd >= 0 && zke_cgroups_join(o->cgroup_fd) != 0) {
+        e = errno;
+        (void)!write(report_fd, &e, sizeof e);
+        _exit(127);
+    }
     (void)setpgid(0, 0);
     (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
     /* the agent's OOM protection (the units' OOMScoreAdjust) is not its
@@ -189,10 +202,10 @@ static void run_child(pid_t parent, int out_fd, int err_fd, char **envp, char *c
         (void)dup2(fd, 0);
         (void)close(fd);
     }
-    if (out_fd >= 0)
-        (void)dup2(out_fd, 1);
-    if (err_fd >= 0)
-        (void)dup2(err_fd, 2);
+    if (o->out_fd >= 0)
+        (void)dup2(o->out_fd, 1);
+    if (o->err_fd >= 0)
+        (void)dup2(o->err_fd, 2);
     environ = envp;
     execvp(argv[0], argv);
     e = errno;
@@ -227,11 +240,13 @@ static int await_exec(pid_t pid, int report_fd, zke_guard *guard, int guard_flag
     return rc;
 }
 
-proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], int out_fd, int err_fd,
-                    zke_guard *guard, int guard_flags, proc_exit_fn *cb, void *ud, char *err,
-                    size_t errlen)
+proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], const struct proc_opts *o,
+                    proc_exit_fn *cb, void *ud, char *err, size_t errlen)
 {
+    static const struct proc_opts none = { -1, -1, NULL, 0, -1 };
     char **envp = NULL;
+    if (o == NULL)
+        o = &none;
     proc *p;
     int rc;
 
@@ -271,11 +286,11 @@ proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], int out_fd,
     int unguarded = 0;          /* the guard's table was full: the child was killed */
     pid_t pid = fork();
     if (pid == 0)
-        run_child(parent, out_fd, err_fd, envp, argv, pfd[1]);
+        run_child(parent, o, envp, argv, pfd[1]);
     rc = pid < 0 ? errno : 0;
     (void)close(pfd[1]);
     if (pid > 0)
-        rc = await_exec(pid, pfd[0], guard, guard_flags, &unguarded);
+        rc = await_exec(pid, pfd[0], o->guard, o->guard_flags, &unguarded);
     (void)close(pfd[0]);
     free(envp);
     if (rc != 0) {
@@ -288,7 +303,8 @@ proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], int out_fd,
         return NULL;
     }
     p->pid = pid;
-    p->guard = guard;
+    p->guard = o->guard;
+    p->in_cgroup = o->cgroup_fd >= 0;
     p->loop = scope_loop(s);
     p->cb = cb;
     p->ud = ud;
@@ -390,9 +406,16 @@ static proc *host_spawn(const struct host *h, scope *s, char *const argv[], char
                         int out_fd, int err_fd, proc_exit_fn *cb, void *ud, char *err,
                         size_t errlen)
 {
-    /* any scope but the host's own is a term's */
-    int flags = h->scope_epoch(h->ud, s) != 0 ? ZKE_GUARD_GROUP_TERM : 0;
-    return proc_spawn_io(s, argv, env, out_fd, err_fd, h->guard, flags, cb, ud, err, errlen);
+    /* any scope but the host's own is a term's, and has a cgroup where
+     * the host has them */
+    int term = h->scope_epoch(h->ud, s) != 0;
+    struct proc_opts o = { out_fd, err_fd, h->guard, term ? ZKE_GUARD_GROUP_TERM : 0, -1 };
+    if (term && h->cgroups != NULL) {
+        if ((o.cgroup_fd = termcg_join_fd(s, h->cgroups, err, errlen)) < 0)
+            return NULL;
+        o.guard = NULL;     /* the guard has the cgroup: one SIGTERM per process */
+    }
+    return proc_spawn_io(s, argv, env, &o, cb, ud, err, errlen);
 }
 
 static void lproc_release(struct lproc *b)
@@ -954,6 +977,49 @@ static int l_exec(lua_State *L)
     }
 }
 
+/* zkelect.fence{ "prog", "arg", ..., timeout = s }: the fail-stop
+ * watcher's fence (zke_guard_set_fence), with ZKELECT_ID and _PATH; {}
+ * or nil: none. true, or nil, msg, "ENOGUARD" (no watcher: zkelect check,
+ * --fail-stop off, a host without a guard). Raises on bad words. */
+static int l_fence(lua_State *L)
+{
+    const struct host *h = lua_touserdata(L, lua_upvalueindex(1));
+    static char envbuf[8][HOST_ENV_LEN];
+    const char *env[3] = { NULL, NULL, NULL };
+    char **argv = NULL;
+    lua_Number secs = 5;
+    if (!lua_isnoneornil(L, 1)) {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        lua_getfield(L, 1, "timeout");
+        secs = lua_isnil(L, -1) ? 5 : luaL_checknumber(L, -1);
+        lua_pop(L, 1);
+        luaL_argcheck(L, secs >= 0.001 && secs <= 600, 1, "timeout out of range (0.001..600 s)");
+        if (luaL_len(L, 1) > 0) {
+            luaL_argcheck(L, luaL_len(L, 1) <= ZKE_GUARD_FENCE_WORDS, 1,
+                          "a fence has at most 32 words");
+            argv = check_command(L, 0);
+        }
+    }
+    if (h->guard == NULL) {
+        luaL_pushfail(L);
+        lua_pushliteral(L, "no fail-stop watcher runs a fence here (zkelect check, "
+                           "--fail-stop off, or a host without a guard)");
+        lua_pushliteral(L, "ENOGUARD");
+        return 3;
+    }
+    if (!h->allow_processes)
+        return refuse_processes(L);
+    int n = h->child_env(h->ud, NULL, envbuf, 8), k = 0;
+    for (int i = 0; i < n && k < 2; i++)
+        if (strncmp(envbuf[i], "ZKELECT_ID=", 11) == 0 || strncmp(envbuf[i], "ZKELECT_PATH=", 13) == 0)
+            env[k++] = envbuf[i];
+    if (zke_guard_set_fence(h->guard, (const char *const *)argv, env,
+                            (int)(secs * 1000 + 0.5)) != 0)
+        luaL_argerror(L, 1, "the fence is too long for the watcher's page (2048 bytes)");
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 void proc_open_lua(lua_State *L, const struct host *h)
 {
     static const luaL_Reg methods[] = {
@@ -968,4 +1034,7 @@ void proc_open_lua(lua_State *L, const struct host *h)
     lua_pushlightuserdata(L, (void *)h);
     lua_pushcclosure(L, l_exec, 1);
     lua_setfield(L, -2, "exec");
+    lua_pushlightuserdata(L, (void *)h);
+    lua_pushcclosure(L, l_fence, 1);
+    lua_setfield(L, -2, "fence");
 }

@@ -14,6 +14,9 @@
  * Fail-stop guard (zkelect.h): a child started with a guard has its group
  * registered there from right after the fork until it is reaped (or its
  * record is detached), so the watcher can kill it when the loop cannot.
+ *
+ * A term's child with a cgroup (proc_opts.cgroup_fd) runs in the term's
+ * cgroup (termcg.h), which holds what it starts even outside its group.
  */
 #ifndef ZKELECT_PROC_H
 #define ZKELECT_PROC_H
@@ -32,12 +35,20 @@ typedef void proc_exit_fn(void *ud, proc *p, int status);
  * NULL), overriding inherited ones. Returns NULL with a reason in err. */
 proc *proc_spawn(scope *s, char *const argv[], char *const env[], proc_exit_fn *cb, void *ud,
                  char *err, size_t errlen);
-/* The same with stdout and stderr sent to out_fd / err_fd (-1: inherited),
- * and the group registered with guard (NULL: none; guard_flags as for
- * zke_guard_add_group). A full guard table fails the spawn. */
-proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], int out_fd, int err_fd,
-                    zke_guard *guard, int guard_flags, proc_exit_fn *cb, void *ud, char *err,
-                    size_t errlen);
+/* Where a child's output goes and who else must know of it. */
+struct proc_opts {
+    int out_fd, err_fd;         /* its stdout and stderr (-1: inherited) */
+    zke_guard *guard;           /* NULL, or where its group is registered */
+    int guard_flags;            /* as for zke_guard_add_group */
+    int cgroup_fd;              /* a term cgroup's cgroup.procs (termcg.h) that the child
+                                 * joins before it execs (it does not exec when it cannot);
+                                 * its scope's end then signals the cgroup, not the group;
+                                 * -1: none */
+};
+/* proc_spawn with o (NULL: the defaults above, all -1 / NULL / 0). A full
+ * guard table fails the spawn. */
+proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], const struct proc_opts *o,
+                    proc_exit_fn *cb, void *ud, char *err, size_t errlen);
 /* When its scope ends it: SIGKILL this long after SIGTERM (if shorter than
  * the scope's grace; the grace is the upper bound). */
 void proc_set_stop_timeout(proc *p, double secs);

@@ -113,6 +113,7 @@ void registrar_init(script *sc)
     h->loop = sc->loop;
     h->allow_processes = sc->allow_processes;
     h->guard = sc->guard;
+    h->cgroups = sc->cgroups;
     h->ud = sc;
     h->scope = current_scope;
     h->scope_live = scope_live;

@@ -326,6 +326,7 @@ static script *script_new(const char *file, const struct script_opts *opts, scri
     sc->loop = opts ? opts->loop : NULL;
     sc->allow_processes = opts ? opts->allow_processes : 0;
     sc->guard = opts ? opts->guard : NULL;
+    sc->cgroups = opts ? opts->cgroups : NULL;
     ev_timer_init(&sc->later, hookrun_later_cb, 0., 0.);
     sc->later.data = sc;
     ev_check_init(&sc->warm, hookrun_warm_cb);

@@ -50,6 +50,8 @@ struct script_opts {
     zke_guard *guard;        /* NULL, or the fail-stop guard each child's process group is
                               * registered with while it runs (a term's with
                               * ZKE_GUARD_GROUP_TERM); borrowed, must outlive the script */
+    zke_cgroups *cgroups;    /* NULL, or where each term's children get a cgroup of the term
+                              * (termcg.h); borrowed, must outlive the script */
     const char *id;          /* the candidate's id and election path (zkelect.id, .path, the
                               * children's ZKELECT_ID/_PATH) before an agent is attached;
                               * NULL: the attached agent's; copied */

@@ -85,6 +85,7 @@ struct script {
     char lua_dir[SCRIPT_PATH_LEN]; /* require's last directory (script_opts.lua_dir) */
     int allow_processes;        /* script_opts.allow_processes */
     zke_guard *guard;           /* script_opts.guard, borrowed */
+    zke_cgroups *cgroups;       /* script_opts.cgroups, borrowed */
     /* script.h's script_log_fn, script_health_fn, script_failed_fn, script_hook_fn */
     void (*log)(void *ud, enum zke_log_level lvl, const char *event, const char *hook,
                 const char *msg);

@@ -16,6 +16,10 @@ command leaves when it exits (nginx with `daemon on` exits at once) runs on
 until the step-down; no cgroup is left behind. The process-group fallback
 (where no writable cgroup2 exists) is named at start: tested by running the
 agent in a cgroup it may not write.
+
+The same for what a policy's term starts (`zkelect.spawn`, and a daemon a
+`zkelect.exec` command leaves), and for a `--notify` call: a call that
+starts a daemon has ended only once its cgroup is empty.
 """
 import calendar
 import os
@@ -208,6 +212,111 @@ def test_no_writable_cgroup_is_said_at_start():
         finally:
             if a.proc is not None and a.proc.poll() is None:
                 a.kill9()
+
+
+# on_leader starts the daemons (a spawn that waits, as `-- CMD` above) and
+# runs a command that leaves a daemon of its own (`pg_ctl start`'s shape)
+SPAWN_POLICY = r"""
+local tag = os.getenv("ZKT_TAG")
+function on_leader(ev)
+  assert(zkelect.spawn{ "sh", "-c", os.getenv("ZKT_DAEMONS") })
+  local ok, code = zkelect.exec{ "sh", "-c", "setsid -f sleep " .. tag .. "3; exit 0", timeout = 5 }
+  assert(ok, "exec: " .. tostring(code))
+end
+"""
+
+
+def policy_leaders(zk, tag):
+    d = h.mkdtemp("contain-policy")
+    script = os.path.join(d, "daemons.lua")
+    with open(script, "w") as f:
+        f.write(SPAWN_POLICY)
+    env = {"ZKT_TAG": tag, "ZKT_DAEMONS": daemon_cmd(tag)[-1]}
+    a = h.Agent(zk, "pa", path=PATH, session_timeout=T, script=script, env=env)
+    la = a.wait_for("leader", timeout=15)
+    h.wait_until(lambda: len(tagged(tag)) == 3, 10, "the term's three daemons")
+    folder = a.find("start")[0].get("containment", "")     # (checked after the daemons)
+    b = h.Agent(zk, "pb", path=PATH, session_timeout=T)
+    b.wait_for("follower", timeout=15)
+    return a, b, la, folder
+
+
+def test_a_policy_s_daemons_end_with_its_term():
+    """zkelect.spawn's setsid daemon, its double fork and the daemon a
+    zkelect.exec command left are gone before the successor leads, after a
+    graceful stop."""
+    tag = marker()
+    with h.ZooKeeper() as zk:
+        try:
+            a, b, la, folder = policy_leaders(zk, tag)
+            mb = b.mark()
+            a.term()
+            b.wait_for("leader", timeout=10, since=mb)
+            left = tagged(tag)
+            assert not left, "a policy's daemons run while the successor leads: %s" % left
+            # the term's end sent the daemon SIGTERM (its trap ran), not only the SIGKILL
+            assert os.path.exists(os.path.join(a.dir, "daemon.termed")), a.describe()
+            assert a.wait_exit(10) == 0, a.describe()
+            assert folder.startswith("/"), a.find("start")
+            assert not os.path.exists(folder), "the cgroup folder %s was left" % folder
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            reap_tagged(tag)
+
+
+def test_the_keeper_ends_a_frozen_policy_s_daemons():
+    tag = marker()
+    with h.ZooKeeper() as zk:
+        stopped = False
+        try:
+            a, b, la, folder = policy_leaders(zk, tag)
+            mb = b.mark()
+            a.sigstop()
+            stopped = True
+            b.wait_for("leader", timeout=3 * T / 1000 + 5, since=mb)
+            left = tagged(tag)
+            assert not left, "a frozen policy's daemons run while the successor leads: %s" % left
+            assert a.wait_exit(10) == -signal.SIGKILL
+            stopped = False
+            assert folder.startswith("/"), a.find("start")
+            h.wait_until(lambda: not os.path.exists(folder), 5, "the keeper to remove %s" % folder)
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            if stopped:
+                a.sigcont()
+            reap_tagged(tag)
+
+
+def test_a_notify_call_s_daemon_ends_with_the_call():
+    """A leader call that starts a daemon and exits: the call has ended
+    only when its cgroup is empty (calls never overlap), so the daemon is
+    gone right after notify_exit is logged, and its cgroup removed."""
+    tag = marker()
+    d = h.mkdtemp("contain-notify")
+    notify = os.path.join(d, "notify.sh")
+    with open(notify, "w") as f:
+        f.write("#!/bin/sh\n[ \"$1\" = leader ] || exit 0\n"
+                "setsid -f sleep %s1\nsleep 0.2\necho $(date +%%s%%N) > %s/called\nexit 0\n"
+                % (tag, d))
+    os.chmod(notify, 0o755)
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "na", path=PATH, session_timeout=T, extra=["--notify", notify])
+        try:
+            a.wait_for("leader", timeout=15)
+            ex = a.wait_for("notify_exit", timeout=10)
+            assert ex["code"] == 0, ex
+            h.wait_until(lambda: not tagged(tag), 2, "the call's daemon to be gone")
+            assert os.path.exists(os.path.join(d, "called")), "the call did not run"
+            folder = a.find("start")[0].get("containment", "")
+            assert folder.startswith("/") and os.path.isdir(folder), a.find("start")
+            h.wait_until(lambda: not [e for e in os.listdir(folder) if e.startswith("term-")], 2,
+                         "the call's cgroup to be removed")
+            a.term()
+            assert a.wait_exit(10) == 0, a.describe()
+        finally:
+            reap_tagged(tag)
 
 
 if __name__ == "__main__":

@@ -125,18 +125,20 @@ def test_vip_follows_the_leader():
                          "the client's neighbour entry to move to b (gratuitous ARP)")
             assert arp_answers() == [macs["b"]]
 
-            # SIGKILL: nothing runs on b, so its host keeps the address until
-            # its agent is restarted; c takes it once b's session expired
+            # SIGKILL: nothing runs in b's agent; its watcher kills the term
+            # and runs the policy's fence, which removes the address long
+            # before c leads (once b's session expired)
             mc = c.mark()
             b.kill9()
+            h.wait_until(lambda: "b" not in holders(), 5, "b's fence to remove the VIP")
             c.wait_for("leader", timeout=10, since=mc)
             h.wait_until(lambda: "c" in holders(), 5, "the VIP on c")
-            assert holders() == ["b", "c"], holders()      # b's leftover, honestly
+            assert holders() == ["c"], holders()
             h.wait_until(lambda: u.script_lines(c, "gratuitous ARP sent", since=mc), 5, "c's ARP")
             h.wait_until(lambda: neigh_mac() == macs["c"], 3, "the client's entry to move to c")
             b2 = agent(zk, "b")                            # the supervisor restarts it
             assert u.wait_role(b2)["event"] == "follower"
-            h.wait_until(lambda: holders() == ["c"], 5, "b's leftover removed at its restart")
+            h.wait_until(lambda: holders() == ["c"], 5, "no address on b after its restart")
             assert arp_answers() == [macs["c"]]
 
             # a reload re-runs on_leader (ev.reload): idempotent, no second address

@@ -21,6 +21,11 @@ a file every 20 ms and has a grandchild in its process group; the follower's
   the soft end (lease end + half the margin) and has undone its state before the successor leads.
 * The agent SIGKILLed: its duty and the duty's grandchild are gone at once
   (the grandchild outlives it under --fail-stop off).
+* --fence: a term whose state its duty does not undo (its TERM trap ignores
+  the signal) is fenced by the watcher once the term is killed: at the hard
+  end of a frozen agent (reason hard_end), before the successor leads; at
+  once when the agent is SIGKILLed (agent_gone); never after a graceful
+  stop, whose step-down ran.
 """
 import calendar
 import os
@@ -489,6 +494,123 @@ def test_a_stopped_watcher_fails_closed():
         a.wait_for("leader", timeout=15, since=ma)     # guarded by the new watcher
         a.term()
         assert a.wait_exit(10) == 0, a.describe()
+
+
+# a duty whose state nothing but the fence undoes: it ignores SIGTERM
+DEAF_DUTY = "echo $ZKELECT_EPOCH > state; trap '' TERM; while :; do sleep 0.05; done"
+# the fence: records its call with builtins only (its mtime is when it ran)
+FENCE = '#!/bin/sh\necho "$1 $2 $ZKELECT_EVENT $ZKELECT_ID" >> fenced\n'
+
+
+def fenced_agent(zk, id):
+    d = h.mkdtemp("fence")
+    fence = os.path.join(d, "fence.sh")
+    with open(fence, "w") as f:
+        f.write(FENCE)
+    os.chmod(fence, 0o755)
+    # the docs give the fence half the margin (at least) before the successor
+    # can lead: a margin of 400 ms gives it 200 ms (a fork and an echo)
+    a = h.Agent(zk, id, path=PATH, session_timeout=T,
+                extra=["--fence", fence, "--lease-margin", "400", "--", "sh", "-c", DEAF_DUTY])
+    la = a.wait_for("leader", timeout=15)
+    h.wait_until(lambda: os.path.exists(os.path.join(a.dir, "state")), 10, "the duty's state")
+    return a, la, os.path.join(a.dir, "fenced")
+
+
+def test_the_fence_undoes_a_frozen_term_s_state():
+    with h.ZooKeeper() as zk:
+        a, la, fenced = fenced_agent(zk, "fa")
+        b = h.Agent(zk, "fb", path=PATH, session_timeout=T)
+        b.wait_for("follower", timeout=15)
+        stopped = False
+        try:
+            mb = b.mark()
+            a.sigstop()
+            stopped = True
+            lb = b.wait_for("leader", timeout=3 * T / 1000 + 5, since=mb)
+            assert os.path.exists(fenced), "the frozen term was not fenced before the successor led"
+            with open(fenced) as f:
+                assert f.read() == "%d hard_end fence fa\n" % la["epoch"]
+            t_fenced = os.stat(fenced).st_mtime_ns
+            print("  info: the fence ran %.0f ms before the successor led"
+                  % ((_ts_ns(lb["ts"]) - t_fenced) / 1e6), flush=True)
+            assert t_fenced < _ts_ns(lb["ts"]), lb
+            assert a.wait_exit(10) == -signal.SIGKILL
+            stopped = False
+            h.wait_until(lambda: not watchers_in(a.dir), 10, "the watcher to end")
+            lines = [g["msg"] for g in guard_lines(a)]
+            assert any("the fence for term %d (hard_end) succeeded" % la["epoch"] in m
+                       for m in lines), lines
+            with open(fenced) as f:
+                assert f.read().count("\n") == 1, "fenced twice"
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            if stopped:
+                a.sigcont()
+
+
+def test_the_fence_runs_when_the_agent_is_killed_and_not_after_a_graceful_stop():
+    with h.ZooKeeper() as zk:
+        a, la, fenced = fenced_agent(zk, "ka")
+        a.kill9()
+        h.wait_until(lambda: os.path.exists(fenced), 5, "the fence of the killed agent's term")
+        h.wait_until(lambda: open(fenced).read().endswith("\n"), 5, "the fence's line")
+        with open(fenced) as f:
+            assert f.read() == "%d agent_gone fence ka\n" % la["epoch"]
+
+        g, lg, gfenced = fenced_agent(zk, "ga")
+        assert watchers_in(g.dir), "no watcher found in %s" % g.dir
+        g.term()
+        assert g.wait_exit(10) == 0, g.describe()
+        # the watcher ends after the agent, once it has run any fence
+        h.wait_until(lambda: not watchers_in(g.dir), 10, "the watcher to end")
+        assert not os.path.exists(gfenced), "a graceful stop was fenced"
+
+
+LUA_FENCE = r"""
+local ok, msg, code = zkelect.fence{ "sh", "-c", 'echo "$1 $2 $ZKELECT_ID lua" >> fenced', "fence",
+                                     timeout = 2 }
+if not ok then assert(code == "ENOGUARD", msg) end
+function on_leader(ev)
+  assert(zkelect.spawn{ "sh", "-c", "echo $ZKELECT_EPOCH > state; trap '' TERM; "
+                                    .. "while :; do sleep 0.05; done" })
+end
+"""
+
+
+def test_a_policy_s_fence_runs_when_the_agent_is_killed():
+    """zkelect.fence from a policy's top level: the same fence, set by Lua;
+    `zkelect check` (no watcher) loads the same script."""
+    d = h.mkdtemp("lua-fence")
+    script = os.path.join(d, "fence.lua")
+    with open(script, "w") as f:
+        f.write(LUA_FENCE)
+    rc, out, err, _ = h.run([h.ZKELECT_BIN, "check", "--script", script], timeout=10)
+    assert rc == 0, (rc, out, err)
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "la", path=PATH, session_timeout=T, script=script)
+        la = a.wait_for("leader", timeout=15)
+        h.wait_until(lambda: os.path.exists(os.path.join(a.dir, "state")), 10, "the duty's state")
+        fenced = os.path.join(a.dir, "fenced")
+        a.kill9()
+        h.wait_until(lambda: os.path.exists(fenced) and open(fenced).read().endswith("\n"), 5,
+                     "the fence of the killed agent's term")
+        with open(fenced) as f:
+            assert f.read() == "%d agent_gone la lua\n" % la["epoch"]
+
+
+def watchers_in(d):
+    """The pids of the watcher processes (zkelect-guard) working in d."""
+    found, d = [], os.path.realpath(d)
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/comm" % p) as f:
+                if f.read().strip() == "zkelect-guard" and os.readlink("/proc/%s/cwd" % p) == d:
+                    found.append(int(p))
+        except (OSError, ValueError):
+            pass
+    return found
 
 
 if __name__ == "__main__":

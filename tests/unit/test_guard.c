@@ -7,6 +7,7 @@
  * kills the agent; an agent that dies takes every group it registered
  * along at once. Timing bounds are loose (ASan, a loaded machine): each
  * checks an order of events, never a speed. */
+#define _DEFAULT_SOURCE     /* mkdtemp */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
@@ -127,11 +128,11 @@ static void test_extend_then_lapse(void)
 
     /* armed 200 ms ahead and moved on every 40 ms: never reached */
     int64_t end = boot_ns() + 200000000;
-    guard_slot_arm(g, slot, 0, end);
+    guard_slot_arm(g, slot, 1, 0, end);
     for (int i = 0; i < 8; i++) {
         nap(40);
         end = boot_ns() + 200000000;
-        guard_slot_arm(g, slot, 0, end);
+        guard_slot_arm(g, slot, 1, 0, end);
     }
     CHECK(alive(term) && alive(other));
 
@@ -151,22 +152,22 @@ static void test_extend_then_lapse(void)
     /* disarmed before its end: nothing happens */
     pid_t t2 = sleeper();
     CHECK(zke_guard_add_group(g, t2, ZKE_GUARD_GROUP_TERM) == 0);
-    guard_slot_arm(g, slot, 0, boot_ns() + 150000000);
+    guard_slot_arm(g, slot, 1, 0, boot_ns() + 150000000);
     nap(30);
-    guard_slot_arm(g, slot, 0, 0);
+    guard_slot_arm(g, slot, 1, 0, 0);
     nap(400);
     CHECK(alive(t2));
 
     /* an end moved earlier wakes a watcher sleeping for a later one */
-    guard_slot_arm(g, slot, 0, boot_ns() + 30000000000LL);
+    guard_slot_arm(g, slot, 1, 0, boot_ns() + 30000000000LL);
     nap(50);
     end = boot_ns() + 100000000;
-    guard_slot_arm(g, slot, 0, end);
+    guard_slot_arm(g, slot, 1, 0, end);
     st = wait_end(t2, 5000);
     CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     CHECK(boot_ns() >= end);
     zke_guard_remove_group(g, t2);
-    guard_slot_arm(g, slot, 0, 0);
+    guard_slot_arm(g, slot, 1, 0, 0);
 
     end_watcher(w);
     (void)kill(-other, SIGKILL);
@@ -181,21 +182,32 @@ static void test_extend_then_lapse(void)
  * sleeper in a group of its own, arms its term to end in arm_ms (0: no
  * term), tells the test the sleeper's pid on fd, then sleeps (a stuck
  * loop) until killed. */
+static const char *fence_file;     /* set: fork_agent's guard gets a fence writing there */
+
 static pid_t fork_agent(int flags, int arm_ms, int fd, int log)
 {
     pid_t a = fork();
     if (a == 0) {
-        char err[200];
+        char err[200], script[300];
         zke_guard *g = zke_guard_new(err, sizeof err);
         if (g == NULL)
             _exit(2);
+        if (fence_file != NULL) {
+            /* the fence's argv, EPOCH, REASON and environment, one line a call */
+            snprintf(script, sizeof script, "echo \"$1 $2 $ZKELECT_EVENT $ZKELECT_EPOCH "
+                     "$ZKELECT_REASON $FOO\" >> %s", fence_file);
+            const char *argv[] = { "/bin/sh", "-c", script, "fence", NULL };
+            const char *env[] = { "FOO=bar", NULL };
+            if (zke_guard_set_fence(g, argv, env, 2000) != 0)
+                _exit(4);
+        }
         int slot = guard_slot_take(g);
         (void)fork_watcher(g, flags, log);
         pid_t s = sleeper();
         (void)zke_guard_add_group(g, s, arm_ms > 0 ? ZKE_GUARD_GROUP_TERM : 0);
         nap(50);
         if (arm_ms > 0)
-            guard_slot_arm(g, slot, 0, boot_ns() + (int64_t)arm_ms * 1000000);
+            guard_slot_arm(g, slot, 7, 0, boot_ns() + (int64_t)arm_ms * 1000000);
         (void)!write(fd, &s, sizeof s);
         for (int i = 0; i < 600; i++)
             nap(100);
@@ -241,7 +253,7 @@ static void test_two_phases(void)
     nap(100);                   /* the traps are set */
     (void)kill(-polite, SIGSTOP);
     int64_t soft = boot_ns() + 150000000, hard = soft + 600000000;
-    guard_slot_arm(g, slot, soft, hard);
+    guard_slot_arm(g, slot, 1, soft, hard);
     int st = wait_end(polite, 5000);
     int64_t t_polite = boot_ns();
     CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 3);      /* its trap ran */
@@ -257,7 +269,7 @@ static void test_two_phases(void)
            (double)(t_polite - soft) / 1e6);
     zke_guard_remove_group(g, polite);
     zke_guard_remove_group(g, deaf);
-    guard_slot_arm(g, slot, 0, 0);
+    guard_slot_arm(g, slot, 1, 0, 0);
 
     /* the step-down began (soft cleared): no TERM, and the hard end kills */
     pid_t t2 = trapper(0);
@@ -265,14 +277,14 @@ static void test_two_phases(void)
     nap(100);
     soft = boot_ns() + 100000000;
     hard = soft + 400000000;
-    guard_slot_arm(g, slot, soft, hard);
+    guard_slot_arm(g, slot, 1, soft, hard);
     nap(20);
-    guard_slot_arm(g, slot, 0, hard);
+    guard_slot_arm(g, slot, 1, 0, hard);
     st = wait_end(t2, 5000);
     CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     CHECK(boot_ns() >= hard);
     zke_guard_remove_group(g, t2);
-    guard_slot_arm(g, slot, 0, 0);
+    guard_slot_arm(g, slot, 1, 0, 0);
 
     end_watcher(w);
     (void)kill(-other, SIGKILL);
@@ -316,19 +328,19 @@ static void test_standby_arms_without_a_wake(void)
     CHECK(zke_guard_add_group(g, term, ZKE_GUARD_GROUP_TERM) == 0);
     unsigned w1 = guard_wakes(g);
     int64_t end = boot_ns() + 350000000;
-    guard_slot_arm(g, slot, 0, end);
+    guard_slot_arm(g, slot, 1, 0, end);
     CHECK(guard_wakes(g) == w1);        /* no wake for the term's start */
     guard_slot_standby(g, slot, 0);     /* the term runs: off standby */
     int st = wait_end(term, 5000);
     CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     CHECK(boot_ns() >= end);
     zke_guard_remove_group(g, term);
-    guard_slot_arm(g, slot, 0, 0);
+    guard_slot_arm(g, slot, 1, 0, 0);
     nap(400);                   /* the watcher sleeps with nothing to wait for */
     unsigned w2 = guard_wakes(g);
-    guard_slot_arm(g, slot, 0, boot_ns() + 30000000000LL);
+    guard_slot_arm(g, slot, 1, 0, boot_ns() + 30000000000LL);
     CHECK(guard_wakes(g) == w2 + 1);    /* no standby: the start wakes it */
-    guard_slot_arm(g, slot, 0, 0);
+    guard_slot_arm(g, slot, 1, 0, 0);
     end_watcher(w);
     guard_slot_release(g, slot);
     zke_guard_free(g);
@@ -384,6 +396,107 @@ static void test_agent_dies(void)
     close(lfd[1]);
 }
 
+/* Reads the fence's file (the lines of its calls) into buf; "" if none. */
+static void read_fence(char *buf, size_t len)
+{
+    buf[0] = '\0';
+    int fd = open(fence_file, O_RDONLY);
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, len - 1);
+        buf[n > 0 ? n : 0] = '\0';
+        close(fd);
+    }
+}
+
+/* Reads fd until EOF (every writer gone) or ms pass, into buf. */
+static void read_all(int fd, char *buf, size_t len, int ms)
+{
+    size_t n = 0;
+    struct pollfd pf = { fd, POLLIN, 0 };
+    int64_t end = boot_ns() + (int64_t)ms * 1000000;
+    while (n < len - 1 && boot_ns() < end && poll(&pf, 1, 100) >= 0) {
+        if (!(pf.revents & (POLLIN | POLLHUP)))
+            continue;
+        ssize_t r = read(fd, buf + n, len - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+}
+
+/* An agent of fork_agent(flags, arm_ms) with a fence, SIGKILLed by us
+ * (kill_it) or by its watcher; returns once the watcher has ended (the
+ * log pipe's EOF: it runs any fence before), its log in log, the fence's
+ * lines in calls. */
+static void fence_case(int flags, int arm_ms, int kill_it, char *log, char *calls, size_t len)
+{
+    int pfd[2], lfd[2];
+    pid_t s = 0;
+    CHECK(pipe(pfd) == 0 && pipe(lfd) == 0);
+    (void)unlink(fence_file);
+    pid_t a = fork_agent(flags, arm_ms, pfd[1], lfd[1]);
+    close(pfd[1]);
+    close(lfd[1]);
+    CHECK(read(pfd[0], &s, sizeof s) == (ssize_t)sizeof s);
+    if (kill_it)
+        (void)kill(a, SIGKILL);
+    int st = wait_end(a, 5000);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    CHECK(group_gone(s, 3000));
+    read_all(lfd[0], log, len, 10000);
+    read_fence(calls, len);
+    close(pfd[0]);
+    close(lfd[0]);
+}
+
+/* The fence runs once per term that ended without its step-down, after
+ * the term's groups were killed: at the hard end (with the agent's kill;
+ * not again when the agent is then gone), and when the agent dies holding
+ * a term; with its arguments and environment; never for an agent that
+ * dies with no term. */
+static void test_fence(void)
+{
+    char path[] = "/tmp/zke-fence-XXXXXX", file[64], log[2048], calls[2048];
+    CHECK(mkdtemp(path) != NULL);
+    snprintf(file, sizeof file, "%s/calls", path);
+    fence_file = file;
+
+    fence_case(ZKE_GUARD_KILL_AGENT, 150, 0, log, calls, sizeof log);
+    CHECK(strcmp(calls, "7 hard_end fence 7 hard_end bar\n") == 0);
+    CHECK(strstr(log, "the fence for term 7 (hard_end) succeeded") != NULL);
+
+    fence_case(0, 60000, 1, log, calls, sizeof log);     /* its hard end far */
+    CHECK(strcmp(calls, "7 agent_gone fence 7 agent_gone bar\n") == 0);
+    CHECK(strstr(log, "the fence for term 7 (agent_gone) succeeded") != NULL);
+
+    fence_case(0, 0, 1, log, calls, sizeof log);         /* no term */
+    CHECK(calls[0] == '\0' && strstr(log, "fence") == NULL);
+    (void)unlink(file);
+    fence_file = NULL;
+    (void)rmdir(path);
+
+    /* what the page takes */
+    char err[200];
+    zke_guard *g = zke_guard_new(err, sizeof err);
+    CHECK(g != NULL);
+    static char big[ZKE_GUARD_FENCE_MAX + 1];   /* one byte over, with its NUL */
+    memset(big, 'x', sizeof big - 1);
+    const char *too_long[] = { big, NULL }, *empty[] = { "", NULL }, *none[] = { NULL };
+    const char *many[ZKE_GUARD_FENCE_WORDS + 2];
+    for (int i = 0; i <= ZKE_GUARD_FENCE_WORDS; i++)
+        many[i] = "w";
+    many[ZKE_GUARD_FENCE_WORDS + 1] = NULL;
+    CHECK(zke_guard_set_fence(g, too_long, NULL, 0) == -1);
+    CHECK(zke_guard_set_fence(g, empty, NULL, 0) == -1);
+    CHECK(zke_guard_set_fence(g, none, NULL, 0) == -1);
+    CHECK(zke_guard_set_fence(g, many, NULL, 0) == -1);
+    CHECK(zke_guard_set_fence(g, many + 1, NULL, 0) == 0);     /* exactly the most words */
+    CHECK(zke_guard_set_fence(g, NULL, NULL, 0) == 0);
+    CHECK(zke_guard_set_fence(NULL, many + 1, NULL, 0) == -1);
+    zke_guard_free(g);
+}
+
 static void test_tables(void)
 {
     char err[200];
@@ -415,5 +528,6 @@ int main(void)
     RUN(test_two_phases);
     RUN(test_kill_agent);
     RUN(test_agent_dies);
+    RUN(test_fence);
     return check_done();
 }
