@@ -848,12 +848,16 @@ void zke_agent_guard_down(zke_agent *a, int down);
  * registered: then the host _exit()s. It sets the calling process's
  * parent-death signal (PR_SET_PDEATHSIG) to SIGHUP and installs a handler
  * for it (the one exception to "never installs signal handlers": this is
- * not the host's process); everything else about the process (its name,
- * its descriptors, SIGTERM/SIGINT, which the agent handles and a whole
- * process group may get) is the host's to set first. It allocates nothing,
- * wakes only when a soft or hard end passes or moves earlier and when a
- * term starts, and calls log(ud, level, msg) (may be NULL) once per phase, and
- * once if the agent left groups behind. flags: ZKE_GUARD_KILL_AGENT, or 0
+ * not the host's process), and makes a POSIX timer on CLOCK_BOOTTIME that
+ * sends the same signal at the absolute end it waits for (so that an end
+ * that passed while the host was suspended is acted on at resume);
+ * everything else about the process (its name, its descriptors,
+ * SIGTERM/SIGINT, which the agent handles and a whole process group may
+ * get) is the host's to set first. It allocates nothing, wakes only when a
+ * soft or hard end passes or moves earlier and when a term starts, and
+ * calls log(ud, level, msg) (may be NULL) once per phase, once if the agent
+ * left groups behind, and once per fence (zke_guard_set_fence), which it
+ * forks and waits for. flags: ZKE_GUARD_KILL_AGENT, or 0
  * for the groups alone. 0, or -1 (g NULL, or the signal could not be set
  * up). */
 int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud);

@@ -339,6 +339,7 @@ int zke_agent_start(zke_agent *a)
      * when that changes, the others plan their leases again */
     int tick = session_pair_tick_ms(a->sess);
     session_set_server_tick(a->sess, a->set.server_tick_ms, a->plan.drift);
+    conn_note_margin(a->conn, a->plan.margin_ms);
     if (session_pair_tick_ms(a->sess) != tick)
         conn_pump_all(a->conn);
     if (a->set.connect_timeout_ms > 0) {

@@ -33,6 +33,7 @@ int agent_replan(zke_agent *a, char *why, size_t whylen)
     if (settings_lease_plan(&a->set, T, session_pair_tick_ms(a->sess), &np, why, whylen) != 0)
         return -1;
     a->plan = np;
+    conn_note_margin(a->conn, np.margin_ms);
     a->plan_unchecked = 0;
     conn_lease_recheck(a->conn);    /* its lease end is the base plus a new lease */
     agent_alog(a, ZKE_LOG_INFO, "lease %d ms (session %d ms, stepdown budget %d ms, margin %d "

@@ -10,9 +10,11 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "conn.h"
+#include "bootwait.h"
 #include "probe.h"
 #include "rng.h"
 #include "settings.h"
+#include "touch.h"
 #include "xstr.h"
 
 #include <inttypes.h>
@@ -117,7 +119,9 @@ struct zke_conn {
     ev_prepare prepare;         /* unreferenced: pumps, flush, reopen, logs, deferred free */
     ev_check check;             /* unreferenced, top priority: the leasers' lease checks */
     ev_timer kick;              /* zero timer: agents due again turn the loop without blocking */
-    ev_timer lease_to;          /* the earliest lease end a leaser waits for */
+    struct bootwait lease_to;   /* the earliest lease end a leaser waits for (CLOCK_BOOTTIME) */
+    struct clockstep step;      /* the wall clock set: time the boot clock may not have seen */
+    int step_margin_ms;         /* the smallest lease margin of the agents, 0: none yet */
     ev_timer reopen, disc_to;
     double reopen_delay;
     double auth_retry;          /* runtime authentication failures: 1 s doubling to 30 s */
@@ -454,16 +458,15 @@ static void leasers_tick(zke_conn *c, int from, int64_t base, struct tick_sum *t
 
 static void lease_arm(zke_conn *c, int64_t due)
 {
-    if (due == c->lease_armed && (due == INT64_MAX || ev_is_active(&c->lease_to)))
+    if (due == c->lease_armed && (due == INT64_MAX || bootwait_armed(&c->lease_to)))
         return;
     c->lease_armed = due;
-    ev_timer_stop(c->loop, &c->lease_to);
-    if (due != INT64_MAX) {
-        int64_t now = sess_now_ns();
-        ev_now_update(c->loop);     /* relative to now, not to the cached loop time */
-        ev_timer_set(&c->lease_to, due > now ? (double)(due - now) / 1e9 + 0.0005 : 0., 0.);
-        ev_timer_start(c->loop, &c->lease_to);
-    }
+    /* an absolute time on the boot clock: an end that passed while the
+     * host was suspended wakes the loop as soon as it runs again */
+    if (due != INT64_MAX)
+        bootwait_at(&c->lease_to, due + 500000);
+    else
+        bootwait_stop(&c->lease_to);
 }
 
 /* Why check_cb checks every leaser (its debug line). */
@@ -524,6 +527,39 @@ static void wake_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)loop;
     (void)w;
     (void)revents;      /* only wakes the loop: the prepare and check watchers do the work */
+}
+
+static void lease_due_cb(struct bootwait *w)
+{
+    (void)w;            /* the same: the check after this poll checks the leasers */
+}
+
+#define STEP_MARGIN_MS 50    /* before an agent said its margin: the smallest default */
+
+void conn_note_margin(zke_conn *c, int margin_ms)
+{
+    if (margin_ms > 0 && (c->step_margin_ms == 0 || margin_ms < c->step_margin_ms))
+        c->step_margin_ms = margin_ms;
+}
+
+/* The wall clock was set: a step ahead of the boot clock beyond the
+ * margin is time the session's lease did not count (a paused VM whose
+ * clock time sync stepped on resume): the lease loses it, and every leaser
+ * is checked at once. */
+static void step_cb(struct clockstep *w, int64_t step_ns)
+{
+    zke_conn *c = (zke_conn *)((char *)w - offsetof(zke_conn, step));
+    int64_t lost = touch_clock_lost(0, step_ns, (int64_t)(c->step_margin_ms > 0
+                                                              ? c->step_margin_ms
+                                                              : STEP_MARGIN_MS) * 1000000);
+    if (lost == 0 || c->sess == NULL)
+        return;
+    clog_(c, ZKE_LOG_WARN, "the wall clock stepped %" PRId64 " ms ahead of the boot clock (time "
+          "sync after a pause of the whole machine?): the lease counts it as lost time",
+          lost / 1000000);
+    session_lose_time(c->sess, lost);
+    c->lease_dirty = 1;
+    ev_timer_start(c->loop, &c->kick);      /* the check runs in the next iteration, now */
 }
 
 /* --- the session's renewal stream -------------------------------------- */
@@ -1123,7 +1159,8 @@ static void destroy(zke_conn *c)
         ev_check_stop(c->loop, &c->check);
     }
     ev_timer_stop(c->loop, &c->kick);
-    ev_timer_stop(c->loop, &c->lease_to);
+    bootwait_close(&c->lease_to);
+    clockstep_close(&c->step);
     ev_timer_stop(c->loop, &c->renew);
     ev_timer_stop(c->loop, &c->reopen);
     ev_timer_stop(c->loop, &c->disc_to);
@@ -1252,7 +1289,8 @@ static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings 
     ev_set_priority(&c->check, EV_MAXPRI);
     c->check.data = c;
     ev_timer_init(&c->kick, wake_cb, 0., 0.);
-    ev_timer_init(&c->lease_to, wake_cb, 0., 0.);
+    bootwait_init(&c->lease_to, loop, lease_due_cb);
+    clockstep_init(&c->step, loop, step_cb);
     ev_timer_init(&c->renew, renew_cb, 0., 0.);
     c->renew.data = c;
     c->lease_next = c->lease_min_off = c->lease_armed = INT64_MAX;

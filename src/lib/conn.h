@@ -134,6 +134,11 @@ void conn_agent_lease_wait(zke_conn *c, conn_member *m);
 /* A watched agent's lease changed length (a new plan): every watched agent
  * is checked again in the next loop iteration. Any time. */
 void conn_lease_recheck(zke_conn *c);
+/* An agent's lease margin (its plan's): a step of the wall clock ahead of
+ * the boot clock larger than the smallest margin of the conn's agents is
+ * time the boot clock did not see (a paused VM: bootwait.h), which the
+ * session's lease loses (touch_lost). Any time; the smallest stays. */
+void conn_note_margin(zke_conn *c, int margin_ms);
 /* What the agent asks of the session's one renewal stream (the lease is
  * the session's, shared by its agents):
  *  RENEW_LEASE  it leads or is next in line: a renewal (a write that changes

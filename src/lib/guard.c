@@ -344,10 +344,12 @@ void guard_slot_arm(zke_guard *g, int slot, int64_t epoch, int64_t soft_ns,
 
 /* --- the watcher ------------------------------------------------------- */
 
-/* The guard the parent-death handler pokes (one watcher per process). */
+/* The guard the wake-up handler pokes (one watcher per process). */
 static zke_guard *volatile watched;
 
-static void on_parent_death(int sig)
+/* WAKE_SIGNAL: the agent died (the parent-death signal), or the boot-clock
+ * timer of the end waited for went off. */
+static void on_wake(int sig)
 {
     (void)sig;
     zke_guard *g = watched;
@@ -684,12 +686,22 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
     pid_t agent = (pid_t)atomic_load(&g->agent_pid);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_parent_death;     /* no SA_RESTART: the futex wait returns */
+    sa.sa_handler = on_wake;             /* no SA_RESTART: the futex wait returns */
     sigemptyset(&sa.sa_mask);
     watched = g;
     if (sigaction(WAKE_SIGNAL, &sa, NULL) != 0 ||
         prctl(PR_SET_PDEATHSIG, WAKE_SIGNAL) != 0)
         return -1;
+    /* the futex's timeout is relative, on CLOCK_MONOTONIC, which stops
+     * while the host is suspended: a timer at the absolute end on
+     * CLOCK_BOOTTIME sends WAKE_SIGNAL instead, as soon as the host runs
+     * again after an end passed during a suspend */
+    timer_t boot_timer;
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_SIGNAL;
+    sev.sigev_signo = WAKE_SIGNAL;
+    int have_timer = timer_create(CLOCK_BOOTTIME, &sev, &boot_timer) == 0;
     int64_t fired = 0;      /* the hard end it fired for (it fires once per end) */
     int64_t termed = 0;     /* the soft end it sent SIGTERM for */
     int killed_agent = 0;
@@ -755,8 +767,14 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
             rel.tv_nsec = (long)(left % 1000000000);
             tp = &rel;
         }
-        /* the timeout runs on CLOCK_MONOTONIC: woken early or late (a
-         * suspended machine), the loop compares with CLOCK_BOOTTIME again */
+        if (have_timer) {
+            /* (a target of 0 disarms it) */
+            struct itimerspec at = { { 0, 0 }, { (time_t)(target / 1000000000),
+                                                 (long)(target % 1000000000) } };
+            (void)timer_settime(boot_timer, TIMER_ABSTIME, &at, NULL);
+        }
+        /* woken early (the timer, a signal) or late, the loop compares
+         * with CLOCK_BOOTTIME again */
         if (futex(&g->seq, FUTEX_WAIT, s, tp) != 0 && errno != EAGAIN && errno != EINTR &&
             errno != ETIMEDOUT) {
             struct timespec pause = { 0, 20000000 };  /* unexpected: do not spin */
@@ -775,6 +793,8 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
     for (int i = 0; i < ZKE_GUARD_AGENTS; i++)
         if (atomic_load(&g->deadline[i]) != 0)
             fence_once(g, i, "agent_gone", log, ud);
+    if (have_timer)
+        (void)timer_delete(boot_timer);
     watched = NULL;
     return 0;
 }

@@ -775,6 +775,11 @@ int64_t session_lease_base_ns(const session *s)
     return s->zh != NULL ? s->touch.confirmed : 0;
 }
 
+void session_lose_time(session *s, int64_t ns)
+{
+    touch_lost(&s->touch, ns);
+}
+
 int64_t session_base_moved_read_ns(const session *s)
 {
     return s->base_moved_read_ns;

@@ -202,6 +202,9 @@ int64_t session_pair_gap_ns(const session *s);
  * expire the session earlier than one session timeout after it (on its
  * clock). Moves only on an answered sync or a new session. */
 int64_t session_lease_base_ns(const session *s);
+/* Time the boot clock did not count (touch_lost): the lease base and what
+ * may still confirm one move ns earlier. */
+void session_lose_time(session *s, int64_t ns);
 /* CLOCK_MONOTONIC (ns) at which the loop read the answer that last moved
  * the lease base forward (0: none yet): what released a term that waited
  * for its lease (zke_event.cause_ns). */

@@ -89,6 +89,30 @@ void touch_revalidated(struct touch_log *t)
     t->revalidated = t->last_sent;
 }
 
+void touch_lost(struct touch_log *t, int64_t ns)
+{
+    if (ns <= 0)
+        return;
+    for (int i = 0; i < t->n; i++) {
+        int k = (t->head + i) % TOUCH_SLOTS;
+        t->sent[k] -= ns;
+        t->answered[k] -= ns;
+    }
+    /* a base stays a base (0 is none): one in the past, whose lease is over */
+    if (t->confirmed > 0)
+        t->confirmed = t->confirmed - ns > 0 ? t->confirmed - ns : 1;
+    if (t->last_sent > 0)
+        t->last_sent = t->last_sent - ns > 0 ? t->last_sent - ns : 1;
+    if (t->revalidated > 0)
+        t->revalidated = t->revalidated - ns > 0 ? t->revalidated - ns : 1;
+}
+
+int64_t touch_clock_lost(int64_t before, int64_t after, int64_t threshold)
+{
+    int64_t step = after - before;
+    return step > threshold && step > 0 ? step : 0;
+}
+
 void touch_grant(struct touch_log *t, int64_t at)
 {
     if (at > t->confirmed)

@@ -67,4 +67,17 @@ void touch_grant(struct touch_log *t, int64_t at);
  * The next touch_synced() confirms that answer's request's send time. */
 void touch_revalidated(struct touch_log *t);
 
+/* Time the boot clock did not see: a pause of the whole machine that the
+ * guest clock hides (a VM paused and resumed, whose wall clock is then
+ * stepped forward by time sync). Every time recorded moves ns earlier, as
+ * the servers saw it: the lease base with it, so a lease shortens by the
+ * time lost (and ends, if that was longer than what was left). */
+void touch_lost(struct touch_log *t, int64_t ns);
+/* The time lost when the wall clock's offset from the boot clock (CLOCK_-
+ * REALTIME - CLOCK_BOOTTIME) went from `before` to `after`: the forward
+ * step, if larger than `threshold` (a lease's margin absorbs smaller ones,
+ * and time sync steps the clock by small amounts on its own); else 0. A
+ * backward step loses nothing. */
+int64_t touch_clock_lost(int64_t before, int64_t after, int64_t threshold);
+
 #endif

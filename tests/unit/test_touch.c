@@ -126,6 +126,36 @@ static void test_a_reconnect_is_confirmed_by_the_first_renewal(void)
     CHECK(touch_synced(&t, 2000, 2010, GAP) == 300);
 }
 
+/* A VM paused for 5000 and its wall clock stepped forward by time sync on
+ * resume: the base, and what a later sync pairs with, move 5000 earlier,
+ * so a lease of 3000 from the base is over at once; a step within the
+ * threshold, or backward, loses nothing. (The boot clock reads 100000 and
+ * more here, as it does in ns on a host up for more than 0.1 ms.) */
+static void test_a_wall_clock_step_is_lost_time(void)
+{
+    struct touch_log t;
+    touch_init(&t);
+    ans(&t, 100100, 100110);
+    CHECK(touch_synced(&t, 100310, 100320, GAP) == 100100);
+    ans(&t, 100400, 100410);
+    CHECK(touch_clock_lost(1000, 1040, 50) == 0);      /* a small step: the margin's */
+    CHECK(touch_clock_lost(1000, -4000, 50) == 0);     /* backward */
+    int64_t lost = touch_clock_lost(1000, 6000, 50);
+    CHECK(lost == 5000);
+    touch_lost(&t, lost);
+    CHECK(t.confirmed == 95100);
+    CHECK(t.confirmed + 3000 < 100420);                /* the lease from it is over */
+    /* the answer at 100410 is now at 95410: a sync sent at 100620 pairs
+     * with it, and confirms its send time as the servers saw it */
+    CHECK(touch_synced(&t, 100620, 100630, GAP) == 95400);
+    touch_lost(&t, 0);
+    CHECK(t.confirmed == 95400);
+    CHECK(touch_synced(&t, 100900, 100910, GAP) == 100620);    /* a new base, as before */
+    /* a loss longer than the clock has counted leaves a base long past */
+    touch_lost(&t, 1000000);
+    CHECK(t.confirmed == 1);
+}
+
 int main(void)
 {
     RUN(test_a_sync_confirms_only_what_was_answered_a_gap_before);
@@ -136,5 +166,6 @@ int main(void)
     RUN(test_a_fresh_answer_after_a_stall_is_kept_apart);
     RUN(test_out_of_order_answers_are_not_trusted);
     RUN(test_a_reconnect_is_confirmed_by_the_first_renewal);
+    RUN(test_a_wall_clock_step_is_lost_time);
     return check_done();
 }
