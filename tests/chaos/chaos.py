@@ -303,16 +303,16 @@ class Run:
 
     # -- helpers -------------------------------------------------------------------
 
-    def policy(self, tdir, cid, sock, hang=False, stall_ms=0, stall_after=0.0):
+    def policy(self, tdir, cid, sock, hang=False, stall_ms=0, stall_after=0.0, daemonize=False):
         with open(POLICY_TEMPLATE) as f:
             text = f.read()
         begin, end = "-- CHAOS-CONFIG-BEGIN", "-- CHAOS-CONFIG-END"
         i, j = text.index(begin), text.index(end)
         cfg = ("%s\nlocal CFG = {\n  fence_writer = %s,\n  fence_socket = %s,\n"
                "  fence_interval_ms = 50,\n  action_every = 0.05,\n  hang_on_leader = %s,\n"
-               "  stall_ms = %d,\n  stall_after = %.3f,\n}\n"
+               "  stall_ms = %d,\n  stall_after = %.3f,\n  daemonize = %s,\n}\n"
                % (begin, lua_str(self.fence_writer), lua_str(sock), "true" if hang else "false",
-                  int(stall_ms), float(stall_after)))
+                  int(stall_ms), float(stall_after), "true" if daemonize else "false"))
         path = os.path.join(tdir, "policy-%s.lua" % cid)
         with open(path, "w") as f:
             f.write(text[:i] + cfg + text[j:])
@@ -418,11 +418,11 @@ class Trial:
         return self.ens.connect_string(for_namespace=cn)
 
     def new_candidate(self, n, proxied=False, hang=False, extra=(), servers=None, stall_ms=0,
-                      stall_after=0.0):
+                      stall_after=0.0, daemonize=False):
         """servers: 0-based indexes of the only servers it may connect to."""
         cid = "c%d" % n
         script = self.run_.policy(self.tdir, cid, self.sock, hang=hang, stall_ms=stall_ms,
-                                  stall_after=stall_after)
+                                  stall_after=stall_after, daemonize=daemonize)
         if servers is not None:
             zkhosts = self.ens.connect_string(for_namespace=self.run_.nets[n - 1],
                                               ports=[self.ens.servers[i].client_port for i in servers])
@@ -435,11 +435,12 @@ class Trial:
         c.start()
         return c
 
-    def start_candidates(self, proxied=(), hang=(), wait_role=True, extra=()):
+    def start_candidates(self, proxied=(), hang=(), wait_role=True, extra=(), daemonize=False):
         """c1, c2, c3 one after another (each after the previous joined), so
         sequence order is start order and c1 leads."""
         for n in (1, 2, 3):
-            c = self.new_candidate(n, proxied=n in proxied, hang=n in hang, extra=extra)
+            c = self.new_candidate(n, proxied=n in proxied, hang=n in hang, extra=extra,
+                                   daemonize=daemonize)
             c.wait_for("joined", timeout=15)
         if wait_role:
             self.wait_stable(timeout=15, settle=0)
@@ -687,8 +688,8 @@ def _leader_or_fail(t):
     return lead
 
 
-def sc_leader_kill9(t):
-    t.start_candidates()
+def sc_leader_kill9(t, daemonize=False):
+    t.start_candidates(daemonize=daemonize)
     t.steady()
     lead = _leader_or_fail(t)
     t.fault_begin("kill9", lead.id, l2=True, expect=[{"type": "leader_change"}, {"type": "epoch_up"}])
@@ -723,7 +724,7 @@ def sc_leader_sigstop(t):
     t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
 
 
-def sc_leader_sigstop_guarded(t):
+def sc_leader_sigstop_guarded(t, daemonize=False):
     """The agent alone frozen, with the fail-stop watcher at its default
     (`agent`): the watcher, which is not stopped, SIGKILLs the term's groups
     (the duty, fence_writer) and the agent at the term's hard end, before
@@ -732,7 +733,7 @@ def sc_leader_sigstop_guarded(t):
     if "--fail-stop" not in t.run_.flags:
         t.problems.append("%s has no --fail-stop (the watchdog guard): the pause is not guarded"
                           % h.ZKELECT_BIN)
-    t.start_candidates()
+    t.start_candidates(daemonize=daemonize)
     t.steady()
     lead = _leader_or_fail(t)
     t.fault_begin("sigstop", lead.id, l2=True, s2_bound_ms=0, duty_bound_ms=0,
@@ -756,6 +757,63 @@ def sc_leader_sigstop_guarded(t):
     t.notes["c1_exit_rc"] = lead.proc.poll()
     t.fault_end("sigstop")
     t.wait_stable(timeout=3 * T + 5, record=True)
+
+
+def sc_daemon_escape(t):
+    """The duty is a daemon (`setsid -f fence_writer`: out of the spawned
+    process's group and session, as nginx, `pg_ctl start` or sudo leave
+    theirs): the leader SIGKILLed, its watcher kills the term's cgroup at
+    once. A daemon that outlived the term would write after the kill (S1:
+    a fence accept from the term of a killed candidate) and outlive its
+    agent. The final graceful stop checks the step-down's end of it."""
+    sc_leader_kill9(t, daemonize=True)
+
+
+def sc_daemon_escape_frozen(t):
+    """The same daemon, the agent alone frozen: the watcher ends the
+    term's cgroup at the hard end, before the successor can lead."""
+    sc_leader_sigstop_guarded(t, daemonize=True)
+
+
+def _watcher_of(c):
+    """The pid of c's fail-stop watcher (its child named zkelect-guard)."""
+    return (h.watchers(ppid=c.pid) or [None])[0]
+
+
+def sc_keeper_stop(t):
+    """The leader's fail-stop watcher stopped (SIGSTOP): the keeper fails
+    closed: the leader has no lease while its watcher does not watch, so it
+    steps down at once (reason guard), the next in line leads (no overlap,
+    the duty ended first), and the agent kills the stopped watcher and
+    starts another (it rejoins, guarded again)."""
+    t.start_candidates()
+    t.steady()
+    lead = _leader_or_fail(t)
+    w = _watcher_of(lead)
+    if w is None:
+        t.problems.append("%s has no watcher process (zkelect-guard)" % lead.id)
+        return
+    t.fault_begin("keeper_stop", lead.id, expect=[{"type": "stepdown_reason", "target": lead.id,
+                                                   "reasons": ["guard"]},
+                                                  {"type": "leader_change"}])
+    os.kill(w, signal.SIGSTOP)
+    others = [c for c in t.cands if c is not lead]
+    try:
+        h.wait_until(lambda: any(_leads(c) for c in others), timeout=5,
+                     desc="a successor leads once the leader's watcher is stopped")
+    except h.Timeout:
+        t.problems.append("no successor led within 5 s of the watcher's SIGSTOP")
+    try:
+        h.wait_until(lambda: _watcher_of(lead) not in (None, w), timeout=5,
+                     desc="another watcher")
+    except h.Timeout:
+        t.problems.append("%s did not start another watcher" % lead.id)
+        try:
+            os.kill(w, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    t.fault_end("keeper_stop")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
 
 
 def sc_partition(t, factor, long_):
@@ -1187,6 +1245,9 @@ SCENARIOS = [
     {"name": "folder_delete", "fn": sc_folder_delete},
     {"name": "hostile_peer", "fn": sc_hostile_peer},
     {"name": "loop_stall", "fn": sc_loop_stall},
+    {"name": "daemon_escape", "fn": sc_daemon_escape},
+    {"name": "daemon_escape_frozen", "fn": sc_daemon_escape_frozen},
+    {"name": "keeper_stop", "fn": sc_keeper_stop},
     {"name": "http_flood", "fn": sc_http_flood},
     {"name": "follower_isolated_s5", "fn": sc_follower_isolated_s5},
     # last: it restarts the ensemble with syncLimit 20 (the next trial's first

@@ -187,9 +187,12 @@ class CandidateNet:
         return self
 
     def exec_prefix(self):
-        """Prefix for a command to run in this namespace (`ip netns exec`
-        execs, so the pid of the started process is the command's pid)."""
-        return ["ip", "netns", "exec", self.name]
+        """Prefix for a command to run in this namespace: nsenter execs, so
+        the pid of the started process is the command's pid. (Not `ip netns
+        exec`, which also gives the command a mount namespace with the
+        netns's own /sys, where no cgroup2 hierarchy is mounted: the agents
+        could not hold their terms' processes in cgroups there.)"""
+        return ["nsenter", "--net=/run/netns/" + self.name, "--"]
 
     def partition(self, ports):
         """Drops TCP to/from the given server ports, both directions."""

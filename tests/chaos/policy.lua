@@ -31,6 +31,12 @@
 -- takes 20 ms, then n * (stall/t)^(1/3)). Logs "stall begin n=<n>
 -- target_ms=<ms>" right before the call.
 --
+-- Variant (daemon_escape scenarios): CFG.daemonize = true starts the duty as
+-- a daemon (`setsid -f fence_writer ...`): it leaves the spawned process's
+-- group and session, and the spawned process exits at once. Only the
+-- term's cgroup holds it then; the checker sees every write it makes after
+-- its term ended (S1).
+--
 -- If zkelect.every / zkelect.spawn are missing (an older agent) it degrades to
 -- one action per term and says so at load time ("policy caps ...").
 
@@ -43,6 +49,7 @@ local CFG = {
   hang_on_leader = false,   -- hook_hang variant
   stall_ms = 0,             -- loop_stall variant (0 = none)
   stall_after = 0,          -- seconds after on_leader
+  daemonize = false,        -- daemon_escape variant
 }
 -- CHAOS-CONFIG-END
 
@@ -94,8 +101,12 @@ function on_leader(ev)
     end)
   end
   if HAS_SPAWN and CFG.fence_writer ~= "" then
-    local child, msg, code = zkelect.spawn{ CFG.fence_writer, CFG.fence_socket,
-                                            tostring(CFG.fence_interval_ms) }
+    local argv = { CFG.fence_writer, CFG.fence_socket, tostring(CFG.fence_interval_ms) }
+    if CFG.daemonize then
+      table.insert(argv, 1, "-f")
+      table.insert(argv, 1, "setsid")
+    end
+    local child, msg, code = zkelect.spawn(argv)
     if not child then
       zkelect.log("error", "spawn fence_writer failed: " .. tostring(msg) .. " code=" .. tostring(code))
     end

@@ -386,21 +386,8 @@ def test_killed_agent_without_the_guard_leaves_the_grandchild():
 
 def watcher_of(agent):
     """The pid of the agent's watcher: its child named zkelect-guard."""
-    def find():
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    st = f.read()
-            except OSError:
-                continue
-            comm = st[st.index("(") + 1:st.rindex(")")]
-            ppid = int(st[st.rindex(")") + 2:].split()[1])
-            if ppid == agent.pid and comm == "zkelect-guard":
-                return int(d)
-        return None
-    return h.wait_until(find, 5, "the watcher of %s" % agent.id)
+    return h.wait_until(lambda: (h.watchers(ppid=agent.pid) or [None])[0], 5,
+                        "the watcher of %s" % agent.id)
 
 
 def can_lower_oom_score():
@@ -602,15 +589,7 @@ def test_a_policy_s_fence_runs_when_the_agent_is_killed():
 
 def watchers_in(d):
     """The pids of the watcher processes (zkelect-guard) working in d."""
-    found, d = [], os.path.realpath(d)
-    for p in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/comm" % p) as f:
-                if f.read().strip() == "zkelect-guard" and os.readlink("/proc/%s/cwd" % p) == d:
-                    found.append(int(p))
-        except (OSError, ValueError):
-            pass
-    return found
+    return h.watchers(cwd=d)
 
 
 if __name__ == "__main__":

@@ -231,6 +231,30 @@ def pid_alive(pid):
         return False
 
 
+def watchers(ppid=None, cwd=None):
+    """The pids of the fail-stop watcher processes (named zkelect-guard),
+    only those whose parent is ppid and whose working directory is cwd
+    (its real path) where given."""
+    found, cwd = [], os.path.realpath(cwd) if cwd else None
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+            comm = st[st.index("(") + 1:st.rindex(")")]
+            if comm != "zkelect-guard":
+                continue
+            if ppid is not None and int(st[st.rindex(")") + 2:].split()[1]) != ppid:
+                continue
+            if cwd is not None and os.readlink("/proc/%s/cwd" % d) != cwd:
+                continue
+        except (OSError, ValueError):
+            continue
+        found.append(int(d))
+    return found
+
+
 def free_port():
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
