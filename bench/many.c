@@ -21,6 +21,11 @@
  * freed in its on_stopped; the loop ends when the last one has stopped (the
  * conn then holds no watcher), the conn is freed, exit 0.
  *
+ * $BENCH_MANY_GUARD=1: every agent is guarded by one fail-stop guard for E
+ * agents (zke_guard_new_for), whose watcher runs in a child process (its
+ * pid on stderr: "guard watcher <pid>"), as a gateway that guards its
+ * elections does.
+ *
  * Threading: none; everything runs on the loop. The callbacks below are
  * called by the library from the loop, one at a time.
  * Ownership: the bench owns the conn and the agents (each freed in its
@@ -268,6 +273,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_many: BENCH_MANY_LOG '%.64s': expected debug, info, warn or error\n", lv);
         return 64;
     }
+    zke_guard *guard = NULL;
+    const char *gv = getenv("BENCH_MANY_GUARD");
+    if (gv != NULL && strcmp(gv, "1") == 0 && B.e > 0) {
+        char gerr[256];
+        if ((guard = zke_guard_new_for(B.e, gerr, sizeof gerr)) == NULL) {
+            fprintf(stderr, "bench_many: %s\n", gerr);
+            return 70;
+        }
+        pid_t w = fork();
+        if (w == 0)
+            _exit(zke_guard_watch(guard, ZKE_GUARD_KILL_AGENT, NULL, NULL) == 0 ? 0 : 70);
+        fprintf(stderr, "guard watcher %ld\n", (long)w);
+    }
     B.loop = ev_default_loop(0);
     struct zke_conn_settings cs = { .zk = argv[1], .session_timeout_ms = session_ms };
     B.conn = zke_conn_new(B.loop, &cs, on_log, NULL);
@@ -300,6 +318,10 @@ int main(int argc, char **argv)
         zke_agent *a = zke_agent_new_on(B.conn, &s, &cb, &B.slots[i]);
         if (a != NULL)
             (void)zke_agent_set_log_level(a, (enum zke_log_level)B.log_level);
+        if (a != NULL && guard != NULL && zke_agent_set_guard(a, guard) != 0) {
+            fprintf(stderr, "bench_many: %s\n", zke_agent_errstr(a));
+            return 70;
+        }
         if (a == NULL || zke_agent_start(a) != 0) {
             fprintf(stderr, "bench_many: cannot start %s: %s\n", path,
                     a ? zke_agent_errstr(a) : "out of memory");
@@ -324,5 +346,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_many: zke_conn_free: %s\n", zke_conn_errstr(B.conn));
     free(B.slots);
     ev_loop_destroy(B.loop);
+    zke_guard_free(guard);      /* after the agents (the watcher ends with us) */
     return 0;
 }

@@ -804,14 +804,16 @@ int zke_agent_read_candidates(zke_agent *a, zke_candidates_fn *done, void *ud);
  * the term first if its loop runs), and whatever a child already sent out:
  * for both, only the fencing epoch protects the resource.
  *
- * One guard per process and loop: several agents may share it (each takes
- * one of ZKE_GUARD_AGENTS slots; it fires at the earliest hard end of any,
+ * One guard per process and loop: every agent of it may share it (each
+ * takes one of its slots: ZKE_GUARD_AGENTS with zke_guard_new, as many as
+ * asked with zke_guard_new_for; it fires at the earliest hard end of any,
  * and then kills every term's group: a stuck loop stalls all its agents).
  * The host owns the guard; it must outlive the agents and policies it was
  * given to. Loop thread only, except zke_guard_watch. */
 typedef struct zke_guard zke_guard;
 
-#define ZKE_GUARD_AGENTS 16     /* agents per guard */
+#define ZKE_GUARD_AGENTS 16     /* agents per guard of zke_guard_new */
+#define ZKE_GUARD_AGENTS_MAX 1048576    /* ... of zke_guard_new_for */
 #define ZKE_GUARD_GROUPS 512    /* process groups registered at once */
 #define ZKE_GUARD_GROUP_TERM 1  /* zke_guard_add_group: a term's group (killed when it fires) */
 #define ZKE_GUARD_KILL_AGENT 1  /* zke_guard_watch: when it fires, SIGKILL the agent too */
@@ -820,6 +822,13 @@ typedef struct zke_guard zke_guard;
  * agent's pid). NULL with a one-line reason in err (mmap failed, or this
  * platform's 64-bit atomics are not lock-free). */
 zke_guard *zke_guard_new(char *err, size_t errlen);
+/* The same for up to `agents` agents (1..ZKE_GUARD_AGENTS_MAX; a gateway
+ * with one agent per election asks for as many as it runs): 48 bytes of
+ * the shared mapping each, the watcher's scan at each of its wake-ups
+ * linear in it. Agents that share a connection (zke_conn) share their
+ * lease base in the guard: a renewal moves it with one store, whatever
+ * their number. */
+zke_guard *zke_guard_new_for(int agents, char *err, size_t errlen);
 /* Unmaps it in this process (the watcher keeps its own mapping). NULL is
  * fine. Not while an agent or policy still uses it. */
 void zke_guard_free(zke_guard *g);

@@ -414,6 +414,9 @@ static void real_free(zke_agent *a)
     a->term = NULL;
     if (a->guard != NULL)
         guard_slot_release(a->guard, a->guard_slot);
+    if (a->guard_base > 0)
+        conn_guard_release(a->conn);
+    a->guard_base = 0;
     a->guard = NULL;
     ev_timer_stop(a->loop, &a->backoff);
     ev_timer_stop(a->loop, &a->connect_to);
@@ -470,7 +473,8 @@ void agent_teardown(zke_agent *a)
             /* no soft end during the shutdown's on_stepdown (its hard
              * end stays until the slot is released) */
             a->guard_soft_ns = 0;
-            guard_slot_arm(a->guard, a->guard_slot, a->host_epoch, 0, a->guard_end_ns);
+            guard_slot_arm_at(a->guard, a->guard_slot, a->guard_base_used, a->host_epoch, 0,
+                              a->guard_end_ns);
         }
         agent_base_event(a, ZKE_EV_STEPDOWN, "shutdown", &ev);
         ev.node = a->host_node;
@@ -528,14 +532,18 @@ int zke_agent_set_guard(zke_agent *a, zke_guard *g)
     if (a == NULL || a->life == AL_FREEING || g == a->guard)
         return a == NULL || a->life == AL_FREEING ? -1 : 0;
     if (g != NULL && (slot = guard_slot_take(g)) < 0) {
-        agent_err(a, "the fail-stop guard has no free agent slot (it guards "
-                 "at most %d agents)", ZKE_GUARD_AGENTS);
+        agent_err(a, "the fail-stop guard has no free agent slot (make it with "
+                 "zke_guard_new_for for as many agents as it guards)");
         return -1;
     }
     if (a->guard != NULL)
         guard_slot_release(a->guard, a->guard_slot);
+    if (a->guard_base > 0)
+        conn_guard_release(a->conn);
     a->guard = g;
     a->guard_slot = slot;
+    a->guard_base = g != NULL && a->conn != NULL ? conn_guard_base(a->conn, g) : 0;
+    a->guard_base_used = 0;
     a->guard_end_ns = 0;
     a->guard_soft_ns = 0;
     a->guard_standby_ns = 0;

@@ -58,21 +58,34 @@ void agent_guard_sync(zke_agent *a)
     if (a->guard == NULL)
         return;
     int64_t d = 0, soft = 0;
+    int base = 0;
     if (a->host_leader || a->term != NULL || a->holding || a->in_stepdown_cb) {
-        int64_t end = agent_lease_end(a);
-        int64_t after = (int64_t)a->plan.stepdown_budget_ms + a->plan.margin_ms / 2;
-        d = end > 0 ? end + after * 1000000 : a->guard_end_ns;
+        int64_t lease = (int64_t)a->plan.lease_ms * 1000000;
+        int64_t after = ((int64_t)a->plan.stepdown_budget_ms + a->plan.margin_ms / 2) * 1000000;
         /* half the margin after the lease end: a loop that runs has begun
          * the step-down by then (the lease check revokes the term at the
          * end itself), so only a loop that does not run is sent it */
+        int64_t half = (int64_t)a->plan.margin_ms / 2 * 1000000;
         int acting = a->host_leader && (a->term == NULL || !scope_cancelled(a->term));
-        soft = acting && end > 0 ? end + (int64_t)a->plan.margin_ms / 2 * 1000000 : 0;
+        if (a->guard_base > 0 && conn_guard_push(a->conn) > 0) {
+            /* relative to the session's lease base in the guard, which the
+             * conn moves for all its agents at once */
+            base = a->guard_base;
+            d = lease + after;
+            soft = acting ? lease + half : 0;
+        } else {
+            int64_t end = agent_lease_end(a);
+            d = end > 0 ? end + after : a->guard_base_used ? 0 : a->guard_end_ns;
+            soft = acting && end > 0 ? end + half : 0;
+        }
     }
-    if (d != a->guard_end_ns || soft != a->guard_soft_ns || a->host_epoch != a->guard_epoch) {
+    if (d != a->guard_end_ns || soft != a->guard_soft_ns || a->host_epoch != a->guard_epoch ||
+        base != a->guard_base_used) {
         a->guard_end_ns = d;
         a->guard_soft_ns = soft;
         a->guard_epoch = a->host_epoch;
-        guard_slot_arm(a->guard, a->guard_slot, a->host_epoch, soft, d);
+        a->guard_base_used = base;
+        guard_slot_arm_at(a->guard, a->guard_slot, base, a->host_epoch, soft, d);
     }
 }
 
@@ -127,7 +140,8 @@ int64_t agent_lease_tick(zke_agent *a)
  * a guard follows every move of the base, which moves its hard end. */
 int64_t agent_lease_tick_op(zke_agent *a, int *follows)
 {
-    *follows = a->guard != NULL;
+    /* (one relative to the session's base in the guard needs no walk) */
+    *follows = a->guard != NULL && a->guard_base == 0;
     return agent_lease_tick(a);
 }
 

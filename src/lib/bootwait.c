@@ -101,11 +101,12 @@ void bootwait_close(struct bootwait *w)
 
 /* --- clockstep --------------------------------------------------------- */
 
-/* Sets the timerfd to the end of time on CLOCK_REALTIME, to be cancelled
- * by the next setting of the wall clock; 0 or -1. */
+/* Sets the timerfd to a time the wall clock will not reach (year 2255,
+ * within the kernel's range), to be cancelled by the next setting of the
+ * wall clock; 0 or -1. */
 static int step_arm(struct clockstep *w)
 {
-    struct itimerspec its = { { 0, 0 }, { (time_t)INT32_MAX, 0 } };
+    struct itimerspec its = { { 0, 0 }, { (time_t)9000000000LL, 0 } };
     return timerfd_settime(w->fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, NULL);
 }
 
@@ -115,12 +116,17 @@ static void step_cb(struct ev_loop *loop, ev_io *io, int revents)
     uint64_t n;
     (void)loop;
     (void)revents;
-    if (read(w->fd, &n, sizeof n) >= 0 || errno != ECANCELED)
+    int cancelled = read(w->fd, &n, sizeof n) < 0 && errno == ECANCELED;
+    if (!cancelled && errno == EAGAIN)
         return;
+    /* armed again first, then measured: a setting in between is seen at
+     * the next wake-up, not lost */
+    (void)step_arm(w);
+    if (!cancelled)
+        return;         /* (it expired: the wall clock set past its time) */
     int64_t offset = now_ns(CLOCK_REALTIME) - now_ns(CLOCK_BOOTTIME);
     int64_t step = offset - w->offset;
     w->offset = offset;
-    (void)step_arm(w);
     w->cb(w, step);
 }
 

@@ -8,8 +8,8 @@
  * passed too, and a term would run on, past its lease, for up to that
  * long. A bootwait is a timerfd on CLOCK_BOOTTIME set to an absolute time
  * (TFD_TIMER_ABSTIME), read by an ev_io of top priority: a lease end that
- * passed during a suspend wakes the loop as soon as it runs again, before
- * the callbacks of anything else that came in meanwhile.
+ * passed during a suspend wakes the loop as soon as it runs again (and the
+ * lease check, which runs first in every iteration, ends the term).
  *
  * A clockstep watches for the other pause, the one the boot clock does not
  * see: a virtual machine paused whole, whose guest clocks stop with it

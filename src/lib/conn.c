@@ -10,6 +10,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "conn.h"
+#include "guard.h"
 #include "bootwait.h"
 #include "probe.h"
 #include "rng.h"
@@ -122,6 +123,10 @@ struct zke_conn {
     struct bootwait lease_to;   /* the earliest lease end a leaser waits for (CLOCK_BOOTTIME) */
     struct clockstep step;      /* the wall clock set: time the boot clock may not have seen */
     int step_margin_ms;         /* the smallest lease margin of the agents, 0: none yet */
+    zke_guard *guard;           /* the guard holding our lease base (conn_guard_base), or NULL */
+    int guard_base;             /* its index there */
+    int guard_users;            /* agents arming relative to it */
+    int64_t guard_base_ns;      /* the base it holds, 0: none yet */
     ev_timer reopen, disc_to;
     double reopen_delay;
     double auth_retry;          /* runtime authentication failures: 1 s doubling to 30 s */
@@ -490,6 +495,7 @@ static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
     zke_conn *c = w->data;
     (void)loop;
     (void)revents;
+    (void)conn_guard_push(c);       /* the guarded agents' ends follow the base: one store */
     if (c->leasers.n == 0)
         return;
     int64_t base = session_lease_base_ns(c->sess), now = sess_now_ns();
@@ -534,6 +540,45 @@ static void lease_due_cb(struct bootwait *w)
     (void)w;            /* the same: the check after this poll checks the leasers */
 }
 
+int conn_guard_base(zke_conn *c, zke_guard *g)
+{
+    if (g == NULL || (c->guard != NULL && c->guard != g))
+        return 0;
+    if (c->guard == NULL) {
+        int b = guard_base_take(g);
+        if (b == 0)
+            return 0;
+        c->guard = g;
+        c->guard_base = b;
+        c->guard_base_ns = 0;
+    }
+    c->guard_users++;
+    (void)conn_guard_push(c);
+    return c->guard_base;
+}
+
+void conn_guard_release(zke_conn *c)
+{
+    if (c->guard == NULL || --c->guard_users > 0)
+        return;
+    guard_base_release(c->guard, c->guard_base);
+    c->guard = NULL;
+    c->guard_base = 0;
+    c->guard_base_ns = 0;
+}
+
+int64_t conn_guard_push(zke_conn *c)
+{
+    if (c->guard == NULL)
+        return 0;
+    int64_t base = session_lease_base_ns(c->sess);
+    if (base > 0 && base != c->guard_base_ns) {
+        guard_base_set(c->guard, c->guard_base, base);
+        c->guard_base_ns = base;
+    }
+    return c->guard_base_ns;
+}
+
 #define STEP_MARGIN_MS 50    /* before an agent said its margin: the smallest default */
 
 void conn_note_margin(zke_conn *c, int margin_ms)
@@ -558,8 +603,12 @@ static void step_cb(struct clockstep *w, int64_t step_ns)
           "sync after a pause of the whole machine?): the lease counts it as lost time",
           lost / 1000000);
     session_lose_time(c->sess, lost);
+    (void)conn_guard_push(c);               /* the guard's ends move back with it, now */
     c->lease_dirty = 1;
-    ev_timer_start(c->loop, &c->kick);      /* the check runs in the next iteration, now */
+    /* every leaser checked now, before the callbacks of lower priority of
+     * this iteration (answers, the terms' timers and hooks): this
+     * iteration's check ran before this callback */
+    check_cb(c->loop, &c->check, 0);
 }
 
 /* --- the session's renewal stream -------------------------------------- */

@@ -139,6 +139,17 @@ void conn_lease_recheck(zke_conn *c);
  * time the boot clock did not see (a paused VM: bootwait.h), which the
  * session's lease loses (touch_lost). Any time; the smallest stays. */
 void conn_note_margin(zke_conn *c, int margin_ms);
+/* The session's lease base in the fail-stop guard g, which the agents of
+ * the conn that g guards arm their ends relative to (guard.h): its base
+ * index, or 0 (none left, or the conn already follows another guard: then
+ * the agent arms absolute ends). Counted per agent: conn_guard_release()
+ * once the agent no longer uses it. */
+int conn_guard_base(zke_conn *c, zke_guard *g);
+void conn_guard_release(zke_conn *c);
+/* Brings the guard's copy of the lease base up to the session's (once
+ * per loop iteration, and before an agent arms relative to it): the base
+ * in the guard (> 0), or 0 while none is known. */
+int64_t conn_guard_push(zke_conn *c);
 /* What the agent asks of the session's one renewal stream (the lease is
  * the session's, shared by its agents):
  *  RENEW_LEASE  it leads or is next in line: a renewal (a write that changes

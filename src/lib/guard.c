@@ -54,19 +54,34 @@
 #define GROUP_CGROUP_BIT 0x40000000u
 #define GROUP_ID(v) ((v) & ~(GROUP_TERM_BIT | GROUP_CGROUP_BIT))
 
+#define GUARD_BASES 64      /* sessions whose agents arm relative to their lease base */
+
+/* An agent's slot. Its ends are absolute (base 0) or offsets from one of
+ * the guard's bases (base k: bases[k - 1]), the lease base of the session
+ * the agent shares with others: a renewal then moves one base, not the
+ * ends of every agent of the session. */
+struct gslot {
+    atomic_int used;                    /* taken (guard_slot_take) */
+    atomic_int base;                    /* 0: the ends are absolute, k: offsets from bases[k-1] */
+    atomic_llong hard;                  /* the hard end (SIGKILL), 0: no term */
+    atomic_llong soft;                  /* the soft end (SIGTERM), 0: none (the term is
+                                         * ending: its step-down runs) */
+    atomic_llong standby;               /* a term may start: its hard end will be at least this
+                                         * far (ns) from its start; 0: none */
+    atomic_llong epoch;                 /* the armed term's epoch (for its fence) */
+    atomic_llong fenced;                /* the last epoch fenced (by any watcher) */
+};
+
 struct zke_guard {
     atomic_uint seq;                    /* futex word: bumped when the watcher must look again */
     atomic_uint wakes;                  /* FUTEX_WAKEs the agent side sent (guard_wakes) */
     atomic_llong waiting_for;           /* the hard end the watcher sleeps until, 0: none */
     atomic_int agent_pid;               /* the process that made the guard */
-    atomic_uint slots;                  /* agent slots taken (bit i: slot i) */
-    atomic_llong deadline[ZKE_GUARD_AGENTS];    /* CLOCK_BOOTTIME ns, 0: no term */
-    atomic_llong soft[ZKE_GUARD_AGENTS];        /* the lease end (SIGTERM), 0: none (the
-                                                 * term is ending: its step-down runs) */
-    atomic_llong standby[ZKE_GUARD_AGENTS];     /* a term may start: its hard end will be at
-                                                 * least this far (ns) from its start; 0: none */
-    atomic_llong epoch[ZKE_GUARD_AGENTS];       /* the armed term's epoch (for its fence) */
-    atomic_llong fenced[ZKE_GUARD_AGENTS];      /* the last epoch fenced (by any watcher) */
+    int nslots;                         /* set at zke_guard_new_for, then read only */
+    atomic_int hint;                    /* where guard_slot_take looks first */
+    atomic_int top;                     /* slots [0, top) may be taken: what the watcher scans */
+    atomic_llong bases[GUARD_BASES];    /* CLOCK_BOOTTIME ns, 0: none yet */
+    atomic_ullong bases_used;           /* bases taken (bit k - 1: base k) */
     atomic_uint group[ZKE_GUARD_GROUPS];        /* pgid | GROUP_TERM_BIT, 0: free */
     atomic_int cg_set;                  /* cg_path is set (zke_guard_set_cgroups) */
     char cg_path[ZKE_CGROUPS_PATH_MAX]; /* the term cgroups' folder */
@@ -75,13 +90,15 @@ struct zke_guard {
     atomic_int fence_ms;                /* its budget */
     atomic_int fence_argc;              /* its argv's words; its environment's follow */
     char fence[ZKE_GUARD_FENCE_MAX];    /* its words, each NUL-terminated */
+    struct gslot slot[];                /* nslots of them */
 };
 
-static size_t page_size(void)
+static size_t map_size(int nslots)
 {
     long p = sysconf(_SC_PAGESIZE);
     size_t n = p > 0 ? (size_t)p : 4096;
-    return (sizeof(struct zke_guard) + n - 1) / n * n;
+    size_t want = sizeof(struct zke_guard) + (size_t)nslots * sizeof(struct gslot);
+    return (want + n - 1) / n * n;
 }
 
 static int64_t boot_ns(void)
@@ -97,7 +114,7 @@ static long futex(atomic_uint *word, int op, unsigned val, const struct timespec
     return syscall(SYS_futex, (unsigned *)word, op, val, rel, NULL, 0);
 }
 
-zke_guard *zke_guard_new(char *err, size_t errlen)
+zke_guard *zke_guard_new_for(int agents, char *err, size_t errlen)
 {
     struct zke_guard probe;
     memset(&probe, 0, sizeof probe);
@@ -105,20 +122,31 @@ zke_guard *zke_guard_new(char *err, size_t errlen)
         snprintf(err, errlen, "fail-stop guard: 64-bit atomics are not lock-free here");
         return NULL;
     }
-    void *m = mmap(NULL, page_size(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (agents < 1 || agents > ZKE_GUARD_AGENTS_MAX) {
+        snprintf(err, errlen, "fail-stop guard: %d agents (1..%d)", agents, ZKE_GUARD_AGENTS_MAX);
+        return NULL;
+    }
+    void *m = mmap(NULL, map_size(agents), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
     if (m == MAP_FAILED) {
         snprintf(err, errlen, "fail-stop guard: mmap of a shared page: %s", strerror(errno));
         return NULL;
     }
     zke_guard *g = m;       /* zero-filled: disarmed, no slot, no group */
+    g->nslots = agents;
     atomic_store(&g->agent_pid, (int)getpid());
     return g;
+}
+
+zke_guard *zke_guard_new(char *err, size_t errlen)
+{
+    return zke_guard_new_for(ZKE_GUARD_AGENTS, err, errlen);
 }
 
 void zke_guard_free(zke_guard *g)
 {
     if (g != NULL)
-        (void)munmap(g, page_size());
+        (void)munmap(g, map_size(g->nslots));
 }
 
 static int add_entry(zke_guard *g, unsigned v)
@@ -230,38 +258,102 @@ int zke_guard_set_fence(zke_guard *g, const char *const argv[], const char *cons
 
 int guard_slot_take(zke_guard *g)
 {
-    unsigned used = atomic_load(&g->slots);
-    for (;;) {
-        int i = 0;
-        while (i < ZKE_GUARD_AGENTS && (used & (1u << i)))
-            i++;
-        if (i == ZKE_GUARD_AGENTS)
-            return -1;
-        if (atomic_compare_exchange_weak(&g->slots, &used, used | (1u << i))) {
-            atomic_store(&g->deadline[i], 0);
-            atomic_store(&g->soft[i], 0);
-            atomic_store(&g->standby[i], 0);
+    int n = g->nslots, h = atomic_load(&g->hint);
+    for (int k = 0; k < n; k++) {
+        int i = (h + k) % n, free_slot = 0;
+        if (atomic_compare_exchange_strong(&g->slot[i].used, &free_slot, 1)) {
+            struct gslot *s = &g->slot[i];
+            atomic_store(&s->hard, 0);
+            atomic_store(&s->soft, 0);
+            atomic_store(&s->standby, 0);
+            atomic_store(&s->base, 0);
+            atomic_store(&g->hint, (i + 1) % n);
+            int top = atomic_load(&g->top);
+            while (top < i + 1 && !atomic_compare_exchange_weak(&g->top, &top, i + 1))
+                ;
             return i;
         }
     }
+    return -1;
 }
 
 void guard_slot_release(zke_guard *g, int slot)
 {
-    if (slot < 0 || slot >= ZKE_GUARD_AGENTS)
+    if (slot < 0 || slot >= g->nslots)
         return;
-    atomic_store(&g->deadline[slot], 0);
-    atomic_store(&g->soft[slot], 0);
-    atomic_store(&g->standby[slot], 0);
-    atomic_fetch_and(&g->slots, ~(1u << slot));
+    struct gslot *s = &g->slot[slot];
+    atomic_store(&s->hard, 0);
+    atomic_store(&s->soft, 0);
+    atomic_store(&s->standby, 0);
+    atomic_store(&s->used, 0);
+}
+
+int guard_base_take(zke_guard *g)
+{
+    unsigned long long used = atomic_load(&g->bases_used);
+    for (;;) {
+        int k = 0;
+        while (k < GUARD_BASES && (used & (1ull << k)))
+            k++;
+        if (k == GUARD_BASES)
+            return 0;
+        if (atomic_compare_exchange_weak(&g->bases_used, &used, used | (1ull << k))) {
+            atomic_store(&g->bases[k], 0);
+            return k + 1;
+        }
+    }
+}
+
+void guard_base_release(zke_guard *g, int base)
+{
+    if (base >= 1 && base <= GUARD_BASES)
+        atomic_fetch_and(&g->bases_used, ~(1ull << (base - 1)));
+}
+
+/* An end of slot s (hard or soft: its field v) as a CLOCK_BOOTTIME time,
+ * 0 when not set (or its base is not known yet). */
+static int64_t end_of(const zke_guard *g, const struct gslot *s, const atomic_llong *v)
+{
+    int64_t x = atomic_load(v);
+    int b = atomic_load(&s->base);
+    if (x == 0 || b == 0)
+        return x;
+    int64_t base = atomic_load(&g->bases[b - 1]);
+    return base > 0 ? base + x : 0;
+}
+
+/* Wakes the watcher, if it sleeps until later than `end` (or for nothing). */
+static void wake_for(zke_guard *g, int64_t end)
+{
+    int64_t w = atomic_load(&g->waiting_for);
+    if (end != 0 && (w == 0 || end < w)) {
+        atomic_fetch_add(&g->seq, 1);
+        atomic_fetch_add(&g->wakes, 1);
+        (void)futex(&g->seq, FUTEX_WAKE, 1, NULL);
+    }
+}
+
+void guard_base_set(zke_guard *g, int base, int64_t ns)
+{
+    if (base < 1 || base > GUARD_BASES || ns <= 0)
+        return;
+    int64_t old = atomic_exchange(&g->bases[base - 1], ns);
+    /* later (a renewal) moves every end of the base later: nobody to wake;
+     * earlier (a new session) may move one before what the watcher waits
+     * for: it looks again (rare) */
+    if (old != 0 && ns < old) {
+        atomic_fetch_add(&g->seq, 1);
+        atomic_fetch_add(&g->wakes, 1);
+        (void)futex(&g->seq, FUTEX_WAKE, 1, NULL);
+    }
 }
 
 /* The earliest armed hard end, 0 if none. */
 static int64_t earliest(zke_guard *g)
 {
     int64_t m = 0;
-    for (int i = 0; i < ZKE_GUARD_AGENTS; i++) {
-        int64_t d = atomic_load(&g->deadline[i]);
+    for (int i = 0, top = atomic_load(&g->top); i < top; i++) {
+        int64_t d = end_of(g, &g->slot[i], &g->slot[i].hard);
         if (d != 0 && (m == 0 || d < m))
             m = d;
     }
@@ -273,8 +365,8 @@ static int64_t earliest(zke_guard *g)
 static int64_t earliest_soft(zke_guard *g, int *slot)
 {
     int64_t m = 0;
-    for (int i = 0; i < ZKE_GUARD_AGENTS; i++) {
-        int64_t d = atomic_load(&g->soft[i]);
+    for (int i = 0, top = atomic_load(&g->top); i < top; i++) {
+        int64_t d = end_of(g, &g->slot[i], &g->slot[i].soft);
         if (d != 0 && (m == 0 || d < m)) {
             m = d;
             *slot = i;
@@ -292,8 +384,8 @@ unsigned guard_wakes(zke_guard *g)
 static int64_t standby_gap(zke_guard *g)
 {
     int64_t m = 0;
-    for (int i = 0; i < ZKE_GUARD_AGENTS; i++) {
-        int64_t d = atomic_load(&g->standby[i]);
+    for (int i = 0, top = atomic_load(&g->top); i < top; i++) {
+        int64_t d = atomic_load(&g->slot[i].standby);
         if (d > 0 && (m == 0 || d < m))
             m = d;
     }
@@ -302,12 +394,12 @@ static int64_t standby_gap(zke_guard *g)
 
 void guard_slot_standby(zke_guard *g, int slot, int64_t gap_ns)
 {
-    if (slot < 0 || slot >= ZKE_GUARD_AGENTS)
+    if (slot < 0 || slot >= g->nslots)
         return;
-    int64_t old = atomic_load(&g->standby[slot]);
+    int64_t old = atomic_load(&g->slot[slot].standby);
     if (gap_ns < 0)
         gap_ns = 0;
-    atomic_store(&g->standby[slot], gap_ns);
+    atomic_store(&g->slot[slot].standby, gap_ns);
     /* a watcher asleep with nothing to wait for looks again at once, to
      * wait by the standby's period from now on (once per standby) */
     if (gap_ns > 0 && (old == 0 || gap_ns < old) && atomic_load(&g->waiting_for) == 0) {
@@ -317,29 +409,34 @@ void guard_slot_standby(zke_guard *g, int slot, int64_t gap_ns)
     }
 }
 
-void guard_slot_arm(zke_guard *g, int slot, int64_t epoch, int64_t soft_ns,
-                    int64_t deadline_ns)
+void guard_slot_arm_at(zke_guard *g, int slot, int base, int64_t epoch, int64_t soft,
+                       int64_t hard)
 {
-    if (slot < 0 || slot >= ZKE_GUARD_AGENTS)
+    if (slot < 0 || slot >= g->nslots || base < 0 || base > GUARD_BASES)
         return;
-    if (deadline_ns == 0)
-        soft_ns = 0;
-    atomic_store(&g->epoch[slot], epoch);   /* before the end the watcher may fire for */
-    /* the soft end first: a step-down that begins (soft 0) is never sent
+    struct gslot *s = &g->slot[slot];
+    if (hard == 0)
+        soft = 0;
+    atomic_store(&s->epoch, epoch);     /* before the end the watcher may fire for */
+    /* disarmed while the base changes, so that no end is read half-moved;
+     * the soft end first: a step-down that begins (soft 0) is never sent
      * the SIGTERM of the end it no longer has */
-    atomic_store(&g->soft[slot], soft_ns);
-    atomic_store(&g->deadline[slot], deadline_ns);
-    if (deadline_ns == 0)
-        return;     /* the watcher finds out when it wakes for the old end */
-    int tmp = 0;
-    int64_t m = earliest(g), w = atomic_load(&g->waiting_for), sm = earliest_soft(g, &tmp);
-    if (sm != 0 && (m == 0 || sm < m))
-        m = sm;
-    if (m != 0 && (w == 0 || m < w)) {
-        atomic_fetch_add(&g->seq, 1);
-        atomic_fetch_add(&g->wakes, 1);
-        (void)futex(&g->seq, FUTEX_WAKE, 1, NULL);
+    if (atomic_load(&s->base) != base) {
+        atomic_store(&s->soft, 0);
+        atomic_store(&s->hard, 0);
+        atomic_store(&s->base, base);
     }
+    atomic_store(&s->soft, soft);
+    atomic_store(&s->hard, hard);
+    if (hard == 0)
+        return;     /* the watcher finds out when it wakes for the old end */
+    int64_t sd = end_of(g, s, &s->soft), hd = end_of(g, s, &s->hard);
+    wake_for(g, sd != 0 && (hd == 0 || sd < hd) ? sd : hd);
+}
+
+void guard_slot_arm(zke_guard *g, int slot, int64_t epoch, int64_t soft_ns, int64_t deadline_ns)
+{
+    guard_slot_arm_at(g, slot, 0, epoch, soft_ns, deadline_ns);
 }
 
 /* --- the watcher ------------------------------------------------------- */
@@ -461,7 +558,7 @@ static int term_groups(zke_guard *g, int slot, int64_t soft)
         unsigned v = atomic_load(&g->group[i]);
         if (v == 0 || !(v & GROUP_TERM_BIT))
             continue;
-        if (atomic_load(&g->soft[slot]) != soft)
+        if (end_of(g, &g->slot[slot], &g->slot[slot].soft) != soft)
             break;
         if (v & GROUP_CGROUP_BIT) {
             n += cg_signal(g, GROUP_ID(v), SIGTERM) > 0;
@@ -625,7 +722,9 @@ static void run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_f
         if (boot_ns() - t0 >= (int64_t)budget * 1000000) {
             timed_out = 1;
             (void)kill(-pid, SIGKILL);
-            r = waitpid(pid, &st, 0);
+            do
+                r = waitpid(pid, &st, 0);
+            while (r < 0 && errno == EINTR);
             break;
         }
         struct timespec two_ms = { 0, 2000000 };
@@ -654,8 +753,8 @@ static void run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_f
  * this watcher or one before it). */
 static void fence_once(zke_guard *g, int i, const char *reason, zke_log_fn *log, void *ud)
 {
-    int64_t epoch = atomic_load(&g->epoch[i]);
-    if (atomic_exchange(&g->fenced[i], epoch) != epoch)
+    int64_t epoch = atomic_load(&g->slot[i].epoch);
+    if (atomic_exchange(&g->slot[i].fenced, epoch) != epoch)
         run_fence(g, epoch, reason, log, ud);
 }
 
@@ -702,6 +801,11 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
     sev.sigev_notify = SIGEV_SIGNAL;
     sev.sigev_signo = WAKE_SIGNAL;
     int have_timer = timer_create(CLOCK_BOOTTIME, &sev, &boot_timer) == 0;
+    if (!have_timer) {
+        snprintf(msg, sizeof msg, "fail-stop: no timer on CLOCK_BOOTTIME (%s): an end that "
+                 "passes while the host is suspended is acted on late", strerror(errno));
+        say(log, ud, ZKE_LOG_WARN, msg);
+    }
     int64_t fired = 0;      /* the hard end it fired for (it fires once per end) */
     int64_t termed = 0;     /* the soft end it sent SIGTERM for */
     int killed_agent = 0;
@@ -725,8 +829,8 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
             say(log, ud, ZKE_LOG_ERROR, msg);
             /* each term whose hard end passed: its state's undoing */
             wait_killed(g);
-            for (int i = 0; i < ZKE_GUARD_AGENTS; i++) {
-                int64_t di = atomic_load(&g->deadline[i]);
+            for (int i = 0, top = atomic_load(&g->top); i < top; i++) {
+                int64_t di = end_of(g, &g->slot[i], &g->slot[i].hard);
                 if (di != 0 && di <= now)
                     fence_once(g, i, "hard_end", log, ud);
             }
@@ -735,7 +839,7 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
         if (sd != 0 && sd != termed && now >= sd) {
             int n = term_groups(g, soft_slot, sd);
             termed = sd;
-            if (atomic_load(&g->soft[soft_slot]) == sd) {
+            if (end_of(g, &g->slot[soft_slot], &g->slot[soft_slot].soft) == sd) {
                 snprintf(msg, sizeof msg, "fail-stop: a term's lease ran out and the agent has "
                          "not begun its step-down %lld ms past its soft end (lease end + half the "
                          "margin; its loop is stalled in one call, or the process is frozen): "
@@ -775,8 +879,13 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
         }
         /* woken early (the timer, a signal) or late, the loop compares
          * with CLOCK_BOOTTIME again */
-        if (futex(&g->seq, FUTEX_WAIT, s, tp) != 0 && errno != EAGAIN && errno != EINTR &&
-            errno != ETIMEDOUT) {
+        int e = futex(&g->seq, FUTEX_WAIT, s, tp) != 0 ? errno : 0;
+        if (have_timer) {
+            /* disarmed while it acts: no stray signal in a fence's wait */
+            struct itimerspec off = { { 0, 0 }, { 0, 0 } };
+            (void)timer_settime(boot_timer, 0, &off, NULL);
+        }
+        if (e != 0 && e != EAGAIN && e != EINTR && e != ETIMEDOUT) {
             struct timespec pause = { 0, 20000000 };  /* unexpected: do not spin */
             (void)nanosleep(&pause, NULL);
         }
@@ -790,8 +899,8 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
         say(log, ud, ZKE_LOG_WARN, msg);
     }
     /* each term it held (not fenced at its hard end already) */
-    for (int i = 0; i < ZKE_GUARD_AGENTS; i++)
-        if (atomic_load(&g->deadline[i]) != 0)
+    for (int i = 0, top = atomic_load(&g->top); i < top; i++)
+        if (atomic_load(&g->slot[i].hard) != 0)
             fence_once(g, i, "agent_gone", log, ud);
     if (have_timer)
         (void)timer_delete(boot_timer);

@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include "zkelect.h"
 
-/* Takes a free agent slot: its index, or -1 when all ZKE_GUARD_AGENTS are
+/* Takes a free agent slot: its index, or -1 when all the guard's slots are
  * taken. The slot starts disarmed. */
 int guard_slot_take(zke_guard *g);
 /* Disarms the slot and gives it back. */
@@ -37,6 +37,19 @@ void guard_slot_release(zke_guard *g, int slot);
  * (zke_guard_set_fence) the watcher runs when it ended the term. */
 void guard_slot_arm(zke_guard *g, int slot, int64_t epoch, int64_t soft_ns,
                     int64_t deadline_ns);
+/* A base (1..): one lease base that slots may arm relative to (a session
+ * whose agents share its lease base), or 0 when all are taken. */
+int guard_base_take(zke_guard *g);
+/* Gives it back (no slot may arm relative to it any more). */
+void guard_base_release(zke_guard *g, int base);
+/* The base's time (CLOCK_BOOTTIME ns, > 0): every end armed relative to
+ * it moves with it, at the cost of one store (a renewal moves the ends of
+ * all the session's agents). Moving it earlier wakes the watcher. */
+void guard_base_set(zke_guard *g, int base, int64_t ns);
+/* guard_slot_arm with the ends as offsets from base (0: absolute, as
+ * guard_slot_arm). Arm relative only to a base that was set. */
+void guard_slot_arm_at(zke_guard *g, int slot, int base, int64_t epoch, int64_t soft,
+                       int64_t hard);
 /* The slot's agent may start a term at any moment (it is next in line),
  * and that term's hard end will be at least gap_ns after its start (0: not
  * on standby). The watcher then looks every gap/2 while nothing is armed,

@@ -63,6 +63,8 @@ struct session {
     double backoff;
     struct touch_log touch;     /* what the quorum leader surely heard (the lease's base) */
     int64_t opened_ns;          /* when this handle was opened */
+    int64_t lost_at_ns;         /* when time the boot clock did not count was last found
+                                 * (session_lose_time): no request sent before it confirms */
     int64_t base_moved_read_ns; /* session_base_moved_read_ns */
     int server_tick_ms;         /* the longest tickTime an agent stated, or 0 */
     int tick_bound_ms;          /* the probe's bound on it (session_set_tick_bound), or 0 */
@@ -778,6 +780,11 @@ int64_t session_lease_base_ns(const session *s)
 void session_lose_time(session *s, int64_t ns)
 {
     touch_lost(&s->touch, ns);
+    /* a request sent before now and answered after carries a send time
+     * that does not count the loss: it confirms nothing */
+    s->lost_at_ns = sess_now_ns();
+    if (s->opened_ns > 0 && s->opened_ns - ns > 0)
+        s->opened_ns -= ns;
 }
 
 int64_t session_base_moved_read_ns(const session *s)
@@ -1136,7 +1143,7 @@ static void done(struct req *r, struct sess_result *res, int rc)
      * reply carries: on a broken connection the client answers pending
      * requests itself with the failure's code. */
     res->sent_ns = r->sent_ns;
-    if (r->s->zh != NULL && r->s->connected &&
+    if (r->s->zh != NULL && r->s->connected && r->sent_ns >= s->lost_at_ns &&
         (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOAUTH || rc == ZBADVERSION ||
          rc == ZNOTEMPTY || rc == ZNOCHILDRENFOREPHEMERALS)) {
         if (r->confirms && rc == ZOK) {

@@ -93,18 +93,15 @@ void touch_lost(struct touch_log *t, int64_t ns)
 {
     if (ns <= 0)
         return;
-    for (int i = 0; i < t->n; i++) {
-        int k = (t->head + i) % TOUCH_SLOTS;
-        t->sent[k] -= ns;
-        t->answered[k] -= ns;
-    }
+    /* when in the pause each answer came is not known (nor when the step
+     * was seen after it): no answer so far pairs with a later sync */
+    t->head = t->n = 0;
+    t->revalidated = 0;
     /* a base stays a base (0 is none): one in the past, whose lease is over */
     if (t->confirmed > 0)
         t->confirmed = t->confirmed - ns > 0 ? t->confirmed - ns : 1;
     if (t->last_sent > 0)
         t->last_sent = t->last_sent - ns > 0 ? t->last_sent - ns : 1;
-    if (t->revalidated > 0)
-        t->revalidated = t->revalidated - ns > 0 ? t->revalidated - ns : 1;
 }
 
 int64_t touch_clock_lost(int64_t before, int64_t after, int64_t threshold)

@@ -69,9 +69,11 @@ void touch_revalidated(struct touch_log *t);
 
 /* Time the boot clock did not see: a pause of the whole machine that the
  * guest clock hides (a VM paused and resumed, whose wall clock is then
- * stepped forward by time sync). Every time recorded moves ns earlier, as
- * the servers saw it: the lease base with it, so a lease shortens by the
- * time lost (and ends, if that was longer than what was left). */
+ * stepped forward by time sync). The base moves ns earlier, as the servers
+ * saw it, so a lease shortens by the time lost (and ends, if that was
+ * longer than what was left); the answers recorded are forgotten (when in
+ * the pause they came is not known), so only requests sent from now on
+ * confirm a new base (the caller ignores answers to earlier ones). */
 void touch_lost(struct touch_log *t, int64_t ns);
 /* The time lost when the wall clock's offset from the boot clock (CLOCK_-
  * REALTIME - CLOCK_BOOTTIME) went from `before` to `after`: the forward

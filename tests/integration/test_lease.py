@@ -786,16 +786,20 @@ def test_the_lease_counts_from_a_confirmed_renewal():
             assert b.wait_exit(10) == 0
 
 
-def test_renewals_walk_the_leasers_only_for_a_guard():
+def test_renewals_never_walk_the_leasers_guard_or_not():
     """A renewal moves the session's lease base forward, which only
     lengthens leases: the conn moves the earliest lease end with the base
     and checks its leaders only when one comes (or the base moves back, or a
-    term waits for it). So an idle leader without a fail-stop guard makes no
-    check of all its leasers at its renewals (with 10,000 elections on one
-    session each such check cost 10,000 calls), while one whose guard
-    follows every move of its lease end does one per renewal. Both over the
-    same window, counted from their debug lines; a lease that does come to
-    its end is still caught: test_pause_past_the_lease."""
+    term waits for it). So an idle leader makes no check of all its leasers
+    at its renewals (with 10,000 elections on one session each such check
+    cost 10,000 calls), with a fail-stop guard too: its ends are offsets
+    from the session's lease base, which the guard holds once and the conn
+    moves with one store. The guarded leader outlives several leases (its
+    hard end, the lease end + the step-down budget + half the margin, about
+    1.9 s after the base here) without a word from its watcher: its ends do
+    follow the base. Both over the same window, counted from their debug
+    lines; a lease that does come to its end is still caught:
+    test_pause_past_the_lease."""
     with h.ZooKeeper() as zk:
         agents = {}
         for fs in ("off", "agent"):
@@ -805,14 +809,15 @@ def test_renewals_walk_the_leasers_only_for_a_guard():
             a.wait_for("leader", timeout=15)
         time.sleep(0.5)
         marks = {fs: a.mark() for fs, a in agents.items()}
-        time.sleep(3.0)             # about six renewals each (every T/4)
+        time.sleep(3.0)             # about six renewals each (every T/4), past 1.5 hard ends
         walks = {fs: len(a.find(lambda e: "lease check of all" in e.get("msg", ""), since=marks[fs]))
                  for fs, a in agents.items()}
         print("  info: checks of all leasers over 3 s: %s" % walks, flush=True)
-        assert walks["agent"] >= 3, (walks, agents["agent"].describe())
         # a renewal answered too late to keep the lease fresh may bring a
         # lease end on a loaded machine: at most one such
-        assert walks["off"] <= 1, (walks, agents["off"].describe())
+        for fs in walks:
+            assert walks[fs] <= 1, (walks, agents[fs].describe())
+        assert not agents["agent"].find("fail_stop"), agents["agent"].describe()
         for a in agents.values():
             assert not a.events("stepdown"), a.describe()
             a.term()

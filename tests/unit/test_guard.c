@@ -497,6 +497,69 @@ static void test_fence(void)
     zke_guard_free(g);
 }
 
+/* Ends relative to a shared lease base: moving the base later (a renewal)
+ * moves the end of every slot armed on it with one store and wakes no one;
+ * the watcher fires once the base stops moving; moving it earlier (a new
+ * session) wakes the watcher. A guard for many agents (a gateway). */
+static void test_relative_ends(void)
+{
+    char err[200], buf[1024];
+    int pfd[2];
+    CHECK(pipe(pfd) == 0);
+    zke_guard *g = zke_guard_new_for(20000, err, sizeof err);
+    CHECK(g != NULL);
+    int n = 0;
+    while (guard_slot_take(g) >= 0 && n <= 20000)
+        n++;
+    CHECK(n == 20000);
+    for (int i = 0; i < 20000; i++)
+        guard_slot_release(g, i);
+    int b = guard_base_take(g);
+    CHECK(b > 0);
+    pid_t w = fork_watcher(g, 0, pfd[1]);
+    pid_t term = sleeper();
+    CHECK(zke_guard_add_group(g, term, ZKE_GUARD_GROUP_TERM) == 0);
+    int slots[3];
+    for (int i = 0; i < 3; i++)
+        slots[i] = guard_slot_take(g);
+    CHECK(slots[2] >= 0);
+    guard_base_set(g, b, boot_ns());
+    nap(50);                        /* the watcher sleeps with nothing armed */
+    for (int i = 0; i < 3; i++)
+        guard_slot_arm_at(g, slots[i], b, 1, 0, 300000000);    /* the base + 300 ms */
+    /* renewals: the base moves 100 ms later every 100 ms, for 600 ms */
+    unsigned w0 = guard_wakes(g);
+    int64_t last = 0;
+    for (int i = 0; i < 6; i++) {
+        nap(100);
+        last = boot_ns();
+        guard_base_set(g, b, last);
+        CHECK(alive(term));
+    }
+    CHECK(guard_wakes(g) == w0);    /* later: nobody woken */
+    int st = wait_end(term, 5000);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    CHECK(boot_ns() >= last + 300000000);
+    read_log(pfd[0], buf, sizeof buf, 2000);
+    CHECK(strstr(buf, "outlived its lease") != NULL);
+    zke_guard_remove_group(g, term);
+    for (int i = 0; i < 3; i++)
+        guard_slot_arm_at(g, slots[i], b, 1, 0, 0);
+
+    /* a base moved earlier wakes the watcher */
+    guard_slot_arm_at(g, slots[0], b, 1, 0, 60000000000LL);
+    unsigned w1 = guard_wakes(g);
+    guard_base_set(g, b, boot_ns() - 1000000000LL);
+    CHECK(guard_wakes(g) == w1 + 1);
+    guard_slot_arm_at(g, slots[0], b, 1, 0, 0);
+    guard_base_release(g, b);
+    end_watcher(w);
+    zke_guard_free(g);
+    CHECK(zke_guard_new_for(0, err, sizeof err) == NULL);
+    close(pfd[0]);
+    close(pfd[1]);
+}
+
 static void test_tables(void)
 {
     char err[200];
@@ -529,5 +592,6 @@ int main(void)
     RUN(test_kill_agent);
     RUN(test_agent_dies);
     RUN(test_fence);
+    RUN(test_relative_ends);
     return check_done();
 }
