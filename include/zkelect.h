@@ -824,10 +824,14 @@ typedef struct zke_guard zke_guard;
 zke_guard *zke_guard_new(char *err, size_t errlen);
 /* The same for up to `agents` agents (1..ZKE_GUARD_AGENTS_MAX; a gateway
  * with one agent per election asks for as many as it runs): 48 bytes of
- * the shared mapping each, the watcher's scan at each of its wake-ups
- * linear in it. Agents that share a connection (zke_conn) share their
- * lease base in the guard: a renewal moves it with one store, whatever
- * their number. */
+ * the shared mapping each (all of it resident in the watcher, which locks
+ * itself in memory), the watcher's scan at each of its wake-ups linear in
+ * it. Agents that share a connection (zke_conn) share their lease base in
+ * the guard: a renewal moves it with one store, whatever their number (up
+ * to 64 connections per guard; the agents of more arm their own ends, and
+ * each renewal then visits each of them). When a connection's session
+ * ends, the ends of its terms freeze where they are: the next session's
+ * base never moves them. */
 zke_guard *zke_guard_new_for(int agents, char *err, size_t errlen);
 /* Unmaps it in this process (the watcher keeps its own mapping). NULL is
  * fine. Not while an agent or policy still uses it. */

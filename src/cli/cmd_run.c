@@ -26,6 +26,7 @@
 #include "metrics.h"
 #include "notifier.h"
 #include "notify.h"
+#include "orphans.h"
 #include "supervise.h"
 #include "switchboard.h"
 #include "zkelect.h"
@@ -43,7 +44,8 @@ struct app {
     ev_timer reload;
     zke_guard *guard;           /* --fail-stop's guard page, or NULL */
     zke_cgroups *cgroups;       /* the terms' cgroups (-- CMD), or NULL: process groups only */
-    char cgroups_why[600];      /* why there are none ("": none needed) */
+    char cgroups_why[1000];     /* why there are none ("": none needed) */
+    int adopts;                 /* no cgroups: we are our descendants' subreaper (orphans.h) */
     ev_child guard_child;       /* the --fail-stop watcher (traced: its stops too) */
     ev_timer guard_retry;       /* a watcher that could not be started: again in 1 s */
     enum fail_stop fail_stop;
@@ -92,6 +94,20 @@ static void log_budgets(struct app *app)
     log_line(ZKE_LOG_INFO, "budgets", f, app->policy != NULL ? 8 : 6);
 }
 
+/* Without cgroups: what the term's processes left in sessions of their own
+ * (daemons, adopted by us as their subreaper) dies with the term, before
+ * its node is released. */
+static void kill_orphans(struct app *app)
+{
+    if (!app->adopts)
+        return;
+    int n = orphans_kill();
+    if (n > 0) {
+        struct logf f[1] = { { "killed", LF_INT, NULL, n } };
+        log_line(ZKE_LOG_WARN, "orphans_killed", f, 1);
+    }
+}
+
 static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
 {
     struct app *app = ud;
@@ -112,6 +128,7 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
     } else if (ev->type == ZKE_EV_STEPDOWN) {
         app->leader_ready = 0;
         supervisor_stepdown(app->cmd);      /* holds the node until CMD is gone */
+        kill_orphans(app);
     }
     notify_event(ev);
     if (app->notifier != NULL)
@@ -591,7 +608,8 @@ static void log_start(const struct app *app, const struct opts *o,
         { "compat", LF_STR, options_choice_name("--compat", o->compat), 0 },
         { "fail_stop", LF_STR, options_choice_name("--fail-stop", o->fail_stop), 0 },
         { "containment", LF_STR, app->cgroups != NULL ? zke_cgroups_path(app->cgroups)
-                                 : app->cgroups_why[0] != '\0' ? "process groups" : "none", 0 },
+                                 : app->cgroups_why[0] == '\0' ? "none"
+                                 : app->adopts ? "process groups, subreaper" : "process groups", 0 },
     };
     log_line(ZKE_LOG_INFO, "start", f, 17);
     if (app->cgroups == NULL && app->cgroups_why[0] != '\0') {
@@ -672,12 +690,19 @@ int cmd_run(struct opts *o)
      * exec) and per notify call (a daemon cannot leave it); where none can
      * be made, process groups (said at the start) */
     if (o->cmd_sep || o->script != NULL || o->notify != NULL) {
-        char why[sizeof app.cgroups_why - 160];
+        char why[sizeof app.cgroups_why - 400];
         app.cgroups = zke_cgroups_new(why, sizeof why);
-        if (app.cgroups == NULL)
+        if (app.cgroups == NULL) {
+            /* the leftovers come to us instead (orphans.h) */
+            app.adopts = orphans_adopt() == 0;
             snprintf(app.cgroups_why, sizeof app.cgroups_why, "%s: a term's processes are "
-                     "followed by process group only, and one that calls setsid() (a daemon, "
-                     "sudo) outlives the term", why);
+                     "followed by process group%s", why, app.adopts
+                     ? ", and what they leave in a session of their own (a daemon that called "
+                       "setsid(), sudo's command) once its parent exits is adopted by the agent "
+                       "and killed at the step-down; a daemon whose parent lives on, and every "
+                       "daemon when the agent is killed, outlive the term"
+                     : " only, and one that calls setsid() (a daemon, sudo) outlives the term");
+        }
     }
     /* before the loop and the script: the watcher inherits neither */
     if (o->fail_stop != FAIL_STOP_OFF)

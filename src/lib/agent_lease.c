@@ -67,7 +67,19 @@ void agent_guard_sync(zke_agent *a)
          * end itself), so only a loop that does not run is sent it */
         int64_t half = (int64_t)a->plan.margin_ms / 2 * 1000000;
         int acting = a->host_leader && (a->term == NULL || !scope_cancelled(a->term));
-        if (a->guard_base > 0 && conn_guard_push(a->conn) > 0) {
+        if (a->guard_base_used > 0 && a->guard_gen != conn_guard_gen(a->conn)) {
+            /* armed relative to a session that has ended: the guard holds
+             * the ends it had then, absolute (guard_base_freeze); until
+             * this term is over they may only shrink (its soft end cleared) */
+            a->guard_frozen = 1;
+            a->guard_base_used = 0;
+            a->guard_end_ns = guard_slot_end(a->guard, a->guard_slot, 0);
+            a->guard_soft_ns = guard_slot_end(a->guard, a->guard_slot, 1);
+        }
+        if (a->guard_frozen) {
+            d = a->guard_end_ns;
+            soft = acting ? a->guard_soft_ns : 0;
+        } else if (a->guard_base > 0 && conn_guard_push(a->conn) > 0) {
             /* relative to the session's lease base in the guard, which the
              * conn moves for all its agents at once */
             base = a->guard_base;
@@ -75,9 +87,15 @@ void agent_guard_sync(zke_agent *a)
             soft = acting ? lease + half : 0;
         } else {
             int64_t end = agent_lease_end(a);
-            d = end > 0 ? end + after : a->guard_base_used ? 0 : a->guard_end_ns;
+            d = end > 0 ? end + after : a->guard_end_ns;
             soft = acting && end > 0 ? end + half : 0;
+            /* a step-down's hard end never moves later: the lease end now
+             * may be another session's */
+            if (!acting && a->guard_end_ns != 0 && d > a->guard_end_ns)
+                d = a->guard_end_ns;
         }
+    } else {
+        a->guard_frozen = 0;            /* the old term is over */
     }
     if (d != a->guard_end_ns || soft != a->guard_soft_ns || a->host_epoch != a->guard_epoch ||
         base != a->guard_base_used) {
@@ -85,6 +103,7 @@ void agent_guard_sync(zke_agent *a)
         a->guard_soft_ns = soft;
         a->guard_epoch = a->host_epoch;
         a->guard_base_used = base;
+        a->guard_gen = conn_guard_gen(a->conn);
         guard_slot_arm_at(a->guard, a->guard_slot, base, a->host_epoch, soft, d);
     }
 }

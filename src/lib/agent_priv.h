@@ -141,6 +141,8 @@ struct zke_agent {
     int64_t guard_epoch;        /* the term epoch set there (for the fence) */
     int guard_base;             /* the session's lease base there (conn_guard_base), 0: none */
     int guard_base_used;        /* the base the ends set there are relative to, 0: absolute */
+    unsigned guard_gen;         /* conn_guard_gen when they were set relative */
+    int guard_frozen;           /* the term's ends froze with its session: absolute, kept */
     int64_t guard_standby_ns;   /* the standby gap set there (guard_slot_standby), 0: none */
     uint64_t rng;
     uint64_t last_session;

@@ -116,8 +116,9 @@ static void step_cb(struct ev_loop *loop, ev_io *io, int revents)
     uint64_t n;
     (void)loop;
     (void)revents;
-    int cancelled = read(w->fd, &n, sizeof n) < 0 && errno == ECANCELED;
-    if (!cancelled && errno == EAGAIN)
+    int e = read(w->fd, &n, sizeof n) < 0 ? errno : 0;
+    int cancelled = e == ECANCELED;
+    if (e == EAGAIN)
         return;
     /* armed again first, then measured: a setting in between is seen at
      * the next wake-up, not lost */

@@ -127,6 +127,7 @@ struct zke_conn {
     int guard_base;             /* its index there */
     int guard_users;            /* agents arming relative to it */
     int64_t guard_base_ns;      /* the base it holds, 0: none yet */
+    unsigned guard_gen;         /* bumped when a new handle opens: the base froze (conn_open) */
     ev_timer reopen, disc_to;
     double reopen_delay;
     double auth_retry;          /* runtime authentication failures: 1 s doubling to 30 s */
@@ -565,6 +566,11 @@ void conn_guard_release(zke_conn *c)
     c->guard = NULL;
     c->guard_base = 0;
     c->guard_base_ns = 0;
+}
+
+unsigned conn_guard_gen(const zke_conn *c)
+{
+    return c->guard_gen;
 }
 
 int64_t conn_guard_push(zke_conn *c)
@@ -1184,6 +1190,13 @@ static void conn_open(zke_conn *c)
 {
     ev_timer_stop(c->loop, &c->reopen);
     c->idle_closing = 0;
+    if (c->guard != NULL) {
+        /* the terms of the session that ended keep the ends they have:
+         * the new session's base must not move them later */
+        guard_base_freeze(c->guard, c->guard_base);
+        c->guard_base_ns = 0;
+        c->guard_gen++;
+    }
     if (session_open(c->sess) != 0) {
         clog_(c, ZKE_LOG_WARN, "%s; retrying", session_error(c->sess));
         reopen_later(c);

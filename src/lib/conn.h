@@ -150,6 +150,10 @@ void conn_guard_release(zke_conn *c);
  * per loop iteration, and before an agent arms relative to it): the base
  * in the guard (> 0), or 0 while none is known. */
 int64_t conn_guard_push(zke_conn *c);
+/* Bumped each time a new handle opens, when the guard's base froze
+ * (guard_base_freeze): an agent whose term armed relative to it in an
+ * earlier generation holds absolute ends now and must keep them. */
+unsigned conn_guard_gen(const zke_conn *c);
 /* What the agent asks of the session's one renewal stream (the lease is
  * the session's, shared by its agents):
  *  RENEW_LEASE  it leads or is next in line: a renewal (a write that changes

@@ -267,6 +267,8 @@ int guard_slot_take(zke_guard *g)
             atomic_store(&s->soft, 0);
             atomic_store(&s->standby, 0);
             atomic_store(&s->base, 0);
+            atomic_store(&s->epoch, 0);
+            atomic_store(&s->fenced, 0);    /* a new owner's terms are fenced afresh */
             atomic_store(&g->hint, (i + 1) % n);
             int top = atomic_load(&g->top);
             while (top < i + 1 && !atomic_compare_exchange_weak(&g->top, &top, i + 1))
@@ -311,15 +313,22 @@ void guard_base_release(zke_guard *g, int base)
 }
 
 /* An end of slot s (hard or soft: its field v) as a CLOCK_BOOTTIME time,
- * 0 when not set (or its base is not known yet). */
+ * 0 when not set (or its base is not known). The base index is read before
+ * and after the value: a slot switched between relative and absolute
+ * meanwhile (guard_slot_arm_at zeroes the value around the switch) is read
+ * again, never as an offset taken for a time or the reverse. */
 static int64_t end_of(const zke_guard *g, const struct gslot *s, const atomic_llong *v)
 {
-    int64_t x = atomic_load(v);
-    int b = atomic_load(&s->base);
-    if (x == 0 || b == 0)
-        return x;
-    int64_t base = atomic_load(&g->bases[b - 1]);
-    return base > 0 ? base + x : 0;
+    for (;;) {
+        int b = atomic_load(&s->base);
+        int64_t x = atomic_load(v);
+        if (atomic_load(&s->base) != b)
+            continue;
+        if (x == 0 || b == 0)
+            return x;
+        int64_t base = atomic_load(&g->bases[b - 1]);
+        return base > 0 ? base + x : 0;
+    }
 }
 
 /* Wakes the watcher, if it sleeps until later than `end` (or for nothing). */
@@ -333,14 +342,36 @@ static void wake_for(zke_guard *g, int64_t end)
     }
 }
 
+void guard_base_freeze(zke_guard *g, int base)
+{
+    if (base < 1 || base > GUARD_BASES)
+        return;
+    for (int i = 0, top = atomic_load(&g->top); i < top; i++) {
+        struct gslot *s = &g->slot[i];
+        if (atomic_load(&s->base) != base)
+            continue;
+        int64_t hard = end_of(g, s, &s->hard), soft = end_of(g, s, &s->soft);
+        guard_slot_arm_at(g, i, 0, atomic_load(&s->epoch), soft, hard);
+    }
+    atomic_store(&g->bases[base - 1], 0);
+}
+
+int64_t guard_slot_end(zke_guard *g, int slot, int soft)
+{
+    if (slot < 0 || slot >= g->nslots)
+        return 0;
+    struct gslot *s = &g->slot[slot];
+    return end_of(g, s, soft ? &s->soft : &s->hard);
+}
+
 void guard_base_set(zke_guard *g, int base, int64_t ns)
 {
     if (base < 1 || base > GUARD_BASES || ns <= 0)
         return;
     int64_t old = atomic_exchange(&g->bases[base - 1], ns);
     /* later (a renewal) moves every end of the base later: nobody to wake;
-     * earlier (a new session) may move one before what the watcher waits
-     * for: it looks again (rare) */
+     * earlier (time lost: touch_lost) may move one before what the watcher
+     * waits for: it looks again (rare) */
     if (old != 0 && ns < old) {
         atomic_fetch_add(&g->seq, 1);
         atomic_fetch_add(&g->wakes, 1);

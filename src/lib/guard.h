@@ -46,6 +46,13 @@ void guard_base_release(zke_guard *g, int base);
  * it moves with it, at the cost of one store (a renewal moves the ends of
  * all the session's agents). Moving it earlier wakes the watcher. */
 void guard_base_set(zke_guard *g, int base, int64_t ns);
+/* The session of the base is over (a new handle opens): every slot armed
+ * relative to it is armed anew with its ends as they are now, absolute, so
+ * that the next session's base never moves the end of an old term (its
+ * step-down may still run); the base is unknown until set again. */
+void guard_base_freeze(zke_guard *g, int base);
+/* A slot's hard end (soft 0) or soft end (1), absolute; 0: none. */
+int64_t guard_slot_end(zke_guard *g, int slot, int soft);
 /* guard_slot_arm with the ends as offsets from base (0: absolute, as
  * guard_slot_arm). Arm relative only to a base that was set. */
 void guard_slot_arm_at(zke_guard *g, int slot, int base, int64_t epoch, int64_t soft,

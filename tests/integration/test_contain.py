@@ -191,11 +191,16 @@ def test_a_daemon_the_command_leaves_runs_until_the_step_down():
 
 def test_no_writable_cgroup_is_said_at_start():
     """An agent that cannot make cgroups (run as nobody, it may not write
-    below its own cgroup) says so at start, once, and why."""
+    below its own cgroup) says so at start, once, and why; it is then the
+    subreaper of its descendants: a daemon the command started (setsid -f:
+    its parent exits at once, so the agent adopts it) is killed at the
+    step-down, before the agent exits. (A daemon whose parent lives on is
+    not: the cgroup tests above.)"""
+    tag = marker()
     with h.ZooKeeper() as zk:
         a = h.Agent(zk, "cn", path=PATH, session_timeout=T,
-                    extra=["--", "sh", "-c", "while :; do sleep 0.05; done"],
-                    env={}, start=False)
+                    extra=["--", "sh", "-c", "setsid -f sleep %s1; while :; do sleep 0.05; done"
+                           % tag], env={}, start=False)
         a.proc = None
         orig = a.argv
         a.argv = lambda: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + orig()
@@ -204,14 +209,19 @@ def test_no_writable_cgroup_is_said_at_start():
         try:
             a.wait_for("leader", timeout=15)
             start = a.find("start")[0]
-            assert start["containment"] == "process groups", start
+            assert start["containment"] == "process groups, subreaper", start
             w = a.find("containment_groups_only")
             assert len(w) == 1 and "setsid" in w[0]["why"] and "Delegate=yes" in w[0]["why"], w
+            h.wait_until(lambda: len(tagged(tag)) == 1, 10, "the command's daemon")
             a.term()
             assert a.wait_exit(10) == 0, a.describe()
+            assert not tagged(tag), "the adopted daemon outlived the term"
+            k = a.find("orphans_killed")
+            assert k and k[0]["killed"] == 1, a.describe()
         finally:
             if a.proc is not None and a.proc.poll() is None:
                 a.kill9()
+            reap_tagged(tag)
 
 
 # on_leader starts the daemons (a spawn that waits, as `-- CMD` above) and

@@ -817,11 +817,21 @@ def test_renewals_never_walk_the_leasers_guard_or_not():
         # lease end on a loaded machine: at most one such
         for fs in walks:
             assert walks[fs] <= 1, (walks, agents[fs].describe())
-        assert not agents["agent"].find("fail_stop"), agents["agent"].describe()
+        said = agents["agent"].find(lambda e: e.get("event") == "fail_stop" and
+                                    e.get("level") in ("warn", "error"), since=marks["agent"])
+        assert not said, agents["agent"].describe()
         for a in agents.values():
             assert not a.events("stepdown"), a.describe()
-            a.term()
-            assert a.wait_exit(10) == 0
+        # and the guard is armed: frozen, the guarded leader is SIGKILLed
+        # by its watcher at its hard end
+        g = agents["agent"]
+        t0 = time.monotonic()
+        g.sigstop()
+        assert g.wait_exit(10) == -signal.SIGKILL, g.describe()
+        print("  info: the frozen guarded leader was killed %.2f s after SIGSTOP"
+              % (time.monotonic() - t0), flush=True)
+        agents["off"].term()
+        assert agents["off"].wait_exit(10) == 0
 
 
 if __name__ == "__main__":

@@ -526,32 +526,52 @@ static void test_relative_ends(void)
     guard_base_set(g, b, boot_ns());
     nap(50);                        /* the watcher sleeps with nothing armed */
     for (int i = 0; i < 3; i++)
-        guard_slot_arm_at(g, slots[i], b, 1, 0, 300000000);    /* the base + 300 ms */
-    /* renewals: the base moves 100 ms later every 100 ms, for 600 ms */
+        guard_slot_arm_at(g, slots[i], b, 1, 0, 1000000000);   /* the base + 1 s */
+    /* renewals: the base moves 100 ms later every 100 ms, for 1.5 s */
     unsigned w0 = guard_wakes(g);
     int64_t last = 0;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 15; i++) {
         nap(100);
         last = boot_ns();
         guard_base_set(g, b, last);
         CHECK(alive(term));
     }
     CHECK(guard_wakes(g) == w0);    /* later: nobody woken */
+    CHECK(guard_slot_end(g, slots[0], 0) == last + 1000000000);
     int st = wait_end(term, 5000);
     CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-    CHECK(boot_ns() >= last + 300000000);
+    CHECK(boot_ns() >= last + 1000000000);
     read_log(pfd[0], buf, sizeof buf, 2000);
     CHECK(strstr(buf, "outlived its lease") != NULL);
     zke_guard_remove_group(g, term);
     for (int i = 0; i < 3; i++)
         guard_slot_arm_at(g, slots[i], b, 1, 0, 0);
 
-    /* a base moved earlier wakes the watcher */
-    guard_slot_arm_at(g, slots[0], b, 1, 0, 60000000000LL);
-    unsigned w1 = guard_wakes(g);
-    guard_base_set(g, b, boot_ns() - 1000000000LL);
-    CHECK(guard_wakes(g) == w1 + 1);
+    /* a base moved earlier (time lost) ends the term at once: the watcher
+     * was asleep until the old end, 2 s away */
+    term = sleeper();
+    CHECK(zke_guard_add_group(g, term, ZKE_GUARD_GROUP_TERM) == 0);
+    guard_base_set(g, b, boot_ns());
+    guard_slot_arm_at(g, slots[0], b, 1, 0, 2000000000LL);
+    nap(100);
+    int64_t t_back = boot_ns();
+    guard_base_set(g, b, t_back - 3000000000LL);
+    st = wait_end(term, 5000);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    CHECK(boot_ns() - t_back < 1500000000LL);      /* not at the old end */
+    zke_guard_remove_group(g, term);
     guard_slot_arm_at(g, slots[0], b, 1, 0, 0);
+
+    /* a new session: the old base freezes, a slot armed on it keeps its
+     * end, absolute, whatever the new session's base */
+    guard_base_set(g, b, boot_ns());
+    guard_slot_arm_at(g, slots[1], b, 1, 0, 30000000000LL);
+    int64_t frozen = guard_slot_end(g, slots[1], 0);
+    guard_base_freeze(g, b);
+    CHECK(guard_slot_end(g, slots[1], 0) == frozen);
+    guard_base_set(g, b, boot_ns() + 5000000000LL);  /* the new session's, later */
+    CHECK(guard_slot_end(g, slots[1], 0) == frozen);
+    guard_slot_arm_at(g, slots[1], 0, 1, 0, 0);
     guard_base_release(g, b);
     end_watcher(w);
     zke_guard_free(g);
