@@ -94,20 +94,6 @@ static void log_budgets(struct app *app)
     log_line(ZKE_LOG_INFO, "budgets", f, app->policy != NULL ? 8 : 6);
 }
 
-/* Without cgroups: what the term's processes left in sessions of their own
- * (daemons, adopted by us as their subreaper) dies with the term, before
- * its node is released. */
-static void kill_orphans(struct app *app)
-{
-    if (!app->adopts)
-        return;
-    int n = orphans_kill();
-    if (n > 0) {
-        struct logf f[1] = { { "killed", LF_INT, NULL, n } };
-        log_line(ZKE_LOG_WARN, "orphans_killed", f, 1);
-    }
-}
-
 static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
 {
     struct app *app = ud;
@@ -121,6 +107,7 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
     log_event(ev);
     metrics_event(app->metrics, ev);
     if (ev->type == ZKE_EV_LEADER) {
+        orphans_term_began();
         app->leader_ready = !zke_policy_has_hook(app->policy, ZKE_EV_LEADER);
         supervisor_leader(app->cmd, ev);
         if (app->leader_ready)
@@ -128,7 +115,7 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
     } else if (ev->type == ZKE_EV_STEPDOWN) {
         app->leader_ready = 0;
         supervisor_stepdown(app->cmd);      /* holds the node until CMD is gone */
-        kill_orphans(app);
+        (void)orphans_kill();               /* without cgroups: its adopted daemons */
     }
     notify_event(ev);
     if (app->notifier != NULL)

@@ -17,6 +17,7 @@
 #include "child.h"
 #include "exits.h"
 #include "log.h"
+#include "orphans.h"
 
 #ifndef NSIG
 #define NSIG 65
@@ -461,6 +462,7 @@ static void maybe_stopped(supervisor *s)
     ev_timer_stop(s->loop, &s->kill_timer);
     ev_timer_stop(s->loop, &s->empty_timer);
     cg_end(s);
+    (void)orphans_kill();       /* without cgroups: what the command's end left, adopted */
     struct logf f[3] = { { "pid", LF_INT, NULL, s->last_pid }, { "epoch", LF_INT, NULL, s->epoch },
                          { "ran_ms", LF_INT, NULL,
                            (int64_t)((ev_now(s->loop) - s->started) * 1000) } };

@@ -469,6 +469,7 @@ void agent_teardown(zke_agent *a)
     if (a->host_leader && a->cb.on_stepdown != NULL) {
         int32_t seq;
         a->host_leader = 0;
+        agent_guard_freeze_check(a);
         if (a->guard != NULL && a->guard_soft_ns != 0) {
             /* no soft end during the shutdown's on_stepdown (its hard
              * end stays until the slot is released) */
@@ -544,6 +545,7 @@ int zke_agent_set_guard(zke_agent *a, zke_guard *g)
     a->guard_slot = slot;
     a->guard_base = g != NULL && a->conn != NULL ? conn_guard_base(a->conn, g) : 0;
     a->guard_base_used = 0;
+    a->guard_frozen = 0;
     a->guard_end_ns = 0;
     a->guard_soft_ns = 0;
     a->guard_standby_ns = 0;

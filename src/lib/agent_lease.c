@@ -53,6 +53,23 @@ int64_t agent_lease_remaining_ms(const zke_agent *a)
  * the term still acting, the loop did not run, and the watcher sends the
  * term's groups SIGTERM, so that they use the step-down budget (the time
  * to the hard end) to undo their state. */
+void agent_guard_freeze_check(zke_agent *a)
+{
+    if (a->guard == NULL || a->guard_frozen || a->guard_end_ns == 0 ||
+        a->guard_gen == conn_guard_gen(a->conn))
+        return;
+    /* armed in a session that has ended: relative ends were made absolute
+     * by guard_base_freeze, absolute ones are what they were; until this
+     * term is over they may only shrink (its soft end cleared), never
+     * follow the next session's lease */
+    a->guard_frozen = 1;
+    if (a->guard_base_used > 0) {
+        a->guard_base_used = 0;
+        a->guard_end_ns = guard_slot_end(a->guard, a->guard_slot, 0);
+        a->guard_soft_ns = guard_slot_end(a->guard, a->guard_slot, 1);
+    }
+}
+
 void agent_guard_sync(zke_agent *a)
 {
     if (a->guard == NULL)
@@ -67,15 +84,7 @@ void agent_guard_sync(zke_agent *a)
          * end itself), so only a loop that does not run is sent it */
         int64_t half = (int64_t)a->plan.margin_ms / 2 * 1000000;
         int acting = a->host_leader && (a->term == NULL || !scope_cancelled(a->term));
-        if (a->guard_base_used > 0 && a->guard_gen != conn_guard_gen(a->conn)) {
-            /* armed relative to a session that has ended: the guard holds
-             * the ends it had then, absolute (guard_base_freeze); until
-             * this term is over they may only shrink (its soft end cleared) */
-            a->guard_frozen = 1;
-            a->guard_base_used = 0;
-            a->guard_end_ns = guard_slot_end(a->guard, a->guard_slot, 0);
-            a->guard_soft_ns = guard_slot_end(a->guard, a->guard_slot, 1);
-        }
+        agent_guard_freeze_check(a);
         if (a->guard_frozen) {
             d = a->guard_end_ns;
             soft = acting ? a->guard_soft_ns : 0;

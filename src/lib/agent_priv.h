@@ -204,6 +204,10 @@ int64_t agent_lease_tick(zke_agent *a);
 int64_t agent_lease_tick_op(zke_agent *a, int *follows);
 void agent_update_renew(zke_agent *a);
 void agent_guard_sync(zke_agent *a);
+/* The term's ends were set in an earlier session of the conn (its base
+ * froze when a new handle opened, conn_open): from now on, until the term
+ * is over, they are the absolute ends they had then (guard_frozen). */
+void agent_guard_freeze_check(zke_agent *a);
 char *agent_node_path(const zke_agent *a);
 int64_t agent_lease_remaining_ms(const zke_agent *a);
 int agent_lease_ready(const zke_agent *a);

@@ -1190,13 +1190,14 @@ static void conn_open(zke_conn *c)
 {
     ev_timer_stop(c->loop, &c->reopen);
     c->idle_closing = 0;
-    if (c->guard != NULL) {
-        /* the terms of the session that ended keep the ends they have:
-         * the new session's base must not move them later */
+    /* the terms of the session that ended keep the ends they have: the
+     * new session's base must not move them later (agents armed with
+     * absolute ends see the generation and keep theirs) */
+    if (c->guard != NULL && c->guard_base_ns != 0) {
         guard_base_freeze(c->guard, c->guard_base);
         c->guard_base_ns = 0;
-        c->guard_gen++;
     }
+    c->guard_gen++;
     if (session_open(c->sess) != 0) {
         clog_(c, ZKE_LOG_WARN, "%s; retrying", session_error(c->sess));
         reopen_later(c);
