@@ -99,16 +99,23 @@ def leaders(zk, tag, extra_a=(), extra_b=()):
     return a, b, la, folder
 
 
+def successor_after(a, b, stop, tag, what):
+    """Stops a (stop(): a.term, a.sigstop) and waits for b to lead; no
+    process tagged `tag` may run by then. b's leader line."""
+    mb = b.mark()
+    stop()
+    lb = b.wait_for("leader", timeout=3 * T / 1000 + 5, since=mb)
+    left = tagged(tag)
+    assert not left, "%s run while the successor leads: %s" % (what, left)
+    return lb
+
+
 def test_a_graceful_stop_ends_the_daemons_before_the_successor_leads():
     tag = marker()
     with h.ZooKeeper() as zk:
         try:
             a, b, la, folder = leaders(zk, tag)
-            mb = b.mark()
-            a.term()
-            lb = b.wait_for("leader", timeout=10, since=mb)
-            left = tagged(tag)
-            assert not left, "daemons of the old term still run while the successor leads: %s" % left
+            lb = successor_after(a, b, a.term, tag, "daemons of the old term still")
             assert a.wait_exit(10) == 0, a.describe()
             stop = a.find("cmd_stop")
             assert stop and stop[-1]["cgroup_procs"] >= 2, stop
@@ -126,13 +133,9 @@ def test_the_keeper_ends_a_frozen_agent_s_daemons():
         stopped = False
         try:
             a, b, la, folder = leaders(zk, tag)
-            mb = b.mark()
             t_stop = time.monotonic_ns()
-            a.sigstop()
             stopped = True
-            lb = b.wait_for("leader", timeout=3 * T / 1000 + 5, since=mb)
-            left = tagged(tag)
-            assert not left, "a frozen leader's daemons run while the successor leads: %s" % left
+            lb = successor_after(a, b, a.sigstop, tag, "a frozen leader's daemons")
             termed = os.path.join(a.dir, "daemon.termed")
             assert os.path.exists(termed), "the daemon was never sent SIGTERM (its trap did not run)"
             assert os.stat(termed).st_mtime_ns < _ts_ns(lb["ts"]), "the daemon's trap ran late"
@@ -259,11 +262,7 @@ def test_a_policy_s_daemons_end_with_its_term():
     with h.ZooKeeper() as zk:
         try:
             a, b, la, folder = policy_leaders(zk, tag)
-            mb = b.mark()
-            a.term()
-            b.wait_for("leader", timeout=10, since=mb)
-            left = tagged(tag)
-            assert not left, "a policy's daemons run while the successor leads: %s" % left
+            successor_after(a, b, a.term, tag, "a policy's daemons")
             # the term's end sent the daemon SIGTERM (its trap ran), not only the SIGKILL
             assert os.path.exists(os.path.join(a.dir, "daemon.termed")), a.describe()
             assert a.wait_exit(10) == 0, a.describe()
@@ -281,12 +280,8 @@ def test_the_keeper_ends_a_frozen_policy_s_daemons():
         stopped = False
         try:
             a, b, la, folder = policy_leaders(zk, tag)
-            mb = b.mark()
-            a.sigstop()
             stopped = True
-            b.wait_for("leader", timeout=3 * T / 1000 + 5, since=mb)
-            left = tagged(tag)
-            assert not left, "a frozen policy's daemons run while the successor leads: %s" % left
+            successor_after(a, b, a.sigstop, tag, "a frozen policy's daemons")
             assert a.wait_exit(10) == -signal.SIGKILL
             stopped = False
             assert folder.startswith("/"), a.find("start")
