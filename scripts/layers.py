@@ -12,7 +12,8 @@ The rule:
     include/zkelect.h and src/lib headers; src/lua also src/lib headers;
     src/cli only include/zkelect.h and src/cli headers (the public API).
   - inside lib: agent -> {conn, election} -> session. session reaches no
-    other of the three, conn and election do not reach agent nor each other.
+    other of the three, conn and election do not reach agent nor each other;
+    term (pure, like election) reaches none of them.
   - no cycle between modules. A module is a .c/.h pair; files named
     <module>_<part>.c/.h belong to <module> (agent_int.h to agent).
   - src/lib/session.c is the only file that includes zookeeper.h.
@@ -28,7 +29,9 @@ MAY_INCLUDE = {"api": {"api"}, "lib": {"api", "lib"}, "lua": {"api", "lib", "lua
 # inside lib: module -> the modules it must never reach (directly or not)
 LIB_ORDER = {"session": {"agent", "conn", "election"},
              "conn": {"agent", "election"},
-             "election": {"agent", "conn"}}
+             "election": {"agent", "conn"},
+             # the term is pure, like the election: the agent asks it
+             "term": {"agent", "conn", "session", "election", "scope", "guard"}}
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 
 

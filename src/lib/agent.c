@@ -128,7 +128,7 @@ static void stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     if (agent_done(a))
         return;
-    if (a->term != NULL) {
+    if (a->term.scope != NULL) {
         /* on_stepdown must run before the node goes: the term's drain is
          * bounded (grace, SIGKILL, 1 s), wait for it */
         ev_timer_set(&a->stop_to, 0.25, 0.);
@@ -410,8 +410,8 @@ static void real_free(zke_agent *a)
     ev_timer_stop(a->loop, &a->prio);
     agent_prio_free(a);
     ev_timer_stop(a->loop, &a->hold_to);
-    scope_free(a->term);            /* SIGKILL to what is left, no wait */
-    a->term = NULL;
+    scope_free(a->term.scope);      /* SIGKILL to what is left, no wait */
+    a->term.scope = NULL;
     if (a->guard != NULL)
         guard_slot_release(a->guard, a->guard_slot);
     if (a->guard_base > 0)
@@ -453,7 +453,7 @@ static void real_free(zke_agent *a)
     free((char *)a->set.path);
     free((char *)a->set.id);
     free((char *)a->set.data);
-    free(a->host_node);
+    term_clear(&a->term);
     free(a->err);
     free(a);
 }
@@ -464,24 +464,18 @@ static void real_free(zke_agent *a)
 void agent_teardown(zke_agent *a)
 {
     struct zke_event ev;
-    scope_free(a->term);            /* the term ends before on_stepdown */
-    a->term = NULL;
-    if (a->host_leader && a->cb.on_stepdown != NULL) {
+    scope_free(a->term.scope);      /* the term ends before on_stepdown */
+    a->term.scope = NULL;
+    if (a->cb.on_stepdown != NULL && term_shutdown(&a->term)) {
         int32_t seq;
-        a->host_leader = 0;
-        agent_guard_freeze_check(a);
-        if (a->guard != NULL && a->guard_soft_ns != 0) {
-            /* no soft end during the shutdown's on_stepdown (its hard
-             * end stays until the slot is released) */
-            a->guard_soft_ns = 0;
-            guard_slot_arm_at(a->guard, a->guard_slot, a->guard_base_used, a->host_epoch, 0,
-                              a->guard_end_ns);
-        }
+        /* no soft end during the shutdown's on_stepdown (its hard end
+         * stays until the slot is released) */
+        agent_guard_sync(a);
         agent_base_event(a, ZKE_EV_STEPDOWN, "shutdown", &ev);
-        ev.node = a->host_node;
-        ev.seq = a->host_node && el_parse_seq(a->host_node, &seq) == 0 ? seq : -1;
+        ev.node = a->term.node;
+        ev.seq = a->term.node && el_parse_seq(a->term.node, &seq) == 0 ? seq : -1;
         ev.session = a->last_session;
-        ev.epoch = a->host_epoch;
+        ev.epoch = a->term.epoch;
         dispatch_enter(&a->q);      /* a zke_agent_free() in it is the one running */
         a->cb.on_stepdown(a, &ev, a->ud);
         (void)dispatch_leave(&a->q);
@@ -544,10 +538,7 @@ int zke_agent_set_guard(zke_agent *a, zke_guard *g)
     a->guard = g;
     a->guard_slot = slot;
     a->guard_base = g != NULL && a->conn != NULL ? conn_guard_base(a->conn, g) : 0;
-    a->guard_base_used = 0;
-    a->guard_frozen = 0;
-    a->guard_end_ns = 0;
-    a->guard_soft_ns = 0;
+    term_unarm(&a->term);
     a->guard_standby_ns = 0;
     agent_guard_sync(a);                  /* a term already running is armed now */
     if (a->cm != NULL)

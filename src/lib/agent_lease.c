@@ -55,66 +55,31 @@ int64_t agent_lease_remaining_ms(const zke_agent *a)
  * to the hard end) to undo their state. */
 void agent_guard_freeze_check(zke_agent *a)
 {
-    if (a->guard == NULL || a->guard_frozen || a->guard_end_ns == 0 ||
-        a->guard_gen == conn_guard_gen(a->conn))
+    if (a->guard == NULL || !term_needs_freeze(&a->term, conn_guard_gen(a->conn)))
         return;
     /* armed in a session that has ended: relative ends were made absolute
      * by guard_base_freeze, absolute ones are what they were; until this
      * term is over they may only shrink (its soft end cleared), never
      * follow the next session's lease */
-    a->guard_frozen = 1;
-    if (a->guard_base_used > 0) {
-        a->guard_base_used = 0;
-        a->guard_end_ns = guard_slot_end(a->guard, a->guard_slot, 0);
-        a->guard_soft_ns = guard_slot_end(a->guard, a->guard_slot, 1);
-    }
+    term_freeze(&a->term, guard_slot_end(a->guard, a->guard_slot, 0),
+                guard_slot_end(a->guard, a->guard_slot, 1));
 }
 
 void agent_guard_sync(zke_agent *a)
 {
     if (a->guard == NULL)
         return;
-    int64_t d = 0, soft = 0;
-    int base = 0;
-    if (a->host_leader || a->term != NULL || a->holding || a->in_stepdown_cb) {
-        int64_t lease = (int64_t)a->plan.lease_ms * 1000000;
-        int64_t after = ((int64_t)a->plan.stepdown_budget_ms + a->plan.margin_ms / 2) * 1000000;
-        /* half the margin after the lease end: a loop that runs has begun
-         * the step-down by then (the lease check revokes the term at the
-         * end itself), so only a loop that does not run is sent it */
-        int64_t half = (int64_t)a->plan.margin_ms / 2 * 1000000;
-        int acting = a->host_leader && (a->term == NULL || !scope_cancelled(a->term));
-        agent_guard_freeze_check(a);
-        if (a->guard_frozen) {
-            d = a->guard_end_ns;
-            soft = acting ? a->guard_soft_ns : 0;
-        } else if (a->guard_base > 0 && conn_guard_push(a->conn) > 0) {
-            /* relative to the session's lease base in the guard, which the
-             * conn moves for all its agents at once */
-            base = a->guard_base;
-            d = lease + after;
-            soft = acting ? lease + half : 0;
-        } else {
-            int64_t end = agent_lease_end(a);
-            d = end > 0 ? end + after : a->guard_end_ns;
-            soft = acting && end > 0 ? end + half : 0;
-            /* a step-down's hard end never moves later: the lease end now
-             * may be another session's */
-            if (!acting && a->guard_end_ns != 0 && d > a->guard_end_ns)
-                d = a->guard_end_ns;
-        }
-    } else {
-        a->guard_frozen = 0;            /* the old term is over */
+    agent_guard_freeze_check(a);
+    struct term_lease l = {a->plan.lease_ms, a->plan.stepdown_budget_ms, a->plan.margin_ms, 0, 0};
+    if (term_armed(&a->term) && !a->term.frozen) {
+        if (a->guard_base > 0 && conn_guard_push(a->conn) > 0)
+            l.base = a->guard_base;
+        else
+            l.end_ns = agent_lease_end(a);
     }
-    if (d != a->guard_end_ns || soft != a->guard_soft_ns || a->host_epoch != a->guard_epoch ||
-        base != a->guard_base_used) {
-        a->guard_end_ns = d;
-        a->guard_soft_ns = soft;
-        a->guard_epoch = a->host_epoch;
-        a->guard_base_used = base;
-        a->guard_gen = conn_guard_gen(a->conn);
-        guard_slot_arm_at(a->guard, a->guard_slot, base, a->host_epoch, soft, d);
-    }
+    struct term_ends e = term_ends_for(&a->term, &l);
+    if (term_arm(&a->term, &e, conn_guard_gen(a->conn)))
+        guard_slot_arm_at(a->guard, a->guard_slot, e.base, a->term.epoch, e.soft_ns, e.hard_ns);
 }
 
 
@@ -129,10 +94,10 @@ void agent_guard_sync(zke_agent *a)
 int64_t agent_lease_tick(zke_agent *a)
 {
     int leading = el_role(a->el) == ZKE_ROLE_LEADER;
-    if (a->life == AL_FREEING || (!leading && !a->host_leader))
+    if (a->life == AL_FREEING || (!leading && !term_leads(&a->term)))
         return 0;
     int64_t end = agent_lease_end(a), now = sess_now_ns();
-    if (a->lease_wait != 0 && !a->host_leader) {
+    if (a->term.life == TERM_WAITING) {
         /* won, not acting yet: nothing to end; start once the lease is */
         if (!agent_lease_ready(a))
             return INT64_MAX;
@@ -261,7 +226,7 @@ void agent_update_renew(zke_agent *a)
      * term may start any moment, and it starts only with more than a
      * renewal period of lease (agent_lease_ready), so its hard end is at
      * least that plus the step-down budget and half the margin away */
-    int standby = level == RENEW_LEASE && !a->host_leader && a->term == NULL;
+    int standby = level == RENEW_LEASE && !term_leads(&a->term);
     int64_t gap = standby ? ((int64_t)a->plan.renew_ms + a->plan.stepdown_budget_ms +
                              a->plan.margin_ms / 2) * 1000000 : 0;
     if (a->guard != NULL && gap != a->guard_standby_ns) {

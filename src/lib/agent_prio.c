@@ -145,9 +145,9 @@ static void decide(zke_agent *a, struct line_read *rd, void *ud)
     /* the servers' clock now, never ahead of it: our node's write (when the
      * term published its epoch, before the host was told) plus the local
      * time since the host was told */
-    int still = st.role == ZKE_ROLE_LEADER && !st.suspended && a->host_leader &&
-                rd->term_began_ns == a->term_began_ns && rd->own_mtime > 0 && !rd->failed;
-    int64_t now_ms = still ? rd->own_mtime + (rd->done_ns - a->term_began_ns) / 1000000 : 0;
+    int still = st.role == ZKE_ROLE_LEADER && !st.suspended && term_leads(&a->term) &&
+                rd->term_began_ns == a->term.began_ns && rd->own_mtime > 0 && !rd->failed;
+    int64_t now_ms = still ? rd->own_mtime + (rd->done_ns - a->term.began_ns) / 1000000 : 0;
     int mine = a->set.priority;
     int to = prio_decide(c, rd->n, mine, now_ms, a->set.preempt_delay_ms);
     free(c);
@@ -231,7 +231,7 @@ int agent_line_read(zke_agent *a, line_fn *fn, void *ud)
     rd->a = a;
     rd->fn = fn;
     rd->ud = ud;
-    rd->term_began_ns = a->term_began_ns;
+    rd->term_began_ns = a->term.began_ns;
     if (session_list(SESS(a), a->set.path, 0, list_done, rd) != 0) {
         free(rd);
         return -1;
@@ -245,7 +245,7 @@ void agent_prio_cb(struct ev_loop *loop, ev_timer *w, int revents)
     zke_agent *a = w->data;
     (void)loop;
     (void)revents;
-    if (a->prio_pending || agent_done(a) || a->life != AL_RUNNING || !a->host_leader ||
+    if (a->prio_pending || agent_done(a) || a->life != AL_RUNNING || !term_leads(&a->term) ||
         !session_connected(a->sess))
         return;
     struct zke_status st;

@@ -17,6 +17,7 @@
 #include "nodedata.h"
 #include "scope.h"
 #include "session.h"
+#include "term.h"
 
 #include <stdint.h>
 
@@ -96,7 +97,6 @@ struct zke_agent {
     int withdraw_n;
     enum zke_log_level log_min; /* zke_agent_set_log_level: lines below it are not formatted */
     char *withdrawn_by;         /* their names, comma-separated (NULL: none) */
-    int64_t term_began_ns;      /* when the host was told of its current (or last) term */
     int short_streak;           /* terms resigned soon after they began, in a row */
     int prio_pending;           /* the leader's reading of the line is under way */
     struct handover *handover;  /* zke_agent_resign_to under way, or NULL */
@@ -112,37 +112,24 @@ struct zke_agent {
     int64_t view_until_ns;      /* zke_agent_view's reader keeps the listing fresh until */
     struct zke_lease_plan plan;
     int64_t armed_end_ns;       /* lease end the guard was last synced for */
-    int64_t lease_wait;         /* epoch of a won term whose on_leader waits for the lease */
-    int64_t lease_pub;          /* ... whose publish went ahead of it (publish_ahead) */
     int node_to_close;          /* its stop left the node to the session's close (conn_release_by_close) */
-    scope *term;                /* resources of the term the host was told about */
-    int term_drained;
+    struct term term;           /* the term: its lifecycle, epoch, node, holds, guard ends (term.h) */
     struct dispatch q;          /* the FIFO; its guard defers zke_agent_free in a callback */
     enum agent_life life;
     int ever_connected;
     int ever_settled;           /* took a role once: later permission errors are runtime ones */
     char *denied;               /* the permission error being retried, logged once; NULL if none */
     enum el_req_type denied_type;   /* the request it came from */
-    int host_leader;            /* the host got on_leader and no on_stepdown since */
     /* zke_agent_hold_node(): the FIFO (and with it the node's release,
-     * queued behind the step-down) waits after on_stepdown until every hold
-     * of this step-down is released or half the step-down budget is over */
-    int in_stepdown_cb, holds, holding;
-    int hold_token;             /* this step-down's token; older ones are stale */
+     * queued behind the step-down) waits after on_stepdown (TERM_HELD)
+     * until every hold of this step-down is released or this runs out:
+     * half the step-down budget */
     ev_timer hold_to;
-    int64_t host_epoch;
-    char *host_node;            /* node of that term */
     zke_guard *guard;           /* zke_agent_set_guard (the host's), or NULL */
     int guard_slot;             /* our slot in it */
     int guard_down;             /* the guard's watcher does not watch (zke_agent_guard_down):
                                  * no lease, so no term acts */
-    int64_t guard_end_ns;       /* the hard end set there, 0: disarmed */
-    int64_t guard_soft_ns;      /* the soft end set there, 0: none */
-    int64_t guard_epoch;        /* the term epoch set there (for the fence) */
     int guard_base;             /* the session's lease base there (conn_guard_base), 0: none */
-    int guard_base_used;        /* the base the ends set there are relative to, 0: absolute */
-    unsigned guard_gen;         /* conn_guard_gen when they were set relative */
-    int guard_frozen;           /* the term's ends froze with its session: absolute, kept */
     int64_t guard_standby_ns;   /* the standby gap set there (guard_slot_standby), 0: none */
     uint64_t rng;
     uint64_t last_session;
@@ -206,7 +193,7 @@ void agent_update_renew(zke_agent *a);
 void agent_guard_sync(zke_agent *a);
 /* The term's ends were set in an earlier session of the conn (its base
  * froze when a new handle opened, conn_open): from now on, until the term
- * is over, they are the absolute ends they had then (guard_frozen). */
+ * is over, they are the absolute ends they had then (term_freeze). */
 void agent_guard_freeze_check(zke_agent *a);
 char *agent_node_path(const zke_agent *a);
 int64_t agent_lease_remaining_ms(const zke_agent *a);

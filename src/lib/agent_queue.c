@@ -183,7 +183,7 @@ void agent_el_event_cb(void *ud, const struct zke_event *ev)
     zke_agent *a = ud;
     /* the term ends now, not when the FIFO gets to on_stepdown: its timers
      * stop and its children get SIGTERM at once */
-    if (ev->type == ZKE_EV_STEPDOWN && a->host_leader && ev->epoch == a->host_epoch)
+    if (ev->type == ZKE_EV_STEPDOWN && term_leads(&a->term) && ev->epoch == a->term.epoch)
         agent_revoke_term(a);
     if (ev->type == ZKE_EV_LEADER || ev->type == ZKE_EV_FOLLOWER)
         a->ever_settled = 1;
@@ -251,47 +251,73 @@ static int publish_ahead(zke_agent *a, struct item *head)
 }
 
 
+/* The term's gate (term_gate) holds a won term's on_leader at the head of
+ * the FIFO until the lease is confirmed: what the agent does meanwhile.
+ * 1: the head may have changed (look again), 0: wait, -1: the agent is gone. */
+static int wait_for_lease(zke_agent *a, struct item *it)
+{
+    if (term_wait(&a->term, it->ev.epoch)) {
+        /* said now: queued, it would come behind the held event, after the
+         * leader event it announces */
+        char msg[160];
+        snprintf(msg, sizeof msg, "elected (epoch %" PRId64 "): waiting for the "
+                 "quorum leader to confirm the lease before on_leader", it->ev.epoch);
+        return call_log(a, ZKE_LOG_INFO, msg) < 0 ? -1 : 1;
+    }
+    /* the conn's check may hold it for a leader with a lease end (it was
+     * ready there, or still acting for a term before): from now on it
+     * waits on moves of the base */
+    if (a->cm != NULL)
+        conn_agent_lease_wait(a->conn, a->cm);
+    /* a renewal now, not a period on; none while the publish is on its
+     * way: it confirms like one */
+    if (publish_ahead(a, it))
+        a->term.pub_epoch = it->ev.epoch;
+    else if (a->term.pub_epoch != it->ev.epoch || !el_publishing(a->el))
+        conn_renew_soon(a->conn);
+    session_flush(a->sess);
+    agent_update_renew(a);
+    return 0;       /* lease_tick kicks the loop when it is */
+}
+
+
+/* Asks the term's gate about the event at the head of the FIFO. */
+static enum term_gate gate_of(zke_agent *a, const struct item *it)
+{
+    if (it->kind != IT_EVENT)
+        return TERM_GO;
+    struct zke_status st;
+    struct term_now now = {0, 0, agent_stopping(a)};
+    if (it->ev.type == ZKE_EV_LEADER) {
+        el_status(a->el, &st);
+        now.leading_epoch = st.role == ZKE_ROLE_LEADER ? st.epoch : 0;
+        now.lease_ready = agent_lease_ready(a);
+    }
+    return term_gate(&a->term, it->ev.type, it->ev.epoch, &now);
+}
+
+
 /* Drains the FIFO and pumps the session. Returns -1 if the agent is gone. */
 static int run_pending(zke_agent *a)
 {
     for (int round = 0; round < MAX_ROUNDS; round++) {
-        while (dispatch_peek(&a->q) != NULL && !a->holding) {
+        while (dispatch_peek(&a->q) != NULL && a->term.life != TERM_HELD) {
             struct item *it = (struct item *)dispatch_peek(&a->q);
-            if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_LEADER && !a->host_leader &&
-                !agent_stopping(a) && !agent_lease_ready(a)) {
-                struct zke_status st;
-                el_status(a->el, &st);
-                if (st.role == ZKE_ROLE_LEADER && st.epoch == it->ev.epoch) {
-                    /* won on a listing, but no sync has confirmed a request
-                     * recent enough yet: the term starts once one has (the
-                     * leader's renewals run meanwhile); nothing acts */
-                    if (a->lease_wait != it->ev.epoch) {
-                        a->lease_wait = it->ev.epoch;
-                        /* said now: queued, it would come behind the
-                         * held event, after the leader event it announces */
-                        char msg[160];
-                        snprintf(msg, sizeof msg, "elected (epoch %" PRId64 "): waiting for the "
-                                 "quorum leader to confirm the lease before on_leader",
-                                 it->ev.epoch);
-                        if (call_log(a, ZKE_LOG_INFO, msg) < 0)
-                            return -1;
-                        continue;       /* the callback may have changed the head */
-                    }
-                    /* the conn's check may hold it for a leader with a
-                     * lease end (it was ready there, or still acting for
-                     * a term before): from now on it waits on moves of
-                     * the base */
-                    if (a->cm != NULL)
-                        conn_agent_lease_wait(a->conn, a->cm);
-                    /* a renewal now, not a period on; none while the
-                     * publish is on its way: it confirms like one */
-                    if (publish_ahead(a, it))
-                        a->lease_pub = it->ev.epoch;
-                    else if (a->lease_pub != it->ev.epoch || !el_publishing(a->el))
-                        conn_renew_soon(a->conn);
+            enum term_gate g = gate_of(a, it);
+            if (g == TERM_HOLD_LEASE) {
+                int r = wait_for_lease(a, it);
+                if (r <= 0)
+                    return r;
+                continue;           /* the log callback may have changed the head */
+            }
+            if (g == TERM_HOLD_DRAIN) {
+                /* on_stepdown (and the node's release, queued behind it)
+                 * only once everything of the term has ended */
+                agent_revoke_term(a);
+                if (!a->term.drained) {
                     session_flush(a->sess);
                     agent_update_renew(a);
-                    return 0;       /* lease_tick kicks the loop when it is */
+                    return 0;       /* agent_term_drained_cb kicks the loop */
                 }
             }
             if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_LEADER) {
@@ -299,22 +325,8 @@ static int run_pending(zke_agent *a)
                  * answer that confirmed it: its message (ev.at) is that
                  * one, not the notification before the wait */
                 int64_t t = session_base_moved_read_ns(a->sess);
-                if (a->lease_wait == it->ev.epoch && t > it->ev.cause_ns)
+                if (term_unwait(&a->term, it->ev.epoch) && t > it->ev.cause_ns)
                     it->ev.cause_ns = t;
-                a->lease_wait = 0;
-            }
-            if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_STEPDOWN && a->host_leader &&
-                it->ev.epoch == a->host_epoch && a->term != NULL) {
-                /* on_stepdown (and the node's release, queued behind it)
-                 * only once everything of the term has ended */
-                agent_revoke_term(a);
-                if (!a->term_drained) {
-                    session_flush(a->sess);
-                    agent_update_renew(a);
-                    return 0;       /* agent_term_drained_cb kicks the loop */
-                }
-                scope_free(a->term);
-                a->term = NULL;
             }
             (void)dispatch_pop(&a->q);
             if (it->kind == IT_EVENT) {
@@ -348,7 +360,7 @@ static int run_pending(zke_agent *a)
             if (emit_stopped(a, a->stop_reason ? a->stop_reason : "stop") < 0)
                 return -1;
         }
-        if (dispatch_peek(&a->q) == NULL || a->holding)
+        if (dispatch_peek(&a->q) == NULL || a->term.life == TERM_HELD)
             return 0;           /* a hold ends with agent_end_hold(), which kicks */
     }
     agent_kick_now(a);       /* work left: turn again without blocking */

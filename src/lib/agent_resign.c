@@ -33,7 +33,7 @@ static int resign(zke_agent *a, int failed)
     }
     int64_t window = (int64_t)(a->plan.session_ms > 5000 ? a->plan.session_ms : 5000) * 1000000;
     int rejoin = 0;
-    if (failed && a->host_leader && sess_now_ns() - a->term_began_ns < window) {
+    if (failed && term_leads(&a->term) && sess_now_ns() - a->term.began_ns < window) {
         a->short_streak++;
         a->short_terms++;
         if (a->short_streak > 1) {

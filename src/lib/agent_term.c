@@ -1,5 +1,7 @@
 /*
- * agent_term.c - the term the host was told about: on_leader, the step-down and its holds. See agent.c for the agent's flow.
+ * agent_term.c - the agent's side of its term (term.h decides, this acts):
+ * its scope, on_leader, the step-down and its holds. See agent.c for the
+ * agent's flow.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "agent_priv.h"
@@ -13,7 +15,7 @@
 void agent_term_drained_cb(void *ud, int forced)
 {
     zke_agent *a = ud;
-    a->term_drained = 1;
+    term_drained(&a->term);
     if (forced)
         agent_alog(a, ZKE_LOG_ERROR, "term: a child process was not reaped within 1 s of SIGKILL; "
                                "going on without it");
@@ -25,8 +27,9 @@ void agent_term_drained_cb(void *ud, int forced)
  * SIGKILL after half the stepdown budget). Idempotent. */
 void agent_revoke_term(zke_agent *a)
 {
-    if (a->term != NULL && !scope_cancelled(a->term)) {
-        scope_cancel(a->term, agent_term_drained_cb, a);
+    if (term_revoke(&a->term)) {
+        if (a->term.scope != NULL)
+            scope_cancel(a->term.scope, agent_term_drained_cb, a);
         agent_guard_sync(a);        /* no soft end: the step-down has begun */
     }
 }
@@ -34,7 +37,7 @@ void agent_revoke_term(zke_agent *a)
 
 scope *agent_term(zke_agent *a)
 {
-    if (a->term == NULL || scope_cancelled(a->term) || !a->host_leader)
+    if (a->term.life != TERM_ACTING || a->term.scope == NULL)
         return NULL;
     /* asked from inside hooks and callbacks, between two loop iterations:
      * the lease may have run out since the last check */
@@ -42,19 +45,19 @@ scope *agent_term(zke_agent *a)
         agent_lease_tick(a);
         return NULL;
     }
-    return a->term;
+    return a->term.scope;
 }
 
 
 int64_t agent_lease_left_ns(const zke_agent *a, const scope *s)
 {
-    if (s == NULL || s != a->term || scope_cancelled(a->term) || !a->host_leader)
+    if (s == NULL || s != a->term.scope || a->term.life != TERM_ACTING)
         return -1;
     int64_t left = agent_lease_end(a) - sess_now_ns();
     return left > 0 ? left : 0;
 }
 
-int64_t agent_term_epoch(const zke_agent *a) { return a->host_leader ? a->host_epoch : 0; }
+int64_t agent_term_epoch(const zke_agent *a) { return term_leads(&a->term) ? a->term.epoch : 0; }
 
 
 static zke_event_fn *callback_for(zke_agent *a, enum zke_event_type t)
@@ -80,7 +83,7 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
     zke_event_fn *fn = callback_for(a, in->type);
     struct zke_event copy = *in;
     const struct zke_event *ev = &copy;
-    if (a->host_leader)
+    if (term_leads(&a->term))
         agent_lease_tick(a);      /* a term whose lease ran out ends before any callback */
     if (in->type == ZKE_EV_LEADER) {
         struct zke_status st;
@@ -94,54 +97,48 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
             agent_lease_tick(a);
             return 0;
         }
-        scope_free(a->term);
-        a->term = scope_new(a->loop, a->plan.stepdown_budget_ms / 2);
-        a->term_drained = 0;
-        if (a->term == NULL)
+        scope_free(a->term.scope);
+        a->term.scope = scope_new(a->loop, a->plan.stepdown_budget_ms / 2);
+        if (a->term.scope == NULL)
             agent_alog(a, ZKE_LOG_ERROR, "out of memory: this term cannot start timers or processes");
-        char *n = xstrdup(in->node);
-        free(a->host_node);
-        a->host_node = n;
-        a->host_epoch = in->epoch;
-        a->host_leader = 1;
-        a->term_began_ns = sess_now_ns();
+        term_begin(&a->term, in->epoch, xstrdup(in->node), sess_now_ns(), a->term.scope != NULL);
         agent_guard_sync(a);              /* armed before the host can start anything */
         copy.lease_ms = left;
         agent_lease_tick(a);
     } else if (in->type == ZKE_EV_STEPDOWN) {
-        if (!a->host_leader || in->epoch != a->host_epoch)
+        if (!term_stepdown(&a->term, in->epoch))
             return 0;       /* the host was never told of this term */
-        a->host_leader = 0;
-        a->hold_token++;
-        a->holds = 0;
+        scope_free(a->term.scope);      /* drained (the FIFO's gate waited for it) */
+        a->term.scope = NULL;
         agent_guard_sync(a);    /* its soft end cleared before on_stepdown starts anything */
     } else if (in->type == ZKE_EV_SUSPEND || in->type == ZKE_EV_RESUME) {
-        if (!a->host_leader || in->epoch != a->host_epoch || agent_term(a) == NULL)
+        if (!term_leads(&a->term) || in->epoch != a->term.epoch || agent_term(a) == NULL)
             return 0;       /* the term is over (the lease check ended it) */
         copy.lease_ms = agent_lease_remaining_ms(a);
     }
     if (fn == NULL) {
+        if (in->type == ZKE_EV_STEPDOWN)
+            (void)term_stepdown_returned(&a->term, 0);
         agent_guard_sync(a);
         return 0;
     }
     dispatch_enter(&a->q);
-    a->in_stepdown_cb = in->type == ZKE_EV_STEPDOWN;
     fn(a, ev, a->ud);
-    a->in_stepdown_cb = 0;
-    if (dispatch_leave(&a->q)) {
-        agent_teardown(a);
-        return -1;
-    }
-    if (in->type == ZKE_EV_STEPDOWN && a->holds > 0 && a->life != AL_FREEING) {
+    int gone = dispatch_leave(&a->q);
+    if (in->type == ZKE_EV_STEPDOWN &&
+        term_stepdown_returned(&a->term, !gone && a->life != AL_FREEING) == TERM_HELD) {
         /* the host's on_stepdown goes on after its callback returned (a
          * hook that waits): the rest of the FIFO, our node's release
          * first, waits for it, within the second half of the budget (the
          * first half went to the term's processes) */
         int ms = a->plan.stepdown_budget_ms / 2 > 0 ? a->plan.stepdown_budget_ms / 2 : 1;
-        a->holding = 1;
         ev_timer_stop(a->loop, &a->hold_to);
         ev_timer_set(&a->hold_to, ms / 1000.0, 0.);
         ev_timer_start(a->loop, &a->hold_to);
+    }
+    if (gone) {
+        agent_teardown(a);
+        return -1;
     }
     agent_guard_sync(a);                  /* disarmed once a step-down has finished */
     return 0;
@@ -150,8 +147,7 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
 
 void agent_end_hold(zke_agent *a)
 {
-    a->holding = 0;
-    a->holds = 0;
+    term_hold_over(&a->term);
     agent_guard_sync(a);
     ev_timer_stop(a->loop, &a->hold_to);
     agent_kick_now(a);
@@ -163,7 +159,7 @@ void agent_hold_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     zke_agent *a = w->data;
     (void)loop;
     (void)revents;
-    if (!a->holding)
+    if (a->term.life != TERM_HELD)
         return;
     agent_alog(a, ZKE_LOG_WARN, "on_stepdown still running after half the step-down budget (%d ms): "
          "releasing our node now", a->plan.stepdown_budget_ms / 2);
@@ -173,17 +169,14 @@ void agent_hold_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 int zke_agent_hold_node(zke_agent *a)
 {
-    if (a == NULL || !a->in_stepdown_cb || a->life == AL_FREEING)
+    if (a == NULL || a->life == AL_FREEING)
         return 0;
-    a->holds++;
-    return a->hold_token;
+    return term_hold(&a->term);
 }
 
 
 void zke_agent_release_node(zke_agent *a, int token)
 {
-    if (a == NULL || token <= 0 || token != a->hold_token || a->holds <= 0)
-        return;                 /* stale (its step-down was released already) */
-    if (--a->holds == 0 && a->holding)
-        agent_end_hold(a);
+    if (a != NULL && term_release(&a->term, token))
+        agent_end_hold(a);      /* (a stale token does nothing) */
 }
