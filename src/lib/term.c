@@ -186,6 +186,10 @@ struct term_ends term_ends_for(const struct term *t, const struct term_lease *l)
         e.base = l->base;
         e.hard_ns = lease + after;
         e.soft_ns = acting ? lease + half : 0;
+    } else if (l->end_ns == 0 && t->armed.base > 0) {
+        e = t->armed;       /* no lease to follow: the ends told last, relative as they were */
+        if (!acting)
+            e.soft_ns = 0;
     } else {
         e.hard_ns = l->end_ns > 0 ? l->end_ns + after : t->armed.hard_ns;
         e.soft_ns = acting && l->end_ns > 0 ? l->end_ns + half : 0;
@@ -202,8 +206,8 @@ int term_arm(struct term *t, const struct term_ends *e, unsigned gen)
     if (e->hard_ns == 0)
         t->frozen = 0;      /* the frozen term is over */
     if (e->hard_ns == t->armed.hard_ns && e->soft_ns == t->armed.soft_ns &&
-        e->base == t->armed.base && t->epoch == t->armed_epoch)
-        return 0;
+        e->base == t->armed.base && (e->hard_ns == 0 || t->epoch == t->armed_epoch))
+        return 0;       /* (a disarmed slot's epoch does not matter) */
     t->armed = *e;
     t->armed_epoch = t->epoch;
     t->armed_gen = gen;

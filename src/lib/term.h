@@ -10,8 +10,10 @@
  * epoch, node, step-down holds and guard ends. Its scope (the timers and
  * processes of the term, scope.c) is made, cancelled and freed by the
  * agent, when this machine says so; the pointer lives here. Loop thread
- * only; every function may be called at any time, a call that does not
- * fit the state does nothing (and says so by its result).
+ * only. The events' functions may be called in any state: one that does
+ * not fit it does nothing (and says so by its result), except term_begin,
+ * term_drained and term_freeze, which the agent calls only where they fit
+ * (on_leader of a won term; the scope's drain; a session's end).
  */
 #ifndef ZKELECT_TERM_H
 #define ZKELECT_TERM_H
@@ -31,7 +33,8 @@ enum term_life {
     TERM_ACTING,    /* the host was told on_leader: it acts (its soft end is armed) */
     TERM_ENDING,    /* revoked (lease out, lost, stopped): its processes end, and
                      * on_stepdown waits for them (term_drained) */
-    TERM_STEPPING,  /* the host's on_stepdown runs: it may hold the node (term_hold) */
+    TERM_STEPPING,  /* the host's on_stepdown runs (or, with none, is skipped): it may
+                     * hold the node (term_hold) */
     TERM_HELD,      /* on_stepdown returned holding the node: the node's release waits
                      * for the holds, at most half the step-down budget (term_hold_over) */
     TERM_SHUTDOWN,  /* the agent is being freed: the shutdown's on_stepdown runs, no hold */
@@ -146,9 +149,13 @@ struct term_lease {
 /* The ends the guard must hold for t now, pure:
  *  - hard end: the lease end + the step-down budget + half the margin (a
  *    step-down that uses its whole budget is not killed for it, and the
- *    successor cannot start for another half margin); it follows the lease
- *    while the term acts, and never moves later once the term has ended
- *    (an absolute lease end now may be another session's);
+ *    successor cannot start for another half margin), from on_leader until
+ *    the step-down has finished (on_stepdown included); it follows the
+ *    lease while the term acts; once the term has ended an absolute one
+ *    never moves later (the lease end now may be another session's), and
+ *    a relative one follows its own session's base (a new session
+ *    freezes it: term_freeze); with no lease to follow, relative ends
+ *    stay what they were;
  *  - soft end: the lease end + half the margin, only while the term acts
  *    (a running loop has revoked it by then: only a loop that does not run
  *    is sent SIGTERM);

@@ -350,6 +350,94 @@ static void test_the_epoch_told_to_the_guard_is_the_terms(void)
     term_clear(&t);
 }
 
+static void test_what_does_not_fit_the_state_does_nothing(void)
+{
+    struct term t;
+    term_init(&t);
+    CHECK(term_wait(&t, 7) == 1);
+    CHECK(term_hold(&t) == 0);                  /* waiting: no step-down runs */
+    CHECK(term_revoke(&t) == 0);
+    CHECK(term_shutdown(&t) == 0);
+    (void)term_unwait(&t, 7);
+    term_begin(&t, 7, dup("n"), 0, 1);
+    /* a leader event while a term acts is never held for the lease */
+    CHECK(term_gate(&t, ZKE_EV_LEADER, 7, &UNCONFIRMED) == TERM_GO);
+    CHECK(term_wait(&t, 8) == 0 && t.life == TERM_ACTING);
+    CHECK(term_unwait(&t, 7) == 0 && t.life == TERM_ACTING);
+    CHECK(term_revoke(&t) == 1);
+    CHECK(term_hold(&t) == 0);                  /* ending: on_stepdown has not begun */
+    CHECK(term_gate(&t, ZKE_EV_LEADER, 7, &UNCONFIRMED) == TERM_GO);
+    term_drained(&t);
+    CHECK(term_stepdown(&t, 7) == 1);
+    CHECK(term_shutdown(&t) == 0);              /* stepping down already */
+    CHECK(term_hold(&t) > 0);
+    CHECK(term_stepdown_returned(&t, 1) == TERM_HELD);
+    CHECK(term_shutdown(&t) == 0);              /* held: no second on_stepdown */
+    CHECK(term_stepdown_returned(&t, 1) == TERM_HELD);     /* (only from stepping) */
+    term_hold_over(&t);
+    term_clear(&t);
+}
+
+static void test_an_odd_margin_rounds_half_down(void)
+{
+    struct term t;
+    term_init(&t);
+    term_begin(&t, 7, dup("n"), 0, 1);
+    struct term_lease l = {1500, 200, 201, 0, 5000 * MS};
+    struct term_ends e = term_ends_for(&t, &l);
+    CHECK(e.hard_ns == (5000 + 200 + 100) * MS);
+    CHECK(e.soft_ns == (5000 + 100) * MS);
+    term_clear(&t);
+}
+
+static void test_without_a_lease_relative_ends_stay_relative(void)
+{
+    struct term t;
+    term_init(&t);
+    term_begin(&t, 7, dup("n"), 0, 1);
+    struct term_lease l = PLAN;
+    l.base = 3;
+    struct term_ends e = term_ends_for(&t, &l);
+    (void)term_arm(&t, &e, 1);
+    CHECK(term_revoke(&t) == 1);
+    struct term_lease none = PLAN;              /* no base, no lease end */
+    e = term_ends_for(&t, &none);
+    CHECK(e.base == 3 && e.hard_ns == 1800 * MS && e.soft_ns == 0);
+    /* never read as absolute: 1.8 s after boot would kill at once */
+    none.end_ns = 9000 * MS;
+    e = term_ends_for(&t, &none);
+    CHECK(e.base == 0 && e.hard_ns == 9300 * MS);   /* a lease to follow: absolute, its own */
+    term_clear(&t);
+}
+
+static void test_a_new_epoch_is_told_with_the_same_ends(void)
+{
+    struct term t;
+    term_init(&t);
+    term_begin(&t, 7, dup("n"), 0, 1);
+    struct term_lease l = PLAN;
+    l.base = 3;
+    struct term_ends e = term_ends_for(&t, &l);
+    CHECK(term_arm(&t, &e, 1) == 1);
+    CHECK(term_revoke(&t) == 1 && term_stepdown(&t, 7) == 1);
+    (void)term_stepdown_returned(&t, 1);
+    term_begin(&t, 8, dup("n"), 0, 1);          /* the same relative ends, a new term */
+    e = term_ends_for(&t, &l);
+    CHECK(e.hard_ns == t.armed.hard_ns && e.base == t.armed.base);
+    CHECK(term_arm(&t, &e, 1) == 1);            /* its epoch (the fence's) is news */
+    CHECK(t.armed_epoch == 8);
+    /* a disarmed slot's epoch is nobody's business */
+    CHECK(term_revoke(&t) == 1 && term_stepdown(&t, 8) == 1);
+    (void)term_stepdown_returned(&t, 1);
+    e = term_ends_for(&t, &l);
+    CHECK(term_arm(&t, &e, 1) == 1);            /* disarmed */
+    CHECK(term_wait(&t, 9) == 1);
+    e = term_ends_for(&t, &l);
+    CHECK(e.hard_ns == 0 && term_arm(&t, &e, 1) == 0);
+    CHECK(term_needs_freeze(&t, 2) == 0);       /* nothing armed: nothing to freeze */
+    term_clear(&t);
+}
+
 int main(void)
 {
     RUN(test_every_state_has_a_distinct_name);
@@ -365,5 +453,9 @@ int main(void)
     RUN(test_a_term_of_an_ended_session_keeps_its_frozen_ends);
     RUN(test_a_new_guard_holds_nothing_yet);
     RUN(test_the_epoch_told_to_the_guard_is_the_terms);
+    RUN(test_what_does_not_fit_the_state_does_nothing);
+    RUN(test_an_odd_margin_rounds_half_down);
+    RUN(test_without_a_lease_relative_ends_stay_relative);
+    RUN(test_a_new_epoch_is_told_with_the_same_ends);
     return check_done();
 }
