@@ -771,8 +771,9 @@ int zke_agent_read_candidates(zke_agent *a, zke_candidates_fn *done, void *ud);
 /* --- Fail-stop guard ---------------------------------------------------
  *
  * The loop ends a term when its lease runs out; the guard ends it when the
- * loop cannot. A guard is one shared anonymous page (no file, no fd) that
- * the agent's process and a watcher process both map: each guarded agent
+ * loop cannot. A guard is one shared memory page (a memfd) that the
+ * agent's process and a watcher process both map (forked, or exec'd with
+ * the page's descriptor: zke_guard_fd, zke_guard_attach): each guarded agent
  * keeps its term's hard end there (CLOCK_BOOTTIME: the lease end plus the
  * step-down budget, i.e. the lease margin before the earliest moment the
  * server can expire the session), from just before on_leader until its
@@ -833,9 +834,22 @@ zke_guard *zke_guard_new(char *err, size_t errlen);
  * ends, the ends of its terms freeze where they are: the next session's
  * base never moves them. */
 zke_guard *zke_guard_new_for(int agents, char *err, size_t errlen);
-/* Unmaps it in this process (the watcher keeps its own mapping). NULL is
+/* Unmaps it in this process (the watcher keeps its own mapping); in the
+ * process that made it, also closes its descriptor (zke_guard_fd). NULL is
  * fine. Not while an agent or policy still uses it. */
 void zke_guard_free(zke_guard *g);
+/* The page is a memory file (memfd): its descriptor, close-on-exec, for a
+ * watcher that is a program of its own (zke_guard_attach): the host's
+ * child clears FD_CLOEXEC on it and execs that program. -1 when the page
+ * has none (no memfd_create: only a forked watcher can map it), or in any
+ * process but the one that made it. Owned by the guard. */
+int zke_guard_fd(const zke_guard *g);
+/* In the watcher's program: maps the guard from the descriptor fd it
+ * inherited (the descriptor may be closed after). NULL with a one-line
+ * reason in err when fd is not a guard's page of this version. Then
+ * zke_guard_watch it; the agent's process is the watcher's parent, as with
+ * a fork. zke_guard_free unmaps it. */
+zke_guard *zke_guard_attach(int fd, char *err, size_t errlen);
 /* Registers a process group to kill (pgid > 0): with ZKE_GUARD_GROUP_TERM
  * when the guard fires and when the agent dies, otherwise only when the
  * agent dies. 0, or -1 when the table is full (ZKE_GUARD_GROUPS) or pgid is
@@ -866,8 +880,11 @@ void zke_agent_guard_down(zke_agent *a, int down);
  * that passed while the host was suspended is acted on at resume);
  * everything else about the process (its name, its descriptors,
  * SIGTERM/SIGINT, which the agent handles and a whole process group may
- * get) is the host's to set first. It allocates nothing, wakes only when a
- * soft or hard end passes or moves earlier and when a term starts, and
+ * get) is the host's to set first. It allocates nothing, wakes when a
+ * soft or hard end passes or moves earlier, when a term starts, and every
+ * 100 ms to beat (a heartbeat in the page: an agent whose watcher has not
+ * beaten for 1 s has no lease, as with zke_agent_guard_down, so a watcher
+ * stopped or gone unnoticed fails closed too), and
  * calls log(ud, level, msg) (may be NULL) once per phase, once if the agent
  * left groups behind, and once per fence (zke_guard_set_fence), which it
  * forks and waits for. flags: ZKE_GUARD_KILL_AGENT, or 0

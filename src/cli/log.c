@@ -119,6 +119,16 @@ int log_parse_level(const char *s, enum zke_log_level *lvl)
     return -1;
 }
 
+enum log_format log_get_format(void)
+{
+    return format;
+}
+
+const char *log_get_id(void)
+{
+    return self_id;
+}
+
 enum zke_log_level log_min_level(void)
 {
     return min_level;

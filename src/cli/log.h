@@ -44,6 +44,9 @@ int log_parse_level(const char *s, enum zke_log_level *out);
 int log_enabled(enum zke_log_level lvl);
 /* The least level written (log_setup's min). */
 enum zke_log_level log_min_level(void);
+/* What log_setup was given (for a program that logs like us: the keeper). */
+enum log_format log_get_format(void);
+const char *log_get_id(void);
 void log_line(enum zke_log_level lvl, const char *event, const struct logf *f, int n);
 void log_msg(enum zke_log_level lvl, const char *event, const char *msg);
 void log_event(const struct zke_event *ev);

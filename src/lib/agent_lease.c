@@ -8,12 +8,21 @@
 #include <stdlib.h>
 
 
+/* The guard's watcher watches: the host did not say it is down
+ * (zke_agent_guard_down) and its heartbeat is fresh. */
+int agent_guard_watching(const zke_agent *a)
+{
+    return a->guard == NULL ||
+           (!a->guard_down && guard_watcher_live(a->guard, sess_now_ns()));
+}
+
+
 /* The lease as it stands now: from the send time of the latest request of
  * this session that the quorum leader surely heard of (touch.h). 0 if none,
  * and while the guard's watcher does not watch (no term acts unguarded). */
 int64_t agent_lease_end(const zke_agent *a)
 {
-    if (a->guard_down)
+    if (!agent_guard_watching(a))
         return 0;
     int64_t base = session_lease_base_ns(a->sess);
     return base > 0 ? base + (int64_t)a->plan.lease_ms * 1000000 : 0;
@@ -106,9 +115,10 @@ int64_t agent_lease_tick(zke_agent *a)
     }
     if (end == 0 || now >= end) {
         agent_revoke_term(a);
-        if (leading && a->guard_down) {
-            agent_alog(a, ZKE_LOG_ERROR, "the fail-stop watcher does not watch (it died or was "
-                       "stopped): stepping down, no term acts unguarded");
+        if (leading && !agent_guard_watching(a)) {
+            agent_alog(a, ZKE_LOG_ERROR, "the fail-stop watcher does not watch (%s): stepping "
+                       "down, no term acts unguarded", a->guard_down ? "it died or was stopped"
+                       : "no heartbeat for 1 s: stopped, or gone");
             (void)el_lease_expired(a->el, "guard");
             agent_kick_now(a);
         } else if (leading) {

@@ -186,6 +186,7 @@ void agent_session_state(zke_agent *a, enum sess_state st);
 int agent_replan(zke_agent *a, char *why, size_t whylen);
 
 /* agent_lease.c */
+int agent_guard_watching(const zke_agent *a);
 int64_t agent_lease_end(const zke_agent *a);
 int64_t agent_lease_tick(zke_agent *a);
 int64_t agent_lease_tick_op(zke_agent *a, int *follows);

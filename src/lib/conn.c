@@ -128,6 +128,7 @@ struct zke_conn {
     int guard_users;            /* agents arming relative to it */
     int64_t guard_base_ns;      /* the base it holds, 0: none yet */
     unsigned guard_gen;         /* bumped when a new handle opens: the base froze (conn_open) */
+    int guard_silent;           /* the guard's watcher had no heartbeat at the last check */
     ev_timer reopen, disc_to;
     double reopen_delay;
     double auth_retry;          /* runtime authentication failures: 1 s doubling to 30 s */
@@ -480,6 +481,8 @@ static const char *walk_reason(const zke_conn *c, int64_t base)
 {
     if (c->lease_dirty)
         return "a leaser changed";
+    if (c->guard_silent == 1)
+        return "the fail-stop watcher went silent";
     if (!base_moved(c, base))
         return "a lease end came";
     if (base < c->lease_base_seen)
@@ -501,7 +504,13 @@ static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
         return;
     int64_t base = session_lease_base_ns(c->sess), now = sess_now_ns();
     struct tick_sum t;
-    if (!base_moved(c, base) && !c->lease_dirty && now < lease_due(c, base)) {
+    /* the watcher's heartbeat stopped: every leaser checks once (a leader
+     * has no lease without it: agent_guard_watching), then again only at
+     * its next lease end or move (2: checked) */
+    int silent = c->guard != NULL && !guard_watcher_live(c->guard, now);
+    c->guard_silent = !silent ? 0 : c->guard_silent == 0 ? 1 : 2;
+    if (!base_moved(c, base) && !c->lease_dirty && now < lease_due(c, base) &&
+        c->guard_silent != 1) {
         if (c->lease_new_from < c->leasers.n) {
             /* only the leasers added since the last walk */
             leasers_tick(c, c->lease_new_from, base, &t);
@@ -518,6 +527,8 @@ static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
         clog_(c, ZKE_LOG_DEBUG, "lease check of all %d leasers: %s", c->leasers.n, walk_reason(c, base));
         c->lease_base_seen = base;
         c->lease_dirty = 0;
+        if (c->guard_silent == 1)
+            c->guard_silent = 2;
         leasers_tick(c, 0, base, &t);
         c->lease_waiters = t.waiters;
         c->lease_followers = t.followers;

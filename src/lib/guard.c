@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -55,6 +56,13 @@
 #define GROUP_ID(v) ((v) & ~(GROUP_TERM_BIT | GROUP_CGROUP_BIT))
 
 #define GUARD_BASES 64      /* sessions whose agents arm relative to their lease base */
+
+/* The watcher's heartbeat: it stores the time in the page at least every
+ * GUARD_BEAT_NS, and the agent counts it gone (stopped, or dead without a
+ * word) once the last beat is GUARD_LATE_NS old (guard_watcher_live). */
+#define GUARD_BEAT_NS 100000000LL
+#define GUARD_LATE_NS 1000000000LL
+#define GUARD_MAGIC 0x7a6b6731u    /* "zkg1": a page made by zke_guard_new_for, this layout */
 
 /* An agent's slot. Its ends are absolute (base 0) or offsets from one of
  * the guard's bases (base k: bases[k - 1]), the lease base of the session
@@ -73,6 +81,12 @@ struct gslot {
 };
 
 struct zke_guard {
+    unsigned magic;                     /* GUARD_MAGIC, set once by its maker */
+    int fd;                             /* the maker's descriptor of the page (-1: none);
+                                         * meaningless in any other process */
+    const void *made_at;                /* the maker's mapping (its other mappings are attached) */
+    int64_t made_ns;                    /* when it was made (CLOCK_BOOTTIME) */
+    atomic_llong beat;                  /* the watcher's last heartbeat, 0: none yet */
     atomic_uint seq;                    /* futex word: bumped when the watcher must look again */
     atomic_uint wakes;                  /* FUTEX_WAKEs the agent side sent (guard_wakes) */
     atomic_llong waiting_for;           /* the hard end the watcher sleeps until, 0: none */
@@ -126,16 +140,73 @@ zke_guard *zke_guard_new_for(int agents, char *err, size_t errlen)
         snprintf(err, errlen, "fail-stop guard: %d agents (1..%d)", agents, ZKE_GUARD_AGENTS_MAX);
         return NULL;
     }
-    void *m = mmap(NULL, map_size(agents), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
+    /* a memory file, so that a watcher that is another program (exec'd)
+     * can map it from the descriptor it inherits (zke_guard_attach);
+     * anonymous shared memory, for a forked watcher only, where there is
+     * no memfd_create */
+    size_t size = map_size(agents);
+    int fd = (int)syscall(SYS_memfd_create, "zkelect-guard", 1u /* MFD_CLOEXEC */);
+    if (fd >= 0 && ftruncate(fd, (off_t)size) != 0) {
+        (void)close(fd);
+        fd = -1;
+    }
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, fd >= 0 ? MAP_SHARED : MAP_SHARED | MAP_ANONYMOUS,
+                   fd, 0);
     if (m == MAP_FAILED) {
         snprintf(err, errlen, "fail-stop guard: mmap of a shared page: %s", strerror(errno));
+        if (fd >= 0)
+            (void)close(fd);
         return NULL;
     }
     zke_guard *g = m;       /* zero-filled: disarmed, no slot, no group */
     g->nslots = agents;
+    g->fd = fd;
+    g->made_at = g;
+    g->made_ns = boot_ns();
     atomic_store(&g->agent_pid, (int)getpid());
+    g->magic = GUARD_MAGIC;
     return g;
+}
+
+int zke_guard_fd(const zke_guard *g)
+{
+    return g != NULL && atomic_load(&g->agent_pid) == (int)getpid() && g->made_at == (const void *)g
+           ? g->fd : -1;
+}
+
+zke_guard *zke_guard_attach(int fd, char *err, size_t errlen)
+{
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "fail-stop guard: descriptor %d: %s", fd,
+                 fd < 0 ? "not valid" : strerror(errno));
+        return NULL;
+    }
+    if (st.st_size < (off_t)sizeof(struct zke_guard)) {
+        snprintf(err, errlen, "fail-stop guard: descriptor %d is no guard's page (%lld bytes)", fd,
+                 (long long)st.st_size);
+        return NULL;
+    }
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        snprintf(err, errlen, "fail-stop guard: mmap of descriptor %d: %s", fd, strerror(errno));
+        return NULL;
+    }
+    zke_guard *g = m;
+    if (g->magic != GUARD_MAGIC || g->nslots < 1 || g->nslots > ZKE_GUARD_AGENTS_MAX ||
+        map_size(g->nslots) != (size_t)st.st_size) {
+        (void)munmap(m, (size_t)st.st_size);
+        snprintf(err, errlen, "fail-stop guard: descriptor %d is no guard's page (not made by "
+                 "this version's zke_guard_new_for)", fd);
+        return NULL;
+    }
+    return g;
+}
+
+int guard_watcher_live(zke_guard *g, int64_t now)
+{
+    int64_t b = atomic_load(&g->beat);
+    return now - (b != 0 ? b : g->made_ns) < GUARD_LATE_NS;
 }
 
 zke_guard *zke_guard_new(char *err, size_t errlen)
@@ -145,8 +216,12 @@ zke_guard *zke_guard_new(char *err, size_t errlen)
 
 void zke_guard_free(zke_guard *g)
 {
-    if (g != NULL)
-        (void)munmap(g, map_size(g->nslots));
+    if (g == NULL)
+        return;
+    int fd = zke_guard_fd(g);       /* (the maker's only) */
+    (void)munmap(g, map_size(g->nslots));
+    if (fd >= 0)
+        (void)close(fd);
 }
 
 static int add_entry(zke_guard *g, unsigned v)
@@ -758,6 +833,7 @@ static void run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_f
             while (r < 0 && errno == EINTR);
             break;
         }
+        atomic_store(&g->beat, boot_ns());     /* (it waits, it is not stuck) */
         struct timespec two_ms = { 0, 2000000 };
         (void)nanosleep(&two_ms, NULL);
     }
@@ -803,6 +879,7 @@ static void wait_killed(zke_guard *g)
         }
         if (!live)
             return;
+        atomic_store(&g->beat, boot_ns());
         struct timespec five_ms = { 0, 5000000 };
         (void)nanosleep(&five_ms, NULL);
     }
@@ -841,6 +918,7 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
     int64_t termed = 0;     /* the soft end it sent SIGTERM for */
     int killed_agent = 0;
     while (getppid() == agent) {
+        atomic_store(&g->beat, boot_ns());
         unsigned s = atomic_load(&g->seq);
         int soft_slot = 0;
         int64_t d = earliest(g), now = boot_ns(), sd = earliest_soft(g, &soft_slot);
@@ -890,6 +968,9 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
         int64_t gap = standby_gap(g);
         if (gap > 0 && (target == 0 || target > now + gap / 2))
             target = now + gap / 2;
+        /* and within a heartbeat, however far the end */
+        if (target == 0 || target > now + GUARD_BEAT_NS)
+            target = now + GUARD_BEAT_NS;
         atomic_store(&g->waiting_for, target);
         if (atomic_load(&g->seq) != s || earliest(g) != d || earliest_soft(g, &soft_slot) != sd)
             continue;       /* moved meanwhile */

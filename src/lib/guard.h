@@ -2,8 +2,9 @@
  * guard.h - the fail-stop guard's agent side (the public part, zke_guard_*,
  * is in zkelect.h): the deadline each agent's term may not outlive.
  *
- * A guard is one shared anonymous page (MAP_SHARED | MAP_ANONYMOUS) that
- * the agent's process and a watcher process forked from it both see: per
+ * A guard is one shared memory file (memfd; anonymous shared memory where
+ * there is none) that the agent's process and a watcher process, forked
+ * from it or exec'd with its descriptor, both map: per
  * agent slot the term's lease end and hard end (CLOCK_BOOTTIME ns, 0 = no
  * term), the table of process groups to kill, a futex word. The watcher
  * (zke_guard_watch) sleeps until the earliest of those ends and acts when
@@ -64,6 +65,11 @@ void guard_slot_arm_at(zke_guard *g, int slot, int base, int64_t epoch, int64_t 
  * on_leader makes no system call that hands the CPU to the watcher. One
  * wake-up when the standby begins. */
 void guard_slot_standby(zke_guard *g, int slot, int64_t gap_ns);
+/* The watcher watches: its heartbeat (it beats every 100 ms) is less than
+ * 1 s old at `now` (CLOCK_BOOTTIME ns), or, before its first beat, the
+ * guard is less than 1 s old. A stopped watcher, or one that died without
+ * the host noticing, fails this within 1 s. Two atomic loads. */
+int guard_watcher_live(zke_guard *g, int64_t now);
 /* How many times the agent side woke the watcher so far (the tests'). */
 unsigned guard_wakes(zke_guard *g);
 

@@ -356,6 +356,47 @@ def test_a_guard_given_during_a_term_follows_its_renewals():
             host.kill()
 
 
+def test_a_silent_watcher_fails_closed_without_the_host_telling():
+    """The host never calls zke_agent_guard_down: its watcher SIGSTOPped,
+    the guard's heartbeat (every 100 ms) is 1 s old within about 1.1 s, and
+    at its next loop iteration the leader has no lease: it steps down with
+    reason guard (its term does not act unguarded), and, the only
+    candidate, wins again but does not lead while the watcher is silent.
+    SIGCONT: the heartbeat is back, it leads again."""
+    import signal
+    with h.ZooKeeper() as zk:
+        host = ApiHost(zk)
+        try:
+            m = host.mark()
+            host.send("add g1 shared /api/silent")
+            l1 = host.wait_ev("g1", "leader", since=m)
+            host.send("guard g1")
+            line = host.wait_line(lambda l: l.startswith("guard g1 ") or l.startswith("error guard"),
+                                  since=m)
+            assert line.startswith("guard g1 watcher="), host.describe()
+            watcher = int(line.split("=")[1])
+            time.sleep(0.5)             # (a few beats)
+            m2 = host.mark()
+            os.kill(watcher, signal.SIGSTOP)
+            t0 = time.monotonic()
+            host.wait_ev("g1", "stepdown", since=m2, reason="guard", epoch=l1["epoch"], timeout=15)
+            took = time.monotonic() - t0
+            # not before its last beat was 1 s old (it beat at most 100 ms
+            # before the stop)
+            assert took >= 0.85, took
+            time.sleep(1.5)             # silent: no term starts meanwhile
+            assert not host.events("g1", "leader", since=m2), host.describe()
+            os.kill(watcher, signal.SIGCONT)
+            again = host.wait_ev("g1", "leader", since=m2, timeout=20)
+            assert int(again["epoch"]) > int(l1["epoch"]), again
+            assert host.proc.poll() is None, host.describe()
+            host.send("quit")
+            assert host.proc.wait(30) == 0, host.describe()
+            no_violation(host)
+        finally:
+            host.kill()
+
+
 def test_a_log_level_drops_lines_where_they_arise():
     """zke_agent_set_log_level and zke_conn_set_log_level: under the level a
     line never reaches the host's log callback. Two agents on their own conns

@@ -407,6 +407,12 @@ def test_the_watcher_process():
         a.wait_for("leader", timeout=15)
         w = watcher_of(a)
         assert os.getpgid(w) == w != os.getpgid(a.pid), (w, os.getpgid(w), os.getpgid(a.pid))
+        # a program of its own (exec'd), not a copy of the agent
+        exe = os.readlink("/proc/%d/exe" % w)
+        assert os.path.basename(exe) == "zkelect-guard", exe
+        if not h.WRAP:                  # (under valgrind the agent's exe is valgrind's)
+            assert os.path.samefile(os.path.dirname(exe),
+                                    os.path.dirname(os.readlink("/proc/%d/exe" % a.pid))), exe
         if not h.WRAP:                  # (valgrind keeps descriptors of its own)
             assert sorted(int(x) for x in os.listdir("/proc/%d/fd" % w)) == [0, 1, 2]
         with open("/proc/%d/status" % w) as f:

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -307,9 +308,10 @@ static int group_gone(pid_t pgid, int ms)
     return 0;
 }
 
-/* On standby (gap 300 ms), arming a term whose hard end is at least the gap
- * away wakes no one: the watcher, looking every gap/2, still fires at the
- * end. Without the standby the same arming wakes it. */
+/* The watcher looks at least every heartbeat (100 ms): a standby (gap 300
+ * ms: a look every 150 ms) needs no wake of its own, arming a term whose
+ * hard end is further than the next look wakes no one, and the watcher
+ * still fires at the end. An end sooner than the next look wakes it. */
 static void test_standby_arms_without_a_wake(void)
 {
     char err[200];
@@ -322,7 +324,7 @@ static void test_standby_arms_without_a_wake(void)
     nap(50);                    /* asleep, nothing armed, no standby */
     unsigned w0 = guard_wakes(g);
     guard_slot_standby(g, slot, 300000000);
-    CHECK(guard_wakes(g) == w0 + 1);    /* once, to start looking by the standby */
+    CHECK(guard_wakes(g) == w0);        /* it looks within a beat anyway */
     nap(50);
     pid_t term = sleeper();
     CHECK(zke_guard_add_group(g, term, ZKE_GUARD_GROUP_TERM) == 0);
@@ -336,10 +338,13 @@ static void test_standby_arms_without_a_wake(void)
     CHECK(boot_ns() >= end);
     zke_guard_remove_group(g, term);
     guard_slot_arm(g, slot, 1, 0, 0);
-    nap(400);                   /* the watcher sleeps with nothing to wait for */
+    nap(400);                   /* the watcher sleeps with nothing to wait for but a beat */
     unsigned w2 = guard_wakes(g);
     guard_slot_arm(g, slot, 1, 0, boot_ns() + 30000000000LL);
-    CHECK(guard_wakes(g) == w2 + 1);    /* no standby: the start wakes it */
+    CHECK(guard_wakes(g) == w2);        /* the next beat is sooner */
+    nap(150);                   /* (after a beat: it waits until the next, 100 ms on) */
+    guard_slot_arm(g, slot, 1, 0, boot_ns() + 1000000);
+    CHECK(guard_wakes(g) == w2 + 1);    /* 1 ms on: sooner than its next look */
     guard_slot_arm(g, slot, 1, 0, 0);
     end_watcher(w);
     guard_slot_release(g, slot);
@@ -601,6 +606,83 @@ static void test_tables(void)
     zke_guard_free(NULL);
 }
 
+/* The watcher's heartbeat: a guard without a watcher counts as watched for
+ * its first second only; a running watcher keeps it live; a stopped one
+ * fails it within 1 s (plus a beat), and it is live again once resumed. */
+static void test_heartbeat(void)
+{
+    char err[200];
+    int pfd[2];
+    CHECK(pipe(pfd) == 0);
+    zke_guard *g = zke_guard_new(err, sizeof err);
+    CHECK(g != NULL);
+    CHECK(guard_watcher_live(g, boot_ns()));                    /* just made */
+    CHECK(!guard_watcher_live(g, boot_ns() + 1100000000LL));   /* nobody beat for 1.1 s */
+    pid_t w = fork_watcher(g, 0, pfd[1]);
+    int64_t t0 = boot_ns();
+    for (int i = 0; i < 400 && !guard_watcher_live(g, boot_ns() + 950000000LL); i++)
+        nap(5);         /* its first beat: live 950 ms ahead */
+    CHECK(guard_watcher_live(g, boot_ns() + 950000000LL));
+    for (int i = 0; i < 6; i++) {
+        nap(100);
+        CHECK(guard_watcher_live(g, boot_ns() + 800000000LL)); /* beats every 100 ms */
+    }
+    CHECK(kill(w, SIGSTOP) == 0);
+    int64_t stopped = boot_ns();
+    int i = 0;
+    while (i++ < 400 && guard_watcher_live(g, boot_ns()))
+        nap(5);
+    int64_t seen = boot_ns() - stopped;
+    CHECK(!guard_watcher_live(g, boot_ns()));
+    CHECK(seen <= 1150000000LL);        /* the last beat, at most a beat before the stop, + 1 s */
+    printf("  a stopped watcher was seen silent %.0f ms after its SIGSTOP\n", seen / 1e6);
+    CHECK(kill(w, SIGCONT) == 0);
+    for (i = 0; i < 400 && !guard_watcher_live(g, boot_ns()); i++)
+        nap(5);
+    CHECK(guard_watcher_live(g, boot_ns()));
+    (void)t0;
+    end_watcher(w);
+    zke_guard_free(g);
+    close(pfd[0]);
+    close(pfd[1]);
+}
+
+/* The page's descriptor maps the same guard (a keeper program's way in),
+ * only in its maker; other descriptors are refused. */
+static void test_attach(void)
+{
+    char err[200];
+    zke_guard *g = zke_guard_new_for(40, err, sizeof err);
+    CHECK(g != NULL);
+    int fd = zke_guard_fd(g);
+    CHECK(fd >= 0);
+    CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+    zke_guard *h = zke_guard_attach(fd, err, sizeof err);
+    CHECK(h != NULL && h != g);
+    int slot = guard_slot_take(g);
+    guard_slot_arm(g, slot, 9, 0, 123456789);
+    CHECK(h != NULL && guard_slot_end(h, slot, 0) == 123456789);   /* one page, two mappings */
+    pid_t c = fork();
+    if (c == 0)
+        _exit(zke_guard_fd(g) == -1 ? 0 : 1);   /* not the maker */
+    int st = 0;
+    CHECK(waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    zke_guard_free(h);
+    CHECK(fcntl(fd, F_GETFD) >= 0);             /* an attached guard's free leaves the maker's fd */
+    int null = open("/dev/null", O_RDONLY);
+    CHECK(zke_guard_attach(null, err, sizeof err) == NULL && strstr(err, "no guard") != NULL);
+    close(null);
+    int other = (int)syscall(SYS_memfd_create, "other", 0u);
+    CHECK(other >= 0 && ftruncate(other, 65536) == 0);
+    CHECK(zke_guard_attach(other, err, sizeof err) == NULL && strstr(err, "no guard") != NULL);
+    close(other);
+    CHECK(zke_guard_attach(-1, err, sizeof err) == NULL);
+    guard_slot_arm(g, slot, 9, 0, 0);
+    guard_slot_release(g, slot);
+    zke_guard_free(g);
+    CHECK(fcntl(fd, F_GETFD) == -1);            /* the maker's free closed it */
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -613,5 +695,7 @@ int main(void)
     RUN(test_agent_dies);
     RUN(test_fence);
     RUN(test_relative_ends);
+    RUN(test_heartbeat);
+    RUN(test_attach);
     return check_done();
 }
