@@ -16,6 +16,19 @@ one JSON object with CLOCK_MONOTONIC `mono_ns` (time.monotonic_ns()), `wall`,
 writer's pid (SO_PEERCRED, `peer_pid`), so the harness can kill orphaned
 writers by pid. `connect` / `disconnect` lines too.
 
+The same socket holds a marker table: state a term sets and must undo, with
+no epoch to fence it (a virtual IP address on a candidate's host). Lines
+
+    M SET <cand> <epoch> <via>\\n     M CLEAR <cand> <epoch> <via>\\n
+
+(`fence_writer --mark set|clear`; via is "hook" or "fence:<reason>") set or
+remove cand's marker, whatever it held before: every request is granted
+("OK\\n"), as an `ip addr` on that host would be. Logged as `marker_set`
+{cand, epoch, via, replaced: the epoch of cand's marker it replaced or null,
+others: [{cand, epoch}] the other candidates' markers at that moment} and
+`marker_clear` {cand, epoch, via, removed: the epoch of the marker removed or
+null}: the checker's S8 (state exclusion) reads them.
+
 --state FILE keeps max_epoch_seen across restarts of the fence (the writers
 reconnect). SIGTERM/SIGINT: close and exit 0. Standard library only.
 """
@@ -46,6 +59,7 @@ class Fence:
         self.stopping = False
         self.accepts = 0
         self.rejects = 0
+        self.markers = {}      # cand -> epoch of its marker
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -91,8 +105,28 @@ class Fence:
         if info is not None:
             self.emit("disconnect", peer_pid=info["peer_pid"])
 
+    def _marker(self, info, parts):
+        op, cand, epoch, via = parts[1], parts[2], int(parts[3]), parts[4]
+        if op == "SET":
+            others = [{"cand": k, "epoch": v} for k, v in sorted(self.markers.items()) if k != cand]
+            replaced = self.markers.get(cand)
+            self.markers[cand] = epoch
+            self.emit("marker_set", cand=cand, epoch=epoch, via=via, replaced=replaced,
+                      others=others, peer_pid=info["peer_pid"])
+        else:
+            removed = self.markers.pop(cand, None)
+            self.emit("marker_clear", cand=cand, epoch=epoch, via=via, removed=removed,
+                      peer_pid=info["peer_pid"])
+        return b"OK\n"
+
     def _line(self, c, info, line):
         parts = line.decode("utf-8", "replace").split()
+        if len(parts) == 5 and parts[0] == "M" and parts[1] in ("SET", "CLEAR"):
+            try:
+                return self._marker(info, parts)
+            except ValueError:
+                self.emit("bad", line=line.decode("utf-8", "replace")[:200], peer_pid=info["peer_pid"])
+                return b"ERR\n"
         if len(parts) != 4 or parts[0] != "W":
             self.emit("bad", line=line.decode("utf-8", "replace")[:200], peer_pid=info["peer_pid"])
             return b"ERR\n"
@@ -170,7 +204,8 @@ class Fence:
             os.unlink(self.path)
         except OSError:
             pass
-        self.emit("stop", accepts=self.accepts, rejects=self.rejects, max_epoch=self.max_epoch)
+        self.emit("stop", accepts=self.accepts, rejects=self.rejects, max_epoch=self.max_epoch,
+                  markers=[{"cand": k, "epoch": v} for k, v in sorted(self.markers.items())])
         self.log.close()
 
 

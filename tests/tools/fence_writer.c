@@ -2,6 +2,7 @@
  * fence_writer - the leader's duty process in the chaos suite (tests/chaos).
  *
  * Usage: fence_writer SOCKET_PATH INTERVAL_MS
+ *        fence_writer --mark set|clear SOCKET_PATH [EPOCH [IGNORED...]]
  *
  * Environment (set by zkelect.spawn for a leader's children):
  *   ZKELECT_ID     candidate id (no white space)
@@ -27,6 +28,18 @@
  *   - PR_SET_PDEATHSIG(SIGTERM): the writer ends when the agent that spawned
  *     it dies (e.g. SIGKILL), so no orphan keeps acting with an old epoch.
  * Silent on stdout/stderr except for usage errors (stderr is the agent's log).
+ *
+ * --mark set|clear: one request to the fence's marker table (a term's state
+ * that has no epoch, as a virtual IP address has none), then exit:
+ * "M SET <id> <epoch> <via>\n" or "M CLEAR <id> <epoch> <via>\n", where via
+ * is "fence:<ZKELECT_REASON>" when the fail-stop watcher runs it as the fence
+ * command (ZKELECT_EVENT=fence) and "hook" otherwise. The epoch is EPOCH
+ * when given, else ZKELECT_EPOCH: a fence command is called with EPOCH
+ * REASON appended, and an on_stepdown's process has ZKELECT_EPOCH=0 (it is
+ * not the term's), so the hook names the term's epoch. Words after EPOCH are
+ * ignored. Exit 0 once the fence answered "OK",
+ * 1 on another answer, 69 (EX_UNAVAILABLE) when the fence cannot be reached
+ * or does not answer within 2 s.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +57,7 @@
 
 #define EX_OK 0
 #define EX_USAGE 64
+#define EX_UNAVAILABLE 69
 #define REPLY_TIMEOUT_MS 2000
 #define MAX_BACKOFF_MS 1000
 
@@ -133,19 +147,20 @@ static int send_all(int fd, const char *buf, size_t len)
     return off == len ? 0 : -1;
 }
 
-/* Reads one reply line; 0 ok, -1 error/EOF/timeout/stop. */
-static int read_reply(int fd)
+/* Reads one reply line into buf (NUL-terminated, at most len - 1 bytes);
+ * 0 ok, -1 error/EOF/timeout/stop. */
+static int read_reply_into(int fd, char *buf, size_t len)
 {
-    char buf[256];
     size_t n = 0;
     long long deadline = now_ms() + REPLY_TIMEOUT_MS;
     for (int i = 0; i < 10000; i++) {
-        ssize_t r = recv(fd, buf + n, sizeof buf - 1 - n, 0);
+        ssize_t r = recv(fd, buf + n, len - 1 - n, 0);
         if (r > 0) {
             n += (size_t)r;
+            buf[n] = '\0';
             if (memchr(buf, '\n', n) != NULL)
                 return 0;
-            if (n >= sizeof buf - 1)
+            if (n >= len - 1)
                 return -1;          /* not our protocol */
             continue;
         }
@@ -159,6 +174,12 @@ static int read_reply(int fd)
             return -1;
     }
     return -1;
+}
+
+static int read_reply(int fd)
+{
+    char buf[256];
+    return read_reply_into(fd, buf, sizeof buf);
 }
 
 static int parse_long(const char *s, long long lo, long long hi, long long *out)
@@ -177,26 +198,71 @@ static int parse_long(const char *s, long long lo, long long hi, long long *out)
 static int usage(const char *msg)
 {
     fprintf(stderr, "fence_writer: error: %s\n"
-                    "usage: fence_writer SOCKET_PATH INTERVAL_MS "
+                    "usage: fence_writer SOCKET_PATH INTERVAL_MS\n"
+                    "       fence_writer --mark set|clear SOCKET_PATH [EPOCH [IGNORED...]]\n"
                     "(environment: ZKELECT_ID, ZKELECT_EPOCH)\n", msg);
     return EX_USAGE;
 }
 
+/* --mark set|clear: one marker request (see the top of the file). */
+static int mark(const char *op, const char *path, const char *id, long long epoch)
+{
+    char line[256], via[64], reply[256];
+    const char *ev = getenv("ZKELECT_EVENT");
+    const char *reason = getenv("ZKELECT_REASON");
+    if (ev != NULL && strcmp(ev, "fence") == 0)
+        snprintf(via, sizeof via, "fence:%s", reason != NULL && *reason != '\0' &&
+                 strpbrk(reason, " \t\r\n") == NULL ? reason : "?");
+    else
+        snprintf(via, sizeof via, "hook");
+    int len = snprintf(line, sizeof line, "M %s %s %lld %s\n", strcmp(op, "set") == 0 ? "SET"
+                       : "CLEAR", id, epoch, via);
+    if (len <= 0 || (size_t)len >= sizeof line)
+        return usage("the marker request does not fit in one line");
+    int fd = connect_fence(path);
+    if (fd < 0) {
+        fprintf(stderr, "fence_writer: --mark %s: cannot connect to %s: %s\n", op, path,
+                strerror(errno));
+        return EX_UNAVAILABLE;
+    }
+    int rc = send_all(fd, line, (size_t)len) == 0 && read_reply_into(fd, reply, sizeof reply) == 0
+                 ? (strncmp(reply, "OK", 2) == 0 ? EX_OK : 1) : EX_UNAVAILABLE;
+    close(fd);
+    if (rc != EX_OK)
+        fprintf(stderr, "fence_writer: --mark %s: %s\n", op,
+                rc == 1 ? "the fence refused the request" : "no answer from the fence");
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    long long interval, epoch;
-    if (argc != 3)
-        return usage("expected 2 arguments");
-    if (parse_long(argv[2], 1, 60000, &interval) != 0)
-        return usage("INTERVAL_MS must be an integer in 1..60000");
+    long long interval = 0, epoch;
+    int marking = argc >= 2 && strcmp(argv[1], "--mark") == 0;
+    if (marking) {
+        if (argc < 4 || (strcmp(argv[2], "set") != 0 && strcmp(argv[2], "clear") != 0))
+            return usage("--mark takes set or clear and SOCKET_PATH");
+    } else {
+        if (argc != 3)
+            return usage("expected 2 arguments");
+        if (parse_long(argv[2], 1, 60000, &interval) != 0)
+            return usage("INTERVAL_MS must be an integer in 1..60000");
+    }
+    const char *sock = marking ? argv[3] : argv[1];
     const char *id = getenv("ZKELECT_ID");
     const char *ep = getenv("ZKELECT_EPOCH");
     if (id == NULL || *id == '\0' || strpbrk(id, " \t\r\n") != NULL || strlen(id) > 128)
         return usage("ZKELECT_ID missing, empty, too long or containing white space");
     if (parse_long(ep, LLONG_MIN, LLONG_MAX, &epoch) != 0)
         return usage("ZKELECT_EPOCH missing or not a decimal integer");
-    if (strlen(argv[1]) >= sizeof((struct sockaddr_un *)0)->sun_path)
+    if (marking && argc >= 5 && parse_long(argv[4], LLONG_MIN, LLONG_MAX, &epoch) != 0)
+        return usage("EPOCH is not a decimal integer");
+    if (strlen(sock) >= sizeof((struct sockaddr_un *)0)->sun_path)
         return usage("SOCKET_PATH too long");
+    if (marking) {
+        sigprocmask(SIG_SETMASK, NULL, &wait_mask);     /* pselect keeps the mask as it is */
+        signal(SIGPIPE, SIG_IGN);
+        return mark(argv[2], sock, id, epoch);
+    }
 
     /* SIGTERM/SIGINT blocked except inside pselect */
     sigset_t block;
