@@ -18,6 +18,8 @@ merged and ordered by mono_ns (ties keep file order). Event kinds (§4.1):
              (a lease record with renewing=true only says the lease is being
              renewed from then on: no fixed deadline until the next one)
   fence      accept{cand,epoch,n} reject{cand,epoch,max_epoch}
+             marker_set{cand,epoch,via} marker_clear{cand,epoch,via,removed}
+             (the marker table: a term's state with no epoch, fence.py)
   harness    meta{boot_id} config{...} fault_begin{kind,target,...}
              fault_end{kind} killed{target,signal} paused{target}
              resumed{target} steady_begin steady_end phase{name}
@@ -41,13 +43,22 @@ A fault's window runs from its fault_begin to X after its fault_end.
 Properties, each reported separately; any failure fails the run:
   S1 epoch order      S2 belief overlap <= B     S2p pause (resumed ex-leader)
   S3 action overlap   S4 fence                   S5 well-formedness
-  S6 lease respect    S7 duty exclusion          L1 recovery within X
+  S6 lease respect    S7 duty exclusion          S8 state exclusion
+  L1 recovery within X
   L2 takeover bound   L3 no flapping             L4 nothing stuck
   E  scenario expectations
 S7: a term's duty span runs from its first to its last write attempt at the
 fence, accepted or rejected (a rejected write is a duty process of an old
 term still acting); spans of two candidates' terms may overlap by at most
 the duty_bound_ms of a fault window they meet (skipped without such a fault).
+S8: a marker is owned by the term that set it (cand/epoch of its marker_set)
+and exists from that set until the marker_clear that removed it (or another
+set by the same candidate, which replaces it); markers of two candidates'
+terms never exist at the same time (a marker left over when the successor
+sets its own is a violation), a marker is set only by a term its candidate
+led (from its became_leader on), and none is left once every candidate has stopped
+(a final_children record of phase after_stop). Skipped without marker
+records.
 
 Output: a one-line verdict on stdout; --json FILE writes the summary (per
 property pass|fail|skipped with witnesses, and metrics); --timeline FILE
@@ -77,6 +88,8 @@ KIND_FIELDS = {
     "paused": ("target",),
     "resumed": ("target",),
     "final_children": ("children",),
+    "marker_set": ("cand", "epoch"),
+    "marker_clear": ("cand",),
     "lease": ("deadline_mono_ns",),
 }
 NON_CANDIDATE = ("fence", "harness", "proxy")
@@ -99,6 +112,9 @@ EXPECTATIONS = """
   {"type":"hook_killed","target":C}    a hook_end{killed} of C after the fault
   {"type":"epoch_up"}                  the first leader after the fault has a higher
                                        epoch than every leader before it
+  {"type":"marker_cleared","target":C,"via":[...]}  the first marker_clear after the
+                                       fault that removed C's marker came by one of
+                                       via ("hook", "fence": a prefix of its via)
 """
 
 
@@ -537,6 +553,70 @@ class Checker:
         self.metrics["duty_overlap_ms_max"] = ms(worst)
         self.result("S7", v, status=None if judged else "skipped", not_judged_or_within=info)
 
+    def markers(self):
+        """The marker intervals, from the fence's marker_set/marker_clear
+        records in order: dicts cand, epoch, start, end, open, set, gone (the
+        record that removed it: a clear or the same candidate's next set)."""
+        live, out = {}, []
+        for r in self.recs:
+            if r["src"] != "fence" or r["ev"] not in ("marker_set", "marker_clear"):
+                continue
+            old = live.pop(r["cand"], None)
+            if old is not None:
+                old["end"], old["open"], old["gone"] = r["mono_ns"], False, r
+            if r["ev"] == "marker_set":
+                iv = {"cand": r["cand"], "epoch": r["epoch"], "start": r["mono_ns"], "end": self.t_end,
+                      "open": True, "set": r, "gone": None}
+                live[r["cand"]] = iv
+                out.append(iv)
+        return out
+
+    def check_s8(self):
+        ivs = self.markers()
+        if not ivs:
+            self.result("S8", [], status="skipped", note="no marker records")
+            return
+        v = []
+        worst = 0
+
+        def desc(iv):
+            return "%s/%s (set at %.1f ms, %s)" % (
+                iv["cand"], iv["epoch"], (iv["start"] - self.t_begin) / 1e6,
+                "never removed" if iv["open"] else "removed at %.1f ms by %s" % (
+                    (iv["end"] - self.t_begin) / 1e6, iv["gone"].get("via") or iv["gone"]["ev"]))
+        for i in range(len(ivs)):
+            for j in range(i + 1, len(ivs)):
+                a, b = ivs[i], ivs[j]
+                if a["cand"] == b["cand"]:
+                    continue
+                ov = min(a["end"], b["end"]) - max(a["start"], b["start"])
+                if ov <= 0:
+                    continue
+                worst = max(worst, ov)
+                v.append({"why": "markers of two terms at once for %.1f ms: %s and %s"
+                          % (ov / 1e6, desc(a), desc(b)), "overlap_ms": ms(ov),
+                          "records": [witness(a["set"]), witness(b["set"])]})
+        for iv in ivs:
+            # (a set that lands a hair after its term's stepped_down line,
+            # sent by a process of the term before it was ended, is its
+            # own: only the exclusion above judges when a marker exists)
+            led = [t for t in self.intervals if t["cand"] == iv["cand"] and t["epoch"] == iv["epoch"]
+                   and t["start"] <= iv["start"]]
+            if not led:
+                v.append({"why": "marker %s set by a term %s had not led" % (desc(iv), iv["cand"]),
+                          "record": witness(iv["set"])})
+        stopped = [r for r in self.evs("final_children") if r.get("phase") == "after_stop"]
+        if stopped:
+            for iv in ivs:
+                if iv["open"] or iv["end"] > stopped[-1]["mono_ns"]:
+                    v.append({"why": "marker %s still set after every candidate stopped" % desc(iv),
+                              "record": witness(iv["set"])})
+        self.metrics["markers"] = len(ivs)
+        self.metrics["markers_fenced"] = sum(1 for iv in ivs if iv["gone"] is not None and
+                                             str(iv["gone"].get("via", "")).startswith("fence"))
+        self.metrics["marker_overlap_ms_max"] = ms(worst)
+        self.result("S8", v)
+
     def check_s4(self):
         v = []
         mx = None
@@ -828,6 +908,15 @@ class Checker:
                           and t0 <= r["mono_ns"] <= t1]
                     if not hk:
                         ok, why = False, "no killed hook of %s" % c
+                elif typ == "marker_cleared":
+                    gone = [iv for iv in self.markers() if iv["cand"] == c and iv["gone"] is not None
+                            and iv["gone"]["ev"] == "marker_clear" and t0 <= iv["end"] <= t1]
+                    via = str(gone[0]["gone"].get("via", "")) if gone else ""
+                    if not gone:
+                        ok, why = False, "%s's marker was not removed after the fault" % c
+                    elif not any(via.startswith(p) for p in x.get("via", [])):
+                        ok, why = False, "%s's marker was removed by %r, expected one of %s" % (
+                            c, via, x.get("via"))
                 elif typ == "epoch_up":
                     before = [r["epoch"] for r in self.evs("became_leader") if r["mono_ns"] < t0]
                     after = [r for r in self.evs("became_leader") if r["mono_ns"] >= t0]
@@ -886,7 +975,7 @@ class Checker:
     def run(self):
         self.build()
         for fn in (self.check_s1, self.check_s2, self.check_s2p, self.check_s3, self.check_s4,
-                   self.check_s5, self.check_s6, self.check_s7, self.check_l1, self.check_l2, self.check_l3,
+                   self.check_s5, self.check_s6, self.check_s7, self.check_s8, self.check_l1, self.check_l2, self.check_l3,
                    self.check_l4, self.check_e):
             fn()
         self.fault_metrics()
@@ -917,7 +1006,7 @@ class Checker:
 
 def verdict_line(summary):
     parts = []
-    for k in ("S1", "S2", "S2p", "S3", "S4", "S5", "S6", "S7", "L1", "L2", "L3", "L4", "E"):
+    for k in ("S1", "S2", "S2p", "S3", "S4", "S5", "S6", "S7", "S8", "L1", "L2", "L3", "L4", "E"):
         r = summary["properties"].get(k)
         if r is None:
             continue

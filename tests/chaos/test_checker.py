@@ -578,6 +578,114 @@ def test_exited_expectation():
     teardown()
 
 
+def marker_history(fenced=True):
+    """clean() with a state duty: each term sets its marker in on_leader and
+    removes it in on_stepdown (the fence's marker table); c1, SIGKILLed at
+    3000, has its marker removed by its watcher's fence at 3010 (fenced),
+    or never (not fenced)."""
+    hh = clean()
+    for r in hh.recs:
+        if r["ev"] == "fault_begin":
+            r["expect"] = r["expect"] + [{"type": "marker_cleared", "target": "c1", "via": ["fence"]}]
+    hh.add(103, "fence", "marker_set", cand="c1", epoch=100, via="hook", replaced=None, others=[])
+    if fenced:
+        hh.add(3010, "fence", "marker_clear", cand="c1", epoch=100, via="fence:agent_gone", removed=100)
+    hh.add(5203, "fence", "marker_set", cand="c2", epoch=200, via="hook", replaced=None,
+           others=[] if fenced else [{"cand": "c1", "epoch": 100}])
+    hh.add(9008, "fence", "marker_clear", cand="c2", epoch=200, via="hook", removed=200)
+    hh.add(9033, "fence", "marker_set", cand="c3", epoch=300, via="hook", replaced=None, others=[])
+    hh.add(9038, "fence", "marker_clear", cand="c3", epoch=300, via="hook", removed=300)
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    return hh
+
+
+def test_markers_clean_passes():
+    rc, s = run(marker_history())
+    assert rc == 0, {k: v["violations"][:2] for k, v in s["properties"].items() if v["status"] == "fail"}
+    assert s["properties"]["S8"]["status"] == "pass"
+    assert s["metrics"]["markers"] == 3 and s["metrics"]["markers_fenced"] == 1, s["metrics"]
+    assert s["metrics"]["marker_overlap_ms_max"] == 0.0, s["metrics"]
+    teardown()
+
+
+def test_markers_skipped_without_records():
+    rc, s = run(clean())
+    assert rc == 0 and s["properties"]["S8"]["status"] == "skipped", s["properties"]["S8"]
+    teardown()
+
+
+def test_marker_left_over_caught():
+    # no fence: the killed leader's marker is still set when c2 sets its own
+    s = expect_caught(marker_history(fenced=False), "S8", "E")
+    w = s["properties"]["S8"]["violations"]
+    assert "markers of two terms at once" in w[0]["why"] and "c1/100" in w[0]["why"] \
+        and "c2/200" in w[0]["why"] and "never removed" in w[0]["why"], w[0]
+    assert w[0]["overlap_ms"] > 3000, w[0]
+    assert any("still set after every candidate stopped" in x["why"] for x in w), w
+    assert "marker was not removed" in s["properties"]["E"]["violations"][0]["why"]
+    teardown()
+
+
+def test_marker_removed_late_caught():
+    # the fence comes, but only after the successor set its marker: 5 ms of both
+    hh = marker_history()
+    for r in hh.recs:
+        if r["ev"] == "marker_clear" and r["cand"] == "c1":
+            r["mono_ns"] = BASE + 5208 * 10 ** 6
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    s = expect_caught(hh, "S8")
+    w = s["properties"]["S8"]["violations"]
+    assert len(w) == 1 and w[0]["overlap_ms"] == 5.0, w
+    assert "removed at" in w[0]["why"] and "fence:agent_gone" in w[0]["why"], w[0]
+    teardown()
+
+
+def test_marker_removed_by_hook_not_fence():
+    # the expectation names who removed it
+    hh = marker_history()
+    for r in hh.recs:
+        if r["ev"] == "marker_clear" and r["cand"] == "c1":
+            r["via"] = "hook"
+    s = expect_caught(hh, "E")
+    assert "removed by 'hook'" in s["properties"]["E"]["violations"][0]["why"], s["properties"]["E"]
+    teardown()
+
+
+def test_marker_of_a_term_not_led_caught():
+    # c3 sets a marker with c2's epoch (beside c2's own) and removes it: not
+    # a term c3 led
+    hh = marker_history()
+    hh.add(7000, "fence", "marker_set", cand="c3", epoch=200, via="hook", replaced=None, others=[])
+    hh.add(7001, "fence", "marker_clear", cand="c3", epoch=200, via="hook", removed=200)
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    s = expect_caught(hh, "S8")
+    w = s["properties"]["S8"]["violations"]
+    assert any("set by a term c3 had not led" in x["why"] for x in w), w
+    teardown()
+
+
+def test_marker_set_late_by_its_own_term_passes():
+    # the successor's set lands 1 ms after its term's step-down line (a
+    # process of the term sent it first): its own marker, removed in time
+    hh = marker_history()
+    hh.drop(lambda r: r["ev"] in ("marker_set", "marker_clear") and r["cand"] == "c3")
+    hh.add(9041, "fence", "marker_set", cand="c3", epoch=300, via="hook", replaced=None, others=[])
+    hh.add(9045, "fence", "marker_clear", cand="c3", epoch=300, via="hook", removed=300)
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    rc, s = run(hh)
+    assert rc == 0, {k: v["violations"][:2] for k, v in s["properties"].items() if v["status"] == "fail"}
+    teardown()
+
+
+def test_marker_left_after_stop_caught():
+    hh = marker_history()
+    hh.drop(lambda r: r["ev"] == "marker_clear" and r["cand"] == "c3")
+    s = expect_caught(hh, "S8")
+    w = s["properties"]["S8"]["violations"]
+    assert len(w) == 1 and "c3/300" in w[0]["why"] and "after every candidate stopped" in w[0]["why"], w
+    teardown()
+
+
 def test_malformed_inputs():
     d = tempfile.mkdtemp(prefix="zkechaos-checker-")
     _tmp.append(d)
