@@ -23,7 +23,11 @@ cut_after_create, hook_hang, folder_delete, and for issue 15 hostile_peer (a
 plain client forges a leader claim in the folder), loop_stall (the leader's
 policy blocks the loop in one C call for 3 T; the fail-stop watcher must end
 the term), follower_isolated_s5 / _s20 (the leader's only server, a ZooKeeper
-follower, black-holed from the other servers at syncLimit 5 / 20). The
+follower, black-holed from the other servers at syncLimit 5 / 20), and for
+issue 34 daemon_escape / _frozen (the duty daemonizes), keeper_stop (the
+leader's watcher stopped), state_duty / _frozen (the duty is state, a
+marker in the fence's marker table, undone by on_stepdown or by the
+agent's --fence; the leader SIGKILLed / frozen). The
 candidates get `--server-tick 200` when the binary has it.
 
 Per scenario: start 3 candidates (c1 first, so c1 leads), wait for a leader,
@@ -188,7 +192,7 @@ def _supported(extra, flags):
     return out
 
 
-KNOWN_VALUED = ("--server-tick", "--fail-stop")
+KNOWN_VALUED = ("--server-tick", "--fail-stop", "--fence")
 
 
 def agent_flags(binary):
@@ -303,16 +307,18 @@ class Run:
 
     # -- helpers -------------------------------------------------------------------
 
-    def policy(self, tdir, cid, sock, hang=False, stall_ms=0, stall_after=0.0, daemonize=False):
+    def policy(self, tdir, cid, sock, hang=False, stall_ms=0, stall_after=0.0, daemonize=False,
+               marker=False):
         with open(POLICY_TEMPLATE) as f:
             text = f.read()
         begin, end = "-- CHAOS-CONFIG-BEGIN", "-- CHAOS-CONFIG-END"
         i, j = text.index(begin), text.index(end)
         cfg = ("%s\nlocal CFG = {\n  fence_writer = %s,\n  fence_socket = %s,\n"
                "  fence_interval_ms = 50,\n  action_every = 0.05,\n  hang_on_leader = %s,\n"
-               "  stall_ms = %d,\n  stall_after = %.3f,\n  daemonize = %s,\n}\n"
+               "  stall_ms = %d,\n  stall_after = %.3f,\n  daemonize = %s,\n  marker = %s,\n}\n"
                % (begin, lua_str(self.fence_writer), lua_str(sock), "true" if hang else "false",
-                  int(stall_ms), float(stall_after), "true" if daemonize else "false"))
+                  int(stall_ms), float(stall_after), "true" if daemonize else "false",
+                  "true" if marker else "false"))
         path = os.path.join(tdir, "policy-%s.lua" % cid)
         with open(path, "w") as f:
             f.write(text[:i] + cfg + text[j:])
@@ -417,12 +423,29 @@ class Trial:
             return ",".join("%s:%d" % (cn.host_ip, p) for p in self.proxy_ports)
         return self.ens.connect_string(for_namespace=cn)
 
+    def fence_cmd(self):
+        """The agents' --fence command of the marker variant: a script that
+        removes the candidate's marker (`fence_writer --mark clear SOCKET`;
+        the watcher appends EPOCH REASON, and ZKELECT_ID, ZKELECT_EPOCH,
+        ZKELECT_REASON are in its environment)."""
+        path = os.path.join(self.tdir, "fence-marker.sh")
+        if not os.path.exists(path):
+            with open(path, "w") as f:
+                f.write("#!/bin/sh\n# the --fence of the chaos suite's marker variant\n"
+                        "exec %s --mark clear %s \"$@\"\n" % (self.run_.fence_writer, self.sock))
+            os.chmod(path, 0o755)
+        return path
+
     def new_candidate(self, n, proxied=False, hang=False, extra=(), servers=None, stall_ms=0,
-                      stall_after=0.0, daemonize=False):
-        """servers: 0-based indexes of the only servers it may connect to."""
+                      stall_after=0.0, daemonize=False, marker=False, fence=False):
+        """servers: 0-based indexes of the only servers it may connect to;
+        marker: the policy's state duty (policy.lua); fence: --fence removes
+        the marker."""
         cid = "c%d" % n
         script = self.run_.policy(self.tdir, cid, self.sock, hang=hang, stall_ms=stall_ms,
-                                  stall_after=stall_after, daemonize=daemonize)
+                                  stall_after=stall_after, daemonize=daemonize, marker=marker)
+        if fence:
+            extra = list(extra) + ["--fence", self.fence_cmd()]
         if servers is not None:
             zkhosts = self.ens.connect_string(for_namespace=self.run_.nets[n - 1],
                                               ports=[self.ens.servers[i].client_port for i in servers])
@@ -435,12 +458,13 @@ class Trial:
         c.start()
         return c
 
-    def start_candidates(self, proxied=(), hang=(), wait_role=True, extra=(), daemonize=False):
+    def start_candidates(self, proxied=(), hang=(), wait_role=True, extra=(), daemonize=False,
+                         marker=False, fence=False):
         """c1, c2, c3 one after another (each after the previous joined), so
         sequence order is start order and c1 leads."""
         for n in (1, 2, 3):
             c = self.new_candidate(n, proxied=n in proxied, hang=n in hang, extra=extra,
-                                   daemonize=daemonize)
+                                   daemonize=daemonize, marker=marker, fence=fence)
             c.wait_for("joined", timeout=15)
         if wait_role:
             self.wait_stable(timeout=15, settle=0)
@@ -688,11 +712,40 @@ def _leader_or_fail(t):
     return lead
 
 
-def sc_leader_kill9(t, daemonize=False):
-    t.start_candidates(daemonize=daemonize)
+def _marker_set(t, lead):
+    """The marker variant: the leader's on_leader set its marker (its log
+    says so) before the fault; the expectation that the fence removes it."""
+    if "--fence" not in t.run_.flags:
+        t.problems.append("%s has no --fence: the marker of a killed term is not removed"
+                          % h.ZKELECT_BIN)
+    try:
+        ev = lead.wait_for(lambda e: e.get("event") == "script" and
+                           (e.get("msg") or "").startswith("marker set"), timeout=5)
+    except h.Timeout:
+        raise AssertionError("%s logged no marker set" % lead.id)
+    if "ok=true" not in ev["msg"]:
+        raise AssertionError("%s could not set its marker: %s" % (lead.id, ev["msg"]))
+    return [{"type": "marker_cleared", "target": lead.id, "via": ["fence"]}]
+
+
+def _fence_outcome(t, lead):
+    """The marker variant: the watcher's line on its fence run (notes)."""
+    try:
+        ev = h.wait_until(lambda: lead.find(lambda e: e.get("event") == "fail_stop" and
+                                            "the fence for term" in (e.get("msg") or "")),
+                          timeout=5, desc="the watcher's fence line")
+        t.notes["fence"] = ev[0]["msg"]
+    except h.Timeout:
+        t.notes["fence"] = None
+
+
+def sc_leader_kill9(t, daemonize=False, marker=False):
+    t.start_candidates(daemonize=daemonize, marker=marker, fence=marker)
     t.steady()
     lead = _leader_or_fail(t)
-    t.fault_begin("kill9", lead.id, l2=True, expect=[{"type": "leader_change"}, {"type": "epoch_up"}])
+    more = _marker_set(t, lead) if marker else []
+    t.fault_begin("kill9", lead.id, l2=True,
+                  expect=[{"type": "leader_change"}, {"type": "epoch_up"}] + more)
     # stamped once the signal is sent, not before: the victim runs until
     # then, and a stamp taken first let the harness be preempted between the
     # two while the leader's duty went on (an action 3.9 ms "after" the kill
@@ -704,6 +757,8 @@ def sc_leader_kill9(t, daemonize=False):
                      "pid": lead.pid, "ev": "exit", "rc": lead.proc.returncode}
     t.fault_end("kill9")
     t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+    if marker:
+        _fence_outcome(t, lead)
 
 
 def sc_leader_sigstop(t):
@@ -724,7 +779,7 @@ def sc_leader_sigstop(t):
     t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
 
 
-def sc_leader_sigstop_guarded(t, daemonize=False):
+def sc_leader_sigstop_guarded(t, daemonize=False, marker=False):
     """The agent alone frozen, with the fail-stop watcher at its default
     (`agent`): the watcher, which is not stopped, SIGKILLs the term's groups
     (the duty, fence_writer) and the agent at the term's hard end, before
@@ -733,12 +788,13 @@ def sc_leader_sigstop_guarded(t, daemonize=False):
     if "--fail-stop" not in t.run_.flags:
         t.problems.append("%s has no --fail-stop (the watchdog guard): the pause is not guarded"
                           % h.ZKELECT_BIN)
-    t.start_candidates(daemonize=daemonize)
+    t.start_candidates(daemonize=daemonize, marker=marker, fence=marker)
     t.steady()
     lead = _leader_or_fail(t)
+    more = _marker_set(t, lead) if marker else []
     t.fault_begin("sigstop", lead.id, l2=True, s2_bound_ms=0, duty_bound_ms=0,
                   expect=[{"type": "leader_change"}, {"type": "gap_positive", "target": lead.id},
-                          {"type": "exited", "target": lead.id}])
+                          {"type": "exited", "target": lead.id}] + more)
     t.rec.emit("paused", target=lead.id)
     lead.sigstop()
     others = [c for c in t.cands if c is not lead]
@@ -757,6 +813,8 @@ def sc_leader_sigstop_guarded(t, daemonize=False):
     t.notes["c1_exit_rc"] = lead.proc.poll()
     t.fault_end("sigstop")
     t.wait_stable(timeout=3 * T + 5, record=True)
+    if marker:
+        _fence_outcome(t, lead)
 
 
 def sc_daemon_escape(t):
@@ -773,6 +831,24 @@ def sc_daemon_escape_frozen(t):
     """The same daemon, the agent alone frozen: the watcher ends the
     term's cgroup at the hard end, before the successor can lead."""
     sc_leader_sigstop_guarded(t, daemonize=True)
+
+
+def sc_state_duty(t):
+    """The term's duty is state, not a process: on_leader sets the
+    candidate's marker in the fence's marker table (a VIP, say), on_stepdown
+    removes it, and the agents run with --fence, a command that removes it.
+    The leader SIGKILLed: no on_stepdown runs, the watcher runs the fence
+    (reason agent_gone). The checker (S8) sees no two terms' markers at
+    once, and the killed term's marker removed by the fence (E)."""
+    sc_leader_kill9(t, marker=True)
+
+
+def sc_state_duty_frozen(t):
+    """The same state duty, the agent alone frozen (SIGSTOP): its watcher
+    SIGKILLs the term and the agent at the hard end, then runs the fence
+    (reason hard_end), before the successor can lead: S8 as above, and the
+    guarded freeze's S2 and S7 bound 0."""
+    sc_leader_sigstop_guarded(t, marker=True)
 
 
 def _watcher_of(c):
@@ -1248,6 +1324,8 @@ SCENARIOS = [
     {"name": "daemon_escape", "fn": sc_daemon_escape},
     {"name": "daemon_escape_frozen", "fn": sc_daemon_escape_frozen},
     {"name": "keeper_stop", "fn": sc_keeper_stop},
+    {"name": "state_duty", "fn": sc_state_duty},
+    {"name": "state_duty_frozen", "fn": sc_state_duty_frozen},
     {"name": "http_flood", "fn": sc_http_flood},
     {"name": "follower_isolated_s5", "fn": sc_follower_isolated_s5},
     # last: it restarts the ensemble with syncLimit 20 (the next trial's first

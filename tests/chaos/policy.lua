@@ -37,6 +37,16 @@
 -- term's cgroup holds it then; the checker sees every write it makes after
 -- its term ended (S1).
 --
+-- Variant (state_duty scenarios): CFG.marker = true gives the term
+-- a duty that is state, not a process: on_leader sets this candidate's
+-- marker in the fence's marker table (`fence_writer --mark set SOCKET`, with
+-- zkelect.exec: the hook waits for it) before it starts the duty process,
+-- and on_stepdown removes it (`--mark clear`; a waiting on_stepdown holds
+-- the node, within half the step-down budget). Both name the term's epoch.
+-- Nothing else removes it: a term that ends without its on_stepdown (the
+-- agent SIGKILLed or frozen) leaves it to the agent's --fence command (the
+-- harness gives one that runs `--mark clear`). Logs "marker set|clear epoch=<E> ok=<bool> code=<c>".
+--
 -- If zkelect.every / zkelect.spawn are missing (an older agent) it degrades to
 -- one action per term and says so at load time ("policy caps ...").
 
@@ -50,12 +60,14 @@ local CFG = {
   stall_ms = 0,             -- loop_stall variant (0 = none)
   stall_after = 0,          -- seconds after on_leader
   daemonize = false,        -- daemon_escape variant
+  marker = false,           -- state_duty / log_stall variant
 }
 -- CHAOS-CONFIG-END
 
 local HAS_EVERY = type(zkelect.every) == "function"
 local HAS_SPAWN = type(zkelect.spawn) == "function"
 local HAS_AFTER = type(zkelect.after) == "function"
+local HAS_EXEC = type(zkelect.exec) == "function"
 local terms = 0
 
 -- One C call of about ms milliseconds (loop_stall variant).
@@ -87,6 +99,18 @@ local function epoch_str(ev)
   return tostring(ev.epoch)
 end
 
+-- The marker variant: one request to the fence's marker table (op "set" or
+-- "clear"), waited for inside the hook.
+local function marker(op, e)
+  if not (CFG.marker and HAS_EXEC and CFG.fence_writer ~= "") then
+    return
+  end
+  local ok, code, _, err = zkelect.exec{ CFG.fence_writer, "--mark", op, CFG.fence_socket, e,
+                                         timeout = 2 }
+  zkelect.log(ok and "info" or "error", string.format("marker %s epoch=%s ok=%s code=%s%s", op, e,
+    tostring(ok), tostring(code), ok and "" or (" " .. tostring(err or ""):gsub("%s+$", ""))))
+end
+
 zkelect.log("info", string.format("policy caps every=%s spawn=%s hang=%s stall_ms=%d",
   tostring(HAS_EVERY), tostring(HAS_SPAWN), tostring(CFG.hang_on_leader), CFG.stall_ms))
 
@@ -95,6 +119,7 @@ function on_leader(ev)
   terms = terms + 1
   zkelect.log("info", "hook_start on_leader epoch=" .. e)
   zkelect.log("info", "action epoch=" .. e)
+  marker("set", e)
   if HAS_EVERY then
     zkelect.every(CFG.action_every, function()
       zkelect.log("info", "action epoch=" .. e)
@@ -126,6 +151,7 @@ end
 
 function on_stepdown(ev)
   zkelect.log("info", "hook_start on_stepdown epoch=" .. epoch_str(ev))
+  marker("clear", epoch_str(ev))
   zkelect.log("info", "hook_end on_stepdown")
 end
 
