@@ -27,7 +27,8 @@ follower, black-holed from the other servers at syncLimit 5 / 20), and for
 issue 34 daemon_escape / _frozen (the duty daemonizes), keeper_stop (the
 leader's watcher stopped), state_duty / _frozen (the duty is state, a
 marker in the fence's marker table, undone by on_stepdown or by the
-agent's --fence; the leader SIGKILLed / frozen). The
+agent's --fence; the leader SIGKILLed / frozen), log_stall (the leader's
+log pipe stops being read, then it is partitioned for 2.5 T). The
 candidates get `--server-tick 200` when the binary has it.
 
 Per scenario: start 3 candidates (c1 first, so c1 leads), wait for a leader,
@@ -43,6 +44,8 @@ Environment:
 Exit: 0 all trials passed, 1 some failed, 2 setup error, 64 usage, 77 not root.
 """
 import argparse
+import array
+import fcntl
 import json
 import os
 import re
@@ -51,6 +54,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 import traceback
@@ -84,6 +88,7 @@ STEADY_S = 2.0              # steady window before the fault
 SETTLE_S = 2.0              # stable leader required after recovery
 SCENARIO_BOUND_S = 90.0     # hard time bound of one scenario
 POLL = 0.02
+LOG_PIPE_BYTES = 4096       # log_stall: the capacity of c1's log pipe (one page, the least)
 
 
 class SetupError(Exception):
@@ -117,9 +122,13 @@ def make_candidate_class():
     class Candidate(h.Agent):
         """A zkelect candidate in its own network namespace."""
 
-        def __init__(self, cid, netns, zkhosts, path, script, logdir, extra=(), flags=None):
+        def __init__(self, cid, netns, zkhosts, path, script, logdir, extra=(), flags=None,
+                     log_pipe=False):
             self.netns = netns
             self.exit_rec = None
+            self.log_pipe = log_pipe
+            self.reader = None      # log_pipe: the `cat` between the agent and its log file
+            self.pipe_r = None      # log_pipe: the harness's read end (FIONREAD only, never read)
             extra = list(extra)
             if flags is not None:
                 if "--server-tick" in flags and "--server-tick" not in extra:
@@ -139,11 +148,24 @@ def make_candidate_class():
                 raise SetupError("zkelect binary not found or not executable: %s (set ZKELECT_BIN)"
                                  % h.ZKELECT_BIN)
             out = open(self.logfile, "wb")
+            sink = out
+            if self.log_pipe:
+                # the agent's stdout and stderr go into a pipe of one page
+                # that a `cat` of its own copies to the log file: stopping
+                # the cat stalls the agent's log sink (log_stall), and the
+                # lines it buffered arrive once the cat runs again
+                r, sink = os.pipe()
+                fcntl.fcntl(sink, fcntl.F_SETPIPE_SZ, LOG_PIPE_BYTES)
+                self.reader = subprocess.Popen(["cat"], stdin=r, stdout=out,
+                                               stderr=subprocess.DEVNULL, preexec_fn=_preexec)
+                self.pipe_r = r
             self.t_start = time.time()
-            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=out,
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=sink,
                                          stderr=subprocess.STDOUT, cwd=self.dir, env=h._child_env(),
                                          preexec_fn=_preexec)
             out.close()
+            if sink is not out:
+                os.close(sink)
             self.pid = self.proc.pid
             threading.Thread(target=self._stamp_exit, daemon=True).start()
             return self
@@ -160,6 +182,36 @@ def make_candidate_class():
             if self.exit_rec is None:
                 self.exit_rec = {"mono_ns": time.monotonic_ns(), "wall": time.time(), "src": self.id,
                                  "pid": self.pid, "ev": "exit", "rc": self.proc.poll()}
+
+        def pipe_unread(self):
+            """Bytes waiting in the log pipe (log_pipe), None without one."""
+            if self.pipe_r is None:
+                return None
+            buf = array.array("i", [0])
+            fcntl.ioctl(self.pipe_r, termios.FIONREAD, buf)
+            return buf[0]
+
+        def drain_log(self, timeout=5.0):
+            """log_pipe: lets the cat run and waits (bounded) until it ends,
+            which it does at the pipe's end of file, once the agent and every
+            process that shares its stderr (its watcher, its children) are
+            gone: the log file is then whole. False if it had to be killed."""
+            if self.reader is None:
+                return True
+            ok = True
+            if self.reader.poll() is None:
+                try:
+                    os.kill(self.reader.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+                if h._wait_proc(self.reader, timeout) is None:
+                    ok = False
+                    self.reader.kill()
+                    h._wait_proc(self.reader, 5.0)
+            if self.pipe_r is not None:
+                os.close(self.pipe_r)
+                self.pipe_r = None
+            return ok
 
         def role(self):
             """leader | follower | None, from the last role event."""
@@ -342,6 +394,8 @@ class Run:
         for c in t.cands:
             if c.alive():
                 c.sigcont()
+            if c.reader is not None and c.reader.poll() is None:
+                os.kill(c.reader.pid, signal.SIGCONT)
         if t.proxy_ctl:
             try:
                 P.control(t.proxy_ctl, "disarm")
@@ -437,10 +491,11 @@ class Trial:
         return path
 
     def new_candidate(self, n, proxied=False, hang=False, extra=(), servers=None, stall_ms=0,
-                      stall_after=0.0, daemonize=False, marker=False, fence=False):
+                      stall_after=0.0, daemonize=False, marker=False, fence=False, log_pipe=False):
         """servers: 0-based indexes of the only servers it may connect to;
         marker: the policy's state duty (policy.lua); fence: --fence removes
-        the marker."""
+        the marker; log_pipe: the agent logs into a pipe the harness can
+        stall (Candidate.start)."""
         cid = "c%d" % n
         script = self.run_.policy(self.tdir, cid, self.sock, hang=hang, stall_ms=stall_ms,
                                   stall_after=stall_after, daemonize=daemonize, marker=marker)
@@ -452,10 +507,13 @@ class Trial:
         else:
             zkhosts = self.zkhosts(n, proxied)
         c = self.run_.Candidate(cid, self.run_.nets[n - 1], zkhosts, self.path,
-                                script, self.tdir, extra=extra, flags=self.run_.flags)
+                                script, self.tdir, extra=extra, flags=self.run_.flags,
+                                log_pipe=log_pipe)
         self.cands.append(c)
         self.run_.cands.append(c)
         c.start()
+        if c.reader is not None:
+            self.run_.procs.append(c.reader)
         return c
 
     def start_candidates(self, proxied=(), hang=(), wait_role=True, extra=(), daemonize=False,
@@ -613,6 +671,9 @@ class Trial:
         for c in self.cands:
             if c.alive():
                 run.kill_proc(c.proc, signal.SIGKILL)
+            if not c.drain_log():
+                self.problems.append("%s's log reader did not end within 5 s of the agent's end"
+                                     % c.id)
             c._read()
             if c.exit_rec is None and c.proc is not None:
                 c.exit_rec = {"mono_ns": time.monotonic_ns(), "wall": time.time(), "src": c.id,
@@ -1251,6 +1312,117 @@ def sc_loop_stall(t):
     t.wait_stable(timeout=3 * T + 5, record=True)
 
 
+def _pipe_full(c, quiet_s=0.5, timeout=10.0):
+    """Waits (bounded) until c's stalled log pipe takes no more lines: its
+    unread bytes unchanged for quiet_s while c logs an action line every
+    50 ms (a leader). Returns the unread bytes, or None."""
+    t0 = time.monotonic()
+    last, since = None, t0
+    for _ in range(int(timeout / POLL) + 10):
+        n = c.pipe_unread()
+        now = time.monotonic()
+        if n != last:
+            last, since = n, now
+        elif n and now - since >= quiet_s:
+            return n
+        if now - t0 > timeout:
+            break
+        time.sleep(POLL)
+    return None
+
+
+LOG_STALL_STEADY_S = 1.5 * T_MS / 1000.0    # log_stall: leading on with a full log pipe
+LOG_STALL_PARTITION = 2.5                   # log_stall: then the partition, x T
+
+
+def sc_log_stall(t):
+    """The leader's stderr stops being read: c1 logs (JSON, debug) into a
+    pipe of one page that a `cat` copies to its log file; the harness
+    SIGSTOPs the cat. Once the pipe takes no more lines, c1 leads on for
+    1.5 T (a steady window: its renewals must go on), then is partitioned
+    from ZooKeeper for 2.5 T (partition_long) with the pipe still full: it
+    must step down (reason lease) before the successor leads, its duty
+    ended (S7 bound 0) and its marker removed by its on_stepdown (E:
+    marker_cleared via hook; S8). Healed, the cat resumes: the lines the
+    agent kept arrive with their own stamps, and the history is whole.
+    Checked beyond the checker: the pipe was full; renewals and the
+    step-down were logged (stamped) while it was; the step-down's line
+    arrived only after the resume."""
+    c1 = t.new_candidate(1, marker=True, fence=True, log_pipe=True)
+    c1.wait_for("joined", timeout=15)
+    for n in (2, 3):
+        t.new_candidate(n, marker=True, fence=True).wait_for("joined", timeout=15)
+    t.wait_stable(timeout=15, settle=0)
+    t.steady()
+    lead = _leader_or_fail(t)
+    if lead is not c1:
+        raise AssertionError("c1 does not lead: %s" % t.roles())
+    _marker_set(t, c1)
+    others = [c for c in t.cands if c is not c1]
+    T = T_MS / 1000.0
+    mark = c1.mark()
+    t.fault_begin("log_stall", "c1")
+    os.kill(c1.reader.pid, signal.SIGSTOP)
+    t_stop = time.monotonic_ns()
+    unread = _pipe_full(c1)
+    t_full = time.monotonic_ns()
+    t.notes["pipe_unread"] = unread
+    t.notes["pipe_full_after_ms"] = round((t_full - t_stop) / 1e6, 1)
+    if unread is None:
+        t.problems.append("fault not injected: c1's log pipe did not fill (unread %s)"
+                          % c1.pipe_unread())
+    t.rec.emit("log_pipe_full", target="c1", unread=unread)
+    # c1 leads on with a full pipe: no change in this window (L3), seen
+    # live from the others' logs; c1's own lines come after the resume
+    t.rec.emit("steady_begin")
+    time.sleep(LOG_STALL_STEADY_S)
+    t.rec.emit("steady_end")
+    if any(_leads(c) for c in others):
+        t.problems.append("another candidate led while c1's log pipe was full")
+    t_part = time.monotonic_ns()
+    t.fault_begin("partition", "c1", duration_ms=int(LOG_STALL_PARTITION * T_MS), l2=True,
+                  duty_bound_ms=0,
+                  expect=[{"type": "stepdown_reason", "target": "c1", "reasons": ["lease"]},
+                          {"type": "gap_positive", "target": "c1"}, {"type": "leader_change"},
+                          {"type": "marker_cleared", "target": "c1", "via": ["hook"]}])
+    c1.netns.partition(t.client_ports())
+    time.sleep(LOG_STALL_PARTITION * T)
+    c1.netns.heal()
+    t.fault_end("partition")
+    t.notes["pipe_unread_at_heal"] = c1.pipe_unread()
+    t_resume, w_resume = time.monotonic_ns(), time.time()
+    os.kill(c1.reader.pid, signal.SIGCONT)
+    t.fault_end("log_stall")
+    try:
+        sd = h.wait_until(lambda: c1.find("stepdown", since=mark), timeout=10,
+                          desc="c1's step-down line")[0]
+    except h.Timeout:
+        sd = None
+        t.problems.append("c1's step-down line did not arrive within 10 s of the resume")
+    t.wait_stable(timeout=3 * T + 5, record=True)
+    # what c1 logged while its pipe was full, known only now
+    evs = c1.events()
+    made = [e for e in evs if t_full <= int(e.get("mono_ns") or 0) <= t_resume]
+    renewals = [e for e in made if int(e["mono_ns"]) < t_part and
+                (e.get("msg") or "").startswith("renewal answered")]
+    t.notes["lines_while_full"] = len(made)
+    t.notes["renewals_while_full"] = len(renewals)
+    dropped = [e.get("msg") for e in evs if e.get("event") == "log_dropped"]
+    t.notes["log_dropped"] = dropped
+    if len(renewals) < 2:
+        t.problems.append("c1 logged %d renewals while its log pipe was full (expected 2 or more "
+                          "in %.1f s)" % (len(renewals), LOG_STALL_STEADY_S))
+    if sd is not None:
+        t.notes["stepdown"] = {"reason": sd.get("reason"),
+                               "after_partition_ms": round((int(sd["mono_ns"]) - t_part) / 1e6, 1),
+                               "seen_after_resume_ms": round((sd["_seen"] - w_resume) * 1000, 1)}
+        if not t_full <= int(sd["mono_ns"]) <= t_resume:
+            t.problems.append("c1's step-down was not made while its log pipe was full")
+        if sd["_seen"] < w_resume:
+            t.problems.append("c1's step-down line was read before the resume: the sink was "
+                              "not stalled")
+
+
 def sc_http_flood(t):
     """Held and half-open connections to every candidate's --status (a
     flooder in each candidate's namespace) while the leader hands over
@@ -1326,6 +1498,7 @@ SCENARIOS = [
     {"name": "keeper_stop", "fn": sc_keeper_stop},
     {"name": "state_duty", "fn": sc_state_duty},
     {"name": "state_duty_frozen", "fn": sc_state_duty_frozen},
+    {"name": "log_stall", "fn": sc_log_stall},
     {"name": "http_flood", "fn": sc_http_flood},
     {"name": "follower_isolated_s5", "fn": sc_follower_isolated_s5},
     # last: it restarts the ensemble with syncLimit 20 (the next trial's first

@@ -37,7 +37,7 @@
 -- term's cgroup holds it then; the checker sees every write it makes after
 -- its term ended (S1).
 --
--- Variant (state_duty scenarios): CFG.marker = true gives the term
+-- Variant (state_duty, log_stall scenarios): CFG.marker = true gives the term
 -- a duty that is state, not a process: on_leader sets this candidate's
 -- marker in the fence's marker table (`fence_writer --mark set SOCKET`, with
 -- zkelect.exec: the hook waits for it) before it starts the duty process,
