@@ -883,8 +883,10 @@ void zke_agent_guard_down(zke_agent *a, int down);
  * get) is the host's to set first. It allocates nothing, wakes when a
  * soft or hard end passes or moves earlier, when a term starts, and every
  * 100 ms to beat (a heartbeat in the page: an agent whose watcher has not
- * beaten for 1 s has no lease, as with zke_agent_guard_down, so a watcher
- * stopped or gone unnoticed fails closed too), and
+ * beaten yet, or not for 1 s and still not 200 ms after the agent woke it,
+ * has no lease, as with zke_agent_guard_down, so a watcher stopped or gone
+ * unnoticed fails closed too; it does not beat while it waits for a
+ * fence), and
  * calls log(ud, level, msg) (may be NULL) once per phase, once if the agent
  * left groups behind, and once per fence (zke_guard_set_fence), which it
  * forks and waits for. flags: ZKE_GUARD_KILL_AGENT, or 0
@@ -903,7 +905,9 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud);
  * with env's "NAME=VALUE" strings (NULL: none) and ZKELECT_EVENT=fence,
  * ZKELECT_EPOCH and ZKELECT_REASON added to the watcher's environment (the
  * agent's, inherited), stdin from /dev/null,
- * stdout on stderr, default signals, in a process group of its own that is
+ * stdout and stderr to the watcher (which reads them as they come and logs
+ * the first 600 bytes after the outcome: never the agent's stderr, a pipe
+ * that may not be read), default signals, in a process group of its own that is
  * SIGKILLed when it exits or after timeout_ms (0: 5000), whichever comes
  * first. The watcher waits for it, and watches nothing else meanwhile: keep
  * it short, and well within the margin, as the successor may start from the

@@ -48,6 +48,8 @@ struct app {
     int adopts;                 /* no cgroups: we are our descendants' subreaper (orphans.h) */
     ev_child guard_child;       /* the --fail-stop watcher (traced: its stops too) */
     ev_timer guard_retry;       /* a watcher that could not be started: again in 1 s */
+    ev_tstamp guard_since;      /* when the watcher was started */
+    int guard_killed;           /* we killed it (it was stopped): start another at once */
     enum fail_stop fail_stop;
     int leader_error_ignore;
     int hook_timeout_set;       /* --hook-timeout given: not derived from the session timeout */
@@ -508,6 +510,8 @@ static void guard_restart(struct app *app)
     }
     ev_child_set(&app->guard_child, p, 1);
     ev_child_start(app->loop, &app->guard_child);
+    app->guard_since = ev_now(app->loop);
+    app->guard_killed = 0;
     ev_unref(app->loop);
     struct logf f[1] = { { "pid", LF_INT, NULL, p } };
     log_line(ZKE_LOG_WARN, "fail_stop_watcher", f, 1);
@@ -537,14 +541,26 @@ static void guard_child_cb(struct ev_loop *loop, ev_child *w, int revents)
                  "killed and started again; no term acts until then", w->rpid, WSTOPSIG(w->rstatus));
         log_msg(ZKE_LOG_ERROR, "fail_stop", msg);
         (void)kill(w->rpid, SIGKILL);
+        app->guard_killed = 1;
         return;
     }
     ev_ref(loop);               /* it was unref'd: it never kept the loop alive */
     ev_child_stop(loop, w);
-    snprintf(msg, sizeof msg, "the fail-stop watcher (pid %d) ended (%s %d): starting another; "
+    /* one that ended on its own within a second of its start (it could
+     * not watch: another version's page, no memory) is started again a
+     * second later, not at once in a loop */
+    int soon = !app->guard_killed && ev_now(loop) - app->guard_since < 1.;
+    snprintf(msg, sizeof msg, "the fail-stop watcher (pid %d) ended (%s %d): starting another%s; "
              "no term acts until then", w->rpid, WIFSIGNALED(w->rstatus) ? "signal" : "exit code",
-             WIFSIGNALED(w->rstatus) ? WTERMSIG(w->rstatus) : WEXITSTATUS(w->rstatus));
+             WIFSIGNALED(w->rstatus) ? WTERMSIG(w->rstatus) : WEXITSTATUS(w->rstatus),
+             soon ? " in 1 s" : "");
     log_msg(ZKE_LOG_ERROR, "fail_stop", msg);
+    if (soon) {
+        ev_timer_set(&app->guard_retry, 1., 0.);
+        ev_timer_start(loop, &app->guard_retry);
+        ev_unref(loop);
+        return;
+    }
     guard_restart(app);
 }
 
@@ -571,6 +587,7 @@ static void start_watchers(struct app *app, pid_t guard_pid)
     if (app->guard != NULL) {
         ev_child_start(app->loop, &app->guard_child);
         ev_unref(app->loop);
+        app->guard_since = ev_now(app->loop);
     }
 }
 

@@ -75,7 +75,8 @@ static void guard_main(zke_guard *g, int gfd, enum fail_stop mode)
             (void)close(null);
     }
     log_forked();
-    const char *why = "no zkelect-guard beside the agent's binary nor at " ZKELECT_GUARD_PATH;
+    const char *why = "no zkelect-guard beside the agent's binary, nor at " ZKELECT_GUARD_RELDIR
+                      " from it, nor at " ZKELECT_GUARD_PATH;
     if (gfd < 0)
         why = "the guard page has no descriptor (no memfd_create)";
     if (gfd >= 0 && keeper_path[0] != '\0') {

@@ -9,6 +9,8 @@
 #include "exits.h"
 #include "log.h"
 
+#define GUARDRUN_DRAIN_MS 3000
+
 static void on_guard_log(void *ud, enum zke_log_level lvl, const char *msg)
 {
     (void)ud;
@@ -31,5 +33,8 @@ int guardrun(zke_guard *g, int kill_agent)
     int rc = zke_guard_watch(g, kill_agent ? ZKE_GUARD_KILL_AGENT : 0, on_guard_log, NULL);
     if (rc != 0)
         log_msg(ZKE_LOG_ERROR, "fail_stop", "the watcher could not start: terms are not guarded");
+    /* the agent is gone: what the log sink did not take yet (it never
+     * blocks the watcher, so a stalled one kept its lines) gets a while */
+    log_drain(GUARDRUN_DRAIN_MS);
     return rc == 0 ? 0 : EX_SOFTWARE;
 }

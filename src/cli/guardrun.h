@@ -11,7 +11,8 @@
 /* Locks the calling process in memory (where RLIMIT_MEMLOCK or
  * CAP_IPC_LOCK allow), makes it the OOM killer's last pick (where
  * CAP_SYS_RESOURCE allows), and watches g (zke_guard_watch) until the
- * agent, its parent, is gone; logs as "fail_stop". kill_agent: SIGKILL the
+ * agent, its parent, is gone; logs as "fail_stop" (lines its sink did not
+ * take are written before it returns, within 3 s). kill_agent: SIGKILL the
  * agent too at a hard end. Returns the exit status: 0, or 70 when it could
  * not watch. The process's name, group, signals and descriptors are the
  * caller's to set first. */

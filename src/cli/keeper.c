@@ -40,8 +40,9 @@ int main(int argc, char **argv)
                 "(usage: zkelect-guard FD agent|groups text|json LEVEL ID)\n");
         return EX_USAGE;
     }
+    /* no loop: each line is written at once, as far as the sink takes it
+     * (never blocking), the rest before it exits (guardrun) */
     log_setup(stderr, strcmp(argv[3], "json") == 0 ? LOG_JSON : LOG_TEXT, lvl, argv[5]);
-    log_forked();           /* no loop: each line is written at once */
     (void)prctl(PR_SET_NAME, "zkelect-guard", 0, 0, 0);
     char err[256];
     zke_guard *g = zke_guard_attach((int)fd, err, sizeof err);

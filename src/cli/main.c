@@ -4,8 +4,10 @@
  * in the commands and in the library.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "exits.h"
@@ -21,6 +23,17 @@ int main(int argc, char **argv)
     struct opts o;
     char *msg = NULL;
     options_init(&o);
+    /* the standard three are open (on /dev/null where they were closed),
+     * so that no descriptor we open (the guard's page, a socket) is one
+     * of them, where a print or a log line would land in it */
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0) {
+            int null = open("/dev/null", O_RDWR);
+            if (null >= 0 && null != fd) {
+                (void)dup2(null, fd);
+                (void)close(null);
+            }
+        }
 
     if (argc < 2)
         die(EX_USAGE, "missing command (run, check, status, watch, ctl or demo)");

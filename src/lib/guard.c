@@ -8,18 +8,21 @@
  * process frozen or killed half-way leaves nothing held.
  *
  * Wake-ups, without polling:
- *  - the watcher waits on the futex word `seq` (FUTEX_WAIT, no timeout when
- *    nothing is armed, else the time left until the earliest hard end);
+ *  - the watcher waits on the futex word `seq` (FUTEX_WAIT, until the
+ *    earliest end, at most its heartbeat's 100 ms: it stores the time in
+ *    `beat` each time round, and an agent counts a beat 1 s old, confirmed
+ *    for 200 ms after waking it, as no watcher: guard_watcher_live);
  *  - the agent bumps `seq` and wakes it only when the earliest hard end is
- *    now sooner than the one the watcher waits for (`waiting_for`, 0 when
- *    it waits for none): a term starts, or an end moved earlier. Each side
+ *    now sooner than the time the watcher waits until (`waiting_for`: an
+ *    end, or its next beat): a term starts, or an end moved earlier. Each side
  *    writes its own word before it reads the other's (sequentially
  *    consistent atomics), so one of them sees the other: either the
  *    watcher sees the new end before it sleeps, or the agent sees that it
  *    must wake it;
  *  - an agent that may start a term any moment (the next in line) is on
- *    standby: the watcher, with nothing armed, then looks again every half
- *    of the shortest time a term's hard end can be from its start, so that
+ *    standby: the watcher then looks again every half of the shortest time
+ *    a term's hard end can be from its start (where that is sooner than
+ *    its beat), so that
  *    the term's arming needs no wake-up (a FUTEX_WAKE there preempted the
  *    new leader on its way to on_leader: 20-60 us on a two-core machine);
  *  - the agent's death: the watcher's parent-death signal (PR_SET_PDEATHSIG)
@@ -62,7 +65,11 @@
  * word) once the last beat is GUARD_LATE_NS old (guard_watcher_live). */
 #define GUARD_BEAT_NS 100000000LL
 #define GUARD_LATE_NS 1000000000LL
-#define GUARD_MAGIC 0x7a6b6731u    /* "zkg1": a page made by zke_guard_new_for, this layout */
+#define GUARD_MAGIC 0x7a6b6732u    /* "zkg2": a page made by zke_guard_new_for */
+/* A stale beat counts once the agent side has seen it stale this long
+ * (having woken the watcher): a watcher thawed or resumed together with
+ * the agent (a frozen cgroup, a suspended host) beats again first. */
+#define GUARD_CONFIRM_NS 200000000LL
 
 /* An agent's slot. Its ends are absolute (base 0) or offsets from one of
  * the guard's bases (base k: bases[k - 1]), the lease base of the session
@@ -82,11 +89,14 @@ struct gslot {
 
 struct zke_guard {
     unsigned magic;                     /* GUARD_MAGIC, set once by its maker */
+    unsigned layout;                    /* the sizes of this struct and a slot (layout_of) */
     int fd;                             /* the maker's descriptor of the page (-1: none);
                                          * meaningless in any other process */
     const void *made_at;                /* the maker's mapping (its other mappings are attached) */
     int64_t made_ns;                    /* when it was made (CLOCK_BOOTTIME) */
     atomic_llong beat;                  /* the watcher's last heartbeat, 0: none yet */
+    atomic_llong silent_since;          /* the agent side saw the beat stale since, 0: fresh
+                                         * (written by the agent side only) */
     atomic_uint seq;                    /* futex word: bumped when the watcher must look again */
     atomic_uint wakes;                  /* FUTEX_WAKEs the agent side sent (guard_wakes) */
     atomic_llong waiting_for;           /* the hard end the watcher sleeps until, 0: none */
@@ -106,6 +116,12 @@ struct zke_guard {
     char fence[ZKE_GUARD_FENCE_MAX];    /* its words, each NUL-terminated */
     struct gslot slot[];                /* nslots of them */
 };
+
+/* The layout's fingerprint: a page of another layout is not attached. */
+static unsigned layout_of(void)
+{
+    return (unsigned)(sizeof(struct zke_guard) << 8 ^ sizeof(struct gslot));
+}
 
 static size_t map_size(int nslots)
 {
@@ -150,6 +166,17 @@ zke_guard *zke_guard_new_for(int agents, char *err, size_t errlen)
         (void)close(fd);
         fd = -1;
     }
+    if (fd >= 0 && fd < 3) {
+        /* never one of the standard three (one that was closed: a write
+         * to stdout or stderr would land in the page) */
+        int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        (void)close(fd);
+        fd = high;
+        if (fd >= 0 && ftruncate(fd, (off_t)size) != 0) {
+            (void)close(fd);
+            fd = -1;
+        }
+    }
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, fd >= 0 ? MAP_SHARED : MAP_SHARED | MAP_ANONYMOUS,
                    fd, 0);
     if (m == MAP_FAILED) {
@@ -164,6 +191,7 @@ zke_guard *zke_guard_new_for(int agents, char *err, size_t errlen)
     g->made_at = g;
     g->made_ns = boot_ns();
     atomic_store(&g->agent_pid, (int)getpid());
+    g->layout = layout_of();
     g->magic = GUARD_MAGIC;
     return g;
 }
@@ -193,7 +221,7 @@ zke_guard *zke_guard_attach(int fd, char *err, size_t errlen)
         return NULL;
     }
     zke_guard *g = m;
-    if (g->magic != GUARD_MAGIC || g->nslots < 1 || g->nslots > ZKE_GUARD_AGENTS_MAX ||
+    if (g->magic != GUARD_MAGIC || g->layout != layout_of() || g->nslots < 1 || g->nslots > ZKE_GUARD_AGENTS_MAX ||
         map_size(g->nslots) != (size_t)st.st_size) {
         (void)munmap(m, (size_t)st.st_size);
         snprintf(err, errlen, "fail-stop guard: descriptor %d is no guard's page (not made by "
@@ -206,7 +234,22 @@ zke_guard *zke_guard_attach(int fd, char *err, size_t errlen)
 int guard_watcher_live(zke_guard *g, int64_t now)
 {
     int64_t b = atomic_load(&g->beat);
-    return now - (b != 0 ? b : g->made_ns) < GUARD_LATE_NS;
+    if (b == 0)
+        return 0;               /* it has not watched yet */
+    if (now - b < GUARD_LATE_NS) {
+        atomic_store(&g->silent_since, 0);
+        return 1;
+    }
+    int64_t since = atomic_load(&g->silent_since);
+    if (since == 0) {
+        /* first seen stale: wake it (a watcher that ran late, or was
+         * frozen or suspended with us, beats at once) and give it a while */
+        atomic_store(&g->silent_since, now);
+        atomic_fetch_add(&g->seq, 1);
+        (void)futex(&g->seq, FUTEX_WAKE, 1, NULL);
+        return 1;
+    }
+    return now - since < GUARD_CONFIRM_NS;
 }
 
 zke_guard *zke_guard_new(char *err, size_t errlen)
@@ -506,9 +549,11 @@ void guard_slot_standby(zke_guard *g, int slot, int64_t gap_ns)
     if (gap_ns < 0)
         gap_ns = 0;
     atomic_store(&g->slot[slot].standby, gap_ns);
-    /* a watcher asleep with nothing to wait for looks again at once, to
-     * wait by the standby's period from now on (once per standby) */
-    if (gap_ns > 0 && (old == 0 || gap_ns < old) && atomic_load(&g->waiting_for) == 0) {
+    /* a watcher asleep longer than the standby's period (nothing to wait
+     * for but its heartbeat) looks again at once, to wait by that period
+     * from now on (once per standby) */
+    int64_t w = atomic_load(&g->waiting_for);
+    if (gap_ns > 0 && (old == 0 || gap_ns < old) && (w == 0 || w > boot_ns() + gap_ns / 2)) {
         atomic_fetch_add(&g->seq, 1);
         atomic_fetch_add(&g->wakes, 1);
         (void)futex(&g->seq, FUTEX_WAKE, 1, NULL);
@@ -729,8 +774,8 @@ extern char **environ;
  * on stderr, the variables over the inherited environment (an array on the
  * stack: nothing allocated in a child of a process that may have threads),
  * then exec. */
-static void fence_child(char *const argv[], char *const vars[]) __attribute__((noreturn));
-static void fence_child(char *const argv[], char *const vars[])
+static void fence_child(char *const argv[], char *const vars[], int out) __attribute__((noreturn));
+static void fence_child(char *const argv[], char *const vars[], int out)
 {
     sigset_t none;
     char *envp[512];
@@ -750,7 +795,17 @@ static void fence_child(char *const argv[], char *const vars[])
         (void)dup2(fd, 0);
         (void)close(fd);
     }
-    (void)dup2(2, 1);
+    /* its output goes to the watcher, which reads it as it comes: never
+     * to the agent's stderr, which may be a pipe nobody reads (the fence
+     * would block on it while the successor waits) */
+    if (out >= 0) {
+        (void)dup2(out, 1);
+        (void)dup2(out, 2);
+        if (out > 2)
+            (void)close(out);
+    } else {
+        (void)dup2(2, 1);
+    }
     int n = 0;
     for (int i = 0; vars[i] != NULL && n < 64; i++)
         envp[n++] = vars[i];
@@ -768,6 +823,24 @@ static void fence_child(char *const argv[], char *const vars[])
     environ = envp;
     execvp(argv[0], argv);
     _exit(127);
+}
+
+/* Reads what the fence wrote so far (fd non-blocking; -1: none): the first
+ * len bytes are kept in buf (*n), the rest counted in *more. */
+static void drain_output(int fd, char *buf, size_t len, size_t *n, long long *more)
+{
+    char chunk[512];
+    for (int k = 0; fd >= 0 && k < 64; k++) {
+        ssize_t r = read(fd, chunk, sizeof chunk);
+        if (r <= 0)
+            return;
+        size_t take = *n < len ? len - *n : 0;
+        if (take > (size_t)r)
+            take = (size_t)r;
+        memcpy(buf + *n, chunk, take);
+        *n += take;
+        *more += (long long)((size_t)r - take);
+    }
 }
 
 /* Runs the fence (zke_guard_set_fence) for a term that ended without its
@@ -811,11 +884,27 @@ static void run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_f
     vars[nv++] = v_ep;
     vars[nv++] = v_reason;
     vars[nv] = NULL;
+    int pfd[2];
+    if (pipe(pfd) != 0) {
+        pfd[0] = pfd[1] = -1;
+    } else {
+        (void)fcntl(pfd[0], F_SETFD, FD_CLOEXEC);
+        (void)fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
+    }
     int64_t t0 = boot_ns();
     pid_t pid = fork();
     if (pid == 0)
-        fence_child(argv, vars);
+        fence_child(argv, vars, pfd[1]);
+    if (pfd[1] >= 0)
+        (void)close(pfd[1]);
+    if (pfd[0] >= 0)
+        (void)fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+    char text[600];             /* the first of its output, for the log */
+    size_t tn = 0;
+    long long more = 0;         /* bytes past that */
     if (pid < 0) {
+        if (pfd[0] >= 0)
+            (void)close(pfd[0]);
         snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) could not start: "
                  "fork: %s", (long long)epoch, reason, strerror(errno));
         say(log, ud, ZKE_LOG_ERROR, msg);
@@ -833,11 +922,16 @@ static void run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_f
             while (r < 0 && errno == EINTR);
             break;
         }
-        atomic_store(&g->beat, boot_ns());     /* (it waits, it is not stuck) */
+        /* (no heartbeat meanwhile: it watches nothing else, so a silence
+         * of more than 1 s leaves the agents without a lease) */
+        drain_output(pfd[0], text, sizeof text, &tn, &more);
         struct timespec two_ms = { 0, 2000000 };
         (void)nanosleep(&two_ms, NULL);
     }
     (void)kill(-pid, SIGKILL);          /* what it left in its group */
+    drain_output(pfd[0], text, sizeof text, &tn, &more);
+    if (pfd[0] >= 0)
+        (void)close(pfd[0]);
     long long ms = (long long)((boot_ns() - t0) / 1000000);
     if (timed_out)
         snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) ran past its %d ms "
@@ -854,6 +948,16 @@ static void run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_f
                  "in %lld ms", (long long)epoch, reason, r == pid ? WTERMSIG(st) : 0, ms);
     say(log, ud, timed_out || !(r == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
                      ? ZKE_LOG_ERROR : ZKE_LOG_WARN, msg);
+    while (tn > 0 && (text[tn - 1] == '\n' || text[tn - 1] == '\r'))
+        tn--;
+    if (tn > 0) {
+        char out[sizeof text + 160];
+        snprintf(out, sizeof out, "fail-stop: the fence for term %lld wrote: %.*s%s", (long long)epoch,
+                 (int)tn, text, more > 0 ? " [...]" : "");
+        if (more > 0)
+            snprintf(out + strlen(out), sizeof out - strlen(out), " (%lld bytes more)", more);
+        say(log, ud, ZKE_LOG_INFO, out);
+    }
 }
 
 /* The fence of slot i's term, unless that epoch was fenced already (by
@@ -879,7 +983,6 @@ static void wait_killed(zke_guard *g)
         }
         if (!live)
             return;
-        atomic_store(&g->beat, boot_ns());
         struct timespec five_ms = { 0, 5000000 };
         (void)nanosleep(&five_ms, NULL);
     }

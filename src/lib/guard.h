@@ -63,12 +63,17 @@ void guard_slot_arm_at(zke_guard *g, int slot, int base, int64_t epoch, int64_t 
  * on standby). The watcher then looks every gap/2 while nothing is armed,
  * so that arming the term's end wakes no one: the new leader's way to its
  * on_leader makes no system call that hands the CPU to the watcher. One
- * wake-up when the standby begins. */
+ * wake-up when the standby begins, if the watcher sleeps longer than gap/2
+ * (its heartbeat: 100 ms). */
 void guard_slot_standby(zke_guard *g, int slot, int64_t gap_ns);
-/* The watcher watches: its heartbeat (it beats every 100 ms) is less than
- * 1 s old at `now` (CLOCK_BOOTTIME ns), or, before its first beat, the
- * guard is less than 1 s old. A stopped watcher, or one that died without
- * the host noticing, fails this within 1 s. Two atomic loads. */
+/* The watcher watches: it has beaten (every 100 ms), and its last beat is
+ * less than 1 s old at `now` (CLOCK_BOOTTIME ns); a beat found older wakes
+ * it, and counts as none once this side has seen it stale for 200 ms (a
+ * watcher frozen or suspended together with the agent beats again at
+ * once when both run). A stopped watcher, or one that died without the
+ * host noticing, fails this about 1.2 s after its last beat, at the first
+ * call after that. Agent side only (it records when it saw the silence):
+ * loop thread. Two atomic loads while the beat is fresh. */
 int guard_watcher_live(zke_guard *g, int64_t now);
 /* How many times the agent side woke the watcher so far (the tests'). */
 unsigned guard_wakes(zke_guard *g);

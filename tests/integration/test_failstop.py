@@ -561,6 +561,90 @@ def test_the_fence_runs_when_the_agent_is_killed_and_not_after_a_graceful_stop()
         assert not os.path.exists(gfenced), "a graceful stop was fenced"
 
 
+def test_a_fence_that_prints_is_not_held_up_by_a_stalled_log():
+    """The agent's stderr a full pipe that nobody reads (journald under
+    pressure, a stopped `| logger`), the agent frozen: the watcher kills it
+    at the hard end and runs the fence, which prints. Its output goes to
+    the watcher, not to the stalled pipe, so it undoes the state at once
+    (before: it blocked writing there until the pipe was read again, past
+    the successor's start); once the pipe is read again, the watcher's
+    lines come, the fence's output among them (the watcher writes what
+    waits before it exits)."""
+    import json
+    import subprocess
+    with h.ZooKeeper() as zk:
+        d = h.mkdtemp("fenceblock")
+        marker = os.path.join(d, "fenced")
+        fence = os.path.join(d, "fence.sh")
+        with open(fence, "w") as f:
+            f.write('#!/bin/sh\necho "fence: undoing the state of term $1 ($2)"\n'
+                    'echo "$1 $2" > %s\n' % marker)
+        os.chmod(fence, 0o755)
+        out = os.path.join(d, "stderr")
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        try:
+            while True:
+                os.write(w, b"#" * 4096)
+        except BlockingIOError:
+            pass
+        os.set_blocking(w, True)
+        with open(out, "wb") as o:
+            reader = subprocess.Popen(["cat"], stdin=r, stdout=o, preexec_fn=h._pdeathsig)
+        os.close(r)
+        reader.send_signal(signal.SIGSTOP)
+        port = h.free_port()
+        p = subprocess.Popen([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path", PATH + "/fb",
+                              "--id", "fb", "--session-timeout", str(T), "--log", "json",
+                              "--fence", fence, "--lease-margin", "400", "--server-tick", "200",
+                              "--status", "127.0.0.1:%d" % port, "--", "sleep", "1000"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=w,
+                             preexec_fn=h._pdeathsig)
+        os.close(w)
+        try:
+            def leads():
+                import urllib.request
+                try:
+                    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=2) as rs:
+                        body = rs.read().decode()
+                except OSError:
+                    return False
+                return re.search(r"^zkelect_is_leader 1$", body, re.M) is not None
+            h.wait_until(leads, 20, "the agent leads (its log stalled)")
+            succ = h.Agent(zk, "fc", path=PATH + "/fb", session_timeout=T)
+            succ.wait_for("follower", timeout=15)
+            ms = succ.mark()
+            p.send_signal(signal.SIGSTOP)
+            # the docs give the fence half the margin (200 ms here) or more
+            # before the successor can lead
+            ls = succ.wait_for("leader", timeout=3 * T / 1000 + 5, since=ms)
+            assert os.path.exists(marker), "the successor led before the fence undid the state"
+            ahead = (_ts_ns(ls["ts"]) - os.stat(marker).st_mtime_ns) / 1e6
+            print("  info: the fence undid the state %.0f ms before the successor led, the log "
+                  "stalled" % ahead, flush=True)
+            assert ahead > 0, ahead
+            h.wait_until(lambda: p.poll() is not None, 10, "the frozen agent killed")
+            reader.send_signal(signal.SIGCONT)
+            reader.wait(15)         # EOF: the watcher gone too, its lines written
+            lines = []
+            for l in open(out, "rb").read().replace(b"#", b"").decode("utf-8", "replace").splitlines():
+                try:
+                    lines.append(json.loads(l))
+                except ValueError:
+                    pass
+            msgs = [x.get("msg", "") for x in lines if x.get("event") == "fail_stop"]
+            assert any("fence for term" in m and "succeeded" in m for m in msgs), msgs
+            assert any("wrote: fence: undoing the state of term" in m for m in msgs), msgs
+            succ.term()
+            assert succ.wait_exit(10) == 0
+        finally:
+            for q in (p, reader):
+                if q.poll() is None:
+                    q.send_signal(signal.SIGCONT)
+                    q.kill()
+                    q.wait(10)
+
+
 LUA_FENCE = r"""
 local ok, msg, code = zkelect.fence{ "sh", "-c", 'echo "$1 $2 $ZKELECT_ID lua" >> fenced', "fence",
                                      timeout = 2 }

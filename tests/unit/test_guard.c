@@ -308,10 +308,22 @@ static int group_gone(pid_t pgid, int ms)
     return 0;
 }
 
-/* The watcher looks at least every heartbeat (100 ms): a standby (gap 300
- * ms: a look every 150 ms) needs no wake of its own, arming a term whose
- * hard end is further than the next look wakes no one, and the watcher
- * still fires at the end. An end sooner than the next look wakes it. */
+/* The watcher looks at least every heartbeat (100 ms), and on standby (gap
+ * 120 ms) every 60 ms: then arming a term whose hard end is further than
+ * that (70 ms, 40 times) never wakes it, and it still fires at the end;
+ * off standby the same arms, at random points of its 100 ms sleeps, wake
+ * it (each about 3 times in 10). An end 1 ms away always wakes it. */
+static int arms_that_wake(zke_guard *g, int slot, int tries)
+{
+    unsigned before = guard_wakes(g);
+    for (int i = 0; i < tries; i++) {
+        guard_slot_arm(g, slot, 1, 0, boot_ns() + 70000000);
+        guard_slot_arm(g, slot, 1, 0, 0);
+        nap(13);
+    }
+    return (int)(guard_wakes(g) - before);
+}
+
 static void test_standby_arms_without_a_wake(void)
 {
     char err[200];
@@ -321,31 +333,38 @@ static void test_standby_arms_without_a_wake(void)
     CHECK(g != NULL);
     int slot = guard_slot_take(g);
     pid_t w = fork_watcher(g, 0, pfd[1]);
-    nap(50);                    /* asleep, nothing armed, no standby */
+    nap(50);                    /* asleep until its next beat */
     unsigned w0 = guard_wakes(g);
-    guard_slot_standby(g, slot, 300000000);
-    CHECK(guard_wakes(g) == w0);        /* it looks within a beat anyway */
-    nap(50);
+    guard_slot_standby(g, slot, 120000000);
+    CHECK(guard_wakes(g) <= w0 + 1);    /* once, if its beat was further than 60 ms */
+    nap(70);
+    CHECK(arms_that_wake(g, slot, 40) == 0);
     pid_t term = sleeper();
     CHECK(zke_guard_add_group(g, term, ZKE_GUARD_GROUP_TERM) == 0);
     unsigned w1 = guard_wakes(g);
-    int64_t end = boot_ns() + 350000000;
+    int64_t end = boot_ns() + 150000000;
     guard_slot_arm(g, slot, 1, 0, end);
     CHECK(guard_wakes(g) == w1);        /* no wake for the term's start */
-    guard_slot_standby(g, slot, 0);     /* the term runs: off standby */
     int st = wait_end(term, 5000);
     CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     CHECK(boot_ns() >= end);
     zke_guard_remove_group(g, term);
     guard_slot_arm(g, slot, 1, 0, 0);
-    nap(400);                   /* the watcher sleeps with nothing to wait for but a beat */
-    unsigned w2 = guard_wakes(g);
-    guard_slot_arm(g, slot, 1, 0, boot_ns() + 30000000000LL);
-    CHECK(guard_wakes(g) == w2);        /* the next beat is sooner */
-    nap(150);                   /* (after a beat: it waits until the next, 100 ms on) */
-    guard_slot_arm(g, slot, 1, 0, boot_ns() + 1000000);
-    CHECK(guard_wakes(g) == w2 + 1);    /* 1 ms on: sooner than its next look */
-    guard_slot_arm(g, slot, 1, 0, 0);
+    guard_slot_standby(g, slot, 0);     /* off standby: it sleeps by its beat */
+    nap(150);
+    int woke = arms_that_wake(g, slot, 40);
+    CHECK(woke > 0);                    /* (0.7^40: the chance of none if it works) */
+    printf("  off standby %d of 40 arms woke the watcher, on standby none\n", woke);
+    int ok = 0;
+    for (int i = 0; i < 5 && !ok; i++) {
+        nap(30);
+        unsigned w2 = guard_wakes(g);
+        guard_slot_arm(g, slot, 1, 0, boot_ns() + 1000000);
+        ok = guard_wakes(g) == w2 + 1;  /* (once in a while it is between two waits) */
+        nap(5);
+        guard_slot_arm(g, slot, 1, 0, 0);
+    }
+    CHECK(ok);
     end_watcher(w);
     guard_slot_release(g, slot);
     zke_guard_free(g);
@@ -606,9 +625,10 @@ static void test_tables(void)
     zke_guard_free(NULL);
 }
 
-/* The watcher's heartbeat: a guard without a watcher counts as watched for
- * its first second only; a running watcher keeps it live; a stopped one
- * fails it within 1 s (plus a beat), and it is live again once resumed. */
+/* The watcher's heartbeat: a guard no watcher has beaten in is not
+ * watched; a running watcher keeps it live; a stopped one fails it 1 s
+ * after its last beat and 200 ms of confirmation; it is live again once
+ * resumed, and one thawed with the agent is never counted silent. */
 static void test_heartbeat(void)
 {
     char err[200];
@@ -616,8 +636,7 @@ static void test_heartbeat(void)
     CHECK(pipe(pfd) == 0);
     zke_guard *g = zke_guard_new(err, sizeof err);
     CHECK(g != NULL);
-    CHECK(guard_watcher_live(g, boot_ns()));                    /* just made */
-    CHECK(!guard_watcher_live(g, boot_ns() + 1100000000LL));   /* nobody beat for 1.1 s */
+    CHECK(!guard_watcher_live(g, boot_ns()));   /* no watcher has beaten yet */
     pid_t w = fork_watcher(g, 0, pfd[1]);
     int64_t t0 = boot_ns();
     for (int i = 0; i < 400 && !guard_watcher_live(g, boot_ns() + 950000000LL); i++)
@@ -634,12 +653,25 @@ static void test_heartbeat(void)
         nap(5);
     int64_t seen = boot_ns() - stopped;
     CHECK(!guard_watcher_live(g, boot_ns()));
-    CHECK(seen <= 1150000000LL);        /* the last beat, at most a beat before the stop, + 1 s */
+    /* its last beat, at most one before the stop, + 1 s, + the 200 ms the
+     * silence is confirmed for (polled every 5 ms here) */
+    CHECK(seen >= 1000000000LL && seen <= 1350000000LL);
     printf("  a stopped watcher was seen silent %.0f ms after its SIGSTOP\n", seen / 1e6);
     CHECK(kill(w, SIGCONT) == 0);
     for (i = 0; i < 400 && !guard_watcher_live(g, boot_ns()); i++)
         nap(5);
     CHECK(guard_watcher_live(g, boot_ns()));
+    /* frozen for 1.5 s and thawed together with the agent (a cgroup
+     * freezer, a suspend): the first look at the stale beat wakes it, and
+     * it beats before the silence is confirmed */
+    CHECK(kill(w, SIGSTOP) == 0);
+    nap(1500);
+    CHECK(kill(w, SIGCONT) == 0);
+    CHECK(guard_watcher_live(g, boot_ns()));    /* stale: noticed, the watcher woken */
+    for (i = 0; i < 30; i++) {
+        nap(10);
+        CHECK(guard_watcher_live(g, boot_ns()));    /* never confirmed silent */
+    }
     (void)t0;
     end_watcher(w);
     zke_guard_free(g);
