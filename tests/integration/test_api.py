@@ -28,8 +28,10 @@ class ApiHost:
         self.wait_line(lambda l: l == "ready")
 
     def lines(self):
+        """The host's whole lines so far (one it is still writing is not
+        one yet: a status line read half-written had no list= field)."""
         with open(self.out, errors="replace") as f:
-            return [l.rstrip("\n") for l in f]
+            return [l.rstrip("\n") for l in f if l.endswith("\n")]
 
     def describe(self, n=40):
         return "\n".join(self.lines()[-n:])
