@@ -118,7 +118,7 @@ int64_t agent_lease_tick(zke_agent *a)
         if (leading && !agent_guard_watching(a)) {
             agent_alog(a, ZKE_LOG_ERROR, "the fail-stop watcher does not watch (%s): stepping "
                        "down, no term acts unguarded", a->guard_down ? "it died or was stopped"
-                       : "no heartbeat for 1 s: stopped, or gone");
+                       : "no heartbeat: stopped, gone, or never started");
             (void)el_lease_expired(a->el, "guard");
             agent_kick_now(a);
         } else if (leading) {

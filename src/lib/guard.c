@@ -234,16 +234,15 @@ zke_guard *zke_guard_attach(int fd, char *err, size_t errlen)
 int guard_watcher_live(zke_guard *g, int64_t now)
 {
     int64_t b = atomic_load(&g->beat);
-    if (b == 0)
-        return 0;               /* it has not watched yet */
-    if (now - b < GUARD_LATE_NS) {
+    if (b != 0 && now - b < GUARD_LATE_NS) {
         atomic_store(&g->silent_since, 0);
         return 1;
     }
     int64_t since = atomic_load(&g->silent_since);
     if (since == 0) {
-        /* first seen stale: wake it (a watcher that ran late, or was
-         * frozen or suspended with us, beats at once) and give it a while */
+        /* first seen stale (or not beaten yet: a watcher just started):
+         * wake it (a watcher that ran late, or was frozen or suspended with
+         * us, beats at once) and give it a while */
         atomic_store(&g->silent_since, now);
         atomic_fetch_add(&g->seq, 1);
         (void)futex(&g->seq, FUTEX_WAKE, 1, NULL);

@@ -66,11 +66,11 @@ void guard_slot_arm_at(zke_guard *g, int slot, int base, int64_t epoch, int64_t 
  * wake-up when the standby begins, if the watcher sleeps longer than gap/2
  * (its heartbeat: 100 ms). */
 void guard_slot_standby(zke_guard *g, int slot, int64_t gap_ns);
-/* The watcher watches: it has beaten (every 100 ms), and its last beat is
- * less than 1 s old at `now` (CLOCK_BOOTTIME ns); a beat found older wakes
- * it, and counts as none once this side has seen it stale for 200 ms (a
- * watcher frozen or suspended together with the agent beats again at
- * once when both run). A stopped watcher, or one that died without the
+/* The watcher watches: its last beat (every 100 ms) is less than 1 s old
+ * at `now` (CLOCK_BOOTTIME ns); a beat found older, or none yet, wakes it,
+ * and counts as none once this side has seen it so for 200 ms (a watcher
+ * frozen or suspended together with the agent beats again at once when
+ * both run; one just started beats within that). A stopped watcher, or one that died without the
  * host noticing, fails this about 1.2 s after its last beat, at the first
  * call after that. Agent side only (it records when it saw the silence):
  * loop thread. Two atomic loads while the beat is fresh. */

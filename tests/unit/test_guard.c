@@ -636,7 +636,8 @@ static void test_heartbeat(void)
     CHECK(pipe(pfd) == 0);
     zke_guard *g = zke_guard_new(err, sizeof err);
     CHECK(g != NULL);
-    CHECK(!guard_watcher_live(g, boot_ns()));   /* no watcher has beaten yet */
+    CHECK(guard_watcher_live(g, boot_ns()));    /* no beat yet: noticed, 200 ms to beat */
+    CHECK(!guard_watcher_live(g, boot_ns() + 250000000LL));    /* none came */
     pid_t w = fork_watcher(g, 0, pfd[1]);
     int64_t t0 = boot_ns();
     for (int i = 0; i < 400 && !guard_watcher_live(g, boot_ns() + 950000000LL); i++)
