@@ -971,6 +971,12 @@ int zke_cgroups_join(int fd);
 int zke_cgroups_signal(zke_cgroups *c, int id, int sig);
 /* 1 while the term cgroup has a process, 0 when it is empty, -1 on error. */
 int zke_cgroups_populated(zke_cgroups *c, int id);
+/* A descriptor (inotify: non-blocking, close-on-exec; the caller's to
+ * read from and close) that becomes readable when the term cgroup's
+ * cgroup.events changes: a loop waits on it for the cgroup to empty, then
+ * asks zke_cgroups_populated (make it first, then ask, or an emptying in
+ * between is missed). -1 with errno. */
+int zke_cgroups_watch_fd(zke_cgroups *c, int id);
 /* Removes an empty term cgroup (its id is then unknown; the guard of
  * zke_cgroups_set_guard forgets it): 0, or -1 (it still has a process:
  * EBUSY). */

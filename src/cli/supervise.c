@@ -53,7 +53,8 @@ struct supervisor {
     pid_t last_pid;                 /* the last command's pid (for the log) */
     int hold;                       /* the node's hold token while stopping, 0: none */
     int cg_id;                      /* the term's cgroup (> 0), 0: none made yet */
-    ev_timer empty_timer;           /* while stopping: looks for the cgroup's end */
+    ev_timer empty_timer;           /* while stopping: looks for the cgroup's end (a fallback) */
+    ev_io events;                   /* ... woken by a change of its cgroup.events (inotify) */
     double delay;                   /* the next restart's delay, s */
     ev_child child;
     ev_timer kill_timer;            /* SIGTERM -> SIGKILL */
@@ -154,6 +155,8 @@ static void kill_cb(struct ev_loop *loop, ev_timer *w, int revents);
 static void restart_cb(struct ev_loop *loop, ev_timer *w, int revents);
 
 static void empty_cb(struct ev_loop *loop, ev_timer *w, int revents);
+static void events_cb(struct ev_loop *loop, ev_io *w, int revents);
+static void stop_watching(supervisor *s);
 
 supervisor *supervisor_new(struct ev_loop *loop, const struct opts *o, zke_guard *guard,
                            zke_cgroups *cg, supervisor_exit_fn *on_exit, void *ud)
@@ -176,7 +179,8 @@ supervisor *supervisor_new(struct ev_loop *loop, const struct opts *o, zke_guard
     ev_timer_init(&s->kill_timer, kill_cb, 0., 0.);
     ev_timer_init(&s->restart_timer, restart_cb, 0., 0.);
     ev_timer_init(&s->empty_timer, empty_cb, 0.005, 0.005);
-    s->kill_timer.data = s->restart_timer.data = s->empty_timer.data = s;
+    ev_io_init(&s->events, events_cb, -1, EV_READ);
+    s->kill_timer.data = s->restart_timer.data = s->empty_timer.data = s->events.data = s;
     return s;
 }
 
@@ -460,7 +464,7 @@ static void maybe_stopped(supervisor *s)
     s->stopping = 0;
     s->hold = 0;
     ev_timer_stop(s->loop, &s->kill_timer);
-    ev_timer_stop(s->loop, &s->empty_timer);
+    stop_watching(s);
     cg_end(s);
     (void)orphans_kill();       /* without cgroups: what the command's end left, adopted */
     struct logf f[3] = { { "pid", LF_INT, NULL, s->last_pid }, { "epoch", LF_INT, NULL, s->epoch },
@@ -475,6 +479,40 @@ static void empty_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)loop;
     (void)revents;
     maybe_stopped(w->data);
+}
+
+static void events_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    char buf[512];
+    (void)loop;
+    (void)revents;
+    while (read(w->fd, buf, sizeof buf) > 0)
+        ;               /* (what changed does not matter: it is read again) */
+    maybe_stopped(w->data);
+}
+
+/* Waits for the cgroup's end: woken as cgroup.events changes (the watch
+ * made before the caller looks, so no emptying is missed), with a poll
+ * every 5 ms where no watch can be made, every 100 ms as a fallback. */
+static void start_watching(supervisor *s)
+{
+    int fd = zke_cgroups_watch_fd(s->cg, s->cg_id);
+    if (fd >= 0) {
+        ev_io_set(&s->events, fd, EV_READ);
+        ev_io_start(s->loop, &s->events);
+    }
+    ev_timer_set(&s->empty_timer, fd >= 0 ? 0.1 : 0.005, fd >= 0 ? 0.1 : 0.005);
+    ev_timer_start(s->loop, &s->empty_timer);
+}
+
+static void stop_watching(supervisor *s)
+{
+    ev_timer_stop(s->loop, &s->empty_timer);
+    if (s->events.fd >= 0) {
+        ev_io_stop(s->loop, &s->events);
+        (void)close(s->events.fd);
+        ev_io_set(&s->events, -1, EV_READ);
+    }
 }
 
 static void kill_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -524,11 +562,11 @@ void supervisor_stepdown(supervisor *s)
     s->stopping = 1;
     int daemons = 0;
     if (s->cg_id > 0) {
+        start_watching(s);
         /* each member of the cgroup, once: the group's and the daemons the
          * command left (a second SIGTERM means "now" to many servers) */
         daemons = zke_cgroups_signal(s->cg, s->cg_id, SIGTERM);
         (void)zke_cgroups_signal(s->cg, s->cg_id, SIGCONT);
-        ev_timer_start(s->loop, &s->empty_timer);
     } else {
         (void)kill(-s->pid, SIGTERM);
         (void)kill(-s->pid, SIGCONT);   /* a stopped group would not see TERM */
@@ -548,7 +586,7 @@ void supervisor_free(supervisor *s)
         return;
     ev_timer_stop(s->loop, &s->restart_timer);
     ev_timer_stop(s->loop, &s->kill_timer);
-    ev_timer_stop(s->loop, &s->empty_timer);
+    stop_watching(s);
     if (s->pid > 0) {
         ev_child_stop(s->loop, &s->child);
         kill_and_reap(s);

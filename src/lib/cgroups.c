@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -304,6 +305,26 @@ int zke_cgroups_signal(zke_cgroups *c, int id, int sig)
     }
     fclose(f);
     return n;
+}
+
+int zke_cgroups_watch_fd(zke_cgroups *c, int id)
+{
+    char p[ZKE_CGROUPS_PATH_MAX + 64];
+    if (c == NULL || find(c, id) == NULL) {
+        errno = ENOENT;
+        return -1;
+    }
+    term_path(c, id, "cgroup.events", p, sizeof p);
+    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (inotify_add_watch(fd, p, IN_MODIFY) < 0) {
+        int e = errno;
+        (void)close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
 }
 
 int zke_cgroups_populated(zke_cgroups *c, int id)

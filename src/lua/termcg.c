@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <ev.h>
 
@@ -13,15 +14,26 @@ struct termcg {
     zke_cgroups *c;             /* borrowed (the host's) */
     int id;
     struct ev_loop *loop;
-    ev_timer poll;              /* after the cancel: looks for populated 0 */
+    ev_timer poll;              /* after the cancel: looks for populated 0 (a fallback) */
+    ev_io events;               /* ... woken by a change of cgroup.events (inotify) */
 };
 
 /* The cgroup is empty (or cannot be read: killed blind): removed where it
  * can be (else zke_cgroups_free or the watcher removes it), out of the
  * scope. */
-static void finish(struct termcg *t)
+static void stop_watching(struct termcg *t)
 {
     ev_timer_stop(t->loop, &t->poll);
+    if (t->events.fd >= 0) {
+        ev_io_stop(t->loop, &t->events);
+        (void)close(t->events.fd);
+        ev_io_set(&t->events, -1, EV_READ);
+    }
+}
+
+static void finish(struct termcg *t)
+{
+    stop_watching(t);
     (void)zke_cgroups_remove(t->c, t->id);
     scope_remove(&t->res);
     free(t);
@@ -39,11 +51,30 @@ static void poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
         finish(t);
 }
 
+static void events_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct termcg *t = w->data;
+    char buf[512];
+    (void)revents;
+    while (read(w->fd, buf, sizeof buf) > 0)
+        ;               /* (what changed does not matter: it is read again) */
+    poll_cb(loop, &t->poll, 0);
+}
+
 static void res_cancel(struct scope_res *r)
 {
     struct termcg *t = (struct termcg *)r;
+    /* the emptying is seen as it happens (cgroup.events changes), not at
+     * the next poll: the node's release waits for it; the watch is made
+     * before the look, so an emptying in between is not missed */
+    int fd = zke_cgroups_watch_fd(t->c, t->id);
     if (zke_cgroups_signal(t->c, t->id, SIGTERM) > 0)
         (void)zke_cgroups_signal(t->c, t->id, SIGCONT);  /* a stopped one would not see TERM */
+    if (fd >= 0) {
+        ev_io_set(&t->events, fd, EV_READ);
+        ev_io_start(t->loop, &t->events);
+        ev_timer_set(&t->poll, 0.1, 0.1);       /* (a fallback only) */
+    }
     if (zke_cgroups_populated(t->c, t->id) == 0)
         finish(t);          /* nothing left: no poll to wait for */
     else
@@ -61,7 +92,7 @@ static void res_detach(struct scope_res *r)
     /* the scope is freed (a teardown, or a term that did not drain):
      * killed, waited for briefly, removed where it emptied */
     struct termcg *t = (struct termcg *)r;
-    ev_timer_stop(t->loop, &t->poll);
+    stop_watching(t);
     (void)zke_cgroups_end(t->c, t->id, 200);
     free(t);
 }
@@ -90,6 +121,8 @@ int termcg_join_fd(scope *s, zke_cgroups *c, char *err, size_t errlen)
     t->loop = scope_loop(s);
     ev_timer_init(&t->poll, poll_cb, 0.005, 0.005);
     t->poll.data = t;
+    ev_io_init(&t->events, events_cb, -1, EV_READ);
+    t->events.data = t;
     t->res.ops = &termcg_ops;
     (void)scope_add(s, &t->res);
     return zke_cgroups_join_fd(c, t->id);
