@@ -496,6 +496,7 @@ static void events_cb(struct ev_loop *loop, ev_io *w, int revents)
  * every 5 ms where no watch can be made, every 100 ms as a fallback. */
 static void start_watching(supervisor *s)
 {
+    stop_watching(s);       /* (a step-down while the last one's leftovers end) */
     int fd = zke_cgroups_watch_fd(s->cg, s->cg_id);
     if (fd >= 0) {
         ev_io_set(&s->events, fd, EV_READ);
@@ -578,6 +579,7 @@ void supervisor_stepdown(supervisor *s)
                          { "grace_ms", LF_INT, NULL, (int64_t)(grace * 1000) },
                          { "cgroup_procs", LF_INT, NULL, daemons } };
     log_line(ZKE_LOG_INFO, "cmd_stop", f, s->cg_id > 0 ? 4 : 3);
+    maybe_stopped(s);       /* looked at again once watched: it may have emptied meanwhile */
 }
 
 void supervisor_free(supervisor *s)

@@ -551,6 +551,8 @@ void zke_agent_guard_down(zke_agent *a, int down)
     if (a == NULL || a->life == AL_FREEING || a->guard_down == (down != 0))
         return;
     a->guard_down = down != 0;
+    if (!down && a->guard != NULL)
+        guard_watcher_forget(a->guard);   /* a new watcher: a silence seen was the old one's */
     agent_alog(a, down ? ZKE_LOG_ERROR : ZKE_LOG_INFO, "%s", down
                ? "the fail-stop watcher does not watch: no term acts until it is back"
                : "the fail-stop watcher watches again: terms may act");

@@ -17,15 +17,19 @@ int agent_guard_watching(const zke_agent *a)
 }
 
 
+/* The lease as the quorum leader's confirmations make it, watched or not. */
+static int64_t lease_end_confirmed(const zke_agent *a)
+{
+    int64_t base = session_lease_base_ns(a->sess);
+    return base > 0 ? base + (int64_t)a->plan.lease_ms * 1000000 : 0;
+}
+
 /* The lease as it stands now: from the send time of the latest request of
  * this session that the quorum leader surely heard of (touch.h). 0 if none,
  * and while the guard's watcher does not watch (no term acts unguarded). */
 int64_t agent_lease_end(const zke_agent *a)
 {
-    if (!agent_guard_watching(a))
-        return 0;
-    int64_t base = session_lease_base_ns(a->sess);
-    return base > 0 ? base + (int64_t)a->plan.lease_ms * 1000000 : 0;
+    return agent_guard_watching(a) ? lease_end_confirmed(a) : 0;
 }
 
 
@@ -105,7 +109,8 @@ int64_t agent_lease_tick(zke_agent *a)
     int leading = el_role(a->el) == ZKE_ROLE_LEADER;
     if (a->life == AL_FREEING || (!leading && !term_leads(&a->term)))
         return 0;
-    int64_t end = agent_lease_end(a), now = sess_now_ns();
+    int watching = agent_guard_watching(a);     /* (one look: the reason below is this one's) */
+    int64_t end = watching ? lease_end_confirmed(a) : 0, now = sess_now_ns();
     if (a->term.life == TERM_WAITING) {
         /* won, not acting yet: nothing to end; start once the lease is */
         if (!agent_lease_ready(a))
@@ -115,7 +120,7 @@ int64_t agent_lease_tick(zke_agent *a)
     }
     if (end == 0 || now >= end) {
         agent_revoke_term(a);
-        if (leading && !agent_guard_watching(a)) {
+        if (leading && !watching) {
             agent_alog(a, ZKE_LOG_ERROR, "the fail-stop watcher does not watch (%s): stepping "
                        "down, no term acts unguarded", a->guard_down ? "it died or was stopped"
                        : "no heartbeat: stopped, gone, or never started");

@@ -537,7 +537,11 @@ static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
         c->lease_new_from = c->leasers.n;
         bury(c);
     }
-    lease_arm(c, lease_due(c, base));
+    int64_t due = lease_due(c, base);
+    int64_t pend = c->guard != NULL && c->guard_silent == 0 ? guard_watcher_pending(c->guard) : 0;
+    if (pend > 0 && pend + 1000000 < due)
+        due = pend + 1000000;   /* the watcher's silence confirmed (or not) then */
+    lease_arm(c, due);
 }
 
 static void wake_cb(struct ev_loop *loop, ev_timer *w, int revents)

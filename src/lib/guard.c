@@ -97,6 +97,7 @@ struct zke_guard {
     atomic_llong beat;                  /* the watcher's last heartbeat, 0: none yet */
     atomic_llong silent_since;          /* the agent side saw the beat stale since, 0: fresh
                                          * (written by the agent side only) */
+    atomic_llong silent_beat;           /* ... that beat (0: none yet) */
     atomic_uint seq;                    /* futex word: bumped when the watcher must look again */
     atomic_uint wakes;                  /* FUTEX_WAKEs the agent side sent (guard_wakes) */
     atomic_llong waiting_for;           /* the hard end the watcher sleeps until, 0: none */
@@ -235,11 +236,15 @@ int guard_watcher_live(zke_guard *g, int64_t now)
 {
     int64_t b = atomic_load(&g->beat);
     if (b != 0 && now - b < GUARD_LATE_NS) {
-        atomic_store(&g->silent_since, 0);
+        if (atomic_load(&g->silent_since) != 0)
+            atomic_store(&g->silent_since, 0);
         return 1;
     }
     int64_t since = atomic_load(&g->silent_since);
-    if (since == 0) {
+    if (since == 0 || atomic_load(&g->silent_beat) != b) {
+        /* (the window is this beat's: one that came and went stale again
+         * since, while nobody looked, gets a window of its own) */
+        atomic_store(&g->silent_beat, b);
         /* first seen stale (or not beaten yet: a watcher just started):
          * wake it (a watcher that ran late, or was frozen or suspended with
          * us, beats at once) and give it a while */
@@ -249,6 +254,17 @@ int guard_watcher_live(zke_guard *g, int64_t now)
         return 1;
     }
     return now - since < GUARD_CONFIRM_NS;
+}
+
+int64_t guard_watcher_pending(zke_guard *g)
+{
+    int64_t since = atomic_load(&g->silent_since);
+    return since != 0 ? since + GUARD_CONFIRM_NS : 0;
+}
+
+void guard_watcher_forget(zke_guard *g)
+{
+    atomic_store(&g->silent_since, 0);
 }
 
 zke_guard *zke_guard_new(char *err, size_t errlen)

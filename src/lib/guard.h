@@ -70,11 +70,18 @@ void guard_slot_standby(zke_guard *g, int slot, int64_t gap_ns);
  * at `now` (CLOCK_BOOTTIME ns); a beat found older, or none yet, wakes it,
  * and counts as none once this side has seen it so for 200 ms (a watcher
  * frozen or suspended together with the agent beats again at once when
- * both run; one just started beats within that). A stopped watcher, or one that died without the
- * host noticing, fails this about 1.2 s after its last beat, at the first
- * call after that. Agent side only (it records when it saw the silence):
- * loop thread. Two atomic loads while the beat is fresh. */
+ * both run; one just started beats within that; each silence gets its
+ * own window, tied to the beat it is about). A stopped watcher, or one
+ * that died without the host noticing, fails this about 1.2 s after its
+ * last beat (the conn's check wakes the loop when the window ends:
+ * guard_watcher_pending). Agent side only (it records when it saw the
+ * silence): loop thread. One atomic load while the beat is fresh. */
 int guard_watcher_live(zke_guard *g, int64_t now);
+/* While a stale beat waits for its confirmation: when it ends (the agent's
+ * loop looks again then), else 0. */
+int64_t guard_watcher_pending(zke_guard *g);
+/* A new watcher runs (the host said so): no silence seen yet. */
+void guard_watcher_forget(zke_guard *g);
 /* How many times the agent side woke the watcher so far (the tests'). */
 unsigned guard_wakes(zke_guard *g);
 

@@ -64,6 +64,8 @@ static void events_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void res_cancel(struct scope_res *r)
 {
     struct termcg *t = (struct termcg *)r;
+    if (ev_is_active(&t->poll) || t->events.fd >= 0)
+        return;             /* cancelled already (scope_free cancels what is left) */
     /* the emptying is seen as it happens (cgroup.events changes), not at
      * the next poll: the node's release waits for it; the watch is made
      * before the look, so an emptying in between is not missed */

@@ -673,6 +673,24 @@ static void test_heartbeat(void)
         nap(10);
         CHECK(guard_watcher_live(g, boot_ns()));    /* never confirmed silent */
     }
+    /* frozen, looked at (the silence noticed), thawed: it beats, but
+     * nobody looks; frozen again for 1.2 s: the next look is at another
+     * beat's silence, which gets its own 200 ms (not the first one's) */
+    CHECK(kill(w, SIGSTOP) == 0);
+    nap(1200);
+    CHECK(guard_watcher_live(g, boot_ns()));    /* noticed */
+    CHECK(kill(w, SIGCONT) == 0);
+    nap(60);                                    /* it beats, unseen */
+    CHECK(kill(w, SIGSTOP) == 0);
+    nap(1200);
+    CHECK(guard_watcher_live(g, boot_ns()));    /* a new silence: a new window */
+    CHECK(guard_watcher_pending(g) > boot_ns());
+    CHECK(kill(w, SIGCONT) == 0);
+    for (i = 0; i < 400 && guard_watcher_pending(g) != 0; i++) {
+        nap(5);
+        (void)guard_watcher_live(g, boot_ns());
+    }
+    CHECK(guard_watcher_pending(g) == 0);       /* it beat: nothing pending */
     (void)t0;
     end_watcher(w);
     zke_guard_free(g);
