@@ -212,7 +212,10 @@ def test_a_receiver_that_stops_reading_never_stalls_the_loop():
             mark = a.mark()
             a.term()
             # with a blocking sd_notify() the agent would hang in STOPPING=1;
-            # ours queues it and sends it once the receiver reads again
+            # ours queues it and sends it once the receiver reads again, for
+            # up to 1 s after its loop is over: the receiver comes back 300 ms
+            # on (the agent has handed over and is on its way out by then)
+            time.sleep(0.3)
             n.wait("STOPPING", "1", since=m, timeout=5)
             b.wait_for("leader", timeout=5)
             assert a.wait_exit(10) == 0
