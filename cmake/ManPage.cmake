@@ -1,7 +1,7 @@
 # ManPage.cmake - renders zkelect.1 (cmake -P, run by the build):
 #   cmake "-DSOURCES=docs/operations.md;docs/policy.md" -DHEAD=docs/zkelect.1.head.md
-#         -DLOWDOWN=lowdown -DVERSION=x.y.z -DOUT=zkelect.1 [-DMD=work.md]
-#         [-DEXPECT=docs/zkelect.1] -P ManPage.cmake
+#         [-DTAIL=docs/zkelect.1.tail.md] -DLOWDOWN=lowdown -DVERSION=x.y.z
+#         -DOUT=zkelect.1 [-DMD=work.md] [-DEXPECT=docs/zkelect.1] -P ManPage.cmake
 # MD is where the assembled Markdown goes (default OUT.md). With EXPECT, the
 # run fails when the page rendered into OUT differs from the file EXPECT:
 # the test docs.manpage checks so that the prebuilt page docs/zkelect.1 (what
@@ -11,9 +11,15 @@
 # The page is HEAD (metadata, NAME, SYNOPSIS, DESCRIPTION) followed by every
 # part of each of SOURCES, in order, between "<!-- man:begin -->" and
 # "<!-- man:end -->", one heading level up ("## X" becomes a section, in
-# capitals), links to anchors or files of the repository reduced to their
-# text. Those documents are the one source: docs/operations.md (the CLI
-# reference) and docs/policy.md (the policy script).
+# capitals), then TAIL (SEE ALSO). Those documents are the one source:
+# docs/operations.md (the CLI reference) and docs/policy.md (the policy
+# script). The page is read where the package is installed, which has no
+# source tree: a link to an anchor or to one of SOURCES is reduced to its
+# text, a link to another document of docs/ gets the document's installed
+# path, and a path of the tree that is installed (examples/, contrib/,
+# docs/, the units) becomes its path in the Debian package
+# (/usr/share/doc/zkelect/...; the FILES section says where another prefix
+# puts them). tests/man_check.py fails on any other path of the tree.
 cmake_minimum_required(VERSION 3.18)
 foreach(v SOURCES HEAD LOWDOWN VERSION OUT)
   if(NOT DEFINED ${v})
@@ -46,6 +52,10 @@ foreach(source IN LISTS SOURCES)
     message(FATAL_ERROR "${source}: no <!-- man:begin --> ... <!-- man:end --> part")
   endif()
 endforeach()
+if(DEFINED TAIL)
+  file(READ "${TAIL}" tail)
+  string(APPEND md "\n${tail}")
+endif()
 
 # "## Title" -> "# TITLE", "### Sub" -> "## Sub" (section, subsection)
 set(out "")
@@ -65,10 +75,32 @@ while(TRUE)
 endwhile()
 string(APPEND out "${md}")
 string(REPLACE "\n### " "\n## " out "${out}")
+# The installed documents: where a link or a path of the tree points.
+set(_doc /usr/share/doc/zkelect)
+set(_sources_names "")
+foreach(source IN LISTS SOURCES)
+  get_filename_component(n "${source}" NAME)
+  list(APPEND _sources_names "${n}")
+endforeach()
+# [text](other.md#anchor) -> text (in /usr/share/doc/zkelect/other.md), for
+# a document of docs/ that is not part of this page
+string(REGEX MATCHALL "\\]\\(([A-Za-z0-9_-]+\\.md)(#[^)]*)?\\)" _links "${out}")
+list(REMOVE_DUPLICATES _links)
+foreach(l IN LISTS _links)
+  string(REGEX REPLACE "^\\]\\(([A-Za-z0-9_-]+\\.md).*" "\\1" n "${l}")
+  list(FIND _sources_names "${n}" i)
+  if(i EQUAL -1)
+    string(REGEX REPLACE "\\[([^]]*)\\]\\(${n}(#[^)]*)?\\)" "\\1 (${_doc}/${n})" out "${out}")
+  endif()
+endforeach()
 # [text](#anchor), [text](path/in/repo) -> text: links inside a document or
 # the repository mean nothing in man (URLs, with a colon, stay); the first
 # pattern takes an image's "!" along
 string(REGEX REPLACE "\\[([^]]*)\\]\\([^):]*\\)" "\\1" out "${out}")
+# paths of the tree that the packages install -> their installed paths
+string(REGEX REPLACE "([^A-Za-z0-9_/.-])examples/zkelect(@?)\\.service\\.in" "\\1/lib/systemd/system/zkelect\\2.service" out "${out}")
+string(REGEX REPLACE "([^A-Za-z0-9_/.-])(examples|contrib)/" "\\1${_doc}/\\2/" out "${out}")
+string(REGEX REPLACE "([^A-Za-z0-9_/.-])docs/([A-Za-z0-9_-]+\\.md)" "\\1${_doc}/\\2" out "${out}")
 
 if(DEFINED MD)
   set(src "${MD}")

@@ -44,11 +44,16 @@ FILES = [
     "share/doc/zkelect/examples/vip.lua",
     "share/doc/zkelect/examples/upstream.lua",
     "share/doc/zkelect/examples/preferred.lua",
-    "share/doc/zkelect/examples/fenced.lua",
     "share/doc/zkelect/examples/embed/embed_libev.c",
     "share/doc/zkelect/examples/embed/embed_policy.c",
     "share/doc/zkelect/examples/embed/CMakeLists.txt",
     "share/doc/zkelect/examples/embed/Makefile",
+    # the documents the man page names by their installed paths
+    "share/doc/zkelect/design.md",
+    "share/doc/zkelect/operations.md",
+    "share/doc/zkelect/policy.md",
+    "share/doc/zkelect/embedding.md",
+    "share/doc/zkelect/benchmarks.md",
 ]
 
 HOST_C = r"""

@@ -114,7 +114,8 @@ def listed_paths():
 def check_installed_files(paths):
     want = ["/usr/bin/zkelect", "/usr/share/man/man1/zkelect.1.gz", "/usr/share/zkelect/lua/zke.lua",
             "/lib/systemd/system/zkelect.service", "/lib/systemd/system/zkelect@.service",
-            "/usr/include/zkelect.h", "/usr/share/doc/zkelect/examples/policy.lua"]
+            "/usr/include/zkelect.h", "/usr/share/doc/zkelect/examples/policy.lua",
+            "/usr/share/doc/zkelect/design.md"]
     missing = [p for p in want if p not in paths]
     assert not missing, "not in the packages: %s" % missing
     for pattern in ("libzkelect.so.0", "libzkelect.so.0.1.0", "libzkelect.so", "libzkelect.a",
