@@ -1,9 +1,10 @@
 -- examples/policy.lua: a failover policy that narrates what it would do.
 --
 -- Hooks run on the agent's loop, one at a time, in event order. Keep them
--- short (zkelect.exec, a command a hook can wait for, comes with the Lua
--- runtime of issue 4). Timers and processes started in on_leader belong to
--- the term: the agent ends them before on_stepdown runs.
+-- short: a hook that must run a command waits for it with zkelect.exec (the
+-- loop goes on meanwhile; see zkelect(1), THE POLICY SCRIPT). Timers and
+-- processes started in on_leader belong to the term: the agent ends them
+-- before on_stepdown runs.
 
 local function describe(ev)
   return string.format("%s (node %s, seq %d, session %s)", ev.id, ev.node or "-", ev.seq or -1, ev.session)

@@ -132,6 +132,57 @@ def load_lua(code, zkelect_bin, problems):
                             % (" ".join(argv[:2]), p.stdout, p.stderr))
 
 
+FRACTIONS = {"half": 2, "third": 3, "quarter": 4, "fifth": 5, "eighth": 8, "tenth": 10}
+FRACTION_RE = re.compile(r"\b(?:an?|the) (half|third|quarter|fifth|eighth|tenth)\b|\bT/(\d+)\b")
+
+
+def fractions(text):
+    """The fractions of the session timeout that the default clause starting
+    text names ("a tenth", "T/10"): up to its ";" or "|", asides in
+    parentheses left out (they explain, e.g. "the lease keeps a fifth")."""
+    while True:
+        t = re.sub(r"\([^()]*\)", "", text)
+        if t == text:
+            break
+        text = t
+    text = re.split(r"[;|]", text)[0]
+    return {FRACTIONS[w] if w else int(n) for w, n in FRACTION_RE.findall(text)}
+
+
+def check_help_defaults(repo, zkelect_bin, problems):
+    """`zkelect --help` and the flag table of docs/operations.md name the same
+    fractions of the session timeout as a flag's default (the help once said
+    an eighth where the agent and the docs say a tenth)."""
+    try:
+        helptext = subprocess.run([zkelect_bin, "--help"], capture_output=True, text=True,
+                                  timeout=10).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        problems.append("zkelect --help: %s" % e)
+        return
+    # the help's entry of each flag: from "  --flag" to the next "  --"
+    entries = {}
+    for m in re.finditer(r"^  (--[a-z-]+)[^\n]*\n(?:(?!  --)[^\n]*\n)*", helptext, re.M):
+        entries[m.group(1)] = m.group(0)
+    ops = open(os.path.join(repo, "docs", "operations.md")).read()
+    checked = 0
+    for m in re.finditer(r"^\| `(--[a-z-]+)[^`]*` \| `ZKELECT_[A-Z_]+` \| ([^\n]*)\|$", ops, re.M):
+        flag, meaning = m.group(1), m.group(2)
+        d = re.search(r"default (.)", meaning)
+        if not d or flag not in entries:
+            continue
+        want = fractions(meaning[d.start(1):])
+        hd = re.search(r"default (.*)", entries[flag], re.S)
+        got = fractions(hd.group(1)) if hd else set()
+        if want or got:
+            checked += 1
+            if want != got:
+                problems.append("%s: --help gives its default as %s of the session timeout, "
+                                "docs/operations.md as %s" % (flag, sorted(got), sorted(want)))
+    if checked == 0:
+        problems.append("docs/operations.md: no flag's default is a fraction of the session timeout "
+                        "(the check of --help against the flag table found nothing to check)")
+
+
 def main():
     if len(sys.argv) < 2:
         print("usage: docs_check.py REPO [ZKELECT_BIN]", file=sys.stderr)
@@ -185,6 +236,18 @@ def main():
         compile_c(repo, code, problems)
     for code in lua_blocks:
         load_lua(code, zkelect_bin, problems)
+
+    # what is installed speaks to its users, not of the project's history
+    shipped = [os.path.relpath(p, repo) for pat in ("examples/*.lua", "examples/*.in", "lua/*.lua",
+                                                    "contrib/*", "contrib/*/*")
+               for p in glob.glob(os.path.join(repo, pat)) if os.path.isfile(p)]
+    for rel in shipped + ["docs/operations.md", "docs/policy.md", "docs/zkelect.1.head.md"]:
+        text = open(os.path.join(repo, rel), errors="replace").read()
+        for m in re.finditer(r"\bissue \d+", text):
+            problems.append("%s: speaks of %r (the project's history; say what is)" % (rel, m.group(0)))
+
+    if zkelect_bin:
+        check_help_defaults(repo, zkelect_bin, problems)
 
     for p in problems:
         print("docs.check: " + p)

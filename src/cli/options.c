@@ -128,15 +128,18 @@ static const struct option_row rows[] = {
       "ZKELECT_STEPDOWN_BUDGET", NULL,
       "longest step-down: the term's processes get SIGTERM, SIGKILL\n"
       "after half of it, then on_stepdown runs in the rest;\n"
-      "default an eighth of the session timeout, at most " STR(ZKE_DEFAULT_STEPDOWN_MAX_MS), 1 },
+      "default a tenth of the session timeout (T/" STR(ZKE_DEFAULT_STEPDOWN_DIVISOR) "), at most "
+      STR(ZKE_DEFAULT_STEPDOWN_MAX_MS), 1 },
     { "lease-margin", "MS", OPT_MS, NUM(lease_margin, 1, 600000), "ZKELECT_LEASE_MARGIN", NULL,
       "safety margin of the lease, default max(" STR(ZKE_DEFAULT_MARGIN_MIN_MS) ", timeout/"
       STR(ZKE_DEFAULT_MARGIN_DIVISOR) ")", 1 },
     { "renew-interval", "MS", OPT_MS, NUM(renew_interval, ZKE_DEFAULT_RENEW_MIN_MS, 300000),
       "ZKELECT_RENEW_INTERVAL", NULL,
-      "a leader renews its lease this often, default a tenth of the\n"
-      "session timeout; longer: fewer packets, a crash failover\n"
-      "closer to a plain client's, shorter disconnects ridden out", 1 },
+      "a leader renews its lease this often, default a quarter of\n"
+      "the session timeout (T/" STR(ZKE_DEFAULT_RENEW_LONG_DIVISOR) ") where the server tick leaves room,\n"
+      "else a tenth (T/" STR(ZKE_DEFAULT_RENEW_DIVISOR) "); longer: fewer packets, a crash\n"
+      "failover closer to a plain client's, shorter\n"
+      "disconnects ridden out", 1 },
     { "renew-by", "write|sync", OPT_CHOICE, ONEOF(renewal, renewal_names, ZKE_RENEW_WRITE),
       "ZKELECT_RENEW_BY", NULL,
       "a renewal is a write that changes nothing (default; a quorum\n"
