@@ -171,6 +171,8 @@ void endpoints_answer(const struct endpoints_view *v, const char *method, const 
             return;
         case K_ANY:
             return;
+        /* each check decided in a statement of its own, before its reply
+         * reads why (a call's arguments are evaluated in no set order) */
         case K_INDEX: {
             int ok = leader_ok(v, &n, &why);
             check_reply(r, ok, "leader", why);
@@ -181,15 +183,21 @@ void endpoints_answer(const struct endpoints_view *v, const char *method, const 
             r->body = b != NULL ? b : r->body;
             break;
         }
-        case K_LEADER:
-            check_reply(r, leader_ok(v, &n, &why), "leader", why);
+        case K_LEADER: {
+            int ok = leader_ok(v, &n, &why);
+            check_reply(r, ok, "leader", why);
             break;
-        case K_FOLLOWER:
-            check_reply(r, follower_ok(&n, &why), "follower", why);
+        }
+        case K_FOLLOWER: {
+            int ok = follower_ok(&n, &why);
+            check_reply(r, ok, "follower", why);
             break;
-        case K_HEALTH:
-            check_reply(r, health_ok(&n, &why), "healthy", why);
+        }
+        case K_HEALTH: {
+            int ok = health_ok(&n, &why);
+            check_reply(r, ok, "healthy", why);
             break;
+        }
         }
     }
     r->len = r->body != NULL ? strlen(r->body) : 0;

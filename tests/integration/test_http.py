@@ -520,13 +520,27 @@ CHECKS = {"/": "leader", "/leader": "leader", "/primary": "leader",
           "/follower": "follower", "/replica": "follower", "/health": "health"}
 
 
-def check_all(addr, want, epoch):
+WHAT = {"leader": "leader", "follower": "follower", "health": "healthy"}
+
+
+def says(body, kind, why):
+    """A check's body: "<what>" on a 200 (why None), "not <what>: <why>" on a 503."""
+    line = body.split(b"\n", 1)[0].decode()
+    want = WHAT[kind] if why is None else "not %s: %s" % (WHAT[kind], why)
+    return line == want
+
+
+def check_all(addr, want, epoch, why):
     """Every check path with GET, HEAD and OPTIONS: want[kind] is the status
-    expected; each answer carries the role and epoch headers."""
+    expected, why[kind] the reason a 503's body gives (GET and OPTIONS);
+    each answer carries the role and epoch headers."""
     for path, kind in CHECKS.items():
         for method in ("GET", "HEAD", "OPTIONS"):
             code, hdrs, body = get(addr, path, method=method)
             assert code == want[kind], (addr, method, path, code, want, body)
+            if method != "HEAD":
+                assert says(body, kind, why.get(kind) if code == 503 else None), \
+                    (addr, method, path, code, body)
             assert hdrs.get("X-Zkelect-Epoch") == str(epoch), (method, path, hdrs)
             assert hdrs.get("X-Zkelect-Role") in ("leader", "follower", "idle"), hdrs
             if method == "HEAD":
@@ -551,8 +565,10 @@ def test_load_balancer_checks_answer_get_head_and_options():
         # the follower names the leader's epoch once the leader published it
         h.wait_until(lambda: get(fa, "/health")[1].get("X-Zkelect-Epoch") == str(e["epoch"]),
                      10, "the follower's epoch header")
-        check_all(la, {"leader": 200, "follower": 503, "health": 200}, e["epoch"])
-        check_all(fa, {"leader": 503, "follower": 200, "health": 200}, e["epoch"])
+        check_all(la, {"leader": 200, "follower": 503, "health": 200}, e["epoch"],
+                  {"follower": "leader"})
+        check_all(fa, {"leader": 503, "follower": 200, "health": 200}, e["epoch"],
+                  {"leader": "follower"})
         assert get(la, "/leader")[1]["X-Zkelect-Role"] == "leader"
         assert get(fa, "/leader")[1]["X-Zkelect-Role"] == "follower"
         code, hdrs, body = get(fa, "/")
@@ -578,11 +594,17 @@ def test_load_balancer_checks_answer_get_head_and_options():
             l1.wait_for(lambda e: e.get("event") == "suspend" or
                         (e.get("event") == "stepdown" and e.get("reason") == "lease"),
                         timeout=10, since=mark)
-            assert get(la, "/leader")[0] == 503
-            assert get(la, "/primary", method="OPTIONS")[0] == 503
+            code, _, body = get(la, "/leader")
+            assert code == 503 and re.match(rb"not leader: (suspended|idle|lease ended)", body), body
+            code, _, body = get(la, "/primary", method="OPTIONS")
+            assert code == 503 and re.match(rb"not leader: \w", body), body
             h.wait_until(lambda: get(la, "/health")[0] == 503, 10, "leader /health 503")
             h.wait_until(lambda: get(fa, "/health")[0] == 503, 10, "follower /health 503")
-            assert get(fa, "/replica", method="OPTIONS")[0] == 503
+            for addr in (la, fa):
+                code, _, body = get(addr, "/health")
+                assert code == 503 and body == b"not healthy: disconnected from ZooKeeper\n", body
+            code, _, body = get(fa, "/replica", method="OPTIONS")
+            assert code == 503 and body == b"not follower: disconnected from ZooKeeper\n", body
         finally:
             zk.sigcont()
         for a in (l1, f1):
