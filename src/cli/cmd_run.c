@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ev.h>
@@ -40,6 +41,8 @@ struct app {
     httpd *httpd;
     notifier *notifier;         /* --notify, or NULL */
     int leader_ready;           /* leading, and on_leader (if any) has finished its work */
+    int takeover_delay_ms;      /* --status-takeover-delay */
+    double term_began;          /* mono_now() at the term's leader event, 0: no term */
     ev_signal sigterm, sigint, sighup;
     ev_timer reload;
     zke_guard *guard;           /* --fail-stop's guard page, or NULL */
@@ -96,6 +99,15 @@ static void log_budgets(struct app *app)
     log_line(ZKE_LOG_INFO, "budgets", f, app->policy != NULL ? 8 : 6);
 }
 
+/* CLOCK_MONOTONIC in seconds (the takeover delay: a wall clock's step
+ * must not end or stretch it). */
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
 {
     struct app *app = ud;
@@ -110,12 +122,14 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
     metrics_event(app->metrics, ev);
     if (ev->type == ZKE_EV_LEADER) {
         orphans_term_began();
+        app->term_began = mono_now();
         app->leader_ready = !zke_policy_has_hook(app->policy, ZKE_EV_LEADER);
         supervisor_leader(app->cmd, ev);
         if (app->leader_ready)
             supervisor_ready(app->cmd);     /* else once on_leader did its work */
     } else if (ev->type == ZKE_EV_STEPDOWN) {
         app->leader_ready = 0;
+        app->term_began = 0;
         supervisor_stepdown(app->cmd);      /* holds the node until CMD is gone */
         (void)orphans_kill();               /* without cgroups: its adopted daemons */
     }
@@ -182,7 +196,12 @@ static void on_http(void *ud, const char *method, const char *url, struct httpd_
     struct app *app = ud;
     if (app->policy != NULL)
         metrics_set_lua_bytes(app->metrics, (long long)zke_policy_memory(app->policy));
-    struct endpoints_view v = { app->metrics, app->agent, app->leader_ready };
+    struct endpoints_view v = { app->metrics, app->agent, app->leader_ready, 0 };
+    if (app->takeover_delay_ms > 0 && app->term_began > 0) {
+        /* rounded up: "0 ms left" is never a 503's reason */
+        double left = app->takeover_delay_ms - (mono_now() - app->term_began) * 1000.0;
+        v.takeover_left_ms = left > 0 ? (long long)left + 1 : 0;
+    }
     endpoints_answer(&v, method, url, r);
 }
 
@@ -303,6 +322,9 @@ static void check_run_options(const struct opts *o)
         die(EX_USAGE, "%s", err);
     if (o->status_addr != NULL && httpd_check_addr(o->status_addr, NULL, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
+    if (o->status_addr == NULL && o->status_takeover_delay > 0)
+        die(EX_USAGE, "--status-takeover-delay (or ZKELECT_STATUS_TAKEOVER_DELAY) delays the "
+            "status endpoint's /leader: give --status [HOST:]PORT too");
     if (o->session_file != NULL)
         check_session_file(o->session_file);
     int code;
@@ -444,7 +466,7 @@ static void make_agent(struct app *app, const struct zke_settings *s)
 }
 
 /* --status: the HTTP server on the loop. */
-static void start_status_server(struct app *app, const char *addr)
+static void start_status_server(struct app *app, const char *addr, int takeover_delay_ms)
 {
     char err[2048];
     int loopback = 1, e = 0;
@@ -454,9 +476,11 @@ static void start_status_server(struct app *app, const char *addr)
     if (app->httpd == NULL)
         die(e == EADDRINUSE ? EX_TEMPFAIL : e == EACCES ? EX_NOPERM : EX_CONFIG, "%s", err);
     (void)httpd_check_addr(addr, &loopback, err, sizeof err);
-    struct logf f[2] = { { "addr", LF_STR, httpd_addr(app->httpd), 0 },
-                         { "loopback", LF_STR, loopback ? "yes" : "no", 0 } };
-    log_line(loopback ? ZKE_LOG_INFO : ZKE_LOG_WARN, "status_listen", f, 2);
+    app->takeover_delay_ms = takeover_delay_ms;
+    struct logf f[3] = { { "addr", LF_STR, httpd_addr(app->httpd), 0 },
+                         { "loopback", LF_STR, loopback ? "yes" : "no", 0 },
+                         { "takeover_delay_ms", LF_INT, NULL, takeover_delay_ms } };
+    log_line(loopback ? ZKE_LOG_INFO : ZKE_LOG_WARN, "status_listen", f, 3);
 }
 
 static void on_control_log(void *ud, int warn, const char *msg)
@@ -731,7 +755,7 @@ int cmd_run(struct opts *o)
     forget_auth(o, ascheme, acred);     /* the agent has its copy */
     s.auth_scheme = s.auth_credentials = NULL;
     if (o->status_addr != NULL)
-        start_status_server(&app, o->status_addr);
+        start_status_server(&app, o->status_addr, o->status_takeover_delay);
     if (zke_agent_start(app.agent) != 0)
         die(EX_CONFIG, "%s", zke_agent_errstr(app.agent));
     start_watchers(&app, guard_pid);

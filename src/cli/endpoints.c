@@ -31,6 +31,7 @@ static const char index_text[] =
     "zkelect " ZKELECT_VERSION " status endpoint\n"
     "GET|HEAD|OPTIONS, 200 or 503:\n"
     "  / /leader /primary    this candidate leads with a valid lease, on_leader done\n"
+    "                        and the takeover delay (--status-takeover-delay) over\n"
     "  /follower /replica    a connected follower that knows its leader\n"
     "  /health               the agent runs and is connected to ZooKeeper\n"
     "GET|HEAD:\n"
@@ -44,8 +45,10 @@ struct now {
 };
 
 /* /leader: 200 only while leading, connected (not suspended), with lease
- * left on the clock now, and on_leader done. *why: the reason for a 503. */
-static int leader_ok(const struct endpoints_view *v, const struct now *n, const char **why)
+ * left on the clock now, on_leader done and the takeover delay over. *why:
+ * the reason for a 503 (static, or written in buf). */
+static int leader_ok(const struct endpoints_view *v, const struct now *n, const char **why,
+                     char *buf, size_t len)
 {
     if (!n->have)
         *why = "stopped";
@@ -57,7 +60,10 @@ static int leader_ok(const struct endpoints_view *v, const struct now *n, const 
         *why = "lease ended";
     else if (!v->leader_ready)
         *why = "on_leader has not finished";
-    else
+    else if (v->takeover_left_ms > 0) {
+        snprintf(buf, len, "takeover delay, %lld ms left", v->takeover_left_ms);
+        *why = buf;
+    } else
         return 1;
     return 0;
 }
@@ -154,6 +160,7 @@ void endpoints_answer(const struct endpoints_view *v, const char *method, const 
     int options = strcmp(method, "OPTIONS") == 0;
     const struct route *rt = route_of(url);
     const char *why = "";
+    char whybuf[64];
     if (!options && strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
         r->status = 405;
         r->allow = ALLOW;
@@ -174,7 +181,7 @@ void endpoints_answer(const struct endpoints_view *v, const char *method, const 
         /* each check decided in a statement of its own, before its reply
          * reads why (a call's arguments are evaluated in no set order) */
         case K_INDEX: {
-            int ok = leader_ok(v, &n, &why);
+            int ok = leader_ok(v, &n, &why, whybuf, sizeof whybuf);
             check_reply(r, ok, "leader", why);
             size_t head = r->body != NULL ? strlen(r->body) : 0;
             char *b = r->body != NULL ? realloc(r->body, head + sizeof index_text) : NULL;
@@ -184,7 +191,7 @@ void endpoints_answer(const struct endpoints_view *v, const char *method, const 
             break;
         }
         case K_LEADER: {
-            int ok = leader_ok(v, &n, &why);
+            int ok = leader_ok(v, &n, &why, whybuf, sizeof whybuf);
             check_reply(r, ok, "leader", why);
             break;
         }

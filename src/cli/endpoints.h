@@ -15,7 +15,7 @@
  * A check is decided when the answer is built, from the agent's state at
  * that moment: the lease left is read on the clock then, so /leader never
  * says 200 for a lease that has ended, however late the loop got to the
- * request.
+ * request. A 503's body says why ("not leader: follower").
  */
 #ifndef ZKELECT_ENDPOINTS_H
 #define ZKELECT_ENDPOINTS_H
@@ -29,6 +29,8 @@ struct endpoints_view {
     const metrics *metrics;
     zke_agent *agent;           /* NULL: the agent is gone (every check says 503) */
     int leader_ready;           /* leading, and on_leader (if any) has done its work */
+    long long takeover_left_ms; /* > 0: the term's takeover delay has this much left
+                                 * (--status-takeover-delay: /leader says 503 until then) */
 };
 
 /* Fills r for one request (an httpd_handler's work): from the loop, with

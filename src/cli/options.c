@@ -189,6 +189,11 @@ static const struct option_row rows[] = {
       "balancers' checks /leader (/primary), /follower (/replica),\n"
       "/health (200 or 503; GET, HEAD, OPTIONS) on the loop; HOST\n"
       "defaults to 127.0.0.1, port 0 picks a free one (logged)", 0 },
+    { "status-takeover-delay", "MS", OPT_MS, NUM(status_takeover_delay, 0, 3600000),
+      "ZKELECT_STATUS_TAKEOVER_DELAY", NULL,
+      "/leader (/primary, /) stays 503 for MS after a term began,\n"
+      "so that a load balancer takes the old leader out first: its\n"
+      "check interval plus its check timeout; default 0", 1 },
     { "control", "PATH", OPT_STR, PLAIN(control), "ZKELECT_CONTROL", NULL,
       "serve zkelect ctl on a unix socket at PATH (mode 0600);\n"
       "default $RUNTIME_DIRECTORY/zkelect.sock when systemd sets\n"

@@ -52,6 +52,7 @@ struct opts {
     int stepdown_budget, lease_margin, renew_interval, hook_budget, server_tick;
     int health_interval, health_fails, health_passes;
     int notify_timeout;         /* --notify-timeout MS */
+    int status_takeover_delay;  /* --status-takeover-delay MS: /leader 503 so long into a term */
     const char *fence;          /* --fence CMD: an executable file's path */
     int fence_timeout;          /* --fence-timeout MS */
     int priority, preempt_delay;    /* -1: not given */

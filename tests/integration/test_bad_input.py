@@ -148,6 +148,10 @@ def test_script_syntax_error():
     _, line, _ = expect(argv(script=SYNTAX), 78, "syntax_error.lua:4")
 
 
+def test_status_takeover_delay_needs_status():
+    expect(argv() + ["--status-takeover-delay", "2000"], 64, "--status-takeover-delay", "--status")
+
+
 def test_path_not_absolute():
     expect(argv(path="app/election"), 64, "app/election")
 
@@ -185,6 +189,7 @@ FLAG_CASES = [
     ("--health-fails", _NUM + ["0", "1001"]),
     ("--health-passes", _NUM + ["0", "1001"]),
     ("--notify-timeout", _NUM + ["0", "3600001"]),
+    ("--status-takeover-delay", _NUM + ["3600001"]),
     ("--drift", ["abc", "", "0", "0.5", "-0.01", "1e9", "nan"]),
     ("--log", ["xml", "", "JSON"]),
     ("--log-level", ["loud", "", "INFO"]),
