@@ -7,7 +7,9 @@ library, and leads a real ZooKeeper election; the installed binary runs, and a c
 policy that does `require "zke"` leads against a real ZooKeeper with the Lua
 modules of the staging prefix (not the source tree's lua/), also when the
 tree was installed with DESTDIR; the man page is rendered; the example units
-pass `systemd-analyze verify` (when it is there).
+pass `systemd-analyze verify` (when it is there); the alerting rules, their unit
+tests (run with promtool where it is there), the dashboard and the HAProxy
+configuration are under share/zkelect.
 
 Environment: ZKELECT_BUILD_DIR (the CMake build directory to install from).
 """
@@ -38,6 +40,10 @@ FILES = [
     "lib/systemd/system/zkelect.service",
     "lib/systemd/system/zkelect@.service",
     "share/zkelect/lua/zke.lua",
+    "share/zkelect/prometheus/zkelect.rules.yml",
+    "share/zkelect/prometheus/zkelect.rules.test.yml",
+    "share/zkelect/grafana/zkelect.json",
+    "share/zkelect/haproxy.cfg",
     "share/man/man1/zkelect.1",
     "share/doc/zkelect/examples/policy.lua",
     "share/doc/zkelect/examples/singleton.lua",
@@ -120,6 +126,12 @@ def test_install_tree_pkgconfig_and_man_page():
     missing = [f for f in FILES if not os.path.isfile(os.path.join(stage, f))]
     assert not missing, "not installed: %s" % missing
     assert os.access(os.path.join(stage, "bin/zkelect"), os.X_OK)
+    # the monitoring examples as installed: the rules' unit tests find the rules beside them
+    if shutil.which("promtool"):
+        p = subprocess.run(["promtool", "test", "rules", "zkelect.rules.test.yml"],
+                           cwd=os.path.join(stage, "share/zkelect/prometheus"),
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0 and "SUCCESS" in p.stdout, (p.stdout, p.stderr)
     # only the public header
     assert os.listdir(os.path.join(stage, "include")) == ["zkelect.h"], os.listdir(
         os.path.join(stage, "include"))

@@ -5,7 +5,8 @@ and built with `dpkg-buildpackage -b -us -uc` (lintian: no errors); zkelect, lib
 libzkelect-dev are installed with `apt-get install ./*.deb`; /usr/bin/zkelect
 runs (`--version`, `check` with the packaged Lua modules, `demo`); examples/embed
 builds against libzkelect-dev with find_package(zkelect) and with pkg-config
-and leads a real ZooKeeper election; the units in /lib/systemd/system pass
+and leads a real ZooKeeper election; the alerting rules, their unit tests, the
+dashboard and the HAProxy configuration are in /usr/share/zkelect; the units in /lib/systemd/system pass
 `systemd-analyze verify` and are not enabled; then the packages are purged and
 every path they installed is gone. Runs as root (it installs packages);
 purges in any case, and reinstalls whatever version of the packages was
@@ -115,7 +116,10 @@ def check_installed_files(paths):
     want = ["/usr/bin/zkelect", "/usr/share/man/man1/zkelect.1.gz", "/usr/share/zkelect/lua/zke.lua",
             "/lib/systemd/system/zkelect.service", "/lib/systemd/system/zkelect@.service",
             "/usr/include/zkelect.h", "/usr/share/doc/zkelect/examples/policy.lua",
-            "/usr/share/doc/zkelect/design.md"]
+            "/usr/share/doc/zkelect/design.md",
+            "/usr/share/zkelect/prometheus/zkelect.rules.yml",
+            "/usr/share/zkelect/prometheus/zkelect.rules.test.yml",
+            "/usr/share/zkelect/grafana/zkelect.json", "/usr/share/zkelect/haproxy.cfg"]
     missing = [p for p in want if p not in paths]
     assert not missing, "not in the packages: %s" % missing
     for pattern in ("libzkelect.so.0", "libzkelect.so.0.1.0", "libzkelect.so", "libzkelect.a",
