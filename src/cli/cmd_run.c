@@ -190,6 +190,27 @@ static void on_cmd_exit(void *ud, int code)
     zke_agent_stop(app->agent);
 }
 
+/* --notify: each call's end, counted. */
+static void on_notify_done(void *ud, const char *event, enum notifier_outcome o)
+{
+    struct app *app = ud;
+    metrics_notify(app->metrics, event, notifier_outcome_name(o));
+}
+
+/* -- CMD: its runs, exits and kills, counted. */
+static void on_cmd_note(void *ud, enum supervisor_note what)
+{
+    struct app *app = ud;
+    switch (what) {
+    case SUPERVISOR_STARTED: metrics_command_start(app->metrics); break;
+    case SUPERVISOR_RESTARTED: metrics_command_restart(app->metrics); break;
+    case SUPERVISOR_EXITED_OK: metrics_command_exit(app->metrics, METRICS_CMD_OK); break;
+    case SUPERVISOR_EXITED_FAILED: metrics_command_exit(app->metrics, METRICS_CMD_FAILED); break;
+    case SUPERVISOR_NOT_STARTED: metrics_command_exit(app->metrics, METRICS_CMD_NOT_STARTED); break;
+    case SUPERVISOR_KILLED: metrics_command_kill(app->metrics); break;
+    }
+}
+
 /* The status server's requests (endpoints.h); called from the loop. */
 static void on_http(void *ud, const char *method, const char *url, struct httpd_reply *r)
 {
@@ -745,10 +766,18 @@ int cmd_run(struct opts *o)
     signal(SIGPIPE, SIG_IGN);
     load_policy(&app, o, &plan);
     app.cmd = supervisor_new(app.loop, o, app.guard, app.cgroups, on_cmd_exit, &app);
+    if (app.cmd != NULL) {
+        supervisor_set_note(app.cmd, on_cmd_note, &app);
+        metrics_command_enable(app.metrics);
+    }
     if (o->notify != NULL &&
         (app.notifier = notifier_new(app.loop, o->notify, o->notify_timeout, o->id, o->path,
                                      app.guard, app.cgroups)) == NULL)
         die(EX_SOFTWARE, "out of memory");
+    if (app.notifier != NULL) {
+        notifier_set_done(app.notifier, on_notify_done, &app);
+        metrics_notify_enable(app.metrics);
+    }
     make_agent(&app, &s);
     start_control(&app, o, control, ascheme, acred);
     free(def_control);                  /* control_new keeps its own copy */

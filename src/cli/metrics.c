@@ -49,6 +49,15 @@ struct hookstat {
     enum zke_hook_outcome last_outcome;
 };
 
+/* --notify's events and its calls' outcomes (notifier.h), in the order shown */
+static const char *const notify_events[] = { "leader", "follower", "stepdown", "suspend", "resume" };
+static const char *const notify_outcomes[] = { "ok", "failed", "timed_out", "preempted", "skipped",
+                                               "error" };
+#define NOTIFY_EVENTS (sizeof notify_events / sizeof notify_events[0])
+#define NOTIFY_OUTCOMES (sizeof notify_outcomes / sizeof notify_outcomes[0])
+static const char *const cmd_exits[] = { "ok", "failed", "not_started" };   /* metrics_cmd_exit */
+#define CMD_EXITS (sizeof cmd_exits / sizeof cmd_exits[0])
+
 struct metrics {
     char *id, *path;
     int64_t start_wall_ms;
@@ -65,6 +74,10 @@ struct metrics {
     int candidates;
     int64_t role_since_ms;
     long long lua_bytes;         /* < 0: no script */
+    int notify;                  /* --notify: its counters are shown */
+    uint64_t notify_calls[NOTIFY_EVENTS][NOTIFY_OUTCOMES];
+    int command;                 /* -- CMD: its counters are shown */
+    uint64_t cmd_starts, cmd_restarts, cmd_kills, cmd_exits[CMD_EXITS];
     double process_start_s;      /* the process's start, seconds since the epoch; < 0 unknown */
 };
 
@@ -255,6 +268,60 @@ void metrics_hook(metrics *m, const char *hook, enum zke_hook_outcome o, double 
             h->bucket[i]++;
             break;
         }
+}
+
+static int index_of(const char *const *names, size_t n, const char *name)
+{
+    for (size_t i = 0; name != NULL && i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+void metrics_notify_enable(metrics *m)
+{
+    if (m != NULL)
+        m->notify = 1;
+}
+
+void metrics_notify(metrics *m, const char *event, const char *outcome)
+{
+    if (m == NULL)
+        return;
+    int e = index_of(notify_events, NOTIFY_EVENTS, event);
+    int o = index_of(notify_outcomes, NOTIFY_OUTCOMES, outcome);
+    if (e >= 0 && o >= 0)
+        m->notify_calls[e][o]++;
+}
+
+void metrics_command_enable(metrics *m)
+{
+    if (m != NULL)
+        m->command = 1;
+}
+
+void metrics_command_start(metrics *m)
+{
+    if (m != NULL)
+        m->cmd_starts++;
+}
+
+void metrics_command_restart(metrics *m)
+{
+    if (m != NULL)
+        m->cmd_restarts++;
+}
+
+void metrics_command_exit(metrics *m, enum metrics_cmd_exit how)
+{
+    if (m != NULL && (size_t)how < CMD_EXITS)
+        m->cmd_exits[how]++;
+}
+
+void metrics_command_kill(metrics *m)
+{
+    if (m != NULL)
+        m->cmd_kills++;
 }
 
 void metrics_reload(metrics *m, int ok)
@@ -578,7 +645,7 @@ static void prom_session(struct sbuf *b, const metrics *m, int have, const struc
     put(b, "zkelect_session_connects_total %llu\n", (unsigned long long)m->connects);
     head(b, "zkelect_session_reconnects_total", "counter", "Reconnections of the same session.");
     put(b, "zkelect_session_reconnects_total %llu\n", (unsigned long long)m->reconnects);
-    head(b, "zkelect_session_disconnects_total", "counter", "Connections lost->");
+    head(b, "zkelect_session_disconnects_total", "counter", "Connections lost.");
     put(b, "zkelect_session_disconnects_total %llu\n", (unsigned long long)m->disconnects);
     head(b, "zkelect_session_expirations_total", "counter", "Sessions expired by the server.");
     put(b, "zkelect_session_expirations_total %llu\n", (unsigned long long)m->expirations);
@@ -607,6 +674,44 @@ static void prom_hooks(struct sbuf *b, const metrics *m)
         put(b, "zkelect_hook_duration_seconds_count{hook=\"%s\"} %llu\n", h->name,
             (unsigned long long)h->runs);
     }
+}
+
+/* /metrics: --notify's calls by event and outcome (with --notify). */
+static void prom_notify(struct sbuf *b, const metrics *m)
+{
+    if (!m->notify)
+        return;
+    head(b, "zkelect_notify_calls_total", "counter",
+         "--notify calls by event and outcome: ok (exit 0), failed (another code or a signal), "
+         "timed_out (ended by --notify-timeout), preempted (a leader-side call ended by its "
+         "term's step-down), skipped (its term ended before it started), error (not started).");
+    for (size_t e = 0; e < NOTIFY_EVENTS; e++)
+        for (size_t o = 0; o < NOTIFY_OUTCOMES; o++)
+            put(b, "zkelect_notify_calls_total{event=\"%s\",outcome=\"%s\"} %llu\n",
+                notify_events[e], notify_outcomes[o], (unsigned long long)m->notify_calls[e][o]);
+}
+
+/* /metrics: the -- CMD command's runs, exits and kills (with a command). */
+static void prom_command(struct sbuf *b, const metrics *m)
+{
+    if (!m->command)
+        return;
+    head(b, "zkelect_command_starts_total", "counter",
+         "Runs of the -- CMD command begun: a term's first and its restarts.");
+    put(b, "zkelect_command_starts_total %llu\n", (unsigned long long)m->cmd_starts);
+    head(b, "zkelect_command_restarts_total", "counter",
+         "Runs of the -- CMD command begun by --restart after it exited during its term.");
+    put(b, "zkelect_command_restarts_total %llu\n", (unsigned long long)m->cmd_restarts);
+    head(b, "zkelect_command_exits_total", "counter",
+         "Exits of the -- CMD command during its term (not stopped by a step-down): ok (code 0), "
+         "failed (another code or a signal), not_started (it could not be executed).");
+    for (size_t i = 0; i < CMD_EXITS; i++)
+        put(b, "zkelect_command_exits_total{outcome=\"%s\"} %llu\n", cmd_exits[i],
+            (unsigned long long)m->cmd_exits[i]);
+    head(b, "zkelect_command_kills_total", "counter",
+         "Step-downs that SIGKILLed the -- CMD command (or what it left in the term's cgroup): "
+         "it did not end within its grace after SIGTERM.");
+    put(b, "zkelect_command_kills_total %llu\n", (unsigned long long)m->cmd_kills);
 }
 
 /* /metrics: ZooKeeper requests sent on the agent's session (zeros without
@@ -698,6 +803,8 @@ char *metrics_prometheus(const metrics *m, zke_agent *a, size_t *len)
     prom_transitions(&b, m);
     prom_session(&b, m, have, &st);
     prom_hooks(&b, m);
+    prom_notify(&b, m);
+    prom_command(&b, m);
     head(&b, "zkelect_reloads_total", "counter", "Script reloads by result.");
     put(&b, "zkelect_reloads_total{result=\"ok\"} %llu\n", (unsigned long long)m->reloads_ok);
     put(&b, "zkelect_reloads_total{result=\"failed\"} %llu\n", (unsigned long long)m->reloads_failed);

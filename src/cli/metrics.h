@@ -32,6 +32,25 @@ void metrics_hook(metrics *m, const char *hook, enum zke_hook_outcome o, double 
 /* Records a script reload: ok 1 loaded, 0 refused. */
 void metrics_reload(metrics *m, int ok);
 
+/* --notify: its calls are counted and shown (zkelect_notify_calls_total,
+ * every event and outcome from 0). One more call of event (leader,
+ * follower, stepdown, suspend, resume) ended with outcome (notifier.h's
+ * names: ok, failed, timed_out, preempted, skipped, error); others are
+ * ignored. */
+void metrics_notify_enable(metrics *m);
+void metrics_notify(metrics *m, const char *event, const char *outcome);
+
+/* -- CMD: its runs are counted and shown (zkelect_command_*, from 0). */
+enum metrics_cmd_exit { METRICS_CMD_OK = 0, METRICS_CMD_FAILED, METRICS_CMD_NOT_STARTED };
+void metrics_command_enable(metrics *m);
+/* A run began; one that --restart began is also a restart. */
+void metrics_command_start(metrics *m);
+void metrics_command_restart(metrics *m);
+/* It ended during its term, not stopped by the step-down. */
+void metrics_command_exit(metrics *m, enum metrics_cmd_exit how);
+/* The step-down SIGKILLed it (its grace after SIGTERM ran out). */
+void metrics_command_kill(metrics *m);
+
 /* The policy's Lua memory in bytes, shown as lua_bytes / zkelect_lua_memory_bytes;
  * negative (the default): no script, not shown. */
 void metrics_set_lua_bytes(metrics *m, long long bytes);

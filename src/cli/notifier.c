@@ -44,9 +44,30 @@ struct notifier {
     ev_child child;
     ev_timer timer;             /* its budget, then the grace before SIGKILL */
     int draining;
+    notifier_done_fn *done;     /* told how each call ended, or NULL */
+    void *done_ud;
 };
 
 static void start_next(notifier *n);
+
+const char *notifier_outcome_name(enum notifier_outcome o)
+{
+    switch (o) {
+    case NOTIFIER_OK: return "ok";
+    case NOTIFIER_FAILED: return "failed";
+    case NOTIFIER_TIMED_OUT: return "timed_out";
+    case NOTIFIER_PREEMPTED: return "preempted";
+    case NOTIFIER_SKIPPED: return "skipped";
+    case NOTIFIER_ERROR: return "error";
+    }
+    return "?";
+}
+
+static void tell(const notifier *n, const struct call *c, enum notifier_outcome o)
+{
+    if (n->done != NULL)
+        n->done(n->done_ud, c->event, o);
+}
 
 int notifier_check(const char *flag, const char *cmd, const char *called, char *err,
                    size_t errlen, int *code)
@@ -245,6 +266,9 @@ static void child_cb(struct ev_loop *loop, ev_child *w, int revents)
     if (n->signalled)
         f[k++] = (struct logf){ "ended_by", LF_STR, n->preempted ? "stepdown" : "timeout", 0 };
     log_call(lvl, "notify_exit", n->head, f, k);
+    /* ended by us: by what sent the signal, whatever its exit says */
+    tell(n, n->head, n->signalled ? (n->preempted ? NOTIFIER_PREEMPTED : NOTIFIER_TIMED_OUT)
+                     : WIFEXITED(st) && WEXITSTATUS(st) == 0 ? NOTIFIER_OK : NOTIFIER_FAILED);
     finish_head(n);
 }
 
@@ -285,6 +309,7 @@ static void start_next(notifier *n)
         if (pid < 0) {
             struct logf f[2] = { { "cmd", LF_STR, n->cmd, 0 }, { "error", LF_STR, strerror(errno), 0 } };
             log_call(ZKE_LOG_ERROR, "notify_error", c, f, 2);
+            tell(n, c, NOTIFIER_ERROR);
             if (n->cg_id > 0)
                 (void)zke_cgroups_remove(n->cg, n->cg_id);
             n->cg_id = 0;
@@ -348,6 +373,7 @@ static void end_term_calls(notifier *n, zke_agent *a, int64_t epoch)
             continue;
         }
         log_call(ZKE_LOG_WARN, "notify_skipped", c, NULL, 0);
+        tell(n, c, NOTIFIER_SKIPPED);
         *pp = c->next;
         free_call(c);
     }
@@ -370,6 +396,14 @@ static void end_term_calls(notifier *n, zke_agent *a, int64_t epoch)
 static char *dup_or_empty(const char *s)
 {
     return strdup(s != NULL ? s : "");
+}
+
+void notifier_set_done(notifier *n, notifier_done_fn *fn, void *ud)
+{
+    if (n == NULL)
+        return;
+    n->done = fn;
+    n->done_ud = ud;
 }
 
 void notifier_event(notifier *n, zke_agent *a, const struct zke_event *ev)
@@ -397,6 +431,8 @@ void notifier_event(notifier *n, zke_agent *a, const struct zke_event *ev)
         (ev->type == ZKE_EV_FOLLOWER && ev->leader != NULL && c->leader == NULL)) {
         free_call(c);
         log_msg(ZKE_LOG_ERROR, "notify_error", "out of memory: a notify call is lost");
+        if (n->done != NULL)
+            n->done(n->done_ud, event, NOTIFIER_ERROR);
         return;
     }
     n->agent = a;

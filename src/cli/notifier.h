@@ -42,6 +42,23 @@
 struct ev_loop;
 typedef struct notifier notifier;
 
+/* How a call ended (the owner's counters: notifier_set_done). */
+enum notifier_outcome {
+    NOTIFIER_OK = 0,            /* it exited with code 0 */
+    NOTIFIER_FAILED,            /* another code, or a signal it was not sent by us */
+    NOTIFIER_TIMED_OUT,         /* ended by its budget (--notify-timeout) */
+    NOTIFIER_PREEMPTED,         /* a leader-side call ended by its term's step-down */
+    NOTIFIER_SKIPPED,           /* a leader-side call whose term ended before it started */
+    NOTIFIER_ERROR,             /* it could not be started (fork, exec, out of memory) */
+};
+#define NOTIFIER_OUTCOMES 6
+/* "ok", "failed", "timed_out", "preempted", "skipped", "error". */
+const char *notifier_outcome_name(enum notifier_outcome o);
+/* Called once per call that was queued, when it has ended or was dropped:
+ * event is the call's EVENT (leader, follower, stepdown, suspend, resume;
+ * borrowed for the call). */
+typedef void notifier_done_fn(void *ud, const char *event, enum notifier_outcome o);
+
 /* Whether cmd, the value of option flag ("--notify", "--fence"), names an
  * executable regular file (checked at start, before the agent joins;
  * called: how it will be called, for the message). 0; or -1 with a
@@ -60,6 +77,9 @@ int notifier_check(const char *flag, const char *cmd, const char *called, char *
  * out of memory. */
 notifier *notifier_new(struct ev_loop *loop, const char *cmd, int timeout_ms, const char *id,
                        const char *path, zke_guard *guard, zke_cgroups *cg);
+
+/* Who is told how each call ended (NULL: nobody); before the first event. */
+void notifier_set_done(notifier *n, notifier_done_fn *fn, void *ud);
 
 /* From the agent's event callbacks (on_leader ... on_resume), in event
  * order: queues the event's call and starts it if none runs. For a

@@ -41,6 +41,9 @@ struct supervisor {
     enum cmd_on_exit on_exit;
     supervisor_exit_fn *exit_fn;
     void *ud;
+    supervisor_note_fn *note_fn;    /* told what happens to the command, or NULL */
+    void *note_ud;
+    int restarting;                 /* the next start is a restart (--restart) */
     /* the term */
     int term;                       /* on_leader seen, on_stepdown not yet */
     int done;                       /* the command will not run again in this term */
@@ -190,6 +193,20 @@ void supervisor_attach(supervisor *s, zke_agent *a)
         s->agent = a;
 }
 
+void supervisor_set_note(supervisor *s, supervisor_note_fn *fn, void *ud)
+{
+    if (s == NULL)
+        return;
+    s->note_fn = fn;
+    s->note_ud = ud;
+}
+
+static void note(const supervisor *s, enum supervisor_note what)
+{
+    if (s->note_fn != NULL)
+        s->note_fn(s->note_ud, what);
+}
+
 /* --- the command's process ------------------------------------------- */
 
 /* Kills the group and waits (at most 1 s) for its leader: for teardown,
@@ -327,6 +344,7 @@ void supervisor_leader(supervisor *s, const struct zke_event *ev)
     free_env(s);
     s->term = 1;
     s->done = 0;
+    s->restarting = 0;
     s->epoch = ev->epoch;
     s->delay = BACKOFF_FIRST;
     s->env[0] = fmt("ZKELECT_ID=%s", ev->id != NULL ? ev->id : "");
@@ -371,6 +389,10 @@ static void start(supervisor *s)
     struct logf f[3] = { { "cmd", LF_STR, s->file, 0 }, { "pid", LF_INT, NULL, s->pid },
                          { "epoch", LF_INT, NULL, s->epoch } };
     log_line(ZKE_LOG_INFO, "cmd_start", f, 3);
+    note(s, SUPERVISOR_STARTED);
+    if (s->restarting)
+        note(s, SUPERVISOR_RESTARTED);
+    s->restarting = 0;
 }
 
 void supervisor_ready(supervisor *s)
@@ -409,6 +431,9 @@ static void handle_exit(supervisor *s, int status, pid_t pid)
         { "restart_in_ms", LF_INT, NULL, (int64_t)(s->delay * 1000) },
     };
     log_line(failed ? ZKE_LOG_WARN : ZKE_LOG_INFO, "cmd_exit", f, again ? 7 : 6);
+    note(s, pid == 0 ? SUPERVISOR_NOT_STARTED : failed ? SUPERVISOR_EXITED_FAILED
+                                                       : SUPERVISOR_EXITED_OK);
+    s->restarting = again;
     if (again && s->cg_id > 0)
         (void)zke_cgroups_signal(s->cg, s->cg_id, SIGKILL);   /* a restart starts clean */
     if (again) {
@@ -528,6 +553,7 @@ static void kill_cb(struct ev_loop *loop, ev_timer *w, int revents)
                          { "epoch", LF_INT, NULL, s->epoch },
                          { "cgroup_left", LF_INT, NULL, left } };
     log_line(ZKE_LOG_WARN, "cmd_kill", f, s->cg_id > 0 ? 3 : 2);
+    note(s, SUPERVISOR_KILLED);
     if (s->cg_id > 0)
         (void)zke_cgroups_signal(s->cg, s->cg_id, SIGKILL);    /* the group is in it */
     else
@@ -539,6 +565,7 @@ void supervisor_stepdown(supervisor *s)
     if (s == NULL)
         return;
     s->term = 0;
+    s->restarting = 0;
     ev_timer_stop(s->loop, &s->restart_timer);
     int left = cg_live(s);
     if (s->pid <= 0 && !left) {

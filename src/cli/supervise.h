@@ -51,6 +51,18 @@ typedef struct supervisor supervisor;
  * from the loop, at most once per supervisor. */
 typedef void supervisor_exit_fn(void *ud, int code);
 
+/* What happened to the command, for the host's counters (the metrics). */
+enum supervisor_note {
+    SUPERVISOR_STARTED = 0,     /* a run began: the term's first, or a restart */
+    SUPERVISOR_RESTARTED,       /* that run was a restart (--restart), told after STARTED */
+    SUPERVISOR_EXITED_OK,       /* it exited with code 0 during its term (not stopped by us) */
+    SUPERVISOR_EXITED_FAILED,   /* another code, or a signal, during its term */
+    SUPERVISOR_NOT_STARTED,     /* it could not be started (an exit with code 127) */
+    SUPERVISOR_KILLED,          /* the step-down SIGKILLed it, or what it left: the grace
+                                 * after SIGTERM ran out */
+};
+typedef void supervisor_note_fn(void *ud, enum supervisor_note what);
+
 /* Before the loop: with a command (o->cmd_sep), sets the defaults of
  * --restart and --on-exit, refuses their nonsense combinations (exit 64),
  * and finds the command (a path, or a name looked up in $PATH): exit 66 if
@@ -65,6 +77,8 @@ supervisor *supervisor_new(struct ev_loop *loop, const struct opts *o, zke_guard
 /* The agent whose terms it follows, whose node it holds, and which it
  * resigns; before it starts. */
 void supervisor_attach(supervisor *s, zke_agent *a);
+/* Who is told what happens to the command (NULL: nobody); before it starts. */
+void supervisor_set_note(supervisor *s, supervisor_note_fn *fn, void *ud);
 /* From on_leader: a term began (nothing starts yet). */
 void supervisor_leader(supervisor *s, const struct zke_event *ev);
 /* The term is confirmed (on_leader did its work): starts the command if

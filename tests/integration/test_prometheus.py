@@ -4,7 +4,8 @@ rules pass `promtool check rules` and their unit tests (`promtool test
 rules`); a live /metrics scrape of a leader and of a follower passes
 `promtool check metrics`; the process_* metrics agree with /proc; the
 metrics that duplicated zkelect_hook_runs_total are gone; every metric the
-rules and the Grafana dashboard name exists in a live scrape."""
+rules and the Grafana dashboard name exists in a live scrape; the --notify
+and -- CMD counters move on real failures, timeouts, restarts and kills."""
 import json
 import os
 import re
@@ -117,6 +118,105 @@ def test_a_live_scrape_passes_promtool_and_names_what_the_examples_use():
         for a in (lead, foll):
             a.term()
             assert a.wait_exit(10) == 0
+
+
+NOTIFY_SH = """#!/bin/sh
+# the follower call fails, the leader call hangs past --notify-timeout
+case "$1" in
+  follower) exit 3 ;;
+  leader) exec sleep 30 ;;
+esac
+exit 0
+"""
+
+# -- CMD: the first run fails (restarted), the second ignores SIGTERM (the
+# step-down kills it), the third exits 0
+CMD_SH = """#!/bin/sh
+n=$(cat "%(count)s" 2>/dev/null || echo 0)
+n=$((n + 1))
+echo $n > "%(count)s"
+case $n in
+  1) exit 3 ;;
+  2) trap '' TERM; exec sleep 30 ;;
+esac
+exit 0
+"""
+
+
+def executable(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o755)
+    return path
+
+
+def test_notify_and_command_counters_move():
+    """The no-Lua modes have counters: a --notify call that exits 3 and one
+    that runs past --notify-timeout move zkelect_notify_calls_total's
+    failed and timed_out; a -- CMD that fails, is restarted, ignores the
+    step-down's SIGTERM (a resign) and, in the next term, exits 0, moves
+    zkelect_command_starts_total, _restarts_total, _exits_total and
+    _kills_total. Both scrapes pass promtool check metrics."""
+    d = h.mkdtemp("prom-counters")
+    with h.ZooKeeper() as zk:
+        # --notify
+        notify = executable(os.path.join(d, "notify.sh"), NOTIFY_SH)
+        lead = h.Agent(zk, "n0", path=PATH)
+        lead.wait_for("leader", timeout=10)
+        n1 = h.Agent(zk, "n1", path=PATH, extra=["--status", "127.0.0.1:0", "--notify", notify,
+                                                 "--notify-timeout", "500"])
+        n1.wait_for("follower", timeout=10)
+        n1.wait_for(lambda e: e.get("event") == "notify_exit" and e.get("code") == 3, timeout=10)
+        m, _ = samples(scrape(n1))
+        assert m['zkelect_notify_calls_total{event="follower",outcome="failed"}'] == 1, m
+        mark = n1.mark()
+        lead.term()
+        assert lead.wait_exit(10) == 0
+        n1.wait_for("leader", timeout=10, since=mark)
+        n1.wait_for(lambda e: e.get("event") == "notify_exit" and e.get("ended_by") == "timeout",
+                    timeout=10, since=mark)
+        text = scrape(n1)
+        code, out, err = promtool("check", "metrics", stdin=text)
+        assert code == 0 and out.strip() == "" and err.strip() == "", (code, out, err)
+        m, _ = samples(text)
+        calls = {k: v for k, v in m.items() if k.startswith("zkelect_notify_calls_total")}
+        assert len(calls) == 5 * 6, calls
+        moved = {k: v for k, v in calls.items() if v}
+        assert moved == {'zkelect_notify_calls_total{event="follower",outcome="failed"}': 1,
+                         'zkelect_notify_calls_total{event="leader",outcome="timed_out"}': 1}, moved
+        assert not any(k.startswith("zkelect_command_") for k in m), m
+        n1.term()
+        assert n1.wait_exit(10) == 0
+
+        # -- CMD
+        cmd = executable(os.path.join(d, "cmd.sh"), CMD_SH % {"count": os.path.join(d, "count")})
+        sock = os.path.join(d, "c1.sock")
+        c1 = h.Agent(zk, "c1", path=PATH + "-cmd", extra=["--status", "127.0.0.1:0",
+                                                          "--control", sock, "--", cmd])
+        c1.wait_for("leader", timeout=10)
+        c1.wait_for(lambda e: e.get("event") == "cmd_exit" and e.get("code") == 3, timeout=10)
+        h.wait_until(lambda: len(c1.events("cmd_start")) == 2, 10, "the restart")
+        mark = c1.mark()
+        code, out, err, _ = h.run([h.ZKELECT_BIN, "ctl", "--control", sock, "resign"], timeout=40)
+        assert code == 0, (code, out, err)
+        c1.wait_for("cmd_kill", timeout=10, since=mark)
+        # alone, it leads again: the third run exits 0
+        c1.wait_for("leader", timeout=10, since=mark)
+        c1.wait_for(lambda e: e.get("event") == "cmd_exit" and e.get("code") == 0, timeout=10,
+                    since=mark)
+        text = scrape(c1)
+        code, out, err = promtool("check", "metrics", stdin=text)
+        assert code == 0 and out.strip() == "" and err.strip() == "", (code, out, err)
+        m, _ = samples(text)
+        got = {k: v for k, v in m.items() if k.startswith("zkelect_command_")}
+        assert got == {"zkelect_command_starts_total": 3, "zkelect_command_restarts_total": 1,
+                       'zkelect_command_exits_total{outcome="ok"}': 1,
+                       'zkelect_command_exits_total{outcome="failed"}': 1,
+                       'zkelect_command_exits_total{outcome="not_started"}': 0,
+                       "zkelect_command_kills_total": 1}, got
+        assert not any(k.startswith("zkelect_notify_") for k in m), m
+        c1.term()
+        assert c1.wait_exit(10) == 0
 
 
 if __name__ == "__main__":
