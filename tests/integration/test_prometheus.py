@@ -67,9 +67,13 @@ def names_in(expr):
 
 
 def test_a_live_scrape_passes_promtool_and_names_what_the_examples_use():
+    d = h.mkdtemp("prom-live")
+    notify = executable(os.path.join(d, "notify.sh"), "#!/bin/sh\nexit 0\n")
     with h.ZooKeeper() as zk:
+        # --notify and -- CMD: their counters are in the scrapes too
         lead, foll = h.start_in_order(zk, ("p1", "p2"), path=PATH, script=POLICY,
-                                      extra=["--status", "127.0.0.1:0"])
+                                      extra=["--status", "127.0.0.1:0", "--notify", notify,
+                                             "--", "/bin/sleep", "3600"])
         lead.wait_for("leader", timeout=5)
         families = set()
         for a in (lead, foll):
@@ -112,7 +116,9 @@ def test_a_live_scrape_passes_promtool_and_names_what_the_examples_use():
             exprs += re.findall(r"^\s*expr: (.*)$", f.read(), re.M)
         used = set().union(*(names_in(e) for e in exprs))
         assert {"zkelect_is_leader", "process_resident_memory_bytes",
-                "zkelect_hook_runs_total", "zkelect_lease_duration_seconds"} <= used, used
+                "zkelect_hook_runs_total", "zkelect_lease_duration_seconds",
+                "zkelect_notify_calls_total", "zkelect_command_exits_total",
+                "zkelect_command_kills_total"} <= used, used
         missing = used - families
         assert not missing, "the dashboard or the rules name metrics /metrics lacks: %s" % missing
         for a in (lead, foll):
