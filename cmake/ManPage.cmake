@@ -99,7 +99,8 @@ endforeach()
 string(REGEX REPLACE "\\[([^]]*)\\]\\([^):]*\\)" "\\1" out "${out}")
 # paths of the tree that the packages install -> their installed paths
 string(REGEX REPLACE "([^A-Za-z0-9_/.-])examples/zkelect(@?)\\.service\\.in" "\\1/lib/systemd/system/zkelect\\2.service" out "${out}")
-string(REGEX REPLACE "([^A-Za-z0-9_/.-])(examples|contrib)/" "\\1${_doc}/\\2/" out "${out}")
+string(REGEX REPLACE "([^A-Za-z0-9_/.-])examples/" "\\1${_doc}/examples/" out "${out}")
+string(REGEX REPLACE "([^A-Za-z0-9_/.-])contrib/" "\\1/usr/share/zkelect/" out "${out}")
 string(REGEX REPLACE "([^A-Za-z0-9_/.-])docs/([A-Za-z0-9_-]+\\.md)" "\\1${_doc}/\\2" out "${out}")
 
 if(DEFINED MD)
