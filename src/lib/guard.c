@@ -70,6 +70,12 @@
  * (having woken the watcher): a watcher thawed or resumed together with
  * the agent (a frozen cgroup, a suspended host) beats again first. */
 #define GUARD_CONFIRM_NS 200000000LL
+/* A watcher that has not beaten yet is starting (exec, dynamic linking,
+ * mlockall; a sanitizer's start-up on a loaded machine took over 300 ms):
+ * it gets this long from the first look instead. The lease still ends a
+ * term meanwhile; only a freeze of the agent in that second goes unwatched,
+ * and only until the watcher's first beat. */
+#define GUARD_START_NS 1000000000LL
 
 /* An agent's slot. Its ends are absolute (base 0) or offsets from one of
  * the guard's bases (base k: bases[k - 1]), the lease base of the session
@@ -253,13 +259,13 @@ int guard_watcher_live(zke_guard *g, int64_t now)
         (void)futex(&g->seq, FUTEX_WAKE, 1, NULL);
         return 1;
     }
-    return now - since < GUARD_CONFIRM_NS;
+    return now - since < (b == 0 ? GUARD_START_NS : GUARD_CONFIRM_NS);
 }
 
 int64_t guard_watcher_pending(zke_guard *g)
 {
     int64_t since = atomic_load(&g->silent_since);
-    return since != 0 ? since + GUARD_CONFIRM_NS : 0;
+    return since == 0 ? 0 : since + (atomic_load(&g->beat) == 0 ? GUARD_START_NS : GUARD_CONFIRM_NS);
 }
 
 void guard_watcher_forget(zke_guard *g)
