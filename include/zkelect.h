@@ -389,6 +389,11 @@ void zke_agent_free(zke_agent *a);
  * of an earlier step-down is ignored. The Lua layer does this for every
  * on_stepdown hook, so the successor starts only after it ended. */
 int zke_agent_hold_node(zke_agent *a);
+/* The same, naming what holds the node ("the --notify stepdown call"; NULL:
+ * "on_stepdown"; at most 47 bytes are kept): the warning logged when half
+ * the step-down budget runs out names the holds not given back yet. Each
+ * hold has a token of its own; giving one back twice counts once. */
+int zke_agent_hold_node_for(zke_agent *a, const char *what);
 void zke_agent_release_node(zke_agent *a, int token);
 
 /* The agent's state now. A follower's leader and position are the census's

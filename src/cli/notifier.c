@@ -438,7 +438,7 @@ void notifier_event(notifier *n, zke_agent *a, const struct zke_event *ev)
     n->agent = a;
     if (ev->type == ZKE_EV_STEPDOWN) {
         end_term_calls(n, a, ev->epoch);
-        c->token = zke_agent_hold_node(a);
+        c->token = zke_agent_hold_node_for(a, "the --notify stepdown call");
     }
     if (n->tail != NULL)
         n->tail->next = c;

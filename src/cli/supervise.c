@@ -572,7 +572,7 @@ void supervisor_stepdown(supervisor *s)
         cg_end(s);
         return;
     }
-    s->hold = zke_agent_hold_node(s->agent);
+    s->hold = zke_agent_hold_node_for(s->agent, "the command (-- CMD)");
     if (s->hold == 0) {
         /* the agent is being freed: it will not wait, so neither do we */
         if (s->pid > 0) {

@@ -17,7 +17,7 @@
  * step-down (inside on_stepdown) the group and every process of the cgroup
  * get SIGTERM (and SIGCONT), SIGKILL (cgroup.kill) after three quarters of
  * the half of the step-down budget that on_stepdown has, and the node is
- * held (zke_agent_hold_node) until the command is reaped and the cgroup is
+ * held (zke_agent_hold_node_for) until the command is reaped and the cgroup is
  * empty (looked at every 5 ms): the next term's command cannot start
  * before all of this one is gone. A command that daemonizes (nginx's
  * `daemon on`, `pg_ctl start`) exits at once and leaves its daemon in the

@@ -29,6 +29,12 @@
 #define CENSUS_NODE_BUF 256
 /* named withdrawal holds an agent keeps at most (zke_agent_withdraw) */
 #define AGENT_WITHDRAW_HOLDS 8
+/* Named holds of one step-down (zke_agent_hold_node_for), each a slot of a
+ * token: the term's hold token x AGENT_HOLD_SLOTS + the slot (1..NAMES;
+ * NAMES + 1: unnamed) */
+#define AGENT_HOLD_NAMES 16
+#define AGENT_HOLD_NAME_LEN 48
+#define AGENT_HOLD_SLOTS 32
 
 /* The agent's session, with the next request marked as this agent's, so
  * that freeing the agent on a shared session can cancel what it still
@@ -125,7 +131,15 @@ struct zke_agent {
      * until every hold of this step-down is released or this runs out:
      * half the step-down budget */
     ev_timer hold_to;
-    zke_guard *guard;           /* zke_agent_set_guard (the host's), or NULL */
+    /* what holds the node (zke_agent_hold_node_for), by slot, for the
+     * warning when hold_to runs out: the names of the step-down whose term
+     * token is hold_gen, "" once released; more holds than slots go
+     * unnamed (hold_unnamed of them taken) */
+    char hold_what[AGENT_HOLD_NAMES][AGENT_HOLD_NAME_LEN];
+    int hold_named;             /* slots given out in that step-down */
+    int hold_unnamed;
+    int hold_gen;               /* the term hold token of those holds (0: none yet) */
+    zke_guard *guard;           /* zke_agent_set_guard (the host's), or NULL */           /* zke_agent_set_guard (the host's), or NULL */
     int guard_slot;             /* our slot in it */
     int guard_down;             /* the guard's watcher does not watch (zke_agent_guard_down):
                                  * no lease, so no term acts */

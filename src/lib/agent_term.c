@@ -8,6 +8,7 @@
 #include "xstr.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 
@@ -154,29 +155,78 @@ void agent_end_hold(zke_agent *a)
 }
 
 
+/* "A, B and 2 more" of the holds of this step-down still taken. */
+static void holders(const zke_agent *a, char *out, size_t len)
+{
+    size_t n = 0;
+    int named = 0;
+    out[0] = '\0';
+    for (int i = 0; i < a->hold_named && n < len; i++)
+        if (a->hold_what[i][0] != '\0')
+            n += (size_t)snprintf(out + n, len - n, "%s%s", named++ > 0 ? ", " : "",
+                                  a->hold_what[i]);
+    if (a->hold_unnamed > 0 && n < len)
+        (void)snprintf(out + n, len - n, "%s%d unnamed hold%s", named > 0 ? " and " : "",
+                       a->hold_unnamed, a->hold_unnamed == 1 ? "" : "s");
+    else if (named == 0)
+        (void)snprintf(out, len, "on_stepdown");
+}
+
 void agent_hold_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     zke_agent *a = w->data;
+    char who[AGENT_HOLD_NAMES * (AGENT_HOLD_NAME_LEN + 2) + 40];
     (void)loop;
     (void)revents;
     if (a->term.life != TERM_HELD)
         return;
-    agent_alog(a, ZKE_LOG_WARN, "on_stepdown still running after half the step-down budget (%d ms): "
-         "releasing our node now", a->plan.stepdown_budget_ms / 2);
+    holders(a, who, sizeof who);
+    agent_alog(a, ZKE_LOG_WARN, "still holding our node after half the step-down budget (%d ms): "
+         "%s; releasing it now", a->plan.stepdown_budget_ms / 2, who);
     agent_end_hold(a);
 }
 
 
 int zke_agent_hold_node(zke_agent *a)
 {
+    return zke_agent_hold_node_for(a, NULL);
+}
+
+
+int zke_agent_hold_node_for(zke_agent *a, const char *what)
+{
     if (a == NULL || a->life == AL_FREEING)
         return 0;
-    return term_hold(&a->term);
+    int tt = term_hold(&a->term);
+    if (tt == 0)
+        return 0;
+    if (a->hold_gen != tt) {        /* the first hold of this step-down */
+        a->hold_gen = tt;
+        a->hold_named = a->hold_unnamed = 0;
+    }
+    if (a->hold_named >= AGENT_HOLD_NAMES) {
+        a->hold_unnamed++;
+        return tt * AGENT_HOLD_SLOTS + AGENT_HOLD_NAMES + 1;
+    }
+    int k = a->hold_named++;
+    snprintf(a->hold_what[k], sizeof a->hold_what[k], "%s",
+             what != NULL && what[0] != '\0' ? what : "on_stepdown");
+    return tt * AGENT_HOLD_SLOTS + k + 1;
 }
 
 
 void zke_agent_release_node(zke_agent *a, int token)
 {
-    if (a != NULL && term_release(&a->term, token))
+    if (a == NULL || token <= 0)
+        return;
+    int tt = token / AGENT_HOLD_SLOTS, k = token % AGENT_HOLD_SLOTS - 1;
+    if (tt == a->hold_gen && k >= 0 && k < a->hold_named) {
+        if (a->hold_what[k][0] == '\0')
+            return;             /* released already */
+        a->hold_what[k][0] = '\0';
+    } else if (tt == a->hold_gen && k == AGENT_HOLD_NAMES && a->hold_unnamed > 0) {
+        a->hold_unnamed--;
+    }
+    if (term_release(&a->term, tt))
         agent_end_hold(a);      /* (a stale token does nothing) */
 }

@@ -114,7 +114,7 @@ int term_stepdown(struct term *t, int64_t epoch)
         return 0;
     t->life = TERM_STEPPING;
     t->hold_token++;
-    if (t->hold_token <= 0)
+    if (t->hold_token <= 0 || t->hold_token > TERM_HOLD_TOKEN_MAX)
         t->hold_token = 1;  /* (0 means no hold) */
     t->holds = 0;
     return 1;

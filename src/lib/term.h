@@ -18,6 +18,8 @@
 #ifndef ZKELECT_TERM_H
 #define ZKELECT_TERM_H
 
+#include <limits.h>
+
 #include <stdint.h>
 
 #include "zkelect.h"
@@ -59,7 +61,8 @@ struct term {
     int64_t began_ns;   /* when the host was told of it (kept once it is over) */
     struct scope *scope;/* its timers and processes (the agent's to make and end), or NULL */
     int drained;        /* TERM_ENDING: nothing of it runs any more */
-    int hold_token;     /* the current step-down's; older tokens are stale */
+    int hold_token;     /* the current step-down's (1..TERM_HOLD_TOKEN_MAX, then 1 again);
+                         * older tokens are stale */
     int holds;          /* holds of that step-down not yet released */
     /* what the guard was last told (term_arm) */
     struct term_ends armed;
@@ -67,6 +70,10 @@ struct term {
     unsigned armed_gen; /* the session generation it was told in */
     int frozen;         /* armed in a session that has ended: absolute ends, kept */
 };
+
+/* The largest hold token (the agent builds its own tokens from them:
+ * room above for a hold's slot). */
+#define TERM_HOLD_TOKEN_MAX (INT_MAX / 64)
 
 /* Zeroes t (TERM_NONE). */
 void term_init(struct term *t);

@@ -723,7 +723,8 @@ int script_dispatch(script *sc, const struct zke_event *ev)
     /* Called from the host's on_stepdown: our node is kept until the hook
      * has run to its end (waits included), not only to its first wait,
      * within half the step-down budget (the agent's bound and the hook's) */
-    q->hold = ev->type == ZKE_EV_STEPDOWN && sc->agent != NULL ? zke_agent_hold_node(sc->agent) : 0;
+    q->hold = ev->type == ZKE_EV_STEPDOWN && sc->agent != NULL
+                  ? zke_agent_hold_node_for(sc->agent, "the policy's on_stepdown") : 0;
     enqueue(sc, q);
     pump(sc);
     return 0;

@@ -184,6 +184,29 @@ def test_stepdown_ends_the_terms_calls_and_the_budget_kills():
         assert f.wait_exit(10) == 0
 
 
+def test_a_stepdown_call_past_the_hold_is_named():
+    """A stepdown call that runs past half the step-down budget: the node is
+    released then, and the warning names the --notify call that held it
+    (it named on_stepdown, which this agent does not have)."""
+    d = h.mkdtemp("notify-hold")
+    script, log = notify_script(d, "hold", {"stepdown": "sleep 1"}, sleep=0.05)
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "hold", path=PATH, session_timeout=SESSION_MS, extra=["--notify", script])
+        a.wait_for("leader", timeout=10)
+        a.wait_for("notify_exit", timeout=5, call="leader")
+        m = a.mark()
+        a.term()
+        w = a.wait_for(lambda e: "still holding our node" in e.get("msg", ""), timeout=5, since=m)
+        half = SESSION_MS // 10 // 2
+        assert w["level"] == "warn", w
+        assert ("after half the step-down budget (%d ms): the --notify stepdown call; releasing it "
+                "now" % half) in w["msg"], w
+        assert "on_stepdown" not in w["msg"], w
+        assert a.wait_exit(10) == 0
+        ex = a.find("notify_exit", call="stepdown")
+        assert ex and ex[0]["code"] == 0 and w["_i"] < ex[0]["_i"], a.describe()
+
+
 def test_frozen_agent_the_guard_kills_the_leader_call():
     """A leader-side call is a duty of the term: when the agent is frozen
     (SIGSTOP), the fail-stop watcher kills it, and what it started, before
