@@ -1099,6 +1099,16 @@ struct zke_policy_settings {
     void (*on_reload)(void *ud); /* zkelect.reload() was called: the host calls
                                   * zke_policy_reload() once zke_policy_busy() is 0 (not from
                                   * this callback). NULL: zkelect.reload() fails, ENORELOAD */
+    void (*child_output)(void *ud, pid_t pid, int64_t epoch, int out_fd, int err_fd);
+                                 /* NULL: zkelect.spawn's children inherit the host's stdout
+                                  * and stderr. Set: each gets a pipe for each, and once it
+                                  * has started (and at each restart) the host gets their read
+                                  * ends (close-on-exec, blocking: the host owns and closes
+                                  * them), the child's pid (its process group) and its term's
+                                  * epoch (0: no term). EOF comes once every process that
+                                  * inherited them closed them; a term's children in its
+                                  * cgroup are gone when the term's step-down has ended.
+                                  * (zkelect.exec captures its command's output itself.) */
 };
 
 /* Loads the file and runs its top level. NULL with a one-line reason in err

@@ -15,6 +15,7 @@
 
 #include <ev.h>
 
+#include "childout.h"
 #include "commands.h"
 #include "control.h"
 #include "credentials.h"
@@ -123,6 +124,7 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
     if (ev->type == ZKE_EV_LEADER) {
         orphans_term_began();
         app->term_began = mono_now();
+        childout_end_terms_before(ev->epoch);   /* what outlived an earlier term */
         app->leader_ready = !zke_policy_has_hook(app->policy, ZKE_EV_LEADER);
         supervisor_leader(app->cmd, ev);
         if (app->leader_ready)
@@ -156,6 +158,13 @@ static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
         app->exit_code = code;
     }
     ev_break(app->loop, EVBREAK_ALL);
+}
+
+/* A policy's zkelect.spawn started a child: its output as log records. */
+static void on_child_output(void *ud, pid_t pid, int64_t epoch, int out_fd, int err_fd)
+{
+    struct app *app = ud;
+    childout_adopt(app->loop, "spawn", pid, epoch, out_fd, err_fd);
 }
 
 static void on_lib_log(void *ud, enum zke_log_level lvl, const char *msg)
@@ -460,6 +469,7 @@ static void load_policy(struct app *app, const struct opts *o, const struct zke_
         .lua_dir = datadir_lua(), .guard = app->guard, .cgroups = app->cgroups, .id = o->id, .path = o->path,
         .hook_timeout_from_plan = !app->hook_timeout_set,
         .log_event = log_script, .on_hook_done = on_hook_done, .on_reload = on_reload_request,
+        .child_output = on_child_output,
     };
     app->policy = zke_policy_load_ex(app->loop, &ps, NULL, app, err, sizeof err, &why);
     if (app->policy == NULL)
@@ -680,6 +690,7 @@ static void teardown(struct app *app)
         zke_agent_free(app->agent);
     zke_policy_free(app->policy);
     supervisor_free(app->cmd);      /* a command still running is killed */
+    childout_close_all();           /* what the children wrote last */
     zke_cgroups_free(app->cgroups);
     metrics_free(app->metrics);
     ev_ref(app->loop);

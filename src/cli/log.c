@@ -27,7 +27,7 @@
 
 #include <ev.h>
 
-#define PENDING_MAX ((size_t)256 * 1024)    /* bytes of lines waiting for the sink */
+#define PENDING_MAX LOG_PENDING_MAX
 #define LINE_ATOMIC 4096            /* PIPE_BUF on Linux: written whole or not at all */
 
 enum sink_kind { SINK_WRITE, SINK_SEND };
@@ -167,11 +167,10 @@ static void puts_(struct buf *b, const char *s) { put(b, s, strlen(s)); }
  * line is full. Any bytes in (an id, a foreign node's data): valid UTF-8 is
  * kept, control characters (C0, DEL, C1) are escaped, and every invalid
  * byte becomes U+FFFD, so a line is always valid UTF-8 JSON. */
-static void put_json_str(struct buf *b, const char *s)
+static void put_json_bytes(struct buf *b, const char *s, size_t left)
 {
     const size_t room = sizeof b->b - RESERVE;
     const unsigned char *p = (const unsigned char *)s;
-    size_t left = strlen(s);
     b->b[b->n++] = '"';
     while (left > 0) {
         char esc[8];
@@ -214,12 +213,18 @@ static void put_json_str(struct buf *b, const char *s)
     b->b[b->n++] = '"';
 }
 
+static void put_json_str(struct buf *b, const char *s)
+{
+    put_json_bytes(b, s, strlen(s));
+}
+
 /* A text-format value: bare when it is plain (no space, quote, '=',
- * control character or invalid UTF-8), else quoted as a JSON string. */
-static void put_text_str(struct buf *b, const char *s)
+ * control character (NUL included) or invalid UTF-8), else quoted as a
+ * JSON string. */
+static void put_text_bytes(struct buf *b, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
-    size_t left = strlen(s);
+    size_t left = n;
     int quote = left == 0;
     while (left > 0 && !quote) {
         size_t len = utf8_seq(p, left);
@@ -229,10 +234,10 @@ static void put_text_str(struct buf *b, const char *s)
         left -= len;
     }
     if (!quote) {
-        puts_(b, s);
+        put(b, s, n);
         return;
     }
-    put_json_str(b, s);      /* same escaping, readable */
+    put_json_bytes(b, s, n);     /* same escaping, readable */
 }
 
 /* The record's start: the syslog priority (under systemd), the time, the
@@ -285,7 +290,7 @@ static void put_fields(struct buf *b, const struct logf *f, int n)
 {
     char num[32];
     for (int i = 0; i < n; i++) {
-        if (f[i].type == LF_STR && f[i].s == NULL)
+        if ((f[i].type == LF_STR || f[i].type == LF_BYTES) && f[i].s == NULL)
             continue;
         if (b->n > sizeof b->b - FIELD_ROOM)
             break;
@@ -298,11 +303,12 @@ static void put_fields(struct buf *b, const struct logf *f, int n)
             puts_(b, f[i].key);
             puts_(b, "=");
         }
-        if (f[i].type == LF_STR) {
+        if (f[i].type == LF_STR || f[i].type == LF_BYTES) {
+            size_t len = f[i].type == LF_BYTES ? (size_t)f[i].i : strlen(f[i].s);
             if (format == LOG_JSON)
-                put_json_str(b, f[i].s);
+                put_json_bytes(b, f[i].s, len);
             else
-                put_text_str(b, f[i].s);
+                put_text_bytes(b, f[i].s, len);
         } else if (f[i].type == LF_HEX) {
             snprintf(num, sizeof num, format == LOG_JSON ? "\"0x%" PRIx64 "\"" : "0x%" PRIx64,
                      (uint64_t)f[i].i);

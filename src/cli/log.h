@@ -18,13 +18,16 @@
 #include "zkelect.h"
 
 enum log_format { LOG_TEXT, LOG_JSON };
-enum logf_type { LF_STR, LF_INT, LF_HEX };
+
+#define LOG_PENDING_MAX ((size_t)256 * 1024)    /* bytes of lines waiting for the sink */
+/* LF_BYTES: i bytes at s, any bytes (NUL included), written like a string */
+enum logf_type { LF_STR, LF_INT, LF_HEX, LF_BYTES };
 
 struct logf {
     const char *key;
     enum logf_type type;
-    const char *s;     /* LF_STR; NULL: field omitted */
-    int64_t i;         /* LF_INT, LF_HEX */
+    const char *s;     /* LF_STR, LF_BYTES; NULL: field omitted */
+    int64_t i;         /* LF_INT, LF_HEX; LF_BYTES: the length */
 };
 
 void log_setup(FILE *out, enum log_format fmt, enum zke_log_level min, const char *id);
@@ -38,7 +41,7 @@ void log_attach_loop(struct ev_loop *loop);
 void log_forked(void);
 /* After the loop: writes what waits, waiting at most ms for the sink. */
 void log_drain(int ms);
-/* Bytes of lines waiting for the sink (the tests'). */
+/* Bytes of lines waiting for the sink (at most LOG_PENDING_MAX). */
 size_t log_pending(void);
 int log_parse_level(const char *s, enum zke_log_level *out);
 int log_enabled(enum zke_log_level lvl);

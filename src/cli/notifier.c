@@ -15,6 +15,7 @@
 #include <ev.h>
 
 #include "child.h"
+#include "childout.h"
 #include "log.h"
 
 /* One call: its arguments and what it means to the term. */
@@ -43,6 +44,7 @@ struct notifier {
     double started;             /* ev_time() of its start */
     ev_child child;
     ev_timer timer;             /* its budget, then the grace before SIGKILL */
+    childout *out;              /* its stdout and stderr (childout.h), NULL: none or inherited */
     int draining;
     notifier_done_fn *done;     /* told how each call ended, or NULL */
     void *done_ud;
@@ -141,7 +143,7 @@ static char *envvar(const char *name, const char *value)
 /* Forks and execs c (child.h): the child's pid, or -1 with errno (the
  * child, if any, reaped). Its environment gains ZKELECT_ID, _PATH, _EVENT,
  * _ROLE, _EPOCH, _REASON and, for a follower with a known leader, _LEADER. */
-static pid_t spawn(const notifier *n, const struct call *c)
+static pid_t spawn(notifier *n, const struct call *c)
 {
     char epoch[24];
     snprintf(epoch, sizeof epoch, "%" PRId64, c->epoch);
@@ -160,7 +162,14 @@ static pid_t spawn(const notifier *n, const struct call *c)
     if (ok) {
         char *argv[] = { n->cmd, c->event, c->role, epoch, c->reason, NULL };
         int fd = n->cg_id > 0 ? zke_cgroups_join_fd(n->cg, n->cg_id) : -1;
-        pid = child_spawn_in(n->cmd, argv, env, -1, -1, fd, NULL, NULL);
+        int fds[2];
+        n->out = childout_open(n->loop, "notify", fds);
+        pid = child_spawn_in(n->cmd, argv, env, fds[0], fds[1], fd, NULL, NULL);
+        int e = errno;
+        childout_started(n->out, pid, c->epoch, c->event);
+        if (pid < 0)
+            n->out = NULL;      /* (freed) */
+        errno = e;
     } else {
         errno = ENOMEM;
     }
@@ -238,6 +247,8 @@ static void finish_head(notifier *n)
     if (n->cg_id > 0)
         (void)zke_cgroups_remove(n->cg, n->cg_id);   /* (else the watcher removes it) */
     n->cg_id = 0;
+    childout_close(n->out);     /* what the call left is gone */
+    n->out = NULL;
     n->head = c->next;
     if (n->head == NULL)
         n->tail = NULL;
@@ -251,6 +262,7 @@ static void child_cb(struct ev_loop *loop, ev_child *w, int revents)
     notifier *n = w->data;
     (void)revents;
     ev_child_stop(loop, w);
+    childout_flush(n->out);     /* its last lines before its exit's */
     int st = w->rstatus;
     struct logf f[3] = { { "ms", LF_INT, NULL, (int64_t)((ev_time() - n->started) * 1000.0) } };
     int k = 1;
@@ -477,6 +489,7 @@ void notifier_free(notifier *n)
     }
     if (n->cg_id > 0)
         (void)zke_cgroups_end(n->cg, n->cg_id, 1000);
+    childout_close(n->out);
     ev_child_stop(n->loop, &n->child);
     ev_timer_stop(n->loop, &n->timer);
     ev_timer_stop(n->loop, &n->empty);

@@ -9,8 +9,9 @@
  * term's epoch (follower: the leader's published epoch, 0 while unknown);
  * REASON is the event's reason. The call also gets ZKELECT_ID, _PATH,
  * _EVENT, _ROLE, _EPOCH, _REASON and, for a follower with a known leader,
- * ZKELECT_LEADER in its environment, stdin from /dev/null, the agent's
- * stdout and stderr, its own process group, and dies with the agent.
+ * ZKELECT_LEADER in its environment, stdin from /dev/null, stdout and
+ * stderr read as log records (childout.h: child "notify", with the call's
+ * event), its own process group, and dies with the agent.
  *
  * The queue: a call starts when the previous one has ended. A call ends
  * when its process exits and what it left is gone: with cgroups, each call

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "child.h"
+#include "childout.h"
 #include "exits.h"
 #include "log.h"
 #include "orphans.h"
@@ -62,6 +63,9 @@ struct supervisor {
     ev_child child;
     ev_timer kill_timer;            /* SIGTERM -> SIGKILL */
     ev_timer restart_timer;
+    childout *out;                  /* the last run's stdout and stderr (childout.h), or NULL:
+                                     * closed once what it left is gone (the next run's start,
+                                     * the step-down's end) */
 };
 
 /* --- before the loop ------------------------------------------------- */
@@ -303,11 +307,17 @@ static int spawn(supervisor *s, const char **what)
     int e0 = cg_ready(s, what);
     if (e0 != 0)
         return e0;
-    pid_t pid = child_spawn_in(s->file, s->argv, s->env, -1, -1,
+    /* what the last run left is gone (start() waited for its cgroup) */
+    childout_close(s->out);
+    int fds[2];
+    s->out = childout_open(s->loop, "cmd", fds);
+    pid_t pid = child_spawn_in(s->file, s->argv, s->env, fds[0], fds[1],
                                s->cg_id > 0 ? zke_cgroups_join_fd(s->cg, s->cg_id) : -1,
                                guard_group, &sp);
+    int e = errno;
+    childout_started(s->out, pid, s->epoch, NULL);
     if (pid < 0) {
-        int e = errno;
+        s->out = NULL;          /* (freed) */
         if (sp.guarded > 0)
             zke_guard_remove_group(s->guard, sp.guarded);   /* reaped */
         if (e == EMFILE && s->guard != NULL && sp.guarded == 0)
@@ -461,6 +471,7 @@ static void child_cb(struct ev_loop *loop, ev_child *w, int revents)
     pid_t pid = s->pid;
     ev_child_stop(loop, w);
     ev_timer_stop(loop, &s->kill_timer);
+    childout_flush(s->out);     /* its last lines before its exit's */
     /* the group's leader is gone. Without a cgroup nothing it started
      * stays (the group id cannot be reused while a member lives); in the
      * term's cgroup, what it left runs until the step-down (a daemon that
@@ -492,6 +503,8 @@ static void maybe_stopped(supervisor *s)
     stop_watching(s);
     cg_end(s);
     (void)orphans_kill();       /* without cgroups: what the command's end left, adopted */
+    childout_close(s->out);
+    s->out = NULL;
     struct logf f[3] = { { "pid", LF_INT, NULL, s->last_pid }, { "epoch", LF_INT, NULL, s->epoch },
                          { "ran_ms", LF_INT, NULL,
                            (int64_t)((ev_now(s->loop) - s->started) * 1000) } };
@@ -570,6 +583,8 @@ void supervisor_stepdown(supervisor *s)
     int left = cg_live(s);
     if (s->pid <= 0 && !left) {
         cg_end(s);
+        childout_close(s->out);
+        s->out = NULL;
         return;
     }
     s->hold = zke_agent_hold_node_for(s->agent, "the command (-- CMD)");
@@ -580,6 +595,8 @@ void supervisor_stepdown(supervisor *s)
             kill_and_reap(s);
         }
         cg_end(s);
+        childout_close(s->out);
+        s->out = NULL;
         return;
     }
     /* on_stepdown holds the node for at most half the step-down budget:
@@ -621,6 +638,7 @@ void supervisor_free(supervisor *s)
         kill_and_reap(s);
     }
     cg_end(s);
+    childout_close(s->out);
     free_env(s);
     free(s->file);
     free(s);

@@ -7,7 +7,9 @@
  * its work), in a process group of its own, argv executed directly (no
  * shell) with ZKELECT_ID, ZKELECT_EPOCH, ZKELECT_ROLE=leader, ZKELECT_PATH
  * and ZKELECT_NODE in its environment (the variables zkelect.spawn gives a
- * term's child), stdin from /dev/null, stdout and stderr the agent's, in
+ * term's child), stdin from /dev/null, stdout and stderr read as log
+ * records (childout.h: child "cmd"; a run's pipes are closed once what it
+ * left is gone: at the next run's start, or the step-down's end), in
  * the term's cgroup (zke_cgroups: made at the term's first start, joined
  * before exec, so that a daemon it starts, which leaves the group with
  * setsid(), stays in it). Its group and cgroup are registered with the

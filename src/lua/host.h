@@ -35,6 +35,10 @@ struct host {
     int allow_processes;        /* children may be forked */
     zke_guard *guard;           /* NULL, or where each child's group is registered */
     zke_cgroups *cgroups;       /* NULL, or where a term's children get its cgroup */
+    /* NULL, or where the read ends of a spawned child's stdout and stderr
+     * go (script_opts.child_output), called with child_output_ud */
+    void (*child_output)(void *ud, pid_t pid, int64_t epoch, int out_fd, int err_fd);
+    void *child_output_ud;
     void *ud;                   /* the runtime's, passed to every function below */
     /* Scope for a resource started now (the term's inside leader hooks and
      * their callbacks, the runtime's own otherwise); NULL when that scope

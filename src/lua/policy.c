@@ -153,6 +153,8 @@ zke_policy *zke_policy_load_ex(struct ev_loop *loop, const struct zke_policy_set
         .allow_processes = s->allow_processes,
         .guard = s->guard,
         .cgroups = s->cgroups,
+        .child_output = s->child_output,
+        .child_output_ud = ud,
         .id = p->id,
         .path = p->path,
     };

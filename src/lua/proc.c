@@ -400,22 +400,68 @@ static void unref(lua_State *L, int *ref)
 
 static void lproc_exit(void *ud, proc *p, int status);
 
+/* Two close-on-exec pipes for a child's stdout and stderr: 0, or -1 with
+ * errno (none left open). */
+static int output_pipes(int po[2], int pe[2])
+{
+    po[0] = po[1] = pe[0] = pe[1] = -1;
+    if (pipe(po) != 0 || pipe(pe) != 0) {
+        int e = errno;
+        if (po[0] >= 0) {
+            close(po[0]);
+            close(po[1]);
+        }
+        errno = e;
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        (void)fcntl(po[i], F_SETFD, FD_CLOEXEC);
+        (void)fcntl(pe[i], F_SETFD, FD_CLOEXEC);
+    }
+    return 0;
+}
+
 /* Starts a child of the host in scope s, its group registered with the
- * host's guard (a term's as such). */
+ * host's guard (a term's as such). out_fd and err_fd -1 (zkelect.spawn):
+ * its output goes to the host's child_output where it has one, else it
+ * inherits ours. */
 static proc *host_spawn(const struct host *h, scope *s, char *const argv[], char *const env[],
                         int out_fd, int err_fd, proc_exit_fn *cb, void *ud, char *err,
                         size_t errlen)
 {
     /* any scope but the host's own is a term's, and has a cgroup where
      * the host has them */
-    int term = h->scope_epoch(h->ud, s) != 0;
-    struct proc_opts o = { out_fd, err_fd, h->guard, term ? ZKE_GUARD_GROUP_TERM : 0, -1 };
-    if (term && h->cgroups != NULL) {
-        if ((o.cgroup_fd = termcg_join_fd(s, h->cgroups, err, errlen)) < 0)
+    int64_t epoch = h->scope_epoch(h->ud, s);
+    int term = epoch != 0;
+    int po[2] = { -1, -1 }, pe[2] = { -1, -1 };
+    if (out_fd < 0 && err_fd < 0 && h->child_output != NULL) {
+        if (output_pipes(po, pe) != 0) {
+            snprintf(err, errlen, "cannot start '%s': pipes for its output: %s", argv[0],
+                     strerror(errno));
             return NULL;
+        }
+        out_fd = po[1];
+        err_fd = pe[1];
+    }
+    struct proc_opts o = { out_fd, err_fd, h->guard, term ? ZKE_GUARD_GROUP_TERM : 0, -1 };
+    proc *p = NULL;
+    if (term && h->cgroups != NULL) {
+        o.cgroup_fd = termcg_join_fd(s, h->cgroups, err, errlen);
         o.guard = NULL;     /* the guard has the cgroup: one SIGTERM per process */
     }
-    return proc_spawn_io(s, argv, env, &o, cb, ud, err, errlen);
+    if (!term || h->cgroups == NULL || o.cgroup_fd >= 0)
+        p = proc_spawn_io(s, argv, env, &o, cb, ud, err, errlen);
+    if (po[0] >= 0) {
+        close(po[1]);
+        close(pe[1]);
+        if (p != NULL) {
+            h->child_output(h->child_output_ud, proc_pid(p), epoch > 0 ? epoch : 0, po[0], pe[0]);
+        } else {
+            close(po[0]);
+            close(pe[0]);
+        }
+    }
+    return p;
 }
 
 static void lproc_release(struct lproc *b)

@@ -114,6 +114,8 @@ void registrar_init(script *sc)
     h->allow_processes = sc->allow_processes;
     h->guard = sc->guard;
     h->cgroups = sc->cgroups;
+    h->child_output = sc->child_output;
+    h->child_output_ud = sc->child_output_ud;
     h->ud = sc;
     h->scope = current_scope;
     h->scope_live = scope_live;

@@ -327,6 +327,8 @@ static script *script_new(const char *file, const struct script_opts *opts, scri
     sc->allow_processes = opts ? opts->allow_processes : 0;
     sc->guard = opts ? opts->guard : NULL;
     sc->cgroups = opts ? opts->cgroups : NULL;
+    sc->child_output = opts ? opts->child_output : NULL;
+    sc->child_output_ud = opts ? opts->child_output_ud : NULL;
     ev_timer_init(&sc->later, hookrun_later_cb, 0., 0.);
     sc->later.data = sc;
     ev_check_init(&sc->warm, hookrun_warm_cb);

@@ -56,6 +56,11 @@ struct script_opts {
                               * children's ZKELECT_ID/_PATH) before an agent is attached;
                               * NULL: the attached agent's; copied */
     const char *path;
+    /* NULL: the children of zkelect.spawn inherit stdout and stderr; set:
+     * pipes, whose read ends go to it (zke_policy_settings.child_output),
+     * called with child_output_ud */
+    void (*child_output)(void *ud, pid_t pid, int64_t epoch, int out_fd, int err_fd);
+    void *child_output_ud;
 };
 
 /* The longest path the script module keeps or builds, its NUL included:

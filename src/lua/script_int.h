@@ -86,6 +86,8 @@ struct script {
     int allow_processes;        /* script_opts.allow_processes */
     zke_guard *guard;           /* script_opts.guard, borrowed */
     zke_cgroups *cgroups;       /* script_opts.cgroups, borrowed */
+    void (*child_output)(void *ud, pid_t pid, int64_t epoch, int out_fd, int err_fd);
+    void *child_output_ud;      /* script_opts.child_output and its ud */
     /* script.h's script_log_fn, script_health_fn, script_failed_fn, script_hook_fn */
     void (*log)(void *ud, enum zke_log_level lvl, const char *event, const char *hook,
                 const char *msg);

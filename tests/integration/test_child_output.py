@@ -1,0 +1,276 @@
+#!/usr/bin/python3
+"""What the agent's children write is log records, never raw bytes in the
+agent's log (issue 35, item 2), against a real ZooKeeper:
+
+- the issue's command line, `--log json --notify ./fail.sh -- sh -c 'echo
+  hi; exec sleep 60'`: every line of the agent's stderr is a JSON object,
+  and the command's `hi` is a `child_output` record naming the child, its
+  pid, its term and the stream; the notify calls' lines too, with the call;
+- `--log text`: the same record as a text line, and no bare `hi`;
+- any bytes: invalid UTF-8 becomes U+FFFD, NUL and tabs are escaped, a long
+  line is cut at 2048 bytes (said), a last line without a newline is
+  logged at the end;
+- a flood (200,000 lines and a 100 kB line at once): the child is never
+  blocked (it ends within seconds), at most 10,000 of its lines are logged
+  in the window, the rest is counted in a `child_output_dropped` record,
+  the agent's memory stays flat and it keeps leading;
+- a policy's zkelect.spawn children: records with `child=spawn`, the
+  child's pid and its term's epoch (0 outside a term);
+- a daemon the command leaves holds the pipes until the step-down empties
+  the term's cgroup: over several terms the agent's descriptors do not
+  grow.
+"""
+import json
+import os
+import re
+import signal
+import sys
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zkharness as h  # noqa: E402
+
+PATH = "/app/childout"
+
+FAIL_SH = """#!/bin/sh
+echo "notify $1 $2 $3 $4"
+echo "oops from $1" >&2
+printf 'no newline'
+exit 1
+"""
+
+
+def script(d, name, text, mode=0o755):
+    p = os.path.join(d, name)
+    with open(p, "w") as f:
+        f.write(text)
+    os.chmod(p, mode)
+    return p
+
+
+def json_lines(a):
+    """Every line of the agent's stderr (and stdout) as a JSON object: any
+    other line, or bytes that are not UTF-8, fail."""
+    with open(a.logfile, "rb") as f:
+        raw = f.read()
+    out = []
+    for i, line in enumerate(raw.split(b"\n")):
+        if not line:
+            continue
+        try:
+            obj = json.loads(line.decode("utf-8"))
+        except ValueError as e:
+            raise AssertionError("line %d of %s's log is not a JSON object (%s): %r"
+                                 % (i + 1, a.id, e, line[:300]))
+        assert isinstance(obj, dict), line
+        out.append(obj)
+    assert raw.endswith(b"\n"), "the log ends in a partial line: %r" % raw[-200:]
+    return out
+
+
+def outputs(a, **match):
+    return [e for e in a.find("child_output") if all(e.get(k) == v for k, v in match.items())]
+
+
+def test_the_issue_command_line_logs_json_lines_only():
+    d = h.mkdtemp("childout-issue")
+    fail = script(d, "fail.sh", FAIL_SH)
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "j1", path=PATH, log="json",
+                    extra=["--notify", fail, "--", "sh", "-c", "echo hi; exec sleep 60"])
+        lead = a.wait_for("leader", timeout=15)
+        cs = a.wait_for("cmd_start", timeout=5)
+        hi = a.wait_for("child_output", timeout=5, line="hi")
+        assert hi["child"] == "cmd" and hi["pid"] == cs["pid"], (hi, cs)
+        assert hi["stream"] == "stdout" and hi["epoch"] == lead["epoch"], hi
+        assert "call" not in hi and "cut" not in hi, hi
+        a.wait_for("notify_exit", timeout=5, call="leader")
+        note = outputs(a, child="notify", call="leader")
+        got = {(e["stream"], e["line"]) for e in note}
+        want = {("stdout", "notify leader leader %d elected" % lead["epoch"]),
+                ("stderr", "oops from leader"), ("stdout", "no newline")}
+        assert got == want, (got, want)
+        assert all(e["epoch"] == lead["epoch"] and e["pid"] > 0 for e in note), note
+        # the notify call's last line came before its exit was logged
+        ne = a.find("notify_exit")[0]
+        assert max(e["_i"] for e in note) < ne["_i"], a.describe()
+        a.term()
+        assert a.wait_exit(10) == 0
+        sd = outputs(a, child="notify", call="stepdown")
+        assert {e["line"] for e in sd} == {"notify stepdown idle %d shutdown" % lead["epoch"],
+                                            "oops from stepdown", "no newline"}, sd
+        lines = json_lines(a)
+        assert not a.other_lines(), a.other_lines()[:5]
+        assert sum(1 for e in lines if e.get("line") == "hi") == 1, lines
+
+
+def test_text_log_gets_the_same_record():
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "t1", path=PATH, log="text",
+                    extra=["--", "sh", "-c", "echo hi; echo 'two words' >&2; exec sleep 60"])
+        pat = re.compile(r"^\S+ info \[t1\] child_output mono_ns=\d+ child=cmd pid=(\d+) "
+                         r"epoch=(\d+) stream=(stdout|stderr) line=(.*)$")
+
+        def records():
+            with open(a.logfile, errors="replace") as f:
+                text = f.read()
+            return text, [m.groups() for m in map(pat.match, text.splitlines()) if m]
+        h.wait_until(lambda: len(records()[1]) >= 2, 15, "two child_output lines")
+        text, recs = records()
+        assert {(r[2], r[3]) for r in recs} == {("stdout", "hi"), ("stderr", '"two words"')}, recs
+        assert "hi" not in text.splitlines() and "two words" not in text.splitlines(), text
+        a.term()
+        assert a.wait_exit(10) == 0
+
+
+BYTES_PY = r'''
+import sys, time
+w = sys.stdout.buffer
+w.write(b"bad \xff\xfe utf-8 \xe2\x82 cut, nul \x00 here, tab \t, quote \" end\n")
+w.write(b"x" * 100000 + b"\n")
+w.write(b"after the long line\n")
+w.write("caf\u00e9 \u2603\n".encode())
+w.flush()
+time.sleep(60)
+'''
+
+FLOOD_PY = r'''
+import sys
+w = sys.stdout.buffer
+for i in range(200000):
+    w.write(b"flood %d\n" % i)
+w.write(b"y" * 100000 + b"\n")
+w.flush()
+sys.stderr.write("flood done\n")
+'''
+
+
+def test_bytes_long_lines_and_a_flood_are_bounded():
+    d = h.mkdtemp("childout-bytes")
+    bpy = script(d, "bytes.py", BYTES_PY)
+    fpy = script(d, "flood.py", FLOOD_PY)
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "b1", path=PATH, extra=["--", "python3", bpy])
+        lead = a.wait_for("leader", timeout=15)
+        after = a.wait_for("child_output", timeout=10, line="after the long line")
+        rs = outputs(a, child="cmd")
+        assert rs[0]["line"] == ("bad \ufffd\ufffd utf-8 \ufffd\ufffd cut, nul \x00 here, tab \t, "
+                                 "quote \" end"), rs[0]
+        assert rs[1]["line"] == "x" * 2048 and rs[1].get("cut") == "yes", rs[1]["line"][:40]
+        assert "cut" not in after and rs[2] is after, rs[:3]
+        a.wait_for("child_output", timeout=5, line="caf\u00e9 \u2603")
+        a.term()
+        assert a.wait_exit(10) == 0
+        json_lines(a)
+
+        # the flood: a follower beside it for its memory
+        f = h.Agent(zk, "f1", path=PATH + "-flood", extra=["--", "python3", fpy])
+        lf = f.wait_for("leader", timeout=15)
+        g = h.Agent(zk, "f2", path=PATH + "-flood")
+        g.wait_for("follower", timeout=15)
+        # the child is never held up by its output: it ends within seconds
+        ex = f.wait_for("cmd_exit", timeout=20)
+        assert ex["code"] == 0, ex
+        drop = f.wait_for("child_output_dropped", timeout=5)
+        recs = outputs(f, child="cmd")
+        # 200,000 lines, the long one and the stderr line: each logged or counted
+        dropped = sum(e["over_rate"] + e["log_full"] for e in f.find("child_output_dropped"))
+        assert len(recs) + dropped == 200002, (len(recs), dropped)
+        assert len(recs) <= 10000 and drop["over_rate"] > 0, (len(recs), drop)
+        assert drop["child"] == "cmd" and drop["pid"] == ex["pid"], drop
+        assert recs[0]["line"] == "flood 0", recs[0]
+        # it still leads, and renews: alive well past a session timeout
+        time.sleep(2.5)
+        assert f.alive() and not f.find("stepdown"), f.describe()
+        rss = [int(re.search(r"VmHWM:\s+(\d+) kB", open("/proc/%d/status" % x.pid).read()).group(1))
+               for x in (f, g)]
+        print("  info: peak RSS of the flooded leader %d kB, of its follower %d kB" % tuple(rss))
+        assert rss[0] < rss[1] + 8192, rss
+        f.term()
+        assert f.wait_exit(10) == 0
+        g.term()
+        assert g.wait_exit(10) == 0
+        json_lines(f)
+        assert lf["epoch"] > 0 and lead["epoch"] > 0
+
+
+SPAWN_POLICY = r"""
+local top = assert(zkelect.spawn{ "sh", "-c", "echo top level" })
+zkelect.log("info", "top pid " .. top:pid())
+function on_leader(ev)
+  local p = assert(zkelect.spawn{ "sh", "-c", "echo spawned $ZKELECT_EPOCH; echo to err >&2; exec sleep 60" })
+  zkelect.log("info", "spawn pid " .. p:pid())
+end
+"""
+
+
+def test_a_policy_s_spawned_children_are_records():
+    d = h.mkdtemp("childout-spawn")
+    pol = script(d, "spawn.lua", SPAWN_POLICY, 0o644)
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "s1", path=PATH, script=pol)
+        lead = a.wait_for("leader", timeout=15)
+        top = a.wait_for("child_output", timeout=5, line="top level")
+        tp = a.wait_for(lambda e: e.get("msg", "").startswith("top pid "), timeout=5)
+        assert top["child"] == "spawn" and top["epoch"] == 0, top
+        assert top["pid"] == int(tp["msg"].split()[-1]), (top, tp)
+        sp = a.wait_for(lambda e: e.get("msg", "").startswith("spawn pid "), timeout=5)
+        pid = int(sp["msg"].split()[-1])
+        out = a.wait_for("child_output", timeout=5, line="spawned %d" % lead["epoch"])
+        err = a.wait_for("child_output", timeout=5, line="to err")
+        for e in (out, err):
+            assert e["child"] == "spawn" and e["pid"] == pid and e["epoch"] == lead["epoch"], e
+        assert out["stream"] == "stdout" and err["stream"] == "stderr", (out, err)
+        a.term()
+        assert a.wait_exit(10) == 0
+        json_lines(a)
+
+
+def fds(pid):
+    return sorted(os.listdir("/proc/%d/fd" % pid), key=int)
+
+
+def test_a_daemon_s_pipes_end_with_its_term():
+    """The command starts a daemon (setsid -f, in the term's cgroup) that
+    holds the pipes, and exits: --on-exit resign ends the term, whose
+    step-down empties the cgroup; the lone candidate leads again. Each
+    term's lines are records of that term, and the agent's descriptors are
+    the same in each."""
+    tag = "%d%06d" % (os.getpid() % 1000, int(time.monotonic() * 1000) % 1000000)
+    cmd = ("setsid -f sh -c 'echo daemon $ZKELECT_EPOCH; exec sleep %s'; echo cmd $ZKELECT_EPOCH; "
+           "sleep 0.3; exit 0" % tag)
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "d1", path=PATH, extra=["--on-exit", "resign", "--", "sh", "-c", cmd])
+        counts = []
+        since = 0
+        for k in range(4):
+            lead = a.wait_for("leader", timeout=15, since=since)
+            e = lead["epoch"]
+            a.wait_for("child_output", timeout=5, since=lead["_i"], line="daemon %d" % e)
+            a.wait_for("child_output", timeout=5, since=lead["_i"], line="cmd %d" % e)
+            counts.append(len(fds(a.pid)))
+            sd = a.wait_for("stepdown", timeout=10, since=lead["_i"], reason="resign")
+            a.wait_for("cmd_stopped", timeout=5, since=sd["_i"])
+            since = sd["_i"]
+        print("  info: the agent's descriptors in four terms: %s" % counts)
+        assert len(set(counts)) == 1, counts
+        for r in outputs(a, child="cmd"):
+            assert r["line"].split()[-1] == str(r["epoch"]), r
+        a.term()
+        assert a.wait_exit(10) == 0
+        json_lines(a)
+        h.wait_until(lambda: not [p for p in os.listdir("/proc") if p.isdigit() and
+                                  _cmdline(p).endswith(tag)], 5, "no daemon left")
+
+
+def _cmdline(pid):
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+if __name__ == "__main__":
+    h.run_tests(globals())
