@@ -80,6 +80,7 @@ static void log_budgets(struct app *app)
 {
     struct zke_lease_plan p;
     const struct zke_lease_plan *was = &app->timing;
+    int was_budget = was->stepdown_budget_ms;
     if (zke_agent_plan(app->agent, &p) != 0 ||
         (p.session_ms == was->session_ms && p.hook_budget_ms == was->hook_budget_ms &&
          p.lease_ms == was->lease_ms && p.renew_ms == was->renew_ms &&
@@ -98,6 +99,8 @@ static void log_budgets(struct app *app)
                          { "stepdown_hook_ms", LF_INT, NULL, sd } };
     /* the hook budgets only with a policy (--script) */
     log_line(ZKE_LOG_INFO, "budgets", f, app->policy != NULL ? 8 : 6);
+    if (p.stepdown_budget_ms != was_budget)
+        supervisor_log_grace(app->cmd, &p);
 }
 
 /* CLOCK_MONOTONIC in seconds (the takeover delay: a wall clock's step
@@ -800,6 +803,7 @@ int cmd_run(struct opts *o)
         die(EX_CONFIG, "%s", zke_agent_errstr(app.agent));
     start_watchers(&app, guard_pid);
     log_start(&app, o, &plan, who, acl);
+    supervisor_log_grace(app.cmd, &plan);
 
     notify_start(app.loop);
     ev_run(app.loop, 0);

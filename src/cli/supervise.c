@@ -573,6 +573,32 @@ static void kill_cb(struct ev_loop *loop, ev_timer *w, int revents)
         (void)kill(-s->pid, SIGKILL);
 }
 
+int supervisor_grace_ms(const struct zke_lease_plan *p)
+{
+    /* on_stepdown holds the node for at most half the step-down budget:
+     * SIGKILL after three quarters of that, the rest for the kill */
+    int half = p->stepdown_budget_ms / 2;
+    return half > 1 ? half * 3 / 4 : 1;
+}
+
+void supervisor_log_grace(const supervisor *s, const struct zke_lease_plan *p)
+{
+    if (s == NULL)
+        return;
+    int g = supervisor_grace_ms(p);
+    char msg[400];
+    snprintf(msg, sizeof msg, "at a step-down the command gets SIGTERM, and SIGKILL %d ms later: "
+             "three eighths of the step-down budget of %d ms (--stepdown-budget; by default a "
+             "tenth of the session timeout, at most 2000 ms); a larger budget must fit in the "
+             "lease: state the servers' tickTime with --server-tick, or raise --session-timeout",
+             g, p->stepdown_budget_ms);
+    struct logf f[4] = { { "stop_grace_ms", LF_INT, NULL, g },
+                         { "stepdown_budget_ms", LF_INT, NULL, p->stepdown_budget_ms },
+                         { "session_timeout_ms", LF_INT, NULL, p->session_ms },
+                         { "msg", LF_STR, msg, 0 } };
+    log_line(ZKE_LOG_INFO, "cmd_grace", f, 4);
+}
+
 void supervisor_stepdown(supervisor *s)
 {
     if (s == NULL)
@@ -599,11 +625,9 @@ void supervisor_stepdown(supervisor *s)
         s->out = NULL;
         return;
     }
-    /* on_stepdown holds the node for at most half the step-down budget:
-     * SIGKILL after three quarters of that, the rest for the kill */
     struct zke_lease_plan plan;
-    int half = zke_agent_plan(s->agent, &plan) == 0 ? plan.stepdown_budget_ms / 2 : 0;
-    double grace = half > 1 ? half * 0.75 / 1000.0 : 0.001;
+    int gms = zke_agent_plan(s->agent, &plan) == 0 ? supervisor_grace_ms(&plan) : 1;
+    double grace = gms / 1000.0;
     s->stopping = 1;
     int daemons = 0;
     if (s->cg_id > 0) {

@@ -17,9 +17,10 @@
  * hard end when the loop cannot end the term, SIGKILL when the agent
  * dies), and the command dies with the agent (PR_SET_PDEATHSIG). At the
  * step-down (inside on_stepdown) the group and every process of the cgroup
- * get SIGTERM (and SIGCONT), SIGKILL (cgroup.kill) after three quarters of
- * the half of the step-down budget that on_stepdown has, and the node is
- * held (zke_agent_hold_node_for) until the command is reaped and the cgroup is
+ * get SIGTERM (and SIGCONT), SIGKILL (cgroup.kill) after the stop grace,
+ * three quarters of the half of the step-down budget that on_stepdown has
+ * (supervisor_grace_ms), and the node is held
+ * (zke_agent_hold_node_for) until the command is reaped and the cgroup is
  * empty (looked at every 5 ms): the next term's command cannot start
  * before all of this one is gone. A command that daemonizes (nginx's
  * `daemon on`, `pg_ctl start`) exits at once and leaves its daemon in the
@@ -87,6 +88,13 @@ void supervisor_leader(supervisor *s, const struct zke_event *ev);
  * the term still runs and it is not running, waiting to restart, or done
  * for this term. Any number of times per term. */
 void supervisor_ready(supervisor *s);
+/* The command's stop grace under plan p: SIGKILL this many ms after the
+ * step-down's SIGTERM (three quarters of on_stepdown's half of the
+ * step-down budget, at least 1). */
+int supervisor_grace_ms(const struct zke_lease_plan *p);
+/* One `cmd_grace` line: the grace under p, with the budget and the session
+ * timeout it comes from (at start, and when the plan changes). */
+void supervisor_log_grace(const supervisor *s, const struct zke_lease_plan *p);
 /* From on_stepdown (inside the callback: the node is held from here):
  * stops the command, cancels a restart. */
 void supervisor_stepdown(supervisor *s);

@@ -262,17 +262,83 @@ int settings_lease_given(const struct zke_settings *s)
            s->server_tick_ms != 0 || s->drift != 0 || s->hook_budget_ms != 0;
 }
 
+static int lease_plan(const struct zke_settings *s, int T, int tick_ms,
+                      struct zke_lease_plan *out, char *err, size_t errlen, int advise);
+
+/* The largest step-down budget the plan of s (with tick_ms, as
+ * settings_lease_plan) accepts, all else kept; 0 when none does. The
+ * plan's checks only fail more as the budget grows (the lease and what
+ * the hook budget fits in shrink; the default renewal, T/4 only where
+ * that fits, lowers the floor when it falls back to T/10). */
+static int budget_max(const struct zke_settings *s, int T, int tick_ms)
+{
+    struct zke_settings t = *s;
+    char scratch[8];
+    int lo = 0, hi = T;         /* lo fits (0: none yet), hi + 1 does not */
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        t.stepdown_budget_ms = mid;
+        if (lease_plan(&t, T, tick_ms, NULL, scratch, sizeof scratch, 0) == 0)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Where the plan's server tick came from, for a refusal (tick_ms: as
+ * settings_lease_plan's; *assumed: nothing the servers or the operator
+ * said, half the session timeout). */
+static const char *tick_source(const struct zke_settings *s, int T, int tick_ms,
+                               const struct zke_lease_plan *p, int *assumed)
+{
+    *assumed = 0;
+    if (s->server_tick_ms > 0)
+        return p->server_tick_ms == s->server_tick_ms
+            ? "stated (--server-tick)"
+            : "the longest stated on the session (another agent's --server-tick)";
+    if (tick_ms > 0 && tick_ms < T / 2)
+        return "what the servers told: at most half the timeout they granted a probe session";
+    *assumed = 1;
+    return "assumed: half the session timeout, as no --server-tick states the servers' "
+           "tickTime (they tell theirs once connected)";
+}
+
 /* zke_lease_check's refusal of a lease shorter than its floor (`left` ms
  * after the confirmation gap; the floor is twice the renewal interval when
- * by_renewal, else T/5): names the settings that were set and may be
- * lowered. */
-static void lease_too_short(const struct zke_settings *s, int T, const struct zke_lease_plan *pp,
-                            int64_t left, int by_renewal, char *err, size_t errlen)
+ * by_renewal, else T/5): the values it used, where the server tick came
+ * from, the largest step-down budget that fits when one was asked, and
+ * the settings that may be changed, each by its flag. */
+static void lease_too_short(const struct zke_settings *s, int T, int tick_ms,
+                            const struct zke_lease_plan *pp, int64_t left, int by_renewal,
+                            char *err, size_t errlen)
 {
     const struct zke_lease_plan p = *pp;
     int64_t twice = (int64_t)2 * p.renew_ms;
+    int assumed;
+    const char *src = tick_source(s, T, tick_ms, &p, &assumed);
+    char why[400] = "";
+    if (s->stepdown_budget_ms > 0) {
+        int most = budget_max(s, T, tick_ms);
+        char zkd[160] = "";
+        if (assumed && p.server_tick_ms > 2000) {
+            /* what ZooKeeper's default tickTime would leave */
+            struct zke_settings t = *s;
+            t.server_tick_ms = 2000;
+            int at2000 = budget_max(&t, T, 0);
+            if (at2000 > 0)
+                snprintf(zkd, sizeof zkd, ", with --server-tick 2000 (ZooKeeper's default "
+                         "tickTime) at most %d ms", at2000);
+        }
+        if (most > 0)
+            snprintf(why, sizeof why, "; with it --stepdown-budget can be at most %d ms (asked "
+                     "%d ms)%s", most, s->stepdown_budget_ms, zkd);
+        else
+            snprintf(why, sizeof why, "; with it no --stepdown-budget fits (asked %d ms)%s",
+                     s->stepdown_budget_ms, zkd);
+    }
     /* only what was set can be lowered: the defaults always fit */
-    char fix[200];
+    char fix[300];
     size_t n = 0;
     const char *names[5];
     int k = 0;
@@ -287,15 +353,19 @@ static void lease_too_short(const struct zke_settings *s, int T, const struct zk
     if (s->drift > 0)
         names[k++] = "--drift";
     fix[0] = '\0';
+    if (assumed)
+        n += (size_t)snprintf(fix, sizeof fix, "state the servers' tickTime with --server-tick, ");
     for (int i = 0; i < k && n < sizeof fix; i++)
         n += (size_t)snprintf(fix + n, sizeof fix - n, "%s%s", i == 0 ? "lower " :
                               i == k - 1 ? " or " : ", ", names[i]);
     snprintf(err, errlen, "the lease (session timeout %d ms x (1 - drift %g) - stepdown budget "
              "%d ms - margin %d ms - server tick %d ms x (1 + drift) = %" PRId64 " ms) must "
-             "be at least %s (%" PRId64 " ms): %s%sraise --session-timeout", T,
-             p.drift, p.stepdown_budget_ms, p.margin_ms, p.server_tick_ms, left,
+             "be at least %s (%" PRId64 " ms); the server tick %d ms is %s%s: %s%sraise "
+             "--session-timeout", T, p.drift, p.stepdown_budget_ms, p.margin_ms,
+             p.server_tick_ms, left,
              by_renewal ? "twice the renewal interval" : "a fifth of the session timeout",
-             by_renewal ? twice : (int64_t)(T / 5), fix, k > 0 ? ", or " : "");
+             by_renewal ? twice : (int64_t)(T / 5), p.server_tick_ms, src, why, fix,
+             k > 0 ? ", or " : "");
 }
 
 int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *out,
@@ -306,6 +376,14 @@ int zke_lease_check(const struct zke_settings *s, int T, struct zke_lease_plan *
 
 int settings_lease_plan(const struct zke_settings *s, int T, int tick_ms,
                         struct zke_lease_plan *out, char *err, size_t errlen)
+{
+    return lease_plan(s, T, tick_ms, out, err, errlen, 1);
+}
+
+/* settings_lease_plan; advise: a refusal of a short lease says what would
+ * fit (budget_max's own tries do not). */
+static int lease_plan(const struct zke_settings *s, int T, int tick_ms,
+                      struct zke_lease_plan *out, char *err, size_t errlen, int advise)
 {
     struct zke_lease_plan p;
     memset(&p, 0, sizeof p);
@@ -379,7 +457,10 @@ int settings_lease_plan(const struct zke_settings *s, int T, int tick_ms,
     if (out != NULL)
         *out = p;
     if (left < (by_renewal ? twice : T / 5)) {
-        lease_too_short(s, T, &p, left, by_renewal, err, errlen);
+        if (advise)
+            lease_too_short(s, T, tick_ms, &p, left, by_renewal, err, errlen);
+        else
+            snprintf(err, errlen, "short");
         return -1;
     }
     if (s->hook_budget_ms > 0 && s->hook_budget_ms > fit) {

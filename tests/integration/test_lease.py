@@ -14,8 +14,11 @@
 * A leader hook that waited and then computes as its lease runs out is
   stopped at the lease's end, not a hook timeout later.
 * Settings that cannot keep the promise are refused (exit 78), at start-up
-  and after the server clamps the session timeout.
+  and after the server clamps the session timeout; a refused step-down
+  budget names the server tick and where it came from, and the largest
+  budget that fits.
 """
+import json
 import os
 import re
 import signal
@@ -755,6 +758,44 @@ def test_settings_that_break_the_lease_are_refused():
                                   timeout=20)
         assert code == 78, (code, err)
         assert "granted a session timeout of 20000 ms (asked 60000 ms)" in err, err
+
+
+def test_a_refused_stepdown_budget_says_what_fits():
+    """A --stepdown-budget the lease cannot hold is refused at start (no
+    server needed) with the values it used: the session timeout, the server
+    tick and where it came from (without --server-tick: assumed, half the
+    session timeout), the budget asked and the largest that fits (also with
+    ZooKeeper's default tickTime), and the flag for each. The largest is
+    accepted, one more is not; an agent with a command says its stop grace
+    (three eighths of the budget) at start."""
+    base = [h.ZKELECT_BIN, "run", "--zk", "127.0.0.1:1", "--path", PATH, "--id", "x",
+            "--session-timeout", "10000", "--log", "json"]
+    code, out, err, _ = h.run(base + ["--stepdown-budget", "3000", "--", "true"], timeout=10)
+    assert code == 78 and len(err.strip().splitlines()) == 1, (code, err)
+    for want in ("session timeout 10000 ms", "stepdown budget 3000 ms", "server tick 5000 ms x",
+                 "the server tick 5000 ms is assumed: half the session timeout, as no "
+                 "--server-tick states the servers' tickTime",
+                 "--stepdown-budget can be at most 2450 ms (asked 3000 ms)",
+                 "with --server-tick 2000 (ZooKeeper's default tickTime) at most 5480 ms",
+                 ": state the servers' tickTime with --server-tick, lower --stepdown-budget, or "
+                 "raise --session-timeout"):
+        assert want in err, (want, err)
+    code, out, err, _ = h.run(base + ["--server-tick", "2000", "--stepdown-budget", "5481", "--",
+                                      "true"], timeout=10)
+    assert code == 78, (code, err)
+    assert "the server tick 2000 ms is stated (--server-tick)" in err, err
+    assert "--stepdown-budget can be at most 5480 ms (asked 5481 ms)" in err, err
+    assert "ZooKeeper's default" not in err, err
+    for budget, grace in ((None, 375), ("5480", 2055)):
+        extra = ["--server-tick", "2000", "--stepdown-budget", budget] if budget else []
+        code, out, err, _ = h.run(base + ["--connect-timeout", "500"] + extra + ["--", "true"],
+                                  timeout=20)
+        assert code == 69, (code, err)
+        lines = [json.loads(l) for l in err.splitlines() if l.startswith("{")]
+        g = [e for e in lines if e["event"] == "cmd_grace"]
+        assert len(g) == 1 and g[0]["stop_grace_ms"] == grace, (budget, g)
+        assert g[0]["stepdown_budget_ms"] == int(budget or 1000), g
+        assert g[0]["session_timeout_ms"] == 10000 and "--stepdown-budget" in g[0]["msg"], g
 
 
 def test_the_lease_counts_from_a_confirmed_renewal():
