@@ -314,7 +314,7 @@ void notify_event(const struct zke_event *ev)
 
 void notify_reloading(void)
 {
-    char m[64];
+    char m[128];                /* three lines: about 75 bytes, MONOTONIC_USEC up to 20 digits */
     struct timespec t;
     if (!enabled)
         return;

@@ -142,6 +142,7 @@ def test_ready_only_once_joined_then_status_reload_stopping():
         a.signal(signal.SIGHUP)
         i1, t1, kv = n.wait("RELOADING", "1", since=m, timeout=5)
         assert int(kv["MONOTONIC_USEC"]) > 0, kv
+        assert kv.get("STATUS") == "reloading the script", kv     # whole, not cut at 64 bytes
         i2, t2, kv = n.wait("READY", "1", since=i1 + 1, timeout=5)
         assert kv["STATUS"].startswith("script reloaded; leader, epoch"), kv
         a.wait_for("reload", timeout=5)
