@@ -143,10 +143,10 @@ static void feed(childout *c, struct stream *s, const char *p, size_t n)
         size_t len = nl != NULL ? (size_t)(nl - p) : n;
         if (!s->cutting) {
             size_t room = sizeof s->line - s->n;
-            size_t take = len < room ? len : room;
-            memcpy(s->line + s->n, p, take);
-            s->n += take;
-            if (take < len) {           /* a byte past the cap */
+            int over = len > room;      /* a byte past the cap */
+            memcpy(s->line + s->n, p, over ? room : len);
+            s->n += over ? room : len;
+            if (over) {
                 emit(c, s, 1);
                 s->cutting = 1;
             }
@@ -351,6 +351,8 @@ void childout_end_terms_before(int64_t epoch)
 
 void childout_close_all(void)
 {
-    while (all != NULL)
-        childout_close(all);
+    for (childout *c = all, *next; c != NULL; c = next) {
+        next = c->next;
+        childout_close(c);
+    }
 }

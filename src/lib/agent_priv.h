@@ -131,15 +131,7 @@ struct zke_agent {
      * until every hold of this step-down is released or this runs out:
      * half the step-down budget */
     ev_timer hold_to;
-    /* what holds the node (zke_agent_hold_node_for), by slot, for the
-     * warning when hold_to runs out: the names of the step-down whose term
-     * token is hold_gen, "" once released; more holds than slots go
-     * unnamed (hold_unnamed of them taken) */
-    char hold_what[AGENT_HOLD_NAMES][AGENT_HOLD_NAME_LEN];
-    int hold_named;             /* slots given out in that step-down */
-    int hold_unnamed;
-    int hold_gen;               /* the term hold token of those holds (0: none yet) */
-    zke_guard *guard;           /* zke_agent_set_guard (the host's), or NULL */           /* zke_agent_set_guard (the host's), or NULL */
+    zke_guard *guard;           /* zke_agent_set_guard (the host's), or NULL */
     int guard_slot;             /* our slot in it */
     int guard_down;             /* the guard's watcher does not watch (zke_agent_guard_down):
                                  * no lease, so no term acts */
@@ -150,6 +142,14 @@ struct zke_agent {
     const char *stop_reason;
     char *err;                  /* the last error (zke_agent_errstr), any length; NULL: none */
     int err_oom;                /* ... or there was one, but no memory to say it */
+    /* what holds the node (zke_agent_hold_node_for), by slot, for the
+     * warning when hold_to runs out: the names of the step-down whose term
+     * token is hold_gen, "" once released; more holds than slots go
+     * unnamed (hold_unnamed of them taken) */
+    int hold_named;             /* slots given out in that step-down */
+    int hold_unnamed;
+    int hold_gen;               /* the term hold token of those holds (0: none yet) */
+    char hold_what[AGENT_HOLD_NAMES][AGENT_HOLD_NAME_LEN];
 };
 
 

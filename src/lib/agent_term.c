@@ -219,12 +219,14 @@ void zke_agent_release_node(zke_agent *a, int token)
 {
     if (a == NULL || token <= 0)
         return;
-    int tt = token / AGENT_HOLD_SLOTS, k = token % AGENT_HOLD_SLOTS - 1;
-    if (tt == a->hold_gen && k >= 0 && k < a->hold_named) {
-        if (a->hold_what[k][0] == '\0')
+    /* slot 1..NAMES: a named hold, NAMES + 1: an unnamed one */
+    int tt = token / AGENT_HOLD_SLOTS, slot = token % AGENT_HOLD_SLOTS;
+    int mine = tt == a->hold_gen;   /* (another step-down's: term_release finds it stale) */
+    if (mine && slot >= 1 && slot <= a->hold_named) {
+        if (a->hold_what[slot - 1][0] == '\0')
             return;             /* released already */
-        a->hold_what[k][0] = '\0';
-    } else if (tt == a->hold_gen && k == AGENT_HOLD_NAMES && a->hold_unnamed > 0) {
+        a->hold_what[slot - 1][0] = '\0';
+    } else if (mine && slot == AGENT_HOLD_NAMES + 1 && a->hold_unnamed > 0) {
         a->hold_unnamed--;
     }
     if (term_release(&a->term, tt))
