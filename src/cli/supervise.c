@@ -470,7 +470,11 @@ static void child_cb(struct ev_loop *loop, ev_child *w, int revents)
         return;
     pid_t pid = s->pid;
     ev_child_stop(loop, w);
-    ev_timer_stop(loop, &s->kill_timer);
+    /* a step-down's SIGKILL stays due: what the command left in the term's
+     * cgroup (a child that ignores SIGTERM) gets it; maybe_stopped stops
+     * the timer once the cgroup is empty */
+    if (!s->stopping)
+        ev_timer_stop(loop, &s->kill_timer);
     childout_flush(s->out);     /* its last lines before its exit's */
     /* the group's leader is gone. Without a cgroup nothing it started
      * stays (the group id cannot be reused while a member lives); in the

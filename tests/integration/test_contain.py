@@ -192,6 +192,32 @@ def test_a_daemon_the_command_leaves_runs_until_the_step_down():
             reap_tagged(tag)
 
 
+def test_a_child_that_ignores_sigterm_is_killed_before_the_node_goes():
+    """The command dies of the step-down's SIGTERM, a child it started in the
+    term's cgroup ignores it: the SIGKILL stays due and ends the child, and
+    only then is the node released (it was cancelled with the command's
+    exit: the child ran on while the successor led)."""
+    tag = marker()
+    cmd = ["--", "sh", "-c", "(trap '' TERM; exec sleep %s1) & exec sleep %s2" % (tag, tag)]
+    with h.ZooKeeper() as zk:
+        try:
+            a = h.Agent(zk, "ia", path=PATH, session_timeout=T, extra=cmd)
+            a.wait_for("leader", timeout=15)
+            h.wait_until(lambda: len(tagged(tag)) == 2, 10, "the command and its child")
+            b = h.Agent(zk, "ib", path=PATH, session_timeout=T)
+            b.wait_for("follower", timeout=15)
+            lb = successor_after(a, b, a.term, tag, "the child that ignores SIGTERM")
+            kills = a.find("cmd_kill")
+            assert kills and kills[-1]["cgroup_left"] >= 1, a.describe()
+            stopped = a.find("cmd_stopped")
+            assert stopped and stopped[-1]["mono_ns"] < lb["mono_ns"], a.describe()
+            assert a.wait_exit(10) == 0, a.describe()
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            reap_tagged(tag)
+
+
 def test_no_writable_cgroup_is_said_at_start():
     """An agent that cannot make cgroups (run as nobody, it may not write
     below its own cgroup) says so at start, once, and why; it is then the
