@@ -888,7 +888,8 @@ void zke_agent_guard_down(zke_agent *a, int down);
  * get) is the host's to set first. It allocates nothing, wakes when a
  * soft or hard end passes or moves earlier, when a term starts, and every
  * 100 ms to beat (a heartbeat in the page: an agent whose watcher has not
- * beaten for 1 s (or at all), and still not 200 ms after the agent woke it,
+ * beaten for 1 s, and still not 200 ms after the agent woke it (one that
+ * has not beaten yet: 1 s after the agent's first look, as it starts),
  * has no lease, as with zke_agent_guard_down, so a watcher stopped or gone
  * unnoticed fails closed too; it does not beat while it waits for a
  * fence), and

@@ -270,6 +270,7 @@ int64_t guard_watcher_pending(zke_guard *g)
 
 void guard_watcher_forget(zke_guard *g)
 {
+    atomic_store(&g->beat, 0);      /* the new one is starting: its start-up allowance */
     atomic_store(&g->silent_since, 0);
 }
 

@@ -70,8 +70,9 @@ void guard_slot_standby(zke_guard *g, int slot, int64_t gap_ns);
  * at `now` (CLOCK_BOOTTIME ns); a beat found older, or none yet, wakes it,
  * and counts as none once this side has seen it so for 200 ms (a watcher
  * frozen or suspended together with the agent beats again at once when
- * both run; one just started beats within that; each silence gets its
- * own window, tied to the beat it is about). A stopped watcher, or one
+ * both run; each silence gets its own window, tied to the beat it is
+ * about), or for 1 s when it has not beaten yet (a watcher starting: exec,
+ * linking and mlockall can take a few hundred ms on a loaded machine). A stopped watcher, or one
  * that died without the host noticing, fails this about 1.2 s after its
  * last beat (the conn's check wakes the loop when the window ends:
  * guard_watcher_pending). Agent side only (it records when it saw the
@@ -80,7 +81,8 @@ int guard_watcher_live(zke_guard *g, int64_t now);
 /* While a stale beat waits for its confirmation: when it ends (the agent's
  * loop looks again then), else 0. */
 int64_t guard_watcher_pending(zke_guard *g);
-/* A new watcher runs (the host said so): no silence seen yet. */
+/* A new watcher runs (the host said so): no silence seen yet, and no beat
+ * (it gets a starting watcher's second, not a stale one's 200 ms). */
 void guard_watcher_forget(zke_guard *g);
 /* How many times the agent side woke the watcher so far (the tests'). */
 unsigned guard_wakes(zke_guard *g);

@@ -696,6 +696,15 @@ static void test_heartbeat(void)
     CHECK(guard_watcher_pending(g) == 0);       /* it beat: nothing pending */
     (void)t0;
     end_watcher(w);
+    /* gone: its last beat goes stale; the host starts another and says so
+     * (guard_watcher_forget): that one is starting, with a second to beat,
+     * not a stale beat's 200 ms */
+    int64_t later = boot_ns() + 1100000000LL;
+    CHECK(guard_watcher_live(g, later));        /* stale: noticed, a window opened */
+    guard_watcher_forget(g);
+    CHECK(guard_watcher_live(g, later));        /* no beat yet: the start-up allowance */
+    CHECK(guard_watcher_live(g, later + 900000000LL));
+    CHECK(!guard_watcher_live(g, later + 1050000000LL));
     zke_guard_free(g);
     close(pfd[0]);
     close(pfd[1]);
