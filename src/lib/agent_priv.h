@@ -246,5 +246,8 @@ void agent_handover_abort(zke_agent *a, const char *reason, int freeing);
 void agent_census_cb(struct ev_loop *loop, ev_timer *w, int revents);
 /* conn_agent_ops.ride: the census read that waited for the stream's tick. */
 void agent_census_ride(zke_agent *a);
+/* Our own node went (a step-down, a withdrawal): the census's last listing
+ * is older than that change, so it is not shown until the next one. */
+void agent_census_moved(zke_agent *a);
 
 #endif

@@ -185,6 +185,8 @@ void agent_el_event_cb(void *ud, const struct zke_event *ev)
      * stop and its children get SIGTERM at once */
     if (ev->type == ZKE_EV_STEPDOWN && term_leads(&a->term) && ev->epoch == a->term.epoch)
         agent_revoke_term(a);
+    if (ev->type == ZKE_EV_STEPDOWN)
+        agent_census_moved(a);
     if (ev->type == ZKE_EV_LEADER || ev->type == ZKE_EV_FOLLOWER)
         a->ever_settled = 1;
     if (ev->type == ZKE_EV_LEADER && a->cm != NULL)

@@ -140,6 +140,7 @@ int zke_agent_withdraw(zke_agent *a, const char *reason)
     a->withdraw_holds[a->withdraw_n++] = copy;
     name_holds(a);
     if (a->withdraw_n == 1) {
+        agent_census_moved(a);
         agent_alog(a, ZKE_LOG_WARN, "withdrawn from the election (%s)", reason);
         agent_kick_now(a);
     } else {

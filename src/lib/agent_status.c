@@ -182,6 +182,13 @@ void agent_census_ride(zke_agent *a)
 }
 
 
+void agent_census_moved(zke_agent *a)
+{
+    if (a->census_listed)
+        a->census_stale = 1;
+}
+
+
 int zke_agent_status(zke_agent *a, struct zke_status *out)
 {
     if (a->el == NULL) {
@@ -224,9 +231,12 @@ int zke_agent_view(zke_agent *a, struct zke_status *out)
             keep = VIEW_WANTED_S;
         int idle = now >= a->view_until_ns;
         a->view_until_ns = now + (int64_t)(keep * 1e9);
-        /* the first look after none: a census now, not at its time (the
-         * view it finds is then fresh for the looks that follow) */
-        if (idle && (!a->census_listed || a->census_stale) && !a->census_pending &&
+        /* the first look after none, or a follower's look at a view that
+         * our own step-down or withdrawal made stale: a census now, not at
+         * its time (the view it finds is then fresh for the looks that
+         * follow; a leader never lists) */
+        int stale = a->census_stale && el_role(a->el) != ZKE_ROLE_LEADER;
+        if ((idle ? !a->census_listed || a->census_stale : stale) && !a->census_pending &&
             ev_is_active(&a->census))
             census_go(a);
     }

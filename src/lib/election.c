@@ -315,6 +315,7 @@ static void end_term(election *e, const char *reason)
     e->role = ZKE_ROLE_IDLE;
     e->epoch = 0;
     e->suspended = 0;
+    set_str(&e->leader_node, NULL);     /* our node, going: no leader known */
     start_delete(e);
 }
 
@@ -1069,9 +1070,14 @@ void el_status(const election *e, struct zke_status *st)
     st->session = e->session;
     st->connected = e->connected;
     st->epoch = e->role == ZKE_ROLE_LEADER ? e->epoch : 0;
-    st->leader = e->leader_nd.id;
-    st->leader_data = e->leader_nd.data;
-    st->leader_epoch = e->leader_nd.epoch;
+    /* leader_nd outlives the view (a LEADER event after a resign names our
+     * own last term as `previous`): without a leader node the leader is
+     * unknown, not the one we last knew (ourselves, just withdrawn) */
+    if (e->leader_node != NULL) {
+        st->leader = e->leader_nd.id;
+        st->leader_data = e->leader_nd.data;
+        st->leader_epoch = e->leader_nd.epoch;
+    }
     st->suspended = e->suspended;
     st->withdrawn = e->withdrawn;
     st->leader_node = e->leader_node;

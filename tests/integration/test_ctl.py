@@ -193,6 +193,30 @@ def test_withdraw_rejoin_reload():
         stop(b)
 
 
+def test_status_right_after_withdraw_names_no_withdrawn_leader():
+    """A leader withdrawn by ctl no longer names itself as the leader in
+    its own ctl status (it did, until its next census): right after the
+    withdraw the leader is unknown or the successor, and the successor
+    once it leads."""
+    with h.ZooKeeper() as zk:
+        a = agent(zk, "wla")
+        a.wait_for("leader", timeout=15)
+        b = agent(zk, "wlb")
+        b.wait_for("follower", timeout=15)
+        mb = b.mark()
+        rc, out, err = ctl(a, "withdraw")
+        assert rc == 0, (rc, out, err)
+        st = status(a)
+        assert st["role"] == "withdrawn" and st["leader"] != "wla", st
+        rc, out, err = ctl(a, "status")
+        assert rc == 0 and "leader     wla" not in out, out
+        lb = b.wait_for("leader", timeout=15, since=mb)
+        h.wait_until(lambda: status(a)["leader"] == "wlb", timeout=10, desc="a's view names wlb")
+        st = status(a)
+        assert st["epoch"] == lb["epoch"] and st["role"] == "withdrawn", st
+        stop(a, b)
+
+
 def test_operator_and_health_withdrawals_hold_apart():
     """ctl withdraw and a failing health() are separate holds: a health
     check that passes again does not undo the operator's withdrawal (it did:

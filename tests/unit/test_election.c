@@ -952,6 +952,31 @@ static void test_withdraw_and_rejoin(void)
     el_free(e);
 }
 
+/* A leader that withdraws or resigns knows no leader until it reads the
+ * line again: its status named itself (ctl status right after withdraw). */
+static void test_no_leader_known_after_our_term(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    struct zke_status st;
+    election *e = lead_alone(&x, name);
+    el_status(e, &st);
+    CHECK(st.role == ZKE_ROLE_LEADER && st.leader != NULL && strcmp(st.leader, "me") == 0);
+    CHECK(el_withdraw(e, "ctl") == 0);
+    el_status(e, &st);
+    CHECK(st.withdrawn && st.leader == NULL && st.leader_node == NULL && st.leader_epoch == 0);
+    reply(e, last_req(&x), EL_OK);
+    el_status(e, &st);
+    CHECK(st.leader == NULL && st.leader_data == NULL);
+    el_free(e);
+    struct rec y = { 0 };
+    e = lead_alone(&y, name);
+    CHECK(el_resign(e, 0) == 0);
+    el_status(e, &st);
+    CHECK(st.role == ZKE_ROLE_IDLE && st.leader == NULL);
+    el_free(e);
+}
+
 static int nlogs;
 static void count_log(void *ud, enum zke_log_level lvl, const char *msg)
 {
@@ -1204,6 +1229,7 @@ int main(void)
     RUN(test_denied_backs_off_quietly);
     RUN(test_log_level);
     RUN(test_withdraw_and_rejoin);
+    RUN(test_no_leader_known_after_our_term);
     RUN(test_publish_after_lead);
     RUN(test_nodedata);
     RUN(test_strict_disconnect);
