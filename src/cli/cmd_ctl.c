@@ -23,9 +23,10 @@
 
 /* the longest an answer may take: a hand-over waits up to max(10 s, 4 x
  * the session timeout) for the new leader (switchboard.h; the longest
- * session ZooKeeper grants is a few minutes), every other request is
+ * session ZooKeeper grants is a few minutes), a reload until no hook runs
+ * (at most a hook's budget, 30 s by default); every other request is
  * answered from the agent's loop at once: a frozen agent is reported */
-#define HANDOVER_WAIT_MS 2700000
+#define LONG_WAIT_MS 2700000
 #define ANSWER_WAIT_MS 10000
 
 static int64_t now_ms(void)
@@ -164,7 +165,8 @@ int cmd_ctl(struct opts *o)
         (int)sizeof line)
         die(EX_USAGE, "--to: the id is too long");
     int fd = connect_to(path);
-    char *answer = exchange(fd, path, line, o->to != NULL ? HANDOVER_WAIT_MS : ANSWER_WAIT_MS);
+    int waits = o->to != NULL || strcmp(cmd, "reload") == 0;
+    char *answer = exchange(fd, path, line, waits ? LONG_WAIT_MS : ANSWER_WAIT_MS);
     close(fd);
     char *nl = strchr(answer, '\n');
     int status = -1;

@@ -252,15 +252,18 @@ static void on_http_log(void *ud, enum zke_log_level lvl, const char *msg)
 static void do_reload(struct app *app)
 {
     char err[2048];
-    if (zke_policy_reload(app->policy, err, sizeof err, NULL) != 0) {
+    enum zke_policy_error why = ZKE_POLICY_OK;
+    if (zke_policy_reload(app->policy, err, sizeof err, &why) != 0) {
         log_msg(ZKE_LOG_ERROR, "reload", err);
         metrics_reload(app->metrics, 0);
         notify_reloaded(err);
+        switchboard_reloaded(app->switchboard, exit_code_for_policy(why), err);
         return;
     }
     metrics_reload(app->metrics, 1);
     log_msg(ZKE_LOG_INFO, "reload", app->script_path);
     notify_reloaded(NULL);
+    switchboard_reloaded(app->switchboard, EX_OK, NULL);
 }
 
 static void reload_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -289,6 +292,16 @@ static void request_reload(struct app *app)
 static void on_reload_request(void *ud)
 {
     request_reload(ud);
+}
+
+/* zkelect ctl reload (switchboard.h): -1 without a script */
+static int on_ctl_reload(void *ud)
+{
+    struct app *app = ud;
+    if (app->script_path == NULL)
+        return -1;
+    request_reload(app);
+    return 0;
 }
 
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
@@ -537,7 +550,7 @@ static void start_control(struct app *app, const struct opts *o, const char *pat
         .auth_scheme = ascheme, .auth_credentials = acred,
         .session_timeout_ms = o->session_timeout > 0 ? o->session_timeout
                                                      : ZKE_DEFAULT_SESSION_TIMEOUT_MS,
-        .reload = on_reload_request, .ud = app,
+        .reload = on_ctl_reload, .ud = app,
     };
     app->switchboard = switchboard_new(app->loop, &ss);
     if (app->switchboard == NULL)

@@ -19,10 +19,14 @@ struct switchboard {
     zke_agent *agent;
     char *zk, *path, *id, *scheme, *cred;
     int session_ms;
-    void (*reload)(void *ud);
+    int (*reload)(void *ud);
     void *ud;
     /* the hand-over in progress: its request (token 0: none, or answered) */
     unsigned long token;
+    /* the reload requests waiting for the reload's outcome (at most one per
+     * connection the control socket serves at once) */
+    unsigned long reloads[CONTROL_MAX_CONNS];
+    int nreloads;
     int handing_over, stopping;
 };
 
@@ -215,14 +219,40 @@ void switchboard_request(void *ud, unsigned long token, const char *cmd, const c
             done(sb, token, "rejoining the election");
         }
     } else if (strcmp(cmd, "reload") == 0 && arg[0] == '\0') {
+        if (sb->nreloads == CONTROL_MAX_CONNS) {      /* (the socket serves no more at once) */
+            fail(sb, token, EX_TEMPFAIL, "busy", "too many reload requests waiting");
+            return;
+        }
         log_msg(ZKE_LOG_INFO, "ctl", "reload asked (zkelect ctl reload)");
-        sb->reload(sb->ud);
-        done(sb, token, "reload asked (as SIGHUP: the log says whether the script loaded)");
+        if (sb->reload(sb->ud) != 0) {
+            fail(sb, token, EX_USAGE, "no_script", "this agent runs no script to reload "
+                 "(zkelect run --script FILE)");
+            return;
+        }
+        sb->reloads[sb->nreloads++] = token;     /* answered by switchboard_reloaded */
     } else {
         snprintf(msg, sizeof msg, "unknown request '%.200s%s%.200s' (status, resign [ID], "
                  "withdraw, rejoin, reload)", cmd, arg[0] ? " " : "", arg);
         fail(sb, token, EX_USAGE, "usage", msg);
     }
+}
+
+void switchboard_reloaded(switchboard *sb, int code, const char *err)
+{
+    if (sb == NULL)
+        return;
+    for (int i = 0; i < sb->nreloads; i++) {
+        if (code == EX_OK) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "message", "script reloaded");
+            answer(sb, sb->reloads[i], o, EX_OK);
+        } else {
+            char msg[2200];
+            snprintf(msg, sizeof msg, "reload refused, the old script runs on: %s", err);
+            fail(sb, sb->reloads[i], code, "refused", msg);
+        }
+    }
+    sb->nreloads = 0;
 }
 
 switchboard *switchboard_new(struct ev_loop *loop, const struct switchboard_settings *s)
@@ -261,6 +291,9 @@ void switchboard_free(switchboard *sb)
     if (sb->token != 0)
         fail(sb, sb->token, EX_TEMPFAIL, "stopping", "the agent is stopping");
     sb->token = 0;
+    for (int i = 0; i < sb->nreloads; i++)
+        fail(sb, sb->reloads[i], EX_TEMPFAIL, "stopping", "the agent is stopping");
+    sb->nreloads = 0;
     free(sb->zk);
     free(sb->path);
     free(sb->id);

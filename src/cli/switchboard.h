@@ -17,6 +17,11 @@
  * it is not ID (the lead has moved then: a hand-over cannot be undone).
  * One hand-over at a time.
  *
+ * reload asks for one (as SIGHUP) and answers once it ended: ok with the
+ * script's path, or refused with the loader's reason and its exit code (the
+ * old script runs on); refused at once when the agent has no script.
+ * Requests that come while one is pending get the same outcome.
+ *
  * Calling rules: loop thread only; switchboard_request() is the control
  * server's handler. switchboard_free() before the agent is freed; a
  * hand-over still running is answered "stopping".
@@ -34,7 +39,10 @@ struct switchboard_settings {
     const char *zk, *path, *id;          /* copied */
     const char *auth_scheme, *auth_credentials; /* copied (wiped at free), or NULL */
     int session_timeout_ms;
-    void (*reload)(void *ud);            /* what SIGHUP does */
+    /* what SIGHUP does: asks for a reload at the next quiescent point; -1
+     * when there is no script to reload. Its outcome comes back through
+     * switchboard_reloaded(). */
+    int (*reload)(void *ud);
     void *ud;
 };
 
@@ -44,6 +52,10 @@ switchboard *switchboard_new(struct ev_loop *loop, const struct switchboard_sett
 void switchboard_attach(switchboard *sb, control *ctl);
 /* The control_handler (ud: the switchboard). */
 void switchboard_request(void *ud, unsigned long token, const char *cmd, const char *arg);
+/* A reload ended (any reload: SIGHUP's, zkelect.reload()'s or ctl's):
+ * answers every reload request waiting for it, ok (code 0) or refused with
+ * err and code (exits.h: 66, 77, 78...). NULL is a no-op. */
+void switchboard_reloaded(switchboard *sb, int code, const char *err);
 /* NULL is a no-op. */
 void switchboard_free(switchboard *sb);
 

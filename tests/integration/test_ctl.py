@@ -217,6 +217,41 @@ def test_status_right_after_withdraw_names_no_withdrawn_leader():
         stop(a, b)
 
 
+def test_reload_answers_with_its_outcome():
+    """ctl reload waits for the reload and says how it ended: 0 when the
+    script loaded, the loader's code (78) and reason when it was refused
+    (it said "reload asked" and exited 0 either way), 64 for an agent
+    without a script; the refused script leaves the old one running."""
+    d = h.mkdtemp("ctl-reload")
+    script = os.path.join(d, "p.lua")
+    with open(script, "w") as f:
+        f.write('function on_leader(ev) zkelect.log("info", "leading v1") end\n')
+    with h.ZooKeeper() as zk:
+        a = agent(zk, "ra", script=script)
+        a.wait_for("leader", timeout=15)
+        m = a.mark()
+        rc, out, err = ctl(a, "reload")
+        assert rc == 0 and "script reloaded" in out, (rc, out, err)
+        assert a.find("reload", since=m), a.describe()
+        with open(script, "w") as f:
+            f.write('function on_leader(ev)\n  zkelect.log("info", "v2"\nend\n')  # no ')'
+        m = a.mark()
+        rc, out, err = ctl(a, "reload", json_out=True)
+        assert rc == 78, (rc, out, err)
+        ans = json.loads(out.splitlines()[0])
+        assert not ans["ok"] and ans["reason"] == "refused", ans
+        assert "old script runs on" in ans["error"] and "p.lua:3" in ans["error"], ans
+        assert "p.lua:3" in err and len(err.strip().splitlines()) == 1, err
+        assert a.alive() and status(a)["role"] == "leader"
+        assert a.find(lambda e: e.get("event") == "reload" and e.get("level") == "error", since=m), \
+            a.describe()
+        b = agent(zk, "rb")
+        b.wait_for("follower", timeout=15)
+        rc, out, err = ctl(b, "reload")
+        assert rc == 64 and "no script" in err, (rc, out, err)
+        stop(a, b)
+
+
 def test_operator_and_health_withdrawals_hold_apart():
     """ctl withdraw and a failing health() are separate holds: a health
     check that passes again does not undo the operator's withdrawal (it did:
