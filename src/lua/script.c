@@ -9,10 +9,12 @@
 #include "script_int.h"
 #include "agent_int.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <ev.h>
@@ -139,39 +141,108 @@ static int edit_distance(const char *a, const char *b)
     return row[lb];
 }
 
-/* [-0, +0, m] Warns of each global Lua function of the table on top of the
- * stack that is named like a hook but is none: most likely a typo (within
- * 3 edits of a hook's name, any on_*, any health*). */
-static void warn_unknown_hooks(lua_State *L, script *sc)
+/* The hook a name looks like (HK_*), or -1: within 3 edits of a hook's
+ * name, ignoring case (on_stepdwon, onLeader), or health* (health_check,
+ * healthcheck: keepalived's and Consul's word for health()). */
+static int hook_like(const char *k)
 {
+    char low[40];
+    size_t lk = strlen(k);
+    int best = -1, bestd = 4;
+    if (lk < sizeof low) {
+        for (size_t i = 0; i <= lk; i++)
+            low[i] = (char)tolower((unsigned char)k[i]);
+        for (int t = 0; t < HK_COUNT; t++) {
+            if (hook_names[t] == NULL)
+                continue;
+            size_t lh = strlen(hook_names[t]);
+            if ((lk > lh ? lk - lh : lh - lk) >= (size_t)bestd)
+                continue;           /* the distance is at least the length difference */
+            int d = edit_distance(low, hook_names[t]);
+            if (d < bestd) {
+                bestd = d;
+                best = t;
+            }
+        }
+    }
+    if (strncasecmp(k, "health", 6) == 0)
+        best = HK_HEALTH;
+    return best;
+}
+
+static int by_text(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* [-0, +1, e] not_hooks = { "name", ... }: global functions the script
+ * names like hooks on purpose. Leaves it as a set on the stack (an empty
+ * one when absent); raises when it is no list of names, or names a hook. */
+static int not_hooks_set(lua_State *L, int globals)
+{
+    lua_newtable(L);
+    int set = lua_gettop(L);
+    lua_pushliteral(L, "not_hooks");
+    int t = lua_rawget(L, globals);
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (t != LUA_TTABLE)
+        return luaL_error(L, "not_hooks must be a list of names, got %s", lua_typename(L, t));
+    for (lua_Integer i = 1;; i++) {
+        int vt = lua_rawgeti(L, -1, i);
+        if (vt == LUA_TNIL) {
+            lua_pop(L, 1);
+            break;
+        }
+        if (vt != LUA_TSTRING)
+            return luaL_error(L, "not_hooks[%d] must be a name, got %s", (int)i,
+                              lua_typename(L, vt));
+        const char *k = lua_tostring(L, -1);
+        for (int h = 0; h < HK_COUNT; h++)
+            if (hook_names[h] != NULL && strcmp(k, hook_names[h]) == 0)
+                return luaL_error(L, "not_hooks names %s, which is a hook", k);
+        lua_pushboolean(L, 1);
+        lua_rawset(L, set);
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
+/* [-0, +0, e] Checks the global Lua functions of the table on top of the
+ * stack that are no hook but look like one (hook_like): the script's load
+ * fails when the hook one looks like is not defined (on_stepdwon without
+ * on_stepdown: the term would end without its step-down hook), naming
+ * it; the others, and any other on_*, are warnings. A name listed in
+ * not_hooks is neither; a local is no global. */
+static int check_hook_names(lua_State *L, script *sc)
+{
+    int globals = lua_gettop(L);
+    (void)not_hooks_set(L, globals);
+    int set = lua_gettop(L);
+    lua_newtable(L);                    /* the refused ones' reasons */
+    int refused = lua_gettop(L), nrefused = 0;
     /* Only Lua functions: the C functions there are the libraries' (print,
      * pairs...), and skipping them keeps this off the start-up's profile. */
     lua_pushnil(L);
-    while (lua_next(L, -2) != 0) {
+    while (lua_next(L, globals) != 0) {
         if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TFUNCTION &&
             !lua_iscfunction(L, -1)) {
             const char *k = lua_tostring(L, -2);
-            size_t lk = strlen(k);
-            int known = 0, best = -1, bestd = 4;
-            for (int t = 0; t < HK_COUNT; t++) {
-                if (hook_names[t] == NULL)
-                    continue;
-                if (strcmp(k, hook_names[t]) == 0)
-                    known = 1;
-                size_t lh = strlen(hook_names[t]);
-                if ((lk > lh ? lk - lh : lh - lk) >= (size_t)bestd)
-                    continue;           /* the distance is at least the length difference */
-                int d = edit_distance(k, hook_names[t]);
-                if (d < bestd) {
-                    bestd = d;
-                    best = t;
-                }
-            }
-            /* health_check, healthcheck, health_ok...: meant as health()
-             * (a helper of that name can be local) */
-            if (!known && strncmp(k, "health", 6) == 0)
-                best = HK_HEALTH;
-            if (!known && (strncmp(k, "on_", 3) == 0 || best >= 0) && sc->log) {
+            int known = 0;
+            for (int t = 0; t < HK_COUNT; t++)
+                known |= hook_names[t] != NULL && strcmp(k, hook_names[t]) == 0;
+            lua_pushvalue(L, -2);
+            int listed = lua_rawget(L, set) != LUA_TNIL;
+            lua_pop(L, 1);
+            int best = known || listed ? -1 : hook_like(k);
+            if (best >= 0 && sc->refs[best] == LUA_NOREF) {
+                lua_pushfstring(L, "function '%s' is not a hook and %s is not defined: did you "
+                                "mean %s?", k, hook_names[best], hook_names[best]);
+                lua_rawseti(L, refused, ++nrefused);
+            } else if (!known && !listed && (best >= 0 || strncmp(k, "on_", 3) == 0) &&
+                       sc->log) {
                 char buf[200];
                 snprintf(buf, sizeof buf, "function '%s' is not a hook%s%s%s", k,
                          best >= 0 ? " (did you mean " : "", best >= 0 ? hook_names[best] : "",
@@ -181,6 +252,32 @@ static void warn_unknown_hooks(lua_State *L, script *sc)
         }
         lua_pop(L, 1);
     }
+    if (nrefused > 0) {
+        /* in the names' order (the table's is the hash's): the same line every time */
+        const char **why = lua_newuserdatauv(L, (size_t)nrefused * sizeof *why, 0);
+        for (int i = 1; i <= nrefused; i++) {
+            lua_rawgeti(L, refused, i);
+            why[i - 1] = lua_tostring(L, -1);       /* (anchored in refused) */
+            lua_pop(L, 1);
+        }
+        qsort(why, (size_t)nrefused, sizeof *why, by_text);
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        for (int i = 0; i < nrefused; i++) {
+            if (i > 0)
+                luaL_addstring(&b, "; ");
+            luaL_addstring(&b, why[i]);
+        }
+        luaL_addstring(&b, nrefused == 1
+                       ? " (rename it; a helper of that name on purpose: make it local, or list it "
+                         "in not_hooks = { ... })"
+                       : " (rename them; helpers of those names on purpose: make them local, or "
+                         "list them in not_hooks = { ... })");
+        luaL_pushresult(&b);
+        return lua_error(L);
+    }
+    lua_settop(L, globals);
+    return 0;
 }
 
 /* Reads the hooks as raw globals (a strict-globals __index must not run)
@@ -202,7 +299,7 @@ static int collect_hooks(lua_State *L)
             sc->refs[t] = luaL_ref(L, LUA_REGISTRYINDEX);
         }
     }
-    warn_unknown_hooks(L, sc);
+    (void)check_hook_names(L, sc);
     /* hook_budgets = { on_leader = seconds, ... } */
     lua_pushliteral(L, "hook_budgets");
     int bt = lua_rawget(L, -2);

@@ -137,11 +137,22 @@ def test_check_strict_refuses_warnings():
     d = h.mkdtemp("strict")
     p = os.path.join(d, "typo.lua")
     with open(p, "w") as f:
-        f.write("function on_leader(ev) end\nfunction on_stepdwon(ev) end\nfunction health_check() end\n")
+        f.write("function on_leader(ev) end\nfunction on_message(ev) end\nfunction on_stepdown(ev) end\n"
+                "function on_stepdwon(ev) end\n")
     rc, line, _ = expect([h.ZKELECT_BIN, "check", "--strict", "--script", p], 78, p, "2 warnings (--strict)",
                          one_line=False)
     rc, out, err, _ = h.run([h.ZKELECT_BIN, "check", "--script", p], timeout=10)
-    assert rc == 0 and "on_stepdwon" in err and "health_check" in err, (rc, out, err)
+    assert rc == 0 and "on_stepdwon" in err and "on_message" in err, (rc, out, err)
+
+
+def test_misspelt_hook_refused():
+    d = h.mkdtemp("misspelt")
+    p = os.path.join(d, "typo.lua")
+    with open(p, "w") as f:
+        f.write("function on_leader(ev) end\nfunction on_stepdwon(ev) end\nfunction health_check() end\n")
+    for cmd in (argv(script=p), [h.ZKELECT_BIN, "check", "--script", p]):
+        expect(cmd, 78, p, "'on_stepdwon' is not a hook and on_stepdown is not defined: did you mean "
+               "on_stepdown?", "'health_check' is not a hook and health is not defined", "not_hooks")
 
 
 def test_script_syntax_error():

@@ -93,6 +93,27 @@ static void test_load_errors(void)
     CHECK(strstr(err, "toperror.lua:2") != NULL && strchr(err, '\n') == NULL);
 }
 
+/* A function named like a hook whose hook is not defined refuses the
+ * load (on_stepdwon: the term would end without its step-down hook), with
+ * the likely name; not_hooks lists names meant so; a near name whose hook
+ * exists only warns. */
+static void test_hook_names(void)
+{
+    char err[1024];
+    enum zke_policy_error code = ZKE_POLICY_OK;
+    CHECK(load("misspelt.lua", &code, err, sizeof err) == NULL && code == ZKE_POLICY_CONFIG);
+    CHECK(strstr(err, "'on_stepdwon' is not a hook and on_stepdown is not defined: did you mean "
+                      "on_stepdown?") != NULL);
+    CHECK(strstr(err, "not_hooks") != NULL && strchr(err, '\n') == NULL);
+    nlog = 0;
+    lastlog[0] = '\0';
+    script *sc = load("nothooks.lua", &code, err, sizeof err);
+    CHECK(sc != NULL);
+    CHECK(nlog == 1 && strstr(lastlog, "'on_stepdwon' is not a hook (did you mean on_stepdown?)"));
+    CHECK(strcmp(lastevent, "hook_warning") == 0);
+    script_free(sc);
+}
+
 static void test_sandbox(void)
 {
     char err[512];
@@ -289,6 +310,7 @@ int main(int argc, char **argv)
 {
     dir = argc > 1 ? argv[1] : "tests/unit/scripts";
     RUN(test_load_errors);
+    RUN(test_hook_names);
     RUN(test_sandbox);
     RUN(test_hook_fields);
     RUN(test_hook_failures);
