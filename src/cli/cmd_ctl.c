@@ -2,15 +2,20 @@
  * cmd_ctl.c - zkelect ctl: one request to a running agent over its control
  * socket (control.h: one line out, one JSON line and "status N" back),
  * printed as text or, with --json, as the agent's JSON; the exit code is
- * the agent's N. No agent on the socket: exit 69.
+ * the agent's N. No agent on the socket: exit 69. The socket: --control,
+ * -i NAME, ZKELECT_CONTROL, $RUNTIME_DIRECTORY's, then the shipped units'
+ * (socket_path).
  */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +33,111 @@
  * answered from the agent's loop at once: a frozen agent is reported */
 #define LONG_WAIT_MS 2700000
 #define ANSWER_WAIT_MS 10000
+
+/* The shipped units' RuntimeDirectory=: zkelect.service's socket is
+ * RUN_DIR/zkelect.sock, zkelect@NAME.service's RUN_DIR/NAME/zkelect.sock. */
+#ifndef ZKELECT_RUN_DIR
+#define ZKELECT_RUN_DIR "/run/zkelect"
+#endif
+#define SOCK_NAME "zkelect.sock"
+
+static char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *str_printf(const char *fmt, ...)
+{
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf == NULL)
+        die(EX_SOFTWARE, "out of memory");
+    vsnprintf(buf, (size_t)n + 1, fmt, again);
+    va_end(again);
+    va_end(ap);
+    return buf;
+}
+
+static int is_socket(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+/* -i NAME: "db", or the unit's name "zkelect@db" / "zkelect@db.service". */
+static char *instance_path(const char *given)
+{
+    const char *name = given;
+    size_t n = strlen(name);
+    if (strncmp(name, "zkelect@", 8) == 0) {
+        name += 8;
+        n -= 8;
+    }
+    if (n > 8 && strcmp(name + n - 8, ".service") == 0)
+        n -= 8;
+    if (n == 0 || memchr(name, '/', n) != NULL || (n == 1 && name[0] == '.') ||
+        (n == 2 && strncmp(name, "..", 2) == 0))
+        die(EX_USAGE, "--instance '%s': not an instance name (zkelect@NAME.service's NAME)",
+            given);
+    return str_printf("%s/%.*s/%s", ZKELECT_RUN_DIR, (int)n, name, SOCK_NAME);
+}
+
+/* No socket named: zkelect.service's, else the only zkelect@NAME one.
+ * Exits 64 when there are several, 69 when there is none. */
+static char *unit_socket(void)
+{
+    char *one = str_printf("%s/%s", ZKELECT_RUN_DIR, SOCK_NAME);
+    if (is_socket(one))
+        return one;
+    free(one);
+    char *found = NULL, *names = NULL;
+    int n = 0;
+    DIR *d = opendir(ZKELECT_RUN_DIR);
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *p = str_printf("%s/%s/%s", ZKELECT_RUN_DIR, e->d_name, SOCK_NAME);
+        if (!is_socket(p)) {
+            free(p);
+            continue;
+        }
+        char *more = str_printf("%s%s%s", names != NULL ? names : "", n > 0 ? ", " : "",
+                                e->d_name);
+        free(names);
+        names = more;
+        n++;
+        free(found);
+        found = p;
+    }
+    if (d != NULL)
+        closedir(d);
+    if (n == 1) {
+        free(names);
+        return found;
+    }
+    free(found);
+    if (n > 1)
+        die(EX_USAGE, "several agents under %s (%s): name one with -i NAME (zkelect@NAME), or "
+            "give --control PATH", ZKELECT_RUN_DIR, names);
+    die(EX_UNAVAILABLE, "no agent found: no control socket at %s/%s (zkelect.service) nor at "
+        "%s/NAME/%s (zkelect@NAME.service); give --control PATH (as given to zkelect run) or "
+        "-i NAME", ZKELECT_RUN_DIR, SOCK_NAME, ZKELECT_RUN_DIR, SOCK_NAME);
+}
+
+/* The socket to talk to, allocated: --control, -i NAME, ZKELECT_CONTROL,
+ * $RUNTIME_DIRECTORY's (a command that a unit runs), then the units'. */
+static char *socket_path(const struct opts *o)
+{
+    if (o->control_flag && o->instance != NULL)
+        die(EX_USAGE, "--control and --instance (-i) name two sockets: give one");
+    if (o->control_flag)
+        return str_printf("%s", o->control);
+    if (o->instance != NULL)
+        return instance_path(o->instance);
+    if (o->control != NULL)
+        return str_printf("%s", o->control);
+    char *def = control_default_path();
+    return def != NULL ? def : unit_socket();
+}
 
 static int64_t now_ms(void)
 {
@@ -155,11 +265,7 @@ int cmd_ctl(struct opts *o)
         die(EX_USAGE, "--to is for zkelect ctl resign only");
     if (o->to != NULL && (o->to[0] == '\0' || strpbrk(o->to, " \n\r/") != NULL))
         die(EX_USAGE, "--to '%s': not a candidate id (no '/', spaces or newlines)", o->to);
-    char *def = o->control == NULL ? control_default_path() : NULL;
-    const char *path = o->control != NULL ? o->control : def;
-    if (path == NULL)
-        die(EX_USAGE, "no control socket: give --control PATH (or ZKELECT_CONTROL), as given "
-            "to zkelect run");
+    char *path = socket_path(o);
     char line[CONTROL_LINE_MAX];
     if (snprintf(line, sizeof line, "%s%s%s\n", cmd, o->to ? " " : "", o->to ? o->to : "") >=
         (int)sizeof line)
@@ -193,6 +299,6 @@ int cmd_ctl(struct opts *o)
     }
     cJSON_Delete(reply);
     free(answer);
-    free(def);
+    free(path);
     return status;
 }

@@ -69,6 +69,8 @@ int main(int argc, char **argv)
             die(EX_USAGE, "'--' with no command after it (zkelect run ... -- CMD [ARGS...])");
         if (o.cmd_sep && o.cmd_argv[0][0] == '\0')
             die(EX_USAGE, "'--' followed by an empty command name");
+        if (o.instance != NULL && command != cmd_ctl)
+            die(EX_USAGE, "--instance (-i) is for zkelect ctl only");
         return command(&o);
     case OPTIONS_HELP:
         options_usage(stdout);

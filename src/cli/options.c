@@ -215,6 +215,8 @@ static const struct option_row rows[] = {
       NULL, 0 },
     { "to", "ID", OPT_STR, PLAIN(to), NULL,
       "ctl resign's target, chosen per request (no env form)", NULL, 0 },
+    { "instance", "NAME", OPT_STR, PLAIN(instance), NULL,
+      "ctl's agent, chosen per request (no env form: ZKELECT_CONTROL names a socket)", NULL, 0 },
     { "strict", NULL, OPT_SWITCH, PLAIN(strict), NULL,
       "check's CI gate, chosen by whoever runs that one check (a switch, no value)",
       NULL, 0 },
@@ -233,8 +235,8 @@ static const char usage_head[] =
     "  zkelect check --script policy.lua [--strict]\n"
     "  zkelect status --zk HOSTS --path /election/path [--json] [--auth-file FILE]\n"
     "  zkelect watch --zk HOSTS --path /election/path [--script observer.lua] [--auth-file FILE]\n"
-    "  zkelect ctl [--control PATH] status [--json] | resign [--to ID] | withdraw\n"
-    "              | rejoin | reload\n"
+    "  zkelect ctl [--control PATH | -i NAME] status [--json] | resign [--to ID]\n"
+    "              | withdraw | rejoin | reload\n"
     "  zkelect demo [--keep] [--session-timeout MS] [--zk-jar JAR] [--java JAVA]\n"
     "  zkelect --help | --version\n"
     "\n"
@@ -260,9 +262,13 @@ static const char usage_tail[] =
     "status and watch take --auth/--auth-file too, for elections with a creator-all ACL.\n"
     "ctl: ask a running agent (run --control PATH) for its status (--json: one object),\n"
     "to resign (--to ID: hand over to that candidate, which must be next in line), to\n"
-    "withdraw from the election keeping its session, to rejoin, or to reload its script.\n"
-    "Exit 0 done, 64 usage, 65 no such candidate, 69 no agent on the socket, 75 refused\n"
-    "for now (not the leader, ID not next in line, another candidate led).\n"
+    "withdraw from the election keeping its session, to rejoin, or to reload its script\n"
+    "(it waits for the outcome). The socket: --control PATH, -i NAME (--instance: the\n"
+    "unit zkelect@NAME's, /run/zkelect/NAME/zkelect.sock), ZKELECT_CONTROL,\n"
+    "$RUNTIME_DIRECTORY/zkelect.sock, then zkelect.service's /run/zkelect/zkelect.sock or\n"
+    "the only zkelect@ one. Exit 0 done, 64 usage (also: several agents, none named), 65\n"
+    "no such candidate, 69 no agent on the socket, 75 refused for now (not the leader,\n"
+    "ID not next in line, another candidate led), 78 a reload refused (66, 77 its file).\n"
     "\n"
     "Signals: SIGTERM/SIGINT step down (on_stepdown, reason shutdown), delete our node,\n"
     "close the session and exit 0; a second one exits at once. SIGHUP reloads the script.\n"
@@ -429,6 +435,8 @@ static enum options_outcome set_value(struct opts *o, const struct option_row *r
     switch (r->kind) {
     case OPT_STR:
         *(const char **)field = v;
+        if (r->field == F(control))
+            o->control_flag = from_argv;
         return OPTIONS_OK;
     case OPT_AUTH_FILE:
         o->auth_file = v;
@@ -495,7 +503,7 @@ enum options_outcome options_env(struct opts *o, char **msg)
 
 enum options_outcome options_argv(struct opts *o, int argc, char **argv, char **msg)
 {
-    enum { HELP = 'h', FIRST = 256 };
+    enum { HELP = 'h', INSTANCE = 'i', FIRST = 256 };
     struct option longopts[NROWS + 2];
     char flag[64];
     enum options_outcome rc;
@@ -511,10 +519,14 @@ enum options_outcome options_argv(struct opts *o, int argc, char **argv, char **
     optind = 1;
     /* '+': stop at the first word that is no option (nothing after a "--"
      * is permuted into the options) */
-    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:hi:", longopts, NULL)) != -1) {
         after = optind;
         if (c == HELP)
             return OPTIONS_HELP;
+        if (c == INSTANCE) {            /* -i NAME: ctl's short --instance */
+            o->instance = optarg;
+            continue;
+        }
         if (c == ':') {
             *msg = message("option '%s' needs a value", argv[optind - 1]);
             return OPTIONS_USAGE;

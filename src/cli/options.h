@@ -41,7 +41,9 @@ struct opts {
     const char *status_addr;
     const char *notify;         /* --notify CMD: an executable file's path */
     const char *control;        /* run/ctl --control: the control socket's path */
+    int control_flag;           /* control is --control's (argv), not ZKELECT_CONTROL's */
     const char *to;             /* ctl resign --to: the candidate to hand over to */
+    const char *instance;       /* ctl --instance / -i: zkelect@NAME's socket */
     const char *auth_file;
     char *auth;                 /* --auth's "scheme:credentials": a copy (argv's is blanked),
                                  * owned by the command, which wipes it after use; or NULL */
