@@ -44,7 +44,7 @@ DEV_VALGRIND=(valgrind)                              # the embedding example, sc
 DEV_FUZZ=(clang libclang-rt-14-dev)                  # fuzz targets (libFuzzer: scripts/fuzz.sh)
 DEV_LINT=(clang-tidy cppcheck)                       # scripts/lint.sh
 DEV_MAN=(lowdown)                                    # renders the man page (docs.manpage)
-DEV_PACKAGE=(systemd dpkg-dev debhelper lintian dpkg-repack)  # the Debian package test, systemd-analyze verify
+DEV_PACKAGE=(systemd dpkg-dev debhelper lintian dpkg-repack)  # the Debian package test, systemd-analyze verify (integration.units too)
 DEV_BENCH=(gnuplot-nox)                              # bench/run plots (bench.tiny)
 DEV_PKGS=("${DEV_TEST[@]}" "${DEV_MIXED[@]}" "${DEV_EXAMPLES[@]}" "${DEV_POSTGRES[@]}"
           "${DEV_PROMETHEUS[@]}"

@@ -1,7 +1,8 @@
 /* cmd_check.c - zkelect check: load the policy script and report its
- * hooks, without connecting; with --strict, any warning exits 78 (a CI
- * gate). Knows candidate scripts (zkelect run) and observer scripts
- * (zkelect watch: on_leader_change). */
+ * hooks, and check run's settings as run would before connecting (a unit's
+ * ExecStartPre, with or without a script), without connecting; with
+ * --strict, any warning exits 78 (a CI gate). Knows candidate scripts
+ * (zkelect run) and observer scripts (zkelect watch: on_leader_change). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 
@@ -63,36 +64,79 @@ static void print_hooks(const zke_policy *p)
     printf("\n");
 }
 
+/* The settings line: who, where, and what runs while it leads. */
+static void print_settings(const struct opts *o, int warned)
+{
+    if (warned == 0)
+        printf("settings: ok;");
+    else
+        printf("settings: %d warning%s;", warned, warned == 1 ? "" : "s");
+    printf(" id %s, path %s;", o->id, o->path);
+    const char *sep = "";
+    if (o->script != NULL) {
+        printf(" script %s", o->script);
+        sep = ",";
+    }
+    if (o->cmd_sep && o->cmd_shell) {
+        printf("%s command ZKELECT_COMMAND (/bin/sh -c '%s')", sep, o->cmd_argv[2]);
+        sep = ",";
+    } else if (o->cmd_sep) {
+        printf("%s command --", sep);
+        for (int i = 0; i < o->cmd_argc; i++)
+            printf(" %s", o->cmd_argv[i]);
+        sep = ",";
+    }
+    if (o->notify != NULL) {
+        printf("%s notify %s", sep, o->notify);
+        sep = ",";
+    }
+    if (sep[0] == '\0')
+        printf(" no script, command or notify (the candidate only logs)");
+    printf("\n");
+}
+
 int cmd_check(struct opts *o)
 {
     char err[2048];
     enum zke_policy_error why;
-    if (o->script == NULL)
-        die(EX_USAGE, "check needs --script FILE");
+    /* a script alone (CI); run's settings (a unit's ExecStartPre, whose
+     * environment file may name no script), with a script or without */
+    int settings = o->zk != NULL || o->script == NULL;
+    if (o->script == NULL && o->zk == NULL)
+        die(EX_USAGE, "check needs --script FILE, or run's settings to check as run would "
+            "(--zk, --path, --id...: flags or ZKELECT_* variables)");
     log_setup(stderr, LOG_TEXT, ZKE_LOG_WARN, "check");     /* warnings (misspelt hooks) */
-    /* no agent plans a step-down budget: twice the default hook timeout,
-     * so on_stepdown's share is the whole hook timeout and every
-     * hook_budgets.on_stepdown within it passes */
-    struct zke_policy_settings ps = {
-        .file = o->script, .lua_dir = datadir_lua(),
-        .stepdown_budget_ms = 2 * ZKE_DEFAULT_HOOK_TIMEOUT_MS, .log_event = check_log,
-        .id = o->id, .path = o->path,
-    };
-    zke_policy *p = zke_policy_load_ex(NULL, &ps, NULL, NULL, err, sizeof err, &why);
-    if (p == NULL)
-        die(exit_code_for_policy(why), "%s", err);
-    if (hook_kinds(p) == 0)
-        check_log(NULL, ZKE_LOG_WARN, "hook_warning", NULL,
-                  "the script defines no hook: nothing of it runs when the role changes");
-    if (warnings == 0)
-        printf("%s: ok;", o->script);
-    else
-        printf("%s: %d warning%s;", o->script, warnings, warnings == 1 ? "" : "s");
-    print_hooks(p);
-    zke_policy_free(p);
+    if (o->script != NULL) {
+        /* no agent plans a step-down budget: twice the default hook
+         * timeout, so on_stepdown's share is the whole hook timeout and
+         * every hook_budgets.on_stepdown within it passes */
+        struct zke_policy_settings ps = {
+            .file = o->script, .lua_dir = datadir_lua(),
+            .stepdown_budget_ms = 2 * ZKE_DEFAULT_HOOK_TIMEOUT_MS, .log_event = check_log,
+            .id = o->id, .path = o->path,
+        };
+        zke_policy *p = zke_policy_load_ex(NULL, &ps, NULL, NULL, err, sizeof err, &why);
+        if (p == NULL)
+            die(exit_code_for_policy(why), "%s", err);
+        if (hook_kinds(p) == 0)
+            check_log(NULL, ZKE_LOG_WARN, "hook_warning", NULL,
+                      "the script defines no hook: nothing of it runs when the role changes");
+        if (warnings == 0)
+            printf("%s: ok;", o->script);
+        else
+            printf("%s: %d warning%s;", o->script, warnings, warnings == 1 ? "" : "s");
+        print_hooks(p);
+        zke_policy_free(p);
+    }
+    if (settings) {
+        fflush(stdout);
+        int warned = run_preflight(o);
+        warnings += warned;
+        print_settings(o, warned);
+    }
     fflush(stdout);
     if (o->strict && warnings > 0)
-        die(EX_CONFIG, "%s: %d warning%s (--strict)", o->script, warnings,
-            warnings == 1 ? "" : "s");
+        die(EX_CONFIG, "%s: %d warning%s (--strict)", o->script != NULL ? o->script : "settings",
+            warnings, warnings == 1 ? "" : "s");
     return EX_OK;
 }

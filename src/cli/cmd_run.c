@@ -432,18 +432,14 @@ static struct zke_settings agent_settings(const struct opts *o, const char *asch
     return s;
 }
 
-/* Hooks still run on the loop: by default one may take a third of the
- * session timeout (at most ZKE_DEFAULT_HOOK_TIMEOUT_MS), and never more
- * than the lease leaves between two renewals. The library refuses explicit
- * values that do not fit (exit 78), here and again against the granted
- * timeout; the default follows the plan, sized again when the server
- * grants another timeout. Sets o->hook_timeout when it was not given. */
-static void plan_lease(struct app *app, struct opts *o, const struct zke_settings *s,
+/* The lease plan for the asked timeout: exits 78 when values given do not
+ * fit; returns 1 when only the asked timeout is too short (logged: the
+ * server's grant decides), else 0. */
+static int check_lease(const struct opts *o, const struct zke_settings *s,
                        struct zke_lease_plan *plan)
 {
     char err[2048];
     int st = o->session_timeout > 0 ? o->session_timeout : ZKE_DEFAULT_SESSION_TIMEOUT_MS;
-    app->hook_timeout_set = o->hook_timeout > 0;
     if (zke_lease_check(s, st, plan, err, sizeof err) != 0) {
         int given = o->stepdown_budget || o->lease_margin || o->renew_interval || o->server_tick ||
                     o->drift > 0 || o->hook_timeout;
@@ -455,7 +451,22 @@ static void plan_lease(struct app *app, struct opts *o, const struct zke_setting
         snprintf(msg, sizeof msg, "%s; the server's grant decides (at least twice its tickTime), "
                  "and the agent stops if that is still too short", err);
         log_msg(ZKE_LOG_WARN, "log", msg);
+        return 1;
     }
+    return 0;
+}
+
+/* Hooks still run on the loop: by default one may take a third of the
+ * session timeout (at most ZKE_DEFAULT_HOOK_TIMEOUT_MS), and never more
+ * than the lease leaves between two renewals. The library refuses explicit
+ * values that do not fit (exit 78), here and again against the granted
+ * timeout; the default follows the plan, sized again when the server
+ * grants another timeout. Sets o->hook_timeout when it was not given. */
+static void plan_lease(struct app *app, struct opts *o, const struct zke_settings *s,
+                       struct zke_lease_plan *plan)
+{
+    app->hook_timeout_set = o->hook_timeout > 0;
+    (void)check_lease(o, s, plan);
     if (o->hook_timeout == 0)
         o->hook_timeout = plan->hook_budget_ms;
     app->timing = *plan;
@@ -741,6 +752,21 @@ static void set_fence(struct app *app, const struct opts *o)
     if (zke_guard_set_fence(app->guard, argv, env, o->fence_timeout) != 0)
         die(EX_USAGE, "--fence '%s': too long for the watcher's page (at most %d bytes with "
             "the id and path)", o->fence, ZKE_GUARD_FENCE_MAX);
+}
+
+int run_preflight(struct opts *o)
+{
+    const char *ascheme, *acred;
+    char who[160];
+    struct zke_lease_plan plan;
+    check_run_options(o);
+    supervise_check(o);
+    resolve_auth(o, &ascheme, &acred, who, sizeof who);
+    enum zke_acl acl = choose_acl(o, ascheme);
+    struct zke_settings s = agent_settings(o, ascheme, acred, acl, NULL);
+    int warnings = check_lease(o, &s, &plan);
+    forget_auth(o, ascheme, acred);
+    return warnings;
 }
 
 int cmd_run(struct opts *o)

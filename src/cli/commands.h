@@ -17,5 +17,10 @@ int cmd_status(struct opts *o);
 int cmd_watch(struct opts *o);
 int cmd_ctl(struct opts *o);
 int cmd_demo(struct opts *o);
+/* What zkelect run refuses before it connects (its options, files,
+ * command, credentials, the lease plan for the asked timeout), for zkelect
+ * check: exits as run would (64, 66, 77, 78); returns the number of
+ * warnings it logged (the log must be set up). */
+int run_preflight(struct opts *o);
 
 #endif

@@ -61,10 +61,20 @@ int main(int argc, char **argv)
         rc = options_argv(&o, argc - 1, argv + 1, &msg);
     switch (rc) {
     case OPTIONS_OK:
-        /* run ... -- CMD [ARGS...]: the words after "--" (options.c) */
-        if (o.cmd_sep && command != cmd_run)
+        /* run ... -- CMD [ARGS...]: the words after "--" (options.c);
+         * check takes them to check them as run would */
+        if (o.cmd_sep && command != cmd_run && command != cmd_check)
             die(EX_USAGE, "'-- %s': only zkelect run runs a command",
                 o.cmd_argc > 0 ? o.cmd_argv[0] : "");
+        /* ZKELECT_COMMAND: "-- /bin/sh -c TEXT" unless "--" was given; the
+         * other commands (a CMD's own zkelect status) leave it alone */
+        static char *shell[] = { "/bin/sh", "-c", NULL, NULL };
+        if (!o.cmd_sep && o.command_env != NULL && (command == cmd_run || command == cmd_check)) {
+            shell[2] = (char *)o.command_env;
+            o.cmd_sep = o.cmd_shell = 1;
+            o.cmd_argc = 3;
+            o.cmd_argv = shell;
+        }
         if (o.cmd_sep && o.cmd_argc == 0)
             die(EX_USAGE, "'--' with no command after it (zkelect run ... -- CMD [ARGS...])");
         if (o.cmd_sep && o.cmd_argv[0][0] == '\0')

@@ -232,7 +232,7 @@ static const char usage_head[] =
     "Usage:\n"
     "  zkelect run --zk HOST:PORT[,...][/chroot] --path /election/path --id NAME\n"
     "              [--script policy.lua] [--notify CMD] [options] [-- CMD [ARGS...]]\n"
-    "  zkelect check --script policy.lua [--strict]\n"
+    "  zkelect check [--script policy.lua] [--strict] [run's settings] [-- CMD]\n"
     "  zkelect status --zk HOSTS --path /election/path [--json] [--auth-file FILE]\n"
     "  zkelect watch --zk HOSTS --path /election/path [--script observer.lua] [--auth-file FILE]\n"
     "  zkelect ctl [--control PATH | -i NAME] status [--json] | resign [--to ID]\n"
@@ -242,12 +242,15 @@ static const char usage_head[] =
     "\n"
     "run: join the election at --path and run the policy's hooks until SIGTERM/SIGINT;\n"
     "with -- CMD, CMD runs (its own process group, no shell) while this candidate leads,\n"
-    "and is stopped (SIGTERM, then SIGKILL) before its node is released.\n";
+    "and is stopped (SIGTERM, then SIGKILL) before its node is released; ZKELECT_COMMAND\n"
+    "is its environment form, one line for /bin/sh -c (a -- CMD given wins).\n"
+    "The command line wins over the ZKELECT_* variables, which win over the defaults.\n";
 
 static const char usage_tail[] =
     "\n"
-    "check: load the policy script and report its hooks, without connecting; --strict\n"
-    "exits 78 on any warning (a misspelt hook), for CI.\n"
+    "check: load the policy script and report its hooks, and with --zk (or without a\n"
+    "script) check run's settings as run would, without connecting; --strict exits 78 on\n"
+    "any warning (a function named like a hook whose hook is there too), for CI.\n"
     "status: print the election's candidates in order (also Curator and kazoo ones), the\n"
     "leader, its epoch and whether it published its leader data; --json for machines.\n"
     "Exit 0 a leader, 3 no leader (no candidates, or no such path), 66 not an election (no\n"
@@ -498,6 +501,9 @@ enum options_outcome options_env(struct opts *o, char **msg)
         if (rc != OPTIONS_OK)
             return rc;
     }
+    /* -- CMD's environment form (no flag: not in the table); empty: none */
+    const char *cmd = getenv("ZKELECT_COMMAND");
+    o->command_env = cmd != NULL && cmd[0] != '\0' ? cmd : NULL;
     return OPTIONS_OK;
 }
 

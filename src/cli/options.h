@@ -4,7 +4,9 @@
  * the value ranges all come. Adding a flag is one row in that table and one
  * member of struct opts.
  *
- * The environment is read first, then argv: a flag wins over its variable.
+ * The environment is read first, then argv: a flag wins over its variable
+ * (and "-- CMD" over ZKELECT_COMMAND, the command's variable, which has no
+ * flag).
  * Every value is checked when it is read (a range, a set of names); what
  * needs several values at once (--auth with --auth-file, --acl without
  * credentials, the lease) is checked by the command that uses them.
@@ -80,6 +82,11 @@ struct opts {
      * NULL-terminated tail */
     int cmd_sep, cmd_argc;
     char **cmd_argv;
+    /* ZKELECT_COMMAND (run, check): the command's environment form, one
+     * shell command line; main makes it cmd_argv = /bin/sh -c TEXT when no
+     * "--" was given (the command line wins), and sets cmd_shell */
+    const char *command_env;
+    int cmd_shell;
     /* ctl COMMAND ...: set words_ok before options_argv() and the words
      * from the first that is no option on are kept here (argv's own tail)
      * instead of refused */

@@ -3,6 +3,7 @@
 #include "supervise.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -133,13 +134,64 @@ static char *resolve(const char *argv0)
     die(EX_NOINPUT, "-- '%s': command not found in $PATH '%s'", argv0, path);
 }
 
+/* ZKELECT_COMMAND's text, parsed by the shell that will run it (sh -n:
+ * nothing runs): exits 78 with the shell's complaint when it does not
+ * parse (an unclosed quote), 70 when the shell cannot be started. */
+static void check_shell_syntax(const char *sh, const char *text)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0)
+        die(EX_SOFTWARE, "pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0)
+        die(EX_SOFTWARE, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        close(pfd[0]);
+        int null = open("/dev/null", O_RDWR);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(pfd[1], 2) < 0)
+            _exit(EXEC_FAILED);
+        execl(sh, sh, "-n", "-c", text, (char *)NULL);
+        _exit(EXEC_FAILED);
+    }
+    close(pfd[1]);
+    char said[600];
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read(pfd[0], said + have, sizeof said - 1 - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        if (have == sizeof said - 1) {
+            char rest[256];     /* the rest is read and dropped: the shell must not block */
+            while (read(pfd[0], rest, sizeof rest) > 0)
+                ;
+            break;
+        }
+    }
+    close(pfd[0]);
+    said[have] = '\0';
+    while (have > 0 && (said[have - 1] == '\n' || said[have - 1] == ' '))
+        said[--have] = '\0';
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        return;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == EXEC_FAILED && have == 0)
+        die(EX_SOFTWARE, "ZKELECT_COMMAND: cannot run %s to check it", sh);
+    die(EX_CONFIG, "ZKELECT_COMMAND '%s': the shell cannot parse it (%s -n: %s)", text, sh,
+        have > 0 ? said : "a syntax error");
+}
+
 void supervise_check(struct opts *o)
 {
     if (!o->cmd_sep) {
         if (o->cmd_restart != CMD_RESTART_UNSET || o->cmd_on_exit != CMD_ON_EXIT_UNSET)
             die(EX_USAGE, "--%s (or ZKELECT_%s) applies to a command: zkelect run ... -- CMD "
-                "[ARGS...]", o->cmd_restart != CMD_RESTART_UNSET ? "restart" : "on-exit",
-                o->cmd_restart != CMD_RESTART_UNSET ? "RESTART" : "ON_EXIT");
+                "[ARGS...] or ZKELECT_COMMAND", o->cmd_restart != CMD_RESTART_UNSET ? "restart"
+                : "on-exit", o->cmd_restart != CMD_RESTART_UNSET ? "RESTART" : "ON_EXIT");
         return;
     }
     if (o->cmd_on_exit == CMD_ON_EXIT_UNSET)
@@ -155,7 +207,10 @@ void supervise_check(struct opts *o)
     if (o->cmd_on_exit == CMD_ON_EXIT_RESTART && o->cmd_restart == CMD_RESTART_NEVER)
         die(EX_USAGE, "--restart never with --on-exit restart: nothing would restart the "
             "command; use --on-exit resign or exit, or --restart on-failure or always");
-    free(resolve(o->cmd_argv[0]));
+    char *file = resolve(o->cmd_argv[0]);
+    if (o->cmd_shell)
+        check_shell_syntax(file, o->cmd_argv[2]);
+    free(file);
 }
 
 static void kill_cb(struct ev_loop *loop, ev_timer *w, int revents);

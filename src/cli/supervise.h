@@ -5,7 +5,7 @@
  * One term, one command: CMD starts once the term is confirmed (the leader
  * event; with a script whose on_leader hook exists, once that hook has done
  * its work), in a process group of its own, argv executed directly (no
- * shell) with ZKELECT_ID, ZKELECT_EPOCH, ZKELECT_ROLE=leader, ZKELECT_PATH
+ * shell; ZKELECT_COMMAND's text is argv /bin/sh -c TEXT, options.h) with ZKELECT_ID, ZKELECT_EPOCH, ZKELECT_ROLE=leader, ZKELECT_PATH
  * and ZKELECT_NODE in its environment (the variables zkelect.spawn gives a
  * term's child), stdin from /dev/null, stdout and stderr read as log
  * records (childout.h: child "cmd"; a run's pipes are closed once what it
@@ -70,7 +70,8 @@ typedef void supervisor_note_fn(void *ud, enum supervisor_note what);
  * --restart and --on-exit, refuses their nonsense combinations (exit 64),
  * and finds the command (a path, or a name looked up in $PATH): exit 66 if
  * it is missing or not a regular file, 77 if it may not be executed.
- * Without a command, --restart or --on-exit given is refused (exit 64). */
+ * Without a command, --restart or --on-exit given is refused (exit 64).
+ * ZKELECT_COMMAND's text must parse (sh -n), or exit 78. */
 void supervise_check(struct opts *o);
 /* NULL when o has no command. The strings of o (the command's argv) must
  * outlive it; guard and cg may be NULL (cg: the term's processes are then

@@ -627,10 +627,19 @@ def test_command_after_double_dash():
            "--restart on-failure")
     expect(argv(on_exit="exit", restart="always") + ["--", "true"], 64, "--on-exit exit", "--restart always")
     expect(argv(restart="never") + ["--", "true"], 64, "--restart never", "--on-exit")
-    # only run takes a command; a "--" that is an option's value is no separator
-    for cmd in ("status", "watch", "check"):
+    # only run takes a command (check checks it); a "--" that is an option's value is no separator
+    for cmd in ("status", "watch"):
         expect([h.ZKELECT_BIN, cmd, "--zk", "127.0.0.1:1", "--path", "/e", "--", "true"], 64,
                "only zkelect run", kind="cmd " + cmd)
+    expect([h.ZKELECT_BIN, "check", "--zk", "127.0.0.1:1", "--path", "/e", "--id", "x", "--",
+            "/nonexistent/cmd"], 66, "/nonexistent/cmd")
+    # its environment form, for the shell: one it cannot parse is refused by run and check
+    bad = "exec sleep '600"
+    for args in (argv(), [h.ZKELECT_BIN, "check"] + argv()[2:8]):
+        rc, _, err, _ = h.run(args, env=dict(ZKELECT_COMMAND=bad), timeout=10)
+        assert rc == 78 and "ZKELECT_COMMAND '%s'" % bad in err and "Unterminated quoted string" in err, \
+            (args, rc, err)
+        assert len(err.strip().splitlines()) == 1, err
     expect(argv(data="--") + ["--"], 64, "no command")
 
 

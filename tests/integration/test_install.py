@@ -234,8 +234,8 @@ def test_units_name_the_configured_binary_and_verify():
     for name, as_name in (("zkelect.service", "zkelect.service"),
                           ("zkelect@.service", "zkelect@db.service")):
         text = open(os.path.join(stage, "lib/systemd/system", name)).read()
-        assert "ExecStart=%s run " % binary in text, text
-        assert "ExecStartPre=%s check" % binary in text, text
+        assert "ExecStart=%s run" % binary in text.splitlines(), text
+        assert "ExecStartPre=%s check --strict" % binary in text.splitlines(), text
         execs = [l for l in text.splitlines() if l.startswith("Exec") and "zkelect" in l]
         assert all(binary in l for l in execs), execs
         write(os.path.join(d, as_name), text.replace(binary, os.path.join(stage, "bin/zkelect")))
