@@ -233,7 +233,8 @@ static void on_http(void *ud, const char *method, const char *url, struct httpd_
     if (app->takeover_delay_ms > 0 && app->term_began > 0) {
         /* rounded up: "0 ms left" is never a 503's reason */
         double left = app->takeover_delay_ms - (mono_now() - app->term_began) * 1000.0;
-        v.takeover_left_ms = left > 0 ? (long long)left + 1 : 0;
+        long long whole = (long long)left;
+        v.takeover_left_ms = left <= 0 ? 0 : whole + (left > (double)whole);
     }
     endpoints_answer(&v, method, url, r);
 }

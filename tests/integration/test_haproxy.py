@@ -19,7 +19,7 @@ connecting every 10 ms across a resign (the old leader lives on and says
 last connection to the old one's; the new one's gets traffic no sooner than
 the delay after its leader event. (Without the delay the two overlap for
 up to a check interval, in about half of the handovers:
-bench/lb_overlap.py measures it, docs/benchmarks.md has the numbers.)"""
+bench/haproxy/run measures it, docs/benchmarks.md has the numbers.)"""
 import http.client
 import os
 import re
@@ -330,8 +330,9 @@ def test_no_two_leaders_behind_haproxy_with_the_takeover_delay():
                   "(delay %.3f s); reached both for %.3f s"
                   % (old, new, new, first, delay / 1000.0, max(0.0, both)), flush=True)
             assert both < 0, "HAProxy reached both %s and %s for %.3f s" % (old, new, both)
-            # stamped before the connect that HAProxy routed: a few ms early at most
-            assert first > delay / 1000.0 - 0.1, (new, first)
+            # stamped before the connect that HAProxy routed: early by the client's
+            # own lateness at most (a loaded machine's thread, 0.3 s of slack)
+            assert first > delay / 1000.0 - 0.3, (new, first)
             assert first < delay / 1000.0 + inter + tcheck + SLACK, (new, first)
         for a in (c1, c3):
             a.term()
