@@ -35,6 +35,9 @@
 #define AGENT_HOLD_NAMES 16
 #define AGENT_HOLD_NAME_LEN 48
 #define AGENT_HOLD_SLOTS 32
+_Static_assert(AGENT_HOLD_NAMES + 1 < AGENT_HOLD_SLOTS, "a hold's slot fits in AGENT_HOLD_SLOTS");
+_Static_assert(TERM_HOLD_TOKEN_MAX <= (INT_MAX - AGENT_HOLD_SLOTS) / AGENT_HOLD_SLOTS,
+               "a hold's token (term token x AGENT_HOLD_SLOTS + slot) fits in an int");
 
 /* The agent's session, with the next request marked as this agent's, so
  * that freeing the agent on a shared session can cancel what it still

@@ -226,8 +226,12 @@ void zke_agent_release_node(zke_agent *a, int token)
         if (a->hold_what[slot - 1][0] == '\0')
             return;             /* released already */
         a->hold_what[slot - 1][0] = '\0';
-    } else if (mine && slot == AGENT_HOLD_NAMES + 1 && a->hold_unnamed > 0) {
+    } else if (mine && slot == AGENT_HOLD_NAMES + 1) {
+        if (a->hold_unnamed == 0)
+            return;             /* the unnamed holds given back already */
         a->hold_unnamed--;
+    } else if (mine) {
+        return;                 /* a slot never handed out: nothing to give back */
     }
     if (term_release(&a->term, tt))
         agent_end_hold(a);      /* (a stale token does nothing) */

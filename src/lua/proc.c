@@ -8,7 +8,7 @@
  * child). The box holds the on_exit callback as a registry ref, released
  * exactly once (at exit, or when the box is closed/collected).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE         /* pipe2: close-on-exec from the start (a host's other thread may fork) */
 #include "proc.h"
 #include "handle.h"
 #include "termcg.h"
@@ -274,14 +274,12 @@ proc *proc_spawn_io(scope *s, char *const argv[], char *const env[], const struc
      * (PR_SET_PDEATHSIG), or a SIGKILLed leader's duty would run on. A
      * close-on-exec pipe reports a failed exec. */
     int pfd[2];
-    if (pipe(pfd) != 0) {
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot start '%s': %s", argv[0], strerror(errno));
         free(envp);
         free(p);
         return NULL;
     }
-    (void)fcntl(pfd[0], F_SETFD, FD_CLOEXEC);
-    (void)fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
     pid_t parent = getpid();
     int unguarded = 0;          /* the guard's table was full: the child was killed */
     pid_t pid = fork();
@@ -405,7 +403,7 @@ static void lproc_exit(void *ud, proc *p, int status);
 static int output_pipes(int po[2], int pe[2])
 {
     po[0] = po[1] = pe[0] = pe[1] = -1;
-    if (pipe(po) != 0 || pipe(pe) != 0) {
+    if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
         int e = errno;
         if (po[0] >= 0) {
             close(po[0]);
@@ -413,10 +411,6 @@ static int output_pipes(int po[2], int pe[2])
         }
         errno = e;
         return -1;
-    }
-    for (int i = 0; i < 2; i++) {
-        (void)fcntl(po[i], F_SETFD, FD_CLOEXEC);
-        (void)fcntl(pe[i], F_SETFD, FD_CLOEXEC);
     }
     return 0;
 }
@@ -926,16 +920,12 @@ static void exec_cancel(struct hook_wait *w)
 static struct exec_op *exec_new(const struct host *h, size_t maxout, int po[2], int pe[2])
 {
     struct exec_op *op = calloc(1, sizeof *op);
-    if (op == NULL || pipe(po) != 0 || pipe(pe) != 0) {
+    if (op == NULL || pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
         int e = op != NULL ? errno : ENOMEM;
         if (po[0] >= 0) { close(po[0]); close(po[1]); }
         free(op);
         errno = e;
         return NULL;
-    }
-    for (int i = 0; i < 2; i++) {
-        (void)fcntl(po[i], F_SETFD, FD_CLOEXEC);
-        (void)fcntl(pe[i], F_SETFD, FD_CLOEXEC);
     }
     (void)fcntl(po[0], F_SETFL, O_NONBLOCK);
     (void)fcntl(pe[0], F_SETFL, O_NONBLOCK);

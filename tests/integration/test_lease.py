@@ -171,7 +171,7 @@ def test_a_waiting_on_stepdown_holds_the_node():
         done = [e for e in a.find("script") if e["msg"].startswith("undo_done")]
         assert done, a.describe()
         assert done[0]["mono_ns"] < lb["mono_ns"], (done, lb)
-        assert not [e for e in a.events() if "still running" in str(e.get("msg"))], a.describe()
+        assert not [e for e in a.events() if "still holding our node" in str(e.get("msg"))], a.describe()
         # past the bound: 3 s of undo, half the budget is 500 ms
         os.environ["ZKT_UNDO_S"] = "3"
         c = h.Agent(zk, "hc", path=PATH, script=STEPDOWN_WAIT, session_timeout=T, extra=extra)
@@ -192,7 +192,7 @@ def test_a_waiting_on_stepdown_holds_the_node():
         assert c.wait_exit(10) == 0
         # whichever bound fired first: the agent's, or the hook's own budget
         # (on_stepdown gets half the step-down budget too)
-        assert [e for e in c.events()[mc:] if "still running" in str(e.get("msg")) or
+        assert [e for e in c.events()[mc:] if "still holding our node" in str(e.get("msg")) or
                 (e.get("event") == "hook_error" and e.get("hook") == "on_stepdown")], c.describe()
         assert not [e for e in c.find("script", since=mc) if e["msg"].startswith("undo_done")]
         d.term()
