@@ -136,6 +136,10 @@ static void status_done(const struct zke_census *c, void *ud)
     sr->done = 1;
     sr->code = exit_code_for(c->reason);
     sr->missing = c->reason != NULL && strcmp(c->reason, "no_election") == 0;
+    if (c->reason != NULL && strcmp(c->reason, "unreachable") == 0) {
+        error_line(c->msg, "");     /* the library's one wording, as run and watch say it */
+        return;
+    }
     if (c->reason != NULL && !sr->missing) {
         size_t n = strlen(sr->path) + strlen(c->msg) + strlen(sr->zk) + 8;
         char *msg = malloc(n);
@@ -176,10 +180,11 @@ int cmd_status(struct opts *o)
     const char *ascheme, *acred;
     char who[160];
     resolve_auth(o, &ascheme, &acred, who, sizeof who);
-    /* --connect-timeout bounds the whole reading; 0 or unset: the default */
+    /* --connect-timeout bounds the whole reading: by default a short one
+     * (options_status_timeout), 0 none */
     struct zke_observer_settings s = {
         .zk = o->zk, .path = o->path,
-        .connect_timeout_ms = o->connect_timeout > 0 ? o->connect_timeout : 0,
+        .connect_timeout_ms = options_status_timeout(o),
         .auth_scheme = ascheme, .auth_credentials = acred,
     };
     int rc = zke_census_run(loop, &s, status_done, &sr, err, sizeof err);

@@ -87,7 +87,8 @@ static const struct option_row rows[] = {
     { "connect-timeout", "MS", OPT_MS, NUM(connect_timeout, 0, INT_MAX),
       "ZKELECT_CONNECT_TIMEOUT", NULL,
       "give up (exit 69) if the first connection takes longer,\n"
-      "default " STR(ZKE_DEFAULT_CONNECT_TIMEOUT_MS) ", 0 = wait forever", 0 },
+      "default " STR(ZKE_DEFAULT_CONNECT_TIMEOUT_MS) ", 0 = wait forever; status: the whole\n"
+      "reading, default " STR(STATUS_TIMEOUT_MS), 0 },
     { "hook-timeout", "MS", OPT_MS, NUM(hook_timeout, 1, 3600000), "ZKELECT_HOOK_TIMEOUT", NULL,
       "longest a hook may run without waiting (it stalls the loop),\n"
       "default a third of the session timeout, at most " STR(ZKE_DEFAULT_HOOK_TIMEOUT_MS) "\n"
@@ -349,6 +350,12 @@ void options_init(struct opts *o)
 int options_connect_timeout(const struct opts *o)
 {
     return o->connect_timeout < 0 ? 0 : o->connect_timeout == 0 ? -1 : o->connect_timeout;
+}
+
+int options_status_timeout(const struct opts *o)
+{
+    return o->connect_timeout < 0 ? STATUS_TIMEOUT_MS : o->connect_timeout == 0 ? -1
+                                                                                : o->connect_timeout;
 }
 
 const char *options_choice_name(const char *option, int value)

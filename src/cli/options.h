@@ -116,6 +116,11 @@ enum options_outcome options_argv(struct opts *o, int argc, char **argv, char **
 /* --connect-timeout as the library's connect_timeout_ms: not given, its
  * default (0); 0, forever (-1); else the value. */
 int options_connect_timeout(const struct opts *o);
+/* zkelect status: --connect-timeout bounds the whole reading, default
+ * STATUS_TIMEOUT_MS (a script's check of ZooKeeper fails fast); as the
+ * library's connect_timeout_ms (-1 for 0: no limit). */
+#define STATUS_TIMEOUT_MS 5000
+int options_status_timeout(const struct opts *o);
 /* The whole usage text, on out. */
 void options_usage(FILE *out);
 /* The name of a choice's value, for the log: option is the flag ("--compat"). */

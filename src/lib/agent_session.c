@@ -6,6 +6,7 @@
 #include "settings.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -118,9 +119,13 @@ void agent_connect_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     if (a->ever_connected)
         return;
-    const char *why = a->sess != NULL ? session_open_error(a->sess) : NULL;
-    agent_err(a, "cannot connect to ZooKeeper at '%s' within %d ms%s%s",
-             a->set.zk, a->set.connect_timeout_ms, why != NULL ? ": " : "", why != NULL ? why : "");
+    char *msg = a->sess != NULL ? session_unreachable(a->sess, a->set.connect_timeout_ms) : NULL;
+    if (msg != NULL)
+        agent_err(a, "%s", msg);
+    else
+        agent_err(a, "cannot connect to ZooKeeper at '%s' within %d ms", a->set.zk,
+                  a->set.connect_timeout_ms);
+    free(msg);
     a->stop_reason = "unreachable";
     zke_agent_stop(a);
 }

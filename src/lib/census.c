@@ -23,6 +23,7 @@ struct run {
     struct census c;
     int pending;                /* candidate reads in flight */
     int finished;               /* finish() was called: done() follows from the loop */
+    int timeout_ms;             /* the whole reading's bound, < 0 none */
     census_done_fn *done;
     void *ud;
 };
@@ -212,7 +213,9 @@ static void to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     struct run *r = w->data;
     (void)loop;
     (void)revents;
-    finish(r, OB_UNREACHABLE, "no answer from ZooKeeper in time");
+    char *msg = session_unreachable(r->s, r->timeout_ms);
+    finish(r, OB_UNREACHABLE, msg != NULL ? msg : "no answer from ZooKeeper in time");
+    free(msg);
 }
 
 static void prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
@@ -281,7 +284,12 @@ int census_run(struct ev_loop *loop, const char *zk, const char *path, int sessi
     ev_prepare_start(loop, &r->prep);
     if (timeout_ms >= 0)
         ev_timer_start(loop, &r->to);
-    if (session_open(r->s) != 0)
-        finish(r, OB_UNREACHABLE, session_error(r->s));
+    r->timeout_ms = timeout_ms;
+    if (session_open(r->s) != 0) {
+        /* a host name that does not resolve: said at once */
+        char *msg = session_open_error(r->s) != NULL ? session_unreachable(r->s, -1) : NULL;
+        finish(r, OB_UNREACHABLE, msg != NULL ? msg : session_error(r->s));
+        free(msg);
+    }
     return 0;
 }

@@ -467,9 +467,9 @@ int observer_start(observer *o)
     return 0;
 }
 
-const char *observer_open_error(const observer *o)
+char *observer_unreachable(const observer *o, int waited_ms)
 {
-    return session_open_error(o->s);
+    return session_unreachable(o->s, waited_ms);
 }
 
 void observer_free(observer *o)

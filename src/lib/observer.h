@@ -52,9 +52,9 @@ observer *observer_new(struct ev_loop *loop, const char *zk, const char *path, i
                        zke_event_fn *on_change, zke_log_fn *log, observer_fatal_fn *on_fatal,
                        void *ud);
 int observer_start(observer *o);
-/* Why the session could not be opened last (a host name that does not
- * resolve), or NULL. */
-const char *observer_open_error(const observer *o);
+/* No first report within waited_ms, in the one wording of
+ * session_unreachable() (naming why, when known). Allocated, or NULL. */
+char *observer_unreachable(const observer *o, int waited_ms);
 void observer_free(observer *o);
 
 #endif

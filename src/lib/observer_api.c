@@ -176,14 +176,11 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 static void connect_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     zke_observer *o = w->data;
-    static const char fmt[] = "no answer from ZooKeeper at %s within the connect timeout (%d ms)%s%s";
     (void)loop;
     (void)revents;
     if (o->phase != OBS_STARTED)
         return;
-    const char *why = observer_open_error(o->ob);
-    char *msg = xprintf(fmt, o->zk, o->connect_timeout_ms, why != NULL ? ": " : "",
-                        why != NULL ? why : "");
+    char *msg = observer_unreachable(o->ob, o->connect_timeout_ms);
     queue_text(o, OI_FATAL, ZKE_LOG_ERROR, "unreachable",
                msg != NULL ? msg : "no answer from ZooKeeper within the connect timeout");
     free(msg);

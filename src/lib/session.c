@@ -60,6 +60,12 @@ struct session {
     unsigned need_rearm : 1, close_requested : 1, connected : 1, dead : 1;
     double close_by;            /* a requested close waits for the answers in flight until then */
     double last_loud;           /* time of the last client line passed on above debug */
+    /* why the last connect attempt failed ("ZooKeeper 127.0.0.1:2181:
+     * connection refused"), "" when none failed since the last connection;
+     * the last such reason logged, when, and the failures since */
+    char conn_err[192], conn_err_said[192];
+    double conn_err_said_at;
+    unsigned conn_err_repeats;
     double backoff;
     struct touch_log touch;     /* what the quorum leader surely heard (the lease's base) */
     int64_t opened_ns;          /* when this handle was opened */
@@ -70,6 +76,7 @@ struct session {
     int tick_bound_ms;          /* the probe's bound on it (session_set_tick_bound), or 0 */
     double drift;
     unsigned handle_connected : 1;  /* this handle connected once (its session exists) */
+    unsigned ever_connected : 1;    /* any handle of this session connected once */
     unsigned tick_set : 1;
     unsigned tick_unstated : 1; /* an agent stated none: the bound, else half the timeout */
     int64_t renewal_sent_ns;    /* latest sync or commit handed to the library on this connection */
@@ -138,16 +145,87 @@ static void slog(session *s, enum zke_log_level lvl, const char *fmt, ...)
     s->cb.log(s->ud, lvl, buf);
 }
 
-/* The client's own ERROR and WARN lines (a failed connect, "Exceeded
- * deadline") are passed on as warnings, at most one a second: during an
- * outage the client retries many times a second. The rest is debug. */
+/* A failed connect attempt's reason, as one short text: the first time,
+ * when it changes, and at most every CONN_ERR_REPEAT seconds while it
+ * stays the same (with the count since), it is logged as a warning; it is
+ * kept for the "cannot connect" error (session_conn_error). */
+#define CONN_ERR_REPEAT 30.0
+
+static void note_conn_err(session *s, const char *text)
+{
+    snprintf(s->conn_err, sizeof s->conn_err, "%s", text);
+    double now = ev_now(s->loop);
+    if (strcmp(s->conn_err_said, s->conn_err) == 0 && now - s->conn_err_said_at < CONN_ERR_REPEAT) {
+        s->conn_err_repeats++;
+        return;
+    }
+    if (strcmp(s->conn_err_said, s->conn_err) == 0)
+        slog(s, ZKE_LOG_WARN, "%s (%u more failed attempts in %.0f s); retrying", s->conn_err,
+             s->conn_err_repeats, now - s->conn_err_said_at);
+    else
+        slog(s, ZKE_LOG_WARN, "%s; retrying", s->conn_err);
+    snprintf(s->conn_err_said, sizeof s->conn_err_said, "%s", s->conn_err);
+    s->conn_err_said_at = now;
+    s->conn_err_repeats = 0;
+}
+
+/* The client's line about a failed socket ("Socket 127.0.0.1:2181 zk
+ * retcode=-4, errno=111(Connection refused): server refused to accept the
+ * client", "connection to 127.0.0.1:2181 timed out (exceeded timeout by
+ * 3ms)") as "ZooKeeper 127.0.0.1:2181: connection refused" in out; 0, or
+ * -1 when the line is none of those. */
+static int socket_error(const char *line, char *out, size_t outlen)
+{
+    const char *a = strstr(line, "Socket "), *end;
+    if (a != NULL && (end = strstr(a, " zk retcode=")) != NULL) {
+        a += strlen("Socket ");
+        if (*a == '[' && end > a + 1 && end[-1] == ']') {
+            a++;
+            end--;
+        }
+        const char *e = strstr(end, "errno=");
+        long n = e != NULL ? strtol(e + strlen("errno="), NULL, 10) : 0;
+        const char *why = strstr(end, "): ");
+        char reason[96];
+        if (n > 0 && n < 4096)
+            snprintf(reason, sizeof reason, "%s", strerror((int)n));
+        else
+            snprintf(reason, sizeof reason, "%s", why != NULL ? why + 3 : "connection lost");
+        /* strerror's capital, in the middle of our line */
+        if (reason[0] >= 'A' && reason[0] <= 'Z' && !(reason[1] >= 'A' && reason[1] <= 'Z'))
+            reason[0] = (char)(reason[0] - 'A' + 'a');
+        snprintf(out, outlen, "ZooKeeper %.*s: %s", (int)(end - a < 100 ? end - a : 100), a, reason);
+        return 0;
+    }
+    a = strstr(line, "connection to ");
+    if (a != NULL && (end = strstr(a, " timed out")) != NULL) {
+        a += strlen("connection to ");
+        snprintf(out, outlen, "ZooKeeper %.*s: timed out (no answer within two thirds of the "
+                 "session timeout)", (int)(end - a < 100 ? end - a : 100), a);
+        return 0;
+    }
+    return -1;
+}
+
+/* The client's own lines are debug. A failed connect (each attempt, many
+ * a second during an outage) is folded into one reason (note_conn_err);
+ * its "delaying connection" between rounds says nothing more; any other
+ * ERROR or WARN line ("Exceeded deadline") is passed on as a warning, at
+ * most one a second. */
 static void zk_log(const char *message)
 {
     session *s = log_target;
     enum zke_log_level lvl = ZKE_LOG_DEBUG;
+    char err[sizeof s->conn_err];
     if (s == NULL)
         return;
-    if (strstr(message, ":ZOO_ERROR@") != NULL || strstr(message, ":ZOO_WARN@") != NULL) {
+    int loud = strstr(message, ":ZOO_ERROR@") != NULL || strstr(message, ":ZOO_WARN@") != NULL;
+    if (loud && socket_error(message, err, sizeof err) == 0) {
+        slog(s, ZKE_LOG_DEBUG, "zookeeper: %s", message);
+        note_conn_err(s, err);
+        return;
+    }
+    if (loud && strstr(message, "Delaying connection after exhaustively") == NULL) {
         double now = ev_now(s->loop);
         if (now - s->last_loud >= 1.0) {
             s->last_loud = now;
@@ -343,6 +421,8 @@ static void global_watcher(zhandle_t *zh, int type, int state, const char *path,
             touch_revalidated(&s->touch);
         s->renewal_sent_ns = 0;     /* what the old one sent pairs with nothing here */
         s->handle_connected = 1;
+        s->conn_err[0] = s->conn_err_said[0] = '\0';   /* the next outage is told at once */
+        s->ever_connected = 1;
         s->cb.state(s->ud, SESS_S_CONNECTED);
     } else if (state == ZOO_CONNECTING_STATE) {
         s->connected = 0;
@@ -562,8 +642,11 @@ static double handshake_watch(session *s, int fd)
     double left = s->attempt_since + limit - now;
     if (left > 0)
         return left;
-    slog(s, ZKE_LOG_INFO, "no answer to a connect attempt within %.0f ms: trying the next server",
-         limit * 1000);
+    const char *server = zoo_get_current_server(s->zh);
+    char text[sizeof s->conn_err];
+    snprintf(text, sizeof text, "ZooKeeper %.100s: no answer to the connect attempt within %.0f ms",
+             server != NULL ? server : "?", limit * 1000);
+    note_conn_err(s, text);
     zoo_cycle_next_server(s->zh);       /* else the library may try the same one again */
     (void)shutdown(fd, SHUT_RDWR);
     s->attempt_fd = -1;
@@ -844,6 +927,24 @@ int session_timeout_ms(const session *s)
 const char *session_open_error(const session *s)
 {
     return s->open_err;
+}
+
+const char *session_conn_error(const session *s)
+{
+    return s->open_err != NULL ? s->open_err : s->conn_err[0] != '\0' ? s->conn_err : NULL;
+}
+
+char *session_unreachable(const session *s, int waited_ms)
+{
+    const char *why = session_conn_error(s);
+    if (s->ever_connected)
+        return xprintf("no answer from ZooKeeper at '%s' within %d ms%s%s", s->hosts, waited_ms,
+                       why != NULL ? ": " : "", why != NULL ? why : "");
+    if (waited_ms < 0)
+        return xprintf("cannot connect to ZooKeeper at '%s'%s%s", s->hosts, why != NULL ? ": " : "",
+                       why != NULL ? why : "");
+    return xprintf("cannot connect to ZooKeeper at '%s' within %d ms%s%s", s->hosts, waited_ms,
+                   why != NULL ? ": " : "", why != NULL ? why : "");
 }
 
 const char *session_error(const session *s)

@@ -117,6 +117,16 @@ const char *session_error(const session *s);  /* reason of the last -1 */
 /* Why the last session_open() failed (a host name that does not resolve...),
  * or NULL when it succeeded. */
 const char *session_open_error(const session *s);
+/* Why the session is not connected, as far as known: the open error, else
+ * the last failed connect attempt since the last connection ("ZooKeeper
+ * 127.0.0.1:2181: connection refused"), else NULL. */
+const char *session_conn_error(const session *s);
+/* The one wording of "ZooKeeper did not answer within waited_ms" (run,
+ * watch and status say the same): "cannot connect to ZooKeeper at 'HOSTS'
+ * within N ms: WHY" (never connected; waited_ms < 0: it failed at once),
+ * "no answer from ZooKeeper at 'HOSTS' within N ms: WHY" (connected once).
+ * Allocated (free it), NULL when out of memory. */
+char *session_unreachable(const session *s, int waited_ms);
 /* "<dir>/<name>", malloc'd (the caller frees it); NULL when out of memory.
  * Any length: a child's name is another client's bytes, and ZooKeeper takes
  * names of any length up to its packet limit. Pure; any thread. */

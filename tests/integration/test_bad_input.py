@@ -341,6 +341,29 @@ def test_zookeeper_unreachable():
     assert time.monotonic() - t0 < 15
 
 
+def test_zookeeper_refused_said_once_and_alike():
+    """A port where nothing listens: run, watch and status end with the same
+    line, naming the socket's error ("connection refused"); the client's own
+    lines (one a second, then: "ZOO_ERROR@check_events ... errno=111") are
+    folded into one warning; status gives up after its short default (5 s,
+    not the 15 s of run and watch)."""
+    zkhosts = "127.0.0.1:1"
+    want = ("cannot connect to ZooKeeper at '%s' within 3000 ms: ZooKeeper %s: connection refused"
+            % (zkhosts, zkhosts))
+    for cmd in ("run", "watch", "status"):
+        args = argv(connect_timeout="3000") if cmd == "run" else \
+            [h.ZKELECT_BIN, cmd, "--zk", zkhosts, "--path", "/e", "--connect-timeout", "3000"]
+        rc, out, err, dt = h.run(args, timeout=15)
+        lines = [l for l in err.splitlines() if l.strip()]
+        assert rc == 69 and lines and lines[-1] == "zkelect: error: " + want, (cmd, rc, err)
+        assert "ZOO_" not in err and "zookeeper:" not in err, (cmd, err)
+        warned = [l for l in lines if "connection refused; retrying" in l]
+        assert len(warned) <= 1, (cmd, err)
+    rc, line, dt = expect([h.ZKELECT_BIN, "status", "--zk", zkhosts, "--path", "/e"], 69,
+                          "within 5000 ms", "connection refused", timeout=20)
+    assert 4.5 <= dt < 10, "status gave up after %.1f s (default 5000 ms)" % dt
+
+
 def test_help_and_version():
     rc, out, err, _ = h.run([h.ZKELECT_BIN, "--help"], timeout=10)
     assert rc == 0, (rc, out, err)
