@@ -23,11 +23,20 @@ struct status_run {
     int missing;                /* no such path: an election without candidates */
 };
 
+/* an outside string (node names, ids and data are any bytes another
+ * client wrote) as valid UTF-8: the output stays JSON */
+static void add_text(cJSON *o, const char *key, const char *v)
+{
+    char *clean = utf8_clean(v != NULL ? v : "", (size_t)1 << 20);
+    cJSON_AddStringToObject(o, key, clean != NULL ? clean : "");
+    free(clean);
+}
+
 static void status_json(const struct status_run *sr, const struct zke_census *c, int64_t now_ms)
 {
     const struct zke_candidate *lead = c->n > 0 && !c->candidates[0].gone ? &c->candidates[0] : NULL;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "path", sr->path);
+    add_text(o, "path", sr->path);
     cJSON_AddBoolToObject(o, "exists", !sr->missing);
     cJSON *arr = cJSON_AddArrayToObject(o, "candidates");
     for (int i = 0; i < c->n; i++) {
@@ -36,14 +45,14 @@ static void status_json(const struct status_run *sr, const struct zke_census *c,
         char sess[24];
         snprintf(sess, sizeof sess, "0x%llx", (unsigned long long)e->session);
         cJSON_AddNumberToObject(x, "position", i);
-        cJSON_AddStringToObject(x, "node", e->node);
+        add_text(x, "node", e->node);
         cJSON_AddNumberToObject(x, "seq", e->seq);
         cJSON_AddStringToObject(x, "kind", e->kind);
         if (e->gone) {
             cJSON_AddBoolToObject(x, "gone", 1);
         } else {
-            cJSON_AddStringToObject(x, "id", e->id ? e->id : "");
-            cJSON_AddStringToObject(x, "data", e->data ? e->data : "");
+            add_text(x, "id", e->id);
+            add_text(x, "data", e->data);
             cJSON_AddStringToObject(x, "session", sess);
             cJSON_AddNumberToObject(x, "age_ms", (double)(now_ms - e->ctime_ms));
             if (e->epoch > 0)
@@ -53,8 +62,8 @@ static void status_json(const struct status_run *sr, const struct zke_census *c,
     }
     if (lead != NULL) {
         cJSON *l = cJSON_AddObjectToObject(o, "leader");
-        cJSON_AddStringToObject(l, "id", lead->id ? lead->id : "");
-        cJSON_AddStringToObject(l, "node", lead->node);
+        add_text(l, "id", lead->id);
+        add_text(l, "node", lead->node);
         cJSON_AddStringToObject(l, "kind", lead->kind);
         if (lead->epoch > 0)
             cJSON_AddNumberToObject(l, "epoch", (double)lead->epoch);

@@ -5,6 +5,7 @@ leader data; --json; exit codes for a missing election and an unreachable
 server."""
 import json
 import os
+import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -108,6 +109,31 @@ def test_exit_codes_of_an_empty_election_and_of_a_folder_that_is_none():
         code, out, err, _ = status(zk, "--json")
         st = json.loads(out)
         assert code == 3 and st["exists"] is False and st["leader"] is None, (code, out, err)
+
+
+def test_status_json_of_a_node_whose_data_is_not_utf8():
+    """A foreign candidate (written by another client) whose data is not
+    UTF-8: --json stays JSON (valid UTF-8, the bad bytes as U+FFFD), where
+    it printed the raw bytes; the text output escapes them."""
+    with h.ZooKeeper() as zk:
+        cli = MiniZK("127.0.0.1", zk.port)
+        assert cli.create("/app") and cli.create(PATH)
+        raw = b"host-\xff\xfe-\xc3(-\xed\xa0\x80-" + "é".encode()
+        assert cli.create(PATH + "/8d2c1b0a9e8f__lock__0000000001", raw)
+        p = subprocess.run(h.wrap([h.ZKELECT_BIN, "status", "--zk", zk.hostport, "--path", PATH,
+                                   "--json"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=30, preexec_fn=h._pdeathsig)
+        assert p.returncode == 0, (p.returncode, p.stderr)
+        text = p.stdout.decode("utf-8")         # strict: raises on invalid UTF-8
+        st = json.loads(text)
+        c = st["candidates"]
+        assert len(c) == 1 and c[0]["kind"] == "kazoo", c
+        assert c[0]["id"].startswith("host-\ufffd") and c[0]["id"].endswith("-é"), c[0]
+        assert "\ufffd" in c[0]["data"] and c[0]["data"].endswith("-é"), c[0]
+        assert st["leader"]["id"] == c[0]["id"], st["leader"]
+        code, out, err, _ = status(zk)
+        assert code == 0 and "host-\\xff\\xfe" in out, (code, out, err)
+        cli.close()
 
 
 def test_status_errors():
