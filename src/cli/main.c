@@ -57,6 +57,7 @@ int main(int argc, char **argv)
         die(EX_USAGE, "unknown command '%s'", argv[1]);
     }
     o.words_ok = command == cmd_ctl;    /* ctl COMMAND [--to ID] */
+    o.command = argv[1];
     if (rc == OPTIONS_OK)
         rc = options_argv(&o, argc - 1, argv + 1, &msg);
     switch (rc) {
@@ -79,8 +80,13 @@ int main(int argc, char **argv)
             die(EX_USAGE, "'--' with no command after it (zkelect run ... -- CMD [ARGS...])");
         if (o.cmd_sep && o.cmd_argv[0][0] == '\0')
             die(EX_USAGE, "'--' followed by an empty command name");
-        if (o.instance != NULL && command != cmd_ctl)
-            die(EX_USAGE, "--instance (-i) is for zkelect ctl only");
+        if (o.foreign != NULL) {
+            int nomem;
+            char *why = options_refusal(&o, &nomem);
+            if (why != NULL)
+                die(EX_USAGE, "%s", why);
+            break;      /* out of memory */
+        }
         return command(&o);
     case OPTIONS_HELP:
         options_usage(stdout);

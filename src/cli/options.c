@@ -228,6 +228,39 @@ static const struct option_row rows[] = {
 };
 #define NROWS (sizeof rows / sizeof rows[0])
 
+/* The options each command reads (a row's name between spaces); run reads
+ * every one but those listed for it. What a command does not read is
+ * refused on its command line (options_refusal). */
+static const struct { const char *command; int all_but; const char *names; } takes[] = {
+    { "run", 1, " json to strict keep zk-jar java instance " },
+    { "check", 1, " json to keep zk-jar java instance " },     /* run's settings, checked */
+    { "status", 0, " zk path json connect-timeout auth auth-file " },
+    { "watch", 0, " zk path id script log log-level session-timeout connect-timeout hook-timeout "
+                  "hook-budget auth auth-file " },
+    { "ctl", 0, " control instance json to " },
+    { "demo", 0, " keep session-timeout zk-jar java " },
+};
+#define NCOMMANDS (sizeof takes / sizeof takes[0])
+
+/* Whether takes[k] reads the option name; 1 for a command not listed. */
+static int command_takes(size_t k, const char *name)
+{
+    const char *at = takes[k].names;
+    size_t n = strlen(name);
+    int listed = 0;
+    for (const char *p = strstr(at, name); p != NULL && !listed; p = strstr(p + 1, name))
+        listed = p[-1] == ' ' && p[n] == ' ';
+    return takes[k].all_but ? !listed : listed;
+}
+
+static int reads_option(const char *command, const char *name)
+{
+    for (size_t k = 0; k < NCOMMANDS; k++)
+        if (strcmp(takes[k].command, command) == 0)
+            return command_takes(k, name);
+    return 1;
+}
+
 /* The usage around the options (one literal may not exceed 4095 characters). */
 static const char usage_head[] =
     "Usage:\n"
@@ -553,6 +586,8 @@ enum options_outcome options_argv(struct opts *o, int argc, char **argv, char **
         rc = set_value(o, r, flag, optarg, 1, msg);
         if (rc != OPTIONS_OK)
             return rc;
+        if (o->command != NULL && o->foreign == NULL && !reads_option(o->command, r->name))
+            o->foreign = r->name;
     }
     /* a "--" that getopt consumed as the end of options (not as the value
      * of the option before it): the rest is a command */
@@ -572,4 +607,28 @@ enum options_outcome options_argv(struct opts *o, int argc, char **argv, char **
         return OPTIONS_USAGE;
     }
     return OPTIONS_OK;
+}
+
+char *options_refusal(const struct opts *o, int *nomem)
+{
+    char who[128] = "";
+    size_t at = 0;
+    int n = 0, total = 0;
+    *nomem = 0;
+    if (o->foreign == NULL || o->command == NULL)
+        return NULL;
+    for (size_t k = 0; k < NCOMMANDS; k++)
+        total += command_takes(k, o->foreign);
+    for (size_t k = 0; k < NCOMMANDS && at < sizeof who; k++) {
+        if (!command_takes(k, o->foreign))
+            continue;
+        n++;
+        int w = snprintf(who + at, sizeof who - at, "%s%s", n == 1 ? "" : n == total ? " and " : ", ",
+                         takes[k].command);
+        at += w > 0 ? (size_t)w : 0;
+    }
+    char *m = message("--%s means nothing for zkelect %s (%s read%s it)", o->foreign, o->command,
+                      total > 0 ? who : "no command", total == 1 ? "s" : "");
+    *nomem = m == NULL;
+    return m;
 }

@@ -92,6 +92,11 @@ struct opts {
      * instead of refused */
     int words_ok, words_argc;
     char **words;
+    /* set before options_argv(): the command's name ("status"); then the
+     * first option on the command line that it does not read (a row's
+     * name, without "--"), or NULL: options_refusal() says so */
+    const char *command;
+    const char *foreign;
 };
 
 /* What options_env() or options_argv() found. */
@@ -113,6 +118,12 @@ void options_init(struct opts *o);
  * options. */
 enum options_outcome options_env(struct opts *o, char **msg);
 enum options_outcome options_argv(struct opts *o, int argc, char **argv, char **msg);
+/* When the command line gave the command an option it does not read
+ * (opts.foreign): "--script means nothing for zkelect status (run, check
+ * and watch read it)", allocated (free it); NULL when none (or out of
+ * memory: *nomem set). The ZKELECT_* variables are never refused: one
+ * environment file serves several commands (the units' check and run). */
+char *options_refusal(const struct opts *o, int *nomem);
 /* --connect-timeout as the library's connect_timeout_ms: not given, its
  * default (0); 0, forever (-1); else the value. */
 int options_connect_timeout(const struct opts *o);

@@ -215,8 +215,12 @@ FLAG_CASES = [
 
 
 def every_flag_malformed_or_out_of_range(cmd):
-    base = [h.ZKELECT_BIN, cmd, "--zk", "127.0.0.1:1", "--path", "/e", "--id", "x",
-            "--connect-timeout", "1500"]
+    # only options the command reads (the others are refused: test_options_a_command_does_not_read)
+    reads = {"run": ["--zk", "127.0.0.1:1", "--path", "/e", "--id", "x", "--connect-timeout", "1500"],
+             "status": ["--zk", "127.0.0.1:1", "--path", "/e", "--connect-timeout", "1500"],
+             "watch": ["--zk", "127.0.0.1:1", "--path", "/e", "--id", "x", "--connect-timeout", "1500"],
+             "check": ["--path", "/e", "--id", "x"]}
+    base = [h.ZKELECT_BIN, cmd] + reads[cmd]
     for flag, values in FLAG_CASES:
         for v in values:
             # the flag under test comes last, so it wins over base's
@@ -281,6 +285,52 @@ def test_notify_not_an_executable_file():
     os.chmod(plain, 0o644)
     expect(argv(notify=plain), 77, "--notify", plain, "not executable")
     expect(argv(notify=""), 64, "--notify")
+
+
+def test_options_a_command_does_not_read():
+    """An option that means nothing for the command (`status --script`,
+    `watch --notify`, `run --json`, `check --json`...) is refused (64), naming
+    the option, the command and the commands that read it; it was accepted
+    and ignored. The ZKELECT_* variables are not refused for a command that
+    ignores them (a unit's environment file serves check and run), and what
+    each command reads is still taken."""
+    zk = ["--zk", "127.0.0.1:1", "--path", "/e"]
+    cases = [
+        (["status"] + zk + ["--script", GOOD], "--script", "status", "run, check and watch read it"),
+        (["status"] + zk + ["--id", "x"], "--id", "status", None),
+        (["status"] + zk + ["--log", "json"], "--log", "status", None),
+        (["watch"] + zk + ["--notify", "/bin/true"], "--notify", "watch", "run reads it"),
+        (["watch"] + zk + ["--data", "d"], "--data", "watch", None),
+        (["watch"] + zk + ["--json"], "--json", "watch", None),
+        (["check", "--script", GOOD, "--json"], "--json", "check", "status and ctl read it"),
+        (["check", "--script", GOOD, "-i", "db"], "--instance", "check", "ctl reads it"),
+        (["run"] + zk + ["--id", "x", "--json"], "--json", "run", "status and ctl read it"),
+        (["run"] + zk + ["--id", "x", "-i", "db"], "--instance", "run", "ctl reads it"),
+        (["run"] + zk + ["--id", "x", "--strict"], "--strict", "run", "check reads it"),
+        (["ctl", "--control", "/nonexistent.sock", "--script", GOOD, "status"], "--script", "ctl", None),
+        (["demo", "--zk", "127.0.0.1:1"], "--zk", "demo", None),
+        (["demo", "--log", "json"], "--log", "demo", None),
+    ]
+    for args, flag, cmd, who in cases:
+        rc, line, _ = expect([h.ZKELECT_BIN] + args, 64, flag + " means nothing for zkelect " + cmd,
+                             *([who] if who else []), kind="foreign")
+    # a malformed value is said first, whoever reads the option
+    expect([h.ZKELECT_BIN, "status"] + zk + ["--hook-timeout", "abc"], 64, "--hook-timeout", "abc")
+    # the variables of a shared environment file: ignored, not refused
+    env = {"ZKELECT_SCRIPT": GOOD, "ZKELECT_NOTIFY": "/bin/true", "ZKELECT_ID": "x",
+           "ZKELECT_DATA": "d", "ZKELECT_SESSION_TIMEOUT": "4000", "ZKELECT_ZK": "127.0.0.1:1"}
+    rc, out, err, _ = h.run([h.ZKELECT_BIN, "status", "--path", "/e", "--connect-timeout", "500"],
+                            env=env, timeout=15)
+    assert rc == 69 and "means nothing" not in err, (rc, err)
+    rc, out, err, _ = h.run([h.ZKELECT_BIN, "check"], env=env, timeout=15)
+    assert rc == 0 and GOOD in out, (rc, out, err)
+    # what each reads is taken (documented forms)
+    rc, out, err, _ = h.run([h.ZKELECT_BIN, "check", "--strict", "--script", GOOD, "--id", "x",
+                             "--path", "/e"], timeout=15)
+    assert rc == 0, (rc, out, err)
+    rc, out, err, _ = h.run([h.ZKELECT_BIN, "ctl", "--control", "/nonexistent.sock", "status",
+                             "--json"], timeout=15)
+    assert rc == 69 and "means nothing" not in err, (rc, err)
 
 
 def test_unknown_flag():
@@ -623,7 +673,7 @@ def test_control_socket():
     # which has a /run of its own)
     expect(ctl + ["-i", "../db", "status"], 64, "'../db'", "not an instance name")
     expect(ctl + ["--control", target, "-i", "db", "status"], 64, "--control and --instance")
-    expect(argv() + ["-i", "db"], 64, "--instance (-i) is for zkelect ctl only")
+    expect(argv() + ["-i", "db"], 64, "--instance means nothing for zkelect run", "ctl reads it")
 
 
 def test_command_after_double_dash():
