@@ -23,6 +23,7 @@
 #include "endpoints.h"
 #include "exits.h"
 #include "failstop.h"
+#include "fdlimit.h"
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
@@ -576,6 +577,30 @@ static void start_control(struct app *app, const struct opts *o, const char *pat
     log_line(ZKE_LOG_INFO, "control_listen", f, 1);
 }
 
+/* The outside connections' share of the descriptor limit: a flood of
+ * them must leave the ZooKeeper connection (a new socket at every
+ * reconnect), the hooks and the keeper theirs (fdlimit.h). Said when it is
+ * less than the endpoints' own limits. */
+static void share_descriptors(struct app *app)
+{
+    int http, ctl;
+    long ceiling;
+    long spare = fdlimit_shares(HTTPD_MAX_CONNS, CONTROL_MAX_CONNS, &http, &ctl, &ceiling);
+    if (app->httpd != NULL)
+        httpd_set_limit(app->httpd, http, ceiling);
+    if (app->control != NULL)
+        control_set_limit(app->control, ctl, ceiling);
+    if ((app->httpd == NULL || http == HTTPD_MAX_CONNS) &&
+        (app->control == NULL || ctl == CONTROL_MAX_CONNS))
+        return;
+    struct logf f[5] = { { "limit", LF_INT, NULL, fdlimit_soft() },
+                         { "open", LF_INT, NULL, fdlimit_open() },
+                         { "reserve", LF_INT, NULL, FDLIMIT_RESERVE },
+                         { "status_conns", LF_INT, NULL, app->httpd != NULL ? http : 0 },
+                         { "control_conns", LF_INT, NULL, app->control != NULL ? ctl : 0 } };
+    log_line(spare < 2 ? ZKE_LOG_WARN : ZKE_LOG_INFO, "descriptors", f, 5);
+}
+
 /* A new watcher for the guard; until it runs the agent has no lease (no
  * term acts unguarded). */
 static void guard_restart(struct app *app)
@@ -779,6 +804,7 @@ int cmd_run(struct opts *o)
     pid_t guard_pid = -1;
 
     memset(&app, 0, sizeof app);
+    fdlimit_raise();                    /* before anything is opened or forked */
     check_run_options(o);
     supervise_check(o);
     resolve_auth(o, &ascheme, &acred, who, sizeof who);
@@ -839,6 +865,7 @@ int cmd_run(struct opts *o)
     s.auth_scheme = s.auth_credentials = NULL;
     if (o->status_addr != NULL)
         start_status_server(&app, o->status_addr, o->status_takeover_delay);
+    share_descriptors(&app);
     if (zke_agent_start(app.agent) != 0)
         die(EX_CONFIG, "%s", zke_agent_errstr(app.agent));
     start_watchers(&app, guard_pid);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,8 @@
 #include <ev.h>
 
 #include "exits.h"
+
+#define ACCEPT_PAUSE_S 0.1     /* accepting pauses this long out of descriptors */
 
 struct conn {
     control *c;
@@ -40,6 +43,10 @@ struct control {
     void *ud;
     unsigned long next_token;
     struct conn conns[CONTROL_MAX_CONNS];
+    int max_conns;              /* at most CONTROL_MAX_CONNS (control_set_limit) */
+    long fd_ceiling;            /* an accepted descriptor at or above it is closed */
+    ev_timer pause;             /* accepting paused: out of descriptors, or at the ceiling */
+    unsigned long long refused; /* connections refused busy or at the ceiling */
 };
 
 char *control_default_path(void)
@@ -167,6 +174,23 @@ static void deadline_cb(struct ev_loop *loop, ev_timer *w, int revents)
     conn_close(k);
 }
 
+static void pause_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    control *c = w->data;
+    (void)revents;
+    ev_io_start(loop, &c->accept_io);
+}
+
+/* The listening socket stays readable: stop looking at it for a moment
+ * (a level-triggered watcher would spin on it). */
+static void accept_pause(control *c)
+{
+    ev_io_stop(c->loop, &c->accept_io);
+    ev_timer_stop(c->loop, &c->pause);
+    ev_timer_set(&c->pause, ACCEPT_PAUSE_S, 0.);
+    ev_timer_start(c->loop, &c->pause);
+}
+
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     control *c = w->data;
@@ -174,14 +198,29 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
     for (int tries = 0; tries < 16; tries++) {
         int fd = accept(c->fd, NULL, NULL);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                if (c->refused++ % 1000 == 0)
+                    say(c, 1, "control: cannot accept (%s); pausing%s", strerror(errno), "");
+                accept_pause(c);
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                       errno != ECONNABORTED) {
                 say(c, 1, "control: accept: %s%s", strerror(errno), "");
+            }
+            return;
+        }
+        if (fd >= c->fd_ceiling) {
+            /* the last descriptors are the ZooKeeper connection's and the hooks' */
+            close(fd);
+            if (c->refused++ % 1000 == 0)
+                say(c, 1, "control: a connection would take one of the last descriptors: "
+                    "closed%s%s", "", "");
+            accept_pause(c);
             return;
         }
         (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
         struct conn *k = NULL;
-        for (int i = 0; i < CONTROL_MAX_CONNS && k == NULL; i++)
+        for (int i = 0; i < c->max_conns && k == NULL; i++)
             if (c->conns[i].fd < 0)
                 k = &c->conns[i];
         if (k == NULL) {
@@ -189,7 +228,12 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
                                        "connections\"}\nstatus 75\n";
             (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL);
             close(fd);
-            say(c, 1, "control: %s connections open already: one more refused%s", "8", "");
+            if (c->refused++ % 1000 == 0) {
+                char n[24];
+                snprintf(n, sizeof n, "%d", c->max_conns);
+                say(c, 1, "control: %s connections open already: one more refused (logged "
+                    "once in 1000)%s", n, "");
+            }
             continue;
         }
         k->fd = fd;
@@ -203,6 +247,14 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         ev_io_start(loop, &k->io);
         ev_timer_start(loop, &k->deadline);
     }
+}
+
+void control_set_limit(control *c, int max_conns, long fd_ceiling)
+{
+    c->max_conns = max_conns < 1 ? 1 : max_conns > CONTROL_MAX_CONNS ? CONTROL_MAX_CONNS : max_conns;
+    c->fd_ceiling = fd_ceiling;
+    for (int i = c->max_conns; i < CONTROL_MAX_CONNS; i++)
+        conn_close(&c->conns[i]);
 }
 
 int control_answer(control *c, unsigned long token, const char *json, int status)
@@ -328,6 +380,11 @@ control *control_new(struct ev_loop *loop, const char *path, control_handler *fn
     c->fn = fn;
     c->ud = ud;
     c->log = log;
+    c->max_conns = CONTROL_MAX_CONNS;
+    c->fd_ceiling = LONG_MAX;
+    ev_timer_init(&c->pause, pause_cb, 0., 0.);
+    ev_set_priority(&c->pause, EV_MINPRI);
+    c->pause.data = c;
     for (int i = 0; i < CONTROL_MAX_CONNS; i++) {
         c->conns[i].fd = -1;
         c->conns[i].c = c;
@@ -351,8 +408,10 @@ void control_free(control *c)
         return;
     for (int i = 0; i < CONTROL_MAX_CONNS; i++)
         conn_close(&c->conns[i]);
+    /* one of the two is active, counted off once (control_new) */
     ev_ref(c->loop);
     ev_io_stop(c->loop, &c->accept_io);
+    ev_timer_stop(c->loop, &c->pause);
     close(c->fd);
     struct stat st;
     if (lstat(c->path, &st) == 0 && st.st_dev == c->dev && st.st_ino == c->ino)

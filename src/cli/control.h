@@ -8,7 +8,8 @@
  * one final status line "status N", N the exit code zkelect ctl ends with
  * (0 done, else a sysexits code, exits.h), and closes the connection.
  *
- * Protection: at most CONTROL_MAX_CONNS connections at once (one more is
+ * Protection: at most CONTROL_MAX_CONNS connections at once (fewer:
+ * control_set_limit; one more is
  * answered "busy" and closed); the request line must arrive within
  * CONTROL_DEADLINE_S of the accept and the answer be taken within as long
  * after it is ready; a client that closes is forgotten at once. Its
@@ -56,6 +57,11 @@ char *control_default_path(void);
  * create it, 70 out of memory). */
 control *control_new(struct ev_loop *loop, const char *path, control_handler *fn, void *ud,
                      control_log_fn *log, char *err, size_t errlen, int *code);
+/* Lowers the connection limit to max_conns (1..CONTROL_MAX_CONNS) and
+ * closes at once a connection accepted on a descriptor at or above
+ * fd_ceiling (kept for others: fdlimit.h), pausing accepting for a moment
+ * (as when out of descriptors). */
+void control_set_limit(control *c, int max_conns, long fd_ceiling);
 /* Answers request token: json is one JSON object (no newline; copied),
  * status the exit code of zkelect ctl. Returns 0, or -1 when that
  * connection is gone (the answer is dropped). */

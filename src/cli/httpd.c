@@ -30,6 +30,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,10 @@ struct httpd {
     void *ud;
     struct hconn *conns[HTTPD_MAX_CONNS];
     int nconns;
+    int max_conns;              /* at most HTTPD_MAX_CONNS (httpd_set_limit) */
+    long fd_ceiling;            /* an accepted descriptor at or above it is closed */
+    unsigned long long reserved;    /* accepts refused (out of descriptors, or at the
+                                     * ceiling): said once in 1000 */
     unsigned long long evicted;
     unsigned iter;              /* ev_iteration of the answers counted in `answers` */
     int answers;
@@ -480,17 +485,35 @@ static void listen_cb(struct ev_loop *loop, ev_io *w, int revents)
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
                 continue;
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                char m[200];
-                snprintf(m, sizeof m, "status endpoint: cannot accept (%s); pausing %.0f ms",
-                         strerror(errno), ACCEPT_PAUSE * 1000);
-                say(h, ZKE_LOG_WARN, m);
+                if (h->reserved++ % 1000 == 0) {
+                    char m[200];
+                    snprintf(m, sizeof m, "status endpoint: cannot accept (%s); pausing %.0f ms "
+                             "(said once in 1000)", strerror(errno), ACCEPT_PAUSE * 1000);
+                    say(h, ZKE_LOG_WARN, m);
+                }
                 ev_io_stop(loop, &h->lio);
                 ev_timer_set(&h->pause, ACCEPT_PAUSE, 0.);
                 ev_timer_start(loop, &h->pause);
             }
             return;                 /* EAGAIN: nothing more waiting */
         }
-        if (h->nconns == HTTPD_MAX_CONNS) {
+        if (fd >= h->fd_ceiling) {
+            /* the last descriptors are the ZooKeeper connection's and the
+             * hooks': this one goes, and accepting pauses as when out of them */
+            close(fd);
+            if (h->reserved++ % 1000 == 0) {
+                char m[200];
+                snprintf(m, sizeof m, "status endpoint: a connection would take one of the last "
+                         "descriptors (at or above %ld): closed; pausing %.0f ms (said once in "
+                         "1000)", h->fd_ceiling, ACCEPT_PAUSE * 1000);
+                say(h, ZKE_LOG_WARN, m);
+            }
+            ev_io_stop(loop, &h->lio);
+            ev_timer_set(&h->pause, ACCEPT_PAUSE, 0.);
+            ev_timer_start(loop, &h->pause);
+            return;
+        }
+        if (h->nconns >= h->max_conns) {
             struct hconn *old = victim(h);
             if (old == NULL) {
                 close(fd);          /* all accepted in this very iteration */
@@ -499,7 +522,7 @@ static void listen_cb(struct ev_loop *loop, ev_io *w, int revents)
             if (h->evicted++ % 1000 == 0) {
                 char m[200];
                 snprintf(m, sizeof m, "status endpoint: %d connections; closing the one waiting "
-                         "longest (%llu so far)", HTTPD_MAX_CONNS, h->evicted);
+                         "longest (%llu so far)", h->max_conns, h->evicted);
                 say(h, ZKE_LOG_DEBUG, m);
             }
             conn_close(old);
@@ -545,6 +568,8 @@ httpd *httpd_new(struct ev_loop *loop, const char *spec, httpd_handler *fn, void
         return NULL;
     }
     h->loop = loop;
+    h->max_conns = HTTPD_MAX_CONNS;
+    h->fd_ceiling = LONG_MAX;
     h->fn = fn;
     h->ud = ud;
     h->log = log;
@@ -588,6 +613,14 @@ httpd *httpd_new(struct ev_loop *loop, const char *spec, httpd_handler *fn, void
     h->pause.data = h;
     ev_set_priority(&h->pause, EV_MINPRI);
     return h;
+}
+
+void httpd_set_limit(httpd *h, int max_conns, long fd_ceiling)
+{
+    h->max_conns = max_conns < 1 ? 1 : max_conns > HTTPD_MAX_CONNS ? HTTPD_MAX_CONNS : max_conns;
+    h->fd_ceiling = fd_ceiling;
+    while (h->nconns > h->max_conns)
+        conn_close(h->conns[0]);
 }
 
 const char *httpd_addr(const httpd *h)

@@ -8,7 +8,7 @@
  * reply in memory. httpd_free() may not be called from inside the handler.
  * An open server keeps the loop alive.
  *
- * Protection: at most HTTPD_MAX_CONNS connections; at the limit a new one
+ * Protection: at most HTTPD_MAX_CONNS connections (fewer: httpd_set_limit); at the limit a new one
  * closes the connection that has waited longest for a request (or, when
  * all are being answered, the one that kept its answers waiting longest),
  * so held, half-sent or unread connections cannot lock out a check; at
@@ -44,6 +44,12 @@ struct httpd_reply {
  * request's reply is sent without its body (its Content-Length stays). */
 typedef void httpd_handler(void *ud, const char *method, const char *url, struct httpd_reply *r);
 typedef void httpd_log_fn(void *ud, enum zke_log_level lvl, const char *msg);
+
+/* Lowers the connection limit to max_conns (1..HTTPD_MAX_CONNS) and closes
+ * at once a connection accepted on a descriptor at or above fd_ceiling
+ * (the descriptors above are kept for others: fdlimit.h), pausing
+ * accepting for a moment as when out of descriptors. */
+void httpd_set_limit(httpd *h, int max_conns, long fd_ceiling);
 
 /* Checks a listen address: "PORT", "HOST:PORT" or "[V6]:PORT", HOST a
  * numeric address or "localhost", PORT 0-65535 (0: any free port). Sets
