@@ -253,7 +253,10 @@ struct zke_settings {
                                   * of many agents on one conn go together, at its ticks. While
                                   * zke_agent_view() is called (see there) a follower also lists
                                   * the election after each change of membership, for who
-                                  * leads and its position */
+                                  * leads and its position. A leader's census also finds a
+                                  * new candidate whose data names our id (a warning in the
+                                  * log; without a census only the candidates there at the
+                                  * agent's join are read for that) */
     /* Authentication (NULL: none). Added with zoo_add_auth on every new
      * session before any request, e.g. scheme "digest" with credentials
      * "user:password". The agent's copy is wiped when it is freed; the

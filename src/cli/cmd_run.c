@@ -425,9 +425,10 @@ static struct zke_settings agent_settings(const struct opts *o, const char *asch
     if (o->status_addr != NULL || o->script != NULL || control != NULL) {
         /* the election's size for /status, /metrics, zkelect.status() and
          * ctl status (--control, or the socket systemd's RuntimeDirectory
-         * gives), and (while they read, zke_agent_view) who leads:
-         * one exists() per interval, half the session timeout within
-         * [1 s, 5 s] (a leader never lists again while it leads) */
+         * gives), (while they read, zke_agent_view) who leads, and for a
+         * leader a new candidate with its id: one exists() per interval,
+         * half the session timeout within [1 s, 5 s] (a leader lists again
+         * only when the election grew) */
         int t = o->session_timeout > 0 ? o->session_timeout : ZKE_DEFAULT_SESSION_TIMEOUT_MS;
         s.census_interval_ms = t / 2 < 1000 ? 1000 : t / 2 > 5000 ? 5000 : t / 2;
     }

@@ -447,6 +447,7 @@ static void real_free(zke_agent *a)
         conn_detach(a->conn, a->cm);    /* a private conn closes: completions see a->freeing */
     else if (a->conn != NULL && conn_is_private(a->conn))
         conn_free_unattached(a->conn);  /* its owner never attached (no memory) */
+    agent_dupe_free(a);             /* its completions ran (session_cancel) */
     el_free(a->el);
     dispatch_close(&a->q, NULL);
     free((char *)a->set.zk);

@@ -98,6 +98,7 @@ struct zke_agent {
     char census_node[CENSUS_NODE_BUF];  /* that node, "" if none */
     ev_timer prio;              /* settings.preempt: the leader's reading of the line */
     struct line_read *prio_last;    /* the last complete one (zke_agent_candidates) */
+    struct dupe *dupe;          /* agent_dupe.c: other candidates with our id, or NULL */
     char *persistent_warned;    /* the persistent predecessor last warned about */
     /* zke_agent_withdraw(): who keeps the candidate out, one named hold each
      * ("health", "ctl"...); it is in the election when none is left, so an
@@ -239,6 +240,17 @@ void agent_line_view(const struct line_read *rd, struct zke_census *out);
 void agent_line_free(struct line_read *rd);
 void agent_prio_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void agent_prio_free(zke_agent *a);
+
+/* agent_dupe.c: another candidate with our id, said in the log. */
+struct dupe;
+/* The election's own listing (borrowed for the call): the first after our
+ * node was created has its other candidates read. */
+void agent_dupe_listed(zke_agent *a, const char *const *children, int n);
+/* A census found the path at cversion with numchildren: a leader lists the
+ * election when it grew, and reads its new candidates. */
+void agent_dupe_census(zke_agent *a, int32_t cversion, int32_t numchildren);
+/* After the session's completions of ours ran (session_cancel). */
+void agent_dupe_free(zke_agent *a);
 
 /* agent_handover.c */
 /* The hand-over under way (if any) ends with reason ("stopped", "freed"):

@@ -282,6 +282,8 @@ static void req_done(void *arg, const struct sess_result *r)
     if (c->type == EL_REQ_WATCH && r->rc == SESS_OK && r->has_stat && r->owner == 0)
         warn_persistent(a, c->node);
     el_on_result(a->el, c->type, &res);
+    if (c->type == EL_REQ_LIST && r->rc == SESS_OK && !agent_done(a))
+        agent_dupe_listed(a, r->children, r->nchildren);   /* anyone else with our id? */
     free(c);
     /* the election may have moved without an event or a request of its
      * own (a follower that learnt it is next in line from its

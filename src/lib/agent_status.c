@@ -76,6 +76,7 @@ static void census_done(void *arg, const struct sess_result *r)
     if (r->rc != SESS_OK || !r->has_stat)
         return;
     a->election_size = r->numchildren;
+    agent_dupe_census(a, r->cversion, r->numchildren);     /* a new one with our id? */
     /* Who leads and where we stand, read again after a change of
      * membership, is what only a reader of a follower's view needs: the
      * leader and the next in line know it from their own watches, and every

@@ -18,6 +18,7 @@
 #include "touch.h"
 #include "xstr.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <limits.h>
@@ -135,6 +136,7 @@ struct zke_conn {
     double auth_failed_at;      /* ev_now of the last one */
     uint64_t rng;
     uint64_t last_session;      /* id of the session the file was written for */
+    uint64_t prev_session;      /* the file's session when the conn was made, or 0 */
     /* Three independent facts, not one lifecycle: idle_closing is about the
      * close under way (the handle closes on the next flush, and a starting
      * agent may keep it), auth_dead about opening a new handle; both can
@@ -1343,6 +1345,29 @@ static void disc_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     conn_lose(c, "expired", "lost: no contact with ZooKeeper for a whole session timeout");
 }
 
+/* The session id at the start of the session file ("0x<id> <password>"),
+ * written by an earlier run; 0 when there is none or it is not one. */
+static uint64_t read_previous_session(const char *file)
+{
+    char line[128];
+    FILE *f = file != NULL ? fopen(file, "re") : NULL;
+    if (f == NULL)
+        return 0;
+    char *got = fgets(line, sizeof line, f);
+    fclose(f);
+    if (got == NULL || strncmp(line, "0x", 2) != 0)
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long id = strtoull(line + 2, &end, 16);
+    return errno == 0 && end > line + 2 && *end == ' ' ? (uint64_t)id : 0;
+}
+
+uint64_t conn_previous_session(const zke_conn *c)
+{
+    return c->prev_session;
+}
+
 /* Validates and copies; on a validation error c->err is set (c is kept so
  * that the caller can read it). */
 static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings *s, zke_agent *owner,
@@ -1382,6 +1407,7 @@ static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings 
         snprintf(c->err, sizeof c->err, "out of memory");
         return c;
     }
+    c->prev_session = read_previous_session(c->session_file);
     if (settings_check_conn(s, c->err, sizeof c->err) != 0)
         return c;
     struct sess_cbs scb = { sess_state_cb, sess_watch_cb, sess_log_cb };

@@ -35,6 +35,9 @@ const char *conn_hosts(const zke_conn *c);
 int conn_requested_timeout_ms(const zke_conn *c);
 int conn_connect_timeout_ms(const zke_conn *c);
 int conn_is_private(const zke_conn *c);
+/* The session the session file named when the conn was made (the one a
+ * restarted agent had before), or 0: none, or no file. */
+uint64_t conn_previous_session(const zke_conn *c);
 /* Lines of the conn and of its session below min are dropped before they
  * are formatted (default ZKE_LOG_DEBUG: every line). A private conn's agent
  * sets its own level here (zke_agent_set_log_level). Any time. */
