@@ -571,6 +571,8 @@ enum options_outcome options_argv(struct opts *o, int argc, char **argv, char **
             return OPTIONS_HELP;
         if (c == INSTANCE) {            /* -i NAME: ctl's short --instance */
             o->instance = optarg;
+            if (o->command != NULL && o->foreign == NULL && !reads_option(o->command, "instance"))
+                o->foreign = "instance";
             continue;
         }
         if (c == ':') {
