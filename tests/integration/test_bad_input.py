@@ -299,7 +299,7 @@ def test_options_a_command_does_not_read():
         (["status"] + zk + ["--script", GOOD], "--script", "status", "run, check and watch read it"),
         (["status"] + zk + ["--id", "x"], "--id", "status", None),
         (["status"] + zk + ["--log", "json"], "--log", "status", None),
-        (["watch"] + zk + ["--notify", "/bin/true"], "--notify", "watch", "run reads it"),
+        (["watch"] + zk + ["--notify", "/bin/true"], "--notify", "watch", "run and check read it"),
         (["watch"] + zk + ["--data", "d"], "--data", "watch", None),
         (["watch"] + zk + ["--json"], "--json", "watch", None),
         (["check", "--script", GOOD, "--json"], "--json", "check", "status and ctl read it"),
@@ -318,7 +318,8 @@ def test_options_a_command_does_not_read():
     expect([h.ZKELECT_BIN, "status"] + zk + ["--hook-timeout", "abc"], 64, "--hook-timeout", "abc")
     # the variables of a shared environment file: ignored, not refused
     env = {"ZKELECT_SCRIPT": GOOD, "ZKELECT_NOTIFY": "/bin/true", "ZKELECT_ID": "x",
-           "ZKELECT_DATA": "d", "ZKELECT_SESSION_TIMEOUT": "4000", "ZKELECT_ZK": "127.0.0.1:1"}
+           "ZKELECT_DATA": "d", "ZKELECT_SESSION_TIMEOUT": "4000", "ZKELECT_ZK": "127.0.0.1:1",
+           "ZKELECT_PATH": "/e"}
     rc, out, err, _ = h.run([h.ZKELECT_BIN, "status", "--path", "/e", "--connect-timeout", "500"],
                             env=env, timeout=15)
     assert rc == 69 and "means nothing" not in err, (rc, err)
