@@ -219,17 +219,30 @@ static pid_t fork_agent(int flags, int arm_ms, int fd, int log)
 
 /* A child in its own group whose shell traps TERM (exits 3, its cleanup)
  * or, with ignore, ignores it; returns its pid = pgid. */
+/* A shell in a group of its own that traps TERM (exit 3) or ignores it;
+ * returns once its trap is set (it says so on a pipe: a guessed wait was
+ * lost beside other load). */
 static pid_t trapper(int ignore)
 {
+    int rp[2];
+    CHECK(pipe(rp) == 0);
     pid_t p = fork();
     if (p == 0) {
         (void)setpgid(0, 0);
-        execl("/bin/sh", "sh", "-c", ignore ? "trap '' TERM; while :; do sleep 0.05; done"
-                                            : "trap 'exit 3' TERM; while :; do sleep 0.05; done",
+        close(rp[0]);
+        if (dup2(rp[1], 3) != 3)
+            _exit(127);
+        execl("/bin/sh", "sh", "-c", ignore ? "trap '' TERM; echo r >&3; exec 3>&-; while :; do sleep 0.05; done"
+                                            : "trap 'exit 3' TERM; echo r >&3; exec 3>&-; while :; do sleep 0.05; done",
               (char *)NULL);
         _exit(127);
     }
     (void)setpgid(p, p);
+    close(rp[1]);
+    struct pollfd pf = { rp[0], POLLIN, 0 };
+    char c;
+    CHECK(poll(&pf, 1, 10000) == 1 && read(rp[0], &c, 1) == 1);   /* the trap is set */
+    close(rp[0]);
     return p;
 }
 
@@ -251,9 +264,10 @@ static void test_two_phases(void)
     CHECK(zke_guard_add_group(g, polite, ZKE_GUARD_GROUP_TERM) == 0);
     CHECK(zke_guard_add_group(g, deaf, ZKE_GUARD_GROUP_TERM) == 0);
     CHECK(zke_guard_add_group(g, other, 0) == 0);
-    nap(100);                   /* the traps are set */
     (void)kill(-polite, SIGSTOP);
-    int64_t soft = boot_ns() + 150000000, hard = soft + 600000000;
+    /* (the hard end 1.5 s after the soft one: the trap's exit in between,
+     * also beside other load) */
+    int64_t soft = boot_ns() + 150000000, hard = soft + 1500000000;
     guard_slot_arm(g, slot, 1, soft, hard);
     int st = wait_end(polite, 5000);
     int64_t t_polite = boot_ns();
@@ -275,8 +289,7 @@ static void test_two_phases(void)
     /* the step-down began (soft cleared): no TERM, and the hard end kills */
     pid_t t2 = trapper(0);
     CHECK(zke_guard_add_group(g, t2, ZKE_GUARD_GROUP_TERM) == 0);
-    nap(100);
-    soft = boot_ns() + 100000000;
+    soft = boot_ns() + 1000000000;      /* cleared long before it passes */
     hard = soft + 400000000;
     guard_slot_arm(g, slot, 1, soft, hard);
     nap(20);
