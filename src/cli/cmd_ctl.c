@@ -41,22 +41,6 @@
 #endif
 #define SOCK_NAME "zkelect.sock"
 
-static char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *str_printf(const char *fmt, ...)
-{
-    va_list ap, again;
-    va_start(ap, fmt);
-    va_copy(again, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf == NULL)
-        die(EX_SOFTWARE, "out of memory");
-    vsnprintf(buf, (size_t)n + 1, fmt, again);
-    va_end(again);
-    va_end(ap);
-    return buf;
-}
-
 static int is_socket(const char *path)
 {
     struct stat st;
@@ -78,14 +62,14 @@ static char *instance_path(const char *given)
         (n == 2 && strncmp(name, "..", 2) == 0))
         die(EX_USAGE, "--instance '%s': not an instance name (zkelect@NAME.service's NAME)",
             given);
-    return str_printf("%s/%.*s/%s", ZKELECT_RUN_DIR, (int)n, name, SOCK_NAME);
+    return xprintf("%s/%.*s/%s", ZKELECT_RUN_DIR, (int)n, name, SOCK_NAME);
 }
 
 /* No socket named: zkelect.service's, else the only zkelect@NAME one.
  * Exits 64 when there are several, 69 when there is none. */
 static char *unit_socket(void)
 {
-    char *one = str_printf("%s/%s", ZKELECT_RUN_DIR, SOCK_NAME);
+    char *one = xprintf("%s/%s", ZKELECT_RUN_DIR, SOCK_NAME);
     if (is_socket(one))
         return one;
     free(one);
@@ -95,12 +79,12 @@ static char *unit_socket(void)
     for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
         if (e->d_name[0] == '.')
             continue;
-        char *p = str_printf("%s/%s/%s", ZKELECT_RUN_DIR, e->d_name, SOCK_NAME);
+        char *p = xprintf("%s/%s/%s", ZKELECT_RUN_DIR, e->d_name, SOCK_NAME);
         if (!is_socket(p)) {
             free(p);
             continue;
         }
-        char *more = str_printf("%s%s%s", names != NULL ? names : "", n > 0 ? ", " : "",
+        char *more = xprintf("%s%s%s", names != NULL ? names : "", n > 0 ? ", " : "",
                                 e->d_name);
         free(names);
         names = more;
@@ -130,11 +114,11 @@ static char *socket_path(const struct opts *o)
     if (o->control_flag && o->instance != NULL)
         die(EX_USAGE, "--control and --instance (-i) name two sockets: give one");
     if (o->control_flag)
-        return str_printf("%s", o->control);
+        return xprintf("%s", o->control);
     if (o->instance != NULL)
         return instance_path(o->instance);
     if (o->control != NULL)
-        return str_printf("%s", o->control);
+        return xprintf("%s", o->control);
     char *def = control_default_path();
     return def != NULL ? def : unit_socket();
 }

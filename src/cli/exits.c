@@ -82,3 +82,18 @@ int exit_code_for_signal(int sig)
 {
     return 128 + sig;
 }
+
+char *xprintf(const char *fmt, ...)
+{
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf == NULL)
+        die(EX_SOFTWARE, "out of memory");
+    vsnprintf(buf, (size_t)n + 1, fmt, again);
+    va_end(again);
+    va_end(ap);
+    return buf;
+}

@@ -29,6 +29,9 @@ void error_line(const char *msg, const char *suffix);
 /* error_line() with the formatted message (allocated: never cut), plus
  * "; see zkelect --help" for EX_USAGE, then exit(code). */
 void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* An allocated formatted string (the caller frees it); out of memory is
+ * die(EX_SOFTWARE). */
+char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The exit code for a reason the library gave (zkelect.h: on_stopped, an
  * observer's on_fatal, a census; NULL: done). Unknown reasons: EX_SOFTWARE. */
 int exit_code_for(const char *reason);

@@ -71,23 +71,6 @@ struct supervisor {
 
 /* --- before the loop ------------------------------------------------- */
 
-/* An allocated formatted string; exits 70 when out of memory. */
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-    va_list ap, again;
-    va_start(ap, f);
-    va_copy(again, ap);
-    int n = vsnprintf(NULL, 0, f, ap);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf == NULL)
-        die(EX_SOFTWARE, "out of memory");
-    vsnprintf(buf, (size_t)n + 1, f, again);
-    va_end(again);
-    va_end(ap);
-    return buf;
-}
-
 /* 0 if file is a regular file we may execute; else an errno (EISDIR and
  * ENOEXEC for a directory and another non-regular file). */
 static int executable(const char *file)
@@ -112,7 +95,7 @@ static char *resolve(const char *argv0)
         if ((e = executable(argv0)) != 0)
             die(e == EACCES || e == EPERM ? EX_NOPERM : EX_NOINPUT, "-- '%s': %s", argv0,
                 e == ENOEXEC ? "not a regular file" : strerror(e));
-        return fmt("%s", argv0);
+        return xprintf("%s", argv0);
     }
     const char *path = getenv("PATH");
     if (path == NULL || path[0] == '\0')
@@ -120,7 +103,7 @@ static char *resolve(const char *argv0)
     int denied = 0;
     for (const char *p = path;;) {
         const char *end = strchrnul(p, ':');
-        char *file = end == p ? fmt("./%s", argv0) : fmt("%.*s/%s", (int)(end - p), p, argv0);
+        char *file = end == p ? xprintf("./%s", argv0) : xprintf("%.*s/%s", (int)(end - p), p, argv0);
         if ((e = executable(file)) == 0)
             return file;
         denied |= e == EACCES;
@@ -412,11 +395,11 @@ void supervisor_leader(supervisor *s, const struct zke_event *ev)
     s->restarting = 0;
     s->epoch = ev->epoch;
     s->delay = BACKOFF_FIRST;
-    s->env[0] = fmt("ZKELECT_ID=%s", ev->id != NULL ? ev->id : "");
-    s->env[1] = fmt("ZKELECT_EPOCH=%" PRId64, ev->epoch);
-    s->env[2] = fmt("ZKELECT_ROLE=leader");
-    s->env[3] = fmt("ZKELECT_PATH=%s", ev->path != NULL ? ev->path : "");
-    s->env[4] = fmt("ZKELECT_NODE=%s", ev->node != NULL ? ev->node : "");
+    s->env[0] = xprintf("ZKELECT_ID=%s", ev->id != NULL ? ev->id : "");
+    s->env[1] = xprintf("ZKELECT_EPOCH=%" PRId64, ev->epoch);
+    s->env[2] = xprintf("ZKELECT_ROLE=leader");
+    s->env[3] = xprintf("ZKELECT_PATH=%s", ev->path != NULL ? ev->path : "");
+    s->env[4] = xprintf("ZKELECT_NODE=%s", ev->node != NULL ? ev->node : "");
 }
 
 /* The term is still ours, with lease left (a restart timer may fire after
