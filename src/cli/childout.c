@@ -1,10 +1,15 @@
 /* childout.c - see childout.h.
  *
  * Every reader is on one list (loop thread only, like log.c's sink): an
- * owned one (childout_open) until its owner closes it, an adopted one
- * until its end. A stream is a non-blocking read end watched by an ev_io
- * (level-triggered: a stream with more than CHILDOUT_READ waiting is read
- * again in the next iteration, after the other watchers). */
+ * owned one (childout_open) until its owner closes it, then ours, like an
+ * adopted one, until its end. A stream is a non-blocking read end watched
+ * by an ev_io at the loop's lowest priority. Its callback reads a chunk
+ * and logs its lines while the iteration's budget lasts (CHILDOUT_ITER_*,
+ * shared by every reader and reset as the loop's iteration changes); a
+ * stream that has more (bytes in its chunk or its pipe) when the budget
+ * ends, or while others wait, waits in the run queue, which an ev_check
+ * (lowest priority: after the loop's own work of the iteration) pumps a
+ * chunk a turn, in order, while an ev_idle keeps the loop from sleeping. */
 #define _GNU_SOURCE         /* pipe2 */
 #include "childout.h"
 
@@ -14,19 +19,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 
-#define DRAIN_MAX ((size_t)256 * 1024)  /* bytes read from a stream at its close */
+#define DRAIN_MAX ((size_t)256 * 1024)  /* bytes read from a stream once closed */
 #define CALL_LEN 16                     /* a notify call's name: "stepdown" and the like */
+
+enum turn { T_MORE, T_EMPTY, T_END };   /* a stream after a turn: more, its pipe empty, ended */
 
 struct stream {
     ev_io io;                   /* io.fd: the read end, -1 once closed */
+    struct childout *c;
     const char *name;           /* "stdout", "stderr" */
+    struct stream *qnext;       /* the run queue */
+    int queued;
+    size_t drain_left;          /* once closed: bytes it may still read */
     char line[CHILDOUT_LINE];   /* the line so far */
     size_t n;
     int cutting;                /* past the cap: the rest of the line is not logged */
+    char buf[CHILDOUT_CHUNK];   /* read, not yet looked at: buf[off..len) */
+    size_t off, len;
 };
 
 struct childout {
@@ -36,16 +50,51 @@ struct childout {
     char call[CALL_LEN];        /* "" : none */
     pid_t pid;
     int64_t epoch;
-    int adopted;                /* ours: freed at its end; else the owner's */
+    int ours;                   /* adopted or closed: freed at its end; else the owner's */
+    int closing;                /* closed: each stream reads what it holds, then ends */
     int wfd[2];                 /* write ends until the child started, -1 after */
     struct stream st[2];
-    double window;              /* ev_now when the rate window began */
-    uint64_t lines;             /* logged in it */
+    double tokens;              /* the rate's bucket: lines it may log now */
+    double filled;              /* when it was last filled (CLOCK_MONOTONIC, s) */
     uint64_t over_rate, log_full;   /* lines not logged since the last report */
 };
 
 static childout *all;
 static int warned_pipes;
+
+/* The run queue, its pump and the iteration's budget (one loop: the agent's). */
+static struct {
+    struct ev_loop *loop;
+    ev_check pump;
+    ev_idle awake;
+    struct stream *head, *tail;
+    unsigned iter;              /* the loop's iteration the budget is for */
+    int lines;                  /* lines still to log in it */
+    double t0, now;             /* when its first turn began; the last look at the clock */
+    int unlimited;              /* at exit (childout_close_all): no budget */
+} q;
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Whether the iteration's budget allows another line (q.now refreshed). */
+static int budget_ok(void)
+{
+    q.now = mono();
+    if (q.unlimited)
+        return 1;
+    unsigned it = ev_iteration(q.loop);
+    if (it != q.iter) {
+        q.iter = it;
+        q.lines = CHILDOUT_ITER_LINES;
+        q.t0 = q.now;
+    }
+    return q.lines > 0 && (q.now - q.t0) * 1000.0 < CHILDOUT_ITER_MS;
+}
 
 static void link_in(childout *c)
 {
@@ -66,9 +115,46 @@ static void unlink_out(childout *c)
         c->next->prev = c->prev;
 }
 
-static void stream_init(struct stream *s, const char *name)
+static void enqueue(struct stream *s)
+{
+    ev_io_stop(s->c->loop, &s->io);
+    if (s->queued)
+        return;
+    s->queued = 1;
+    s->qnext = NULL;
+    if (q.tail != NULL)
+        q.tail->qnext = s;
+    else
+        q.head = s;
+    q.tail = s;
+    ev_check_start(q.loop, &q.pump);
+    ev_idle_start(q.loop, &q.awake);
+}
+
+static void dequeue(struct stream *s)
+{
+    if (!s->queued)
+        return;
+    struct stream **pp = &q.head, *prev = NULL;
+    while (*pp != s) {
+        prev = *pp;
+        pp = &(*pp)->qnext;
+    }
+    *pp = s->qnext;
+    if (q.tail == s)
+        q.tail = prev;
+    s->queued = 0;
+    s->qnext = NULL;
+    if (q.head == NULL) {
+        ev_check_stop(q.loop, &q.pump);
+        ev_idle_stop(q.loop, &q.awake);
+    }
+}
+
+static void stream_init(childout *c, struct stream *s, const char *name)
 {
     memset(s, 0, sizeof *s);
+    s->c = c;
     s->name = name;
     ev_io_init(&s->io, NULL, -1, EV_READ);
 }
@@ -93,21 +179,24 @@ static void report_dropped(childout *c)
     f[k++] = (struct logf){ "over_rate", LF_INT, NULL, (int64_t)c->over_rate };
     f[k++] = (struct logf){ "log_full", LF_INT, NULL, (int64_t)c->log_full };
     f[k++] = (struct logf){ "msg", LF_STR, "lines of the child were not logged: more than the "
-                            "lines a child may log in a window (over_rate), or the log's reader "
+                            "lines a child may log at its rate (over_rate), or the log's reader "
                             "fell behind (log_full)", 0 };
     c->over_rate = c->log_full = 0;
     log_line(ZKE_LOG_WARN, "child_output_dropped", f, k);
 }
 
-/* Whether the next line of c may be logged (counted when not). */
+/* Whether the next line of c may be logged (counted when not): a token
+ * bucket of CHILDOUT_BURST lines filled at CHILDOUT_RATE a second. */
 static int admit(childout *c)
 {
-    double now = ev_now(c->loop);
-    if (now - c->window >= CHILDOUT_WINDOW) {
-        c->window = now;
-        c->lines = 0;
+    double now = q.now;
+    if (now > c->filled) {
+        c->tokens += (now - c->filled) * CHILDOUT_RATE;
+        if (c->tokens > CHILDOUT_BURST)
+            c->tokens = CHILDOUT_BURST;
     }
-    if (c->lines >= CHILDOUT_BURST) {
+    c->filled = now;
+    if (c->tokens < 1.0) {
         c->over_rate++;
         return 0;
     }
@@ -115,7 +204,7 @@ static int admit(childout *c)
         c->log_full++;
         return 0;
     }
-    c->lines++;
+    c->tokens -= 1.0;
     return 1;
 }
 
@@ -133,12 +222,31 @@ static void emit(childout *c, struct stream *s, int cut)
     f[k++] = (struct logf){ "line", LF_BYTES, s->line, (int64_t)n };
     f[k++] = (struct logf){ "cut", LF_STR, cut ? "yes" : NULL, 0 };
     log_line(ZKE_LOG_INFO, "child_output", f, k);
+    q.lines--;
 }
 
-/* Bytes read from s: whole lines logged, a partial one kept. */
-static void feed(childout *c, struct stream *s, const char *p, size_t n)
+/* Where a line of n bytes at p is cut: before a UTF-8 sequence that the
+ * cap would split (its lead byte says it needs more bytes than are left),
+ * else at n. */
+static size_t cut_point(const char *p, size_t n)
 {
-    while (n > 0) {
+    for (size_t k = n, back = 0; k > 0 && back < 4; back++) {
+        unsigned char b = (unsigned char)p[--k];
+        if ((b & 0xC0) == 0x80)
+            continue;           /* a continuation byte: its lead is further back */
+        size_t need = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+        return n - k < need ? k : n;
+    }
+    return n;
+}
+
+/* The bytes of s's chunk: whole lines logged while the budget lasts, a
+ * partial line kept; what the budget leaves stays in the chunk. */
+static void feed(childout *c, struct stream *s)
+{
+    while (s->off < s->len && budget_ok()) {
+        const char *p = s->buf + s->off;
+        size_t n = s->len - s->off;
         const char *nl = memchr(p, '\n', n);
         size_t len = nl != NULL ? (size_t)(nl - p) : n;
         if (!s->cutting) {
@@ -147,38 +255,47 @@ static void feed(childout *c, struct stream *s, const char *p, size_t n)
             memcpy(s->line + s->n, p, over ? room : len);
             s->n += over ? room : len;
             if (over) {
+                s->n = cut_point(s->line, s->n);
                 emit(c, s, 1);
                 s->cutting = 1;
             }
         }
-        if (nl == NULL)
+        if (nl == NULL) {
+            s->off = s->len;
             return;
+        }
         if (!s->cutting)
             emit(c, s, 0);
         s->cutting = 0;
         s->n = 0;
-        p = nl + 1;
-        n -= len + 1;
+        s->off += len + 1;
     }
 }
 
-/* Reads at most max bytes of s (non-blocking): 1 at EOF or an error. */
-static int read_some(childout *c, struct stream *s, size_t max)
+/* One turn of s: a chunk read (when the last one is done) and fed. */
+static enum turn turn(childout *c, struct stream *s)
 {
-    char buf[16384];
-    size_t total = 0;
-    while (total < max) {
-        ssize_t r = read(s->io.fd, buf, sizeof buf);
-        if (r < 0 && errno == EINTR)
-            continue;
+    if (s->off == s->len) {
+        size_t want = sizeof s->buf;
+        if (c->closing && s->drain_left < want)
+            want = s->drain_left;
+        if (want == 0)
+            return T_END;
+        ssize_t r;
+        do
+            r = read(s->io.fd, s->buf, want);
+        while (r < 0 && errno == EINTR);
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
+            return c->closing ? T_END : T_EMPTY;
         if (r <= 0)
-            return 1;
-        feed(c, s, buf, (size_t)r);
-        total += (size_t)r;
+            return T_END;
+        s->off = 0;
+        s->len = (size_t)r;
+        if (c->closing)
+            s->drain_left -= (size_t)r;
     }
-    return 0;
+    feed(c, s);
+    return T_MORE;
 }
 
 /* The end of s: its partial line logged, its descriptor closed. */
@@ -186,10 +303,12 @@ static void stream_end(childout *c, struct stream *s)
 {
     if (s->io.fd < 0)
         return;
+    dequeue(s);
     if (s->n > 0 && !s->cutting)
         emit(c, s, 0);
     s->n = 0;
     s->cutting = 0;
+    s->off = s->len = 0;
     ev_io_stop(c->loop, &s->io);
     (void)close(s->io.fd);
     ev_io_set(&s->io, -1, EV_READ);
@@ -207,21 +326,65 @@ static void destroy(childout *c)
     free(c);
 }
 
+/* Both streams ended: what was dropped is said, and a reader of ours is
+ * freed. 1: c was freed. */
+static int ended(childout *c)
+{
+    if (c->st[0].io.fd >= 0 || c->st[1].io.fd >= 0)
+        return 0;
+    report_dropped(c);
+    if (!c->ours)
+        return 0;       /* (the owner frees it) */
+    destroy(c);
+    return 1;
+}
+
+/* s after a turn: watched (its pipe is empty), queued (more), or ended
+ * (1: c was freed). */
+static int settle(childout *c, struct stream *s, enum turn t)
+{
+    if (t == T_MORE) {
+        enqueue(s);
+        return 0;
+    }
+    if (t == T_EMPTY) {
+        dequeue(s);
+        ev_io_start(c->loop, &s->io);
+        return 0;
+    }
+    stream_end(c, s);
+    return ended(c);
+}
+
 static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
-    childout *c = w->data;
-    struct stream *s = w == &c->st[0].io ? &c->st[0] : &c->st[1];
+    struct stream *s = w->data;
     (void)loop;
     (void)revents;
-    if (!read_some(c, s, CHILDOUT_READ))
+    if (q.head != NULL || !budget_ok()) {
+        enqueue(s);             /* (behind those waiting) */
         return;
-    stream_end(c, s);
-    if (c->st[0].io.fd >= 0 || c->st[1].io.fd >= 0)
-        return;
-    if (c->adopted)
-        destroy(c);
-    else
-        report_dropped(c);      /* (the owner frees it) */
+    }
+    (void)settle(s->c, s, turn(s->c, s));
+}
+
+static void pump_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+    (void)loop;
+    (void)w;
+    (void)revents;
+    while (q.head != NULL && budget_ok()) {
+        struct stream *s = q.head;
+        dequeue(s);
+        (void)settle(s->c, s, turn(s->c, s));
+    }
+}
+
+static void awake_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+    (void)loop;
+    (void)w;
+    (void)revents;      /* (only keeps the loop from sleeping while streams wait) */
 }
 
 static childout *alloc(struct ev_loop *loop, const char *child)
@@ -229,12 +392,21 @@ static childout *alloc(struct ev_loop *loop, const char *child)
     childout *c = calloc(1, sizeof *c);
     if (c == NULL)
         return NULL;
+    if (q.loop == NULL) {
+        q.loop = loop;
+        ev_check_init(&q.pump, pump_cb);
+        ev_set_priority(&q.pump, EV_MINPRI);
+        ev_idle_init(&q.awake, awake_cb);
+        ev_set_priority(&q.awake, EV_MINPRI);
+        q.iter = ev_iteration(loop) - 1;
+    }
     c->loop = loop;
     c->child = child;
     c->wfd[0] = c->wfd[1] = -1;
-    c->window = ev_now(loop);
-    stream_init(&c->st[0], "stdout");
-    stream_init(&c->st[1], "stderr");
+    c->tokens = CHILDOUT_BURST;
+    c->filled = mono();
+    stream_init(c, &c->st[0], "stdout");
+    stream_init(c, &c->st[1], "stderr");
     link_in(c);
     return c;
 }
@@ -248,7 +420,8 @@ static void watch(childout *c, const int fds[2])
         (void)fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
         (void)fcntl(fds[i], F_SETFD, FD_CLOEXEC);
         ev_io_init(&c->st[i].io, read_cb, fds[i], EV_READ);
-        c->st[i].io.data = c;
+        ev_set_priority(&c->st[i].io, EV_MINPRI);
+        c->st[i].io.data = &c->st[i];
         ev_io_start(c->loop, &c->st[i].io);
     }
 }
@@ -309,17 +482,38 @@ void childout_flush(childout *c)
 {
     if (c == NULL)
         return;
-    for (int i = 0; i < 2; i++)
-        if (c->st[i].io.fd >= 0 && read_some(c, &c->st[i], DRAIN_MAX))
-            stream_end(c, &c->st[i]);
+    for (int i = 0; i < 2; i++) {
+        struct stream *s = &c->st[i];
+        if (s->io.fd < 0)
+            continue;
+        enum turn t;
+        do
+            t = turn(c, s);
+        while (t == T_MORE && budget_ok());
+        (void)settle(c, s, t);      /* (owned: never freed here) */
+    }
+}
+
+/* c's end begins: ours from here on; each stream reads what it holds (at
+ * most DRAIN_MAX) on the loop, and ends. */
+static void close_later(childout *c)
+{
+    if (c->closing)
+        return;
+    c->ours = 1;
+    c->closing = 1;
+    for (int i = 0; i < 2; i++) {
+        c->st[i].drain_left = DRAIN_MAX;
+        if (c->st[i].io.fd >= 0)
+            enqueue(&c->st[i]);
+    }
+    (void)ended(c);
 }
 
 void childout_close(childout *c)
 {
-    if (c == NULL)
-        return;
-    childout_flush(c);
-    destroy(c);
+    if (c != NULL)
+        close_later(c);
 }
 
 void childout_adopt(struct ev_loop *loop, const char *child, pid_t pid, int64_t epoch,
@@ -333,7 +527,7 @@ void childout_adopt(struct ev_loop *loop, const char *child, pid_t pid, int64_t 
             (void)close(err_fd);
         return;
     }
-    c->adopted = 1;
+    c->ours = 1;
     c->pid = pid;
     c->epoch = epoch;
     const int fds[2] = { out_fd, err_fd };
@@ -344,15 +538,28 @@ void childout_end_terms_before(int64_t epoch)
 {
     for (childout *c = all, *next; c != NULL; c = next) {
         next = c->next;
-        if (c->adopted && c->epoch > 0 && c->epoch < epoch)
-            childout_close(c);
+        if (c->ours && !c->closing && c->epoch > 0 && c->epoch < epoch)
+            close_later(c);     /* (may free c: next is kept) */
     }
 }
 
 void childout_close_all(void)
 {
-    for (childout *c = all, *next; c != NULL; c = next) {
-        next = c->next;
-        childout_close(c);
+    q.unlimited = 1;
+    while (all != NULL) {
+        childout *c = all;
+        for (int i = 0; i < 2 && !c->closing; i++)
+            c->st[i].drain_left = DRAIN_MAX;
+        c->closing = 1;
+        for (int i = 0; i < 2; i++) {
+            struct stream *s = &c->st[i];
+            if (s->io.fd < 0)
+                continue;
+            while (turn(c, s) == T_MORE)
+                ;
+            stream_end(c, s);
+        }
+        destroy(c);
     }
+    q.unlimited = 0;
 }

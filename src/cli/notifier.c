@@ -247,12 +247,13 @@ static void finish_head(notifier *n)
     if (n->cg_id > 0)
         (void)zke_cgroups_remove(n->cg, n->cg_id);   /* (else the watcher removes it) */
     n->cg_id = 0;
-    childout_close(n->out);     /* what the call left is gone */
+    childout *out = n->out;     /* what the call left is gone */
     n->out = NULL;
     n->head = c->next;
     if (n->head == NULL)
         n->tail = NULL;
     release(n, c);
+    childout_close(out);        /* what its pipes hold is logged on the loop, after */
     free_call(c);
     start_next(n);
 }

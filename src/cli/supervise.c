@@ -545,13 +545,14 @@ static void maybe_stopped(supervisor *s)
     stop_watching(s);
     cg_end(s);
     (void)orphans_kill();       /* without cgroups: what the command's end left, adopted */
-    childout_close(s->out);
+    childout *out = s->out;
     s->out = NULL;
     struct logf f[3] = { { "pid", LF_INT, NULL, s->last_pid }, { "epoch", LF_INT, NULL, s->epoch },
                          { "ran_ms", LF_INT, NULL,
                            (int64_t)((ev_now(s->loop) - s->started) * 1000) } };
     log_line(ZKE_LOG_INFO, "cmd_stopped", f, 3);
     zke_agent_release_node(s->agent, token);
+    childout_close(out);        /* what its pipes hold is logged on the loop, after */
 }
 
 static void empty_cb(struct ev_loop *loop, ev_timer *w, int revents)
