@@ -11,9 +11,16 @@ agent's log (issue 35, item 2), against a real ZooKeeper:
   line is cut at 2048 bytes (said), a last line without a newline is
   logged at the end;
 - a flood (200,000 lines and a 100 kB line at once): the child is never
-  blocked (it ends within seconds), at most 10,000 of its lines are logged
-  in the window, the rest is counted in a `child_output_dropped` record,
-  the agent's memory stays flat and it keeps leading;
+  blocked (it ends within seconds), its lines are logged at their rate
+  (500 at once, 333 a second), the rest is counted in
+  `child_output_dropped` records, the agent's memory stays flat and it
+  keeps leading;
+- 16 children of on_leader flooding at once with a session timeout of
+  2000 ms: the leader keeps its lease, its renewals at their pace; a
+  flooding child with the agent's log a full pipe nobody reads: every line
+  logged or counted (`log_full`); a command that floods on SIGTERM: the
+  step-down does not wait for its lines; a run's drops are said once its
+  output ended, not at the step-down;
 - a policy's zkelect.spawn children: records with `child=spawn`, the
   child's pid and its term's epoch (0 outside a term);
 - a daemon the command leaves holds the pipes until the step-down empties
@@ -24,6 +31,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 
@@ -173,11 +181,16 @@ def test_bytes_long_lines_and_a_flood_are_bounded():
         ex = f.wait_for("cmd_exit", timeout=20)
         assert ex["code"] == 0, ex
         drop = f.wait_for("child_output_dropped", timeout=5)
+
+        def dropped():
+            return sum(e["over_rate"] + e["log_full"] for e in f.find("child_output_dropped"))
+        # 200,000 lines, the long one and the stderr line: each logged or
+        # counted (the last ones read and said after the exit's record)
+        h.wait_until(lambda: len(outputs(f, child="cmd")) + dropped() == 200002, 10,
+                     "every line logged or counted")
         recs = outputs(f, child="cmd")
-        # 200,000 lines, the long one and the stderr line: each logged or counted
-        dropped = sum(e["over_rate"] + e["log_full"] for e in f.find("child_output_dropped"))
-        assert len(recs) + dropped == 200002, (len(recs), dropped)
-        assert len(recs) <= 10000 and drop["over_rate"] > 0, (len(recs), drop)
+        # the rate: at most 500 at once and 333 a second, for a few seconds
+        assert len(recs) <= 5000 and drop["over_rate"] > 0, (len(recs), drop)
         assert drop["child"] == "cmd" and drop["pid"] == ex["pid"], drop
         assert recs[0]["line"] == "flood 0", recs[0]
         # it still leads, and renews: alive well past a session timeout
@@ -233,13 +246,18 @@ def fds(pid):
 
 def test_a_daemon_s_pipes_end_with_its_term():
     """The command starts a daemon (setsid -f, in the term's cgroup) that
-    holds the pipes, and exits: --on-exit resign ends the term, whose
+    holds the pipes, and exits once the descriptors are counted:
+    --on-exit resign ends the term, whose
     step-down empties the cgroup; the lone candidate leads again. Each
     term's lines are records of that term, and the agent's descriptors are
     the same in each."""
     tag = "%d%06d" % (os.getpid() % 1000, int(time.monotonic() * 1000) % 1000000)
+    d = h.mkdtemp("childout-daemon")
+    # the command exits once the test counted the descriptors (the file
+    # go.EPOCH), or after 10 s
     cmd = ("setsid -f sh -c 'echo daemon $ZKELECT_EPOCH; exec sleep %s'; echo cmd $ZKELECT_EPOCH; "
-           "sleep 0.3; exit 0" % tag)
+           "i=0; while [ ! -e %s/go.$ZKELECT_EPOCH ] && [ $i -lt 200 ]; do sleep 0.05; "
+           "i=$((i+1)); done; exit 0" % (tag, d))
     with h.ZooKeeper() as zk:
         a = h.Agent(zk, "d1", path=PATH, extra=["--on-exit", "resign", "--", "sh", "-c", cmd])
         counts = []
@@ -250,6 +268,7 @@ def test_a_daemon_s_pipes_end_with_its_term():
             a.wait_for("child_output", timeout=5, since=lead["_i"], line="daemon %d" % e)
             a.wait_for("child_output", timeout=5, since=lead["_i"], line="cmd %d" % e)
             counts.append(len(fds(a.pid)))
+            open(os.path.join(d, "go.%d" % e), "w").close()
             sd = a.wait_for("stepdown", timeout=10, since=lead["_i"], reason="resign")
             a.wait_for("cmd_stopped", timeout=5, since=sd["_i"])
             since = sd["_i"]
@@ -270,6 +289,199 @@ def _cmdline(pid):
             return f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
     except OSError:
         return ""
+
+
+FLOODERS = 16
+FLOOD_POLICY = r'''
+function on_leader(ev)
+  for i = 1, %d do
+    zkelect.spawn{ "python3", "-c", "import sys, time\nw = sys.stdout.buffer\nfor i in range(300000): w.write(b'x\\n')\nw.flush()\ntime.sleep(60)" }
+  end
+end
+''' % FLOODERS
+
+
+def test_many_children_flooding_at_once_leave_the_lease_alone():
+    """16 children of on_leader print 300,000 lines each at once, with a
+    session timeout of 2000 ms: the leader keeps its lease (no step-down,
+    no `lease ran out`) for three session timeouts, its renewals come at
+    their usual pace, and the children's lines are logged at their rate
+    and the rest counted."""
+    d = h.mkdtemp("childout-many")
+    pol = script(d, "many.lua", FLOOD_POLICY, 0o644)
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "m1", path=PATH + "-many", script=pol, session_timeout=2000,
+                    extra=["--log-level", "debug"])
+        lead = a.wait_for("leader", timeout=15)
+        h.wait_until(lambda: len({e["pid"] for e in a.find("child_output_dropped")}) == FLOODERS
+                     or a.find("stepdown") or not a.alive(), 20, "every child's drops said")
+        end = time.monotonic() + 6.0        # three session timeouts
+        while time.monotonic() < end and a.alive() and not a.find("stepdown"):
+            time.sleep(0.2)
+        assert a.alive() and not a.find("stepdown"), a.describe()
+        assert not [e for e in a.find("log") if "lease ran out" in e.get("msg", "")], a.describe()
+        ren = [e["mono_ns"] for e in a.find("log") if "renewal answered" in e.get("msg", "")
+               and e["_i"] > lead["_i"]]
+        gaps = [(y - x) / 1e6 for x, y in zip(ren, ren[1:])]
+        print("  info: %d renewals in the flood, the longest gap %.0f ms; %d lines logged"
+              % (len(ren), max(gaps), len(outputs(a, child="spawn"))))
+        # a lease of 1700 ms renewed about every 500 ms; the old reader's
+        # iterations of 300-700 ms had it run out
+        assert len(ren) >= 6 and max(gaps) < 1200, gaps
+        a.term()
+        assert a.wait_exit(15) == 0
+        json_lines(a)
+
+
+LOGSTALL_PY = r'''
+import os, sys
+w = sys.stdout.buffer
+for i in range(100000):
+    w.write(b"line %d\n" % i)
+w.flush()
+open(sys.argv[1], "w").close()
+'''
+
+
+def test_a_flooding_child_and_a_log_pipe_nobody_reads():
+    """The agent's stderr is a full pipe nobody reads (integration.bad_input's
+    stopped `cat`) and its command prints 100,000 lines: the child is never
+    blocked (it ends), the agent leads on, and once the pipe is read again
+    every line of the child is either a record or counted (`log_full`,
+    `over_rate`)."""
+    with h.ZooKeeper() as zk:
+        d = h.mkdtemp("childout-logstall")
+        child = script(d, "flood.py", LOGSTALL_PY)
+        done = os.path.join(d, "done")
+        out = os.path.join(d, "stderr")
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        try:                        # full before the agent writes anything
+            while True:
+                os.write(w, b"#" * 4096)
+        except BlockingIOError:
+            pass
+        os.set_blocking(w, True)
+        with open(out, "wb") as o:
+            reader = subprocess.Popen(["cat"], stdin=r, stdout=o, preexec_fn=h._pdeathsig)
+        os.close(r)
+        reader.send_signal(signal.SIGSTOP)
+        p = subprocess.Popen(h.wrap([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path",
+                                     PATH + "-logstall", "--id", "ls1", "--session-timeout", "4000",
+                                     "--log", "json", "--", "python3", child, done]),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=w,
+                             preexec_fn=h._pdeathsig)
+        os.close(w)
+        try:
+            h.wait_until(lambda: os.path.exists(done), 30, "the child printed its lines")
+            b = h.Agent(zk, "ls2", path=PATH + "-logstall", session_timeout=4000)
+            b.wait_for("follower", timeout=15)
+            assert p.poll() is None and not b.find("leader"), b.describe()
+            reader.send_signal(signal.SIGCONT)
+            p.send_signal(signal.SIGTERM)
+            assert p.wait(15) == 0, p.returncode
+            assert reader.wait(15) == 0
+            with open(out, "rb") as f:
+                recs = [json.loads(l) for l in f.read().replace(b"#", b"").decode().splitlines() if l]
+            lines = [x for x in recs if x["event"] == "child_output"]
+            drops = [x for x in recs if x["event"] == "child_output_dropped"]
+            full = sum(x["log_full"] for x in drops)
+            assert full > 0, drops
+            assert len(lines) + full + sum(x["over_rate"] for x in drops) == 100000, \
+                (len(lines), drops)
+            print("  info: %d lines logged, %d dropped for the full log" % (len(lines), full))
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            for x in (p, reader):
+                if x.poll() is None:
+                    x.send_signal(signal.SIGCONT)
+                    x.kill()
+                    x.wait(10)
+
+
+SIGTERM_FLOOD_PY = r'''
+import os, signal, sys, time
+def bye(*a):
+    sys.stdout.buffer.write(b"bye\n" * 120000)
+    sys.stdout.buffer.flush()
+    os._exit(0)
+signal.signal(signal.SIGTERM, bye)
+print("up", flush=True)
+time.sleep(60)
+'''
+
+
+def test_a_step_down_does_not_wait_for_the_output():
+    """The command prints 120,000 lines on SIGTERM: the step-down's end
+    (`cmd_stopped`, the node released) waits for the command's exit, not
+    for its lines to be logged: within 500 ms of the `stepdown` (the bound
+    docs/operations.md states; about 20 ms here), the lines logged after it
+    still naming the command."""
+    d = h.mkdtemp("childout-sdflood")
+    child = script(d, "bye.py", SIGTERM_FLOOD_PY)
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "q1", path=PATH + "-sd", extra=["--", "python3", child])
+        a.wait_for("child_output", timeout=15, line="up")
+        a.term()
+        assert a.wait_exit(15) == 0
+        sd = a.find("stepdown")[0]
+        st = a.find("cmd_stopped")[0]
+        ms = (st["mono_ns"] - sd["mono_ns"]) / 1e6
+        byes = outputs(a, line="bye")
+        print("  info: stepdown -> cmd_stopped %.1f ms, %d lines logged" % (ms, len(byes)))
+        assert ms < 500, ms
+        assert byes and all(e["child"] == "cmd" and e["pid"] == st["pid"] for e in byes), byes[:2]
+        json_lines(a)
+
+
+EOF_DROP_PY = r'''
+import os, sys, time
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+os.write(1, b"x\n" * 32768)
+os._exit(0)
+'''
+
+
+def test_drops_are_said_at_the_end_of_the_output():
+    """The command writes 32,768 lines and exits 0 (no restart: the run
+    is over, the reader stays its owner's until the step-down) while the
+    agent is stopped, so that its exit and its last bytes come in the same
+    loop iteration: the `child_output_dropped` record comes once the output
+    ended, not at the step-down."""
+    d = h.mkdtemp("childout-eofdrop")
+    go = os.path.join(d, "go")
+    child = script(d, "burst.py", EOF_DROP_PY)
+    with h.ZooKeeper() as zk:
+        a = h.Agent(zk, "e1", path=PATH + "-eof", session_timeout=10000,
+                    extra=["--", "python3", child, go])
+        cs = a.wait_for("cmd_start", timeout=15)
+        os.kill(a.pid, signal.SIGSTOP)
+        try:
+            open(go, "w").close()
+            h.wait_until(lambda: _state(cs["pid"]) in ("Z", None), 10, "the child's exit")
+        finally:
+            os.kill(a.pid, signal.SIGCONT)
+        ex = a.wait_for("cmd_exit", timeout=10)
+        assert ex["code"] == 0 and ex["action"] == "none", ex
+        # each line a record or counted, while the run's reader is still
+        # its owner's (until the step-down)
+        h.wait_until(lambda: len(outputs(a, child="cmd")) + sum(
+            d["over_rate"] + d["log_full"] for d in a.find("child_output_dropped")) == 32768,
+            10, "every line logged or counted")
+        assert all(d["pid"] == cs["pid"] for d in a.find("child_output_dropped"))
+        assert not a.find("stepdown"), a.describe()
+        a.term()
+        assert a.wait_exit(10) == 0
+
+
+def _state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
 
 
 if __name__ == "__main__":
