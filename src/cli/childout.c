@@ -244,7 +244,12 @@ static size_t cut_point(const char *p, size_t n)
  * partial line kept; what the budget leaves stays in the chunk. */
 static void feed(childout *c, struct stream *s)
 {
-    while (s->off < s->len && budget_ok()) {
+    if (!budget_ok())
+        return;
+    /* the clock read every 32 lines: a flood's dropped lines cost little */
+    for (unsigned k = 1; s->off < s->len; k++) {
+        if ((q.lines <= 0 && !q.unlimited) || (k % 32 == 0 && !budget_ok()))
+            return;
         const char *p = s->buf + s->off;
         size_t n = s->len - s->off;
         const char *nl = memchr(p, '\n', n);
