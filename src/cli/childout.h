@@ -87,7 +87,8 @@ void childout_close(childout *c);
  * (out of memory) the descriptors are closed. */
 void childout_adopt(struct ev_loop *loop, const char *child, pid_t pid, int64_t epoch,
                     int out_fd, int err_fd);
-/* A term began, or ended: the adopted readers of terms before epoch
+/* A term began, or the agent follows (epoch INT64_MAX: its step-down is
+ * over): the adopted readers of terms before epoch
  * (epoch > 0) are closed as childout_close does. Their writers outlived
  * their term (only possible without cgroups): their descriptors do not
  * outlive it. */

@@ -133,6 +133,8 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
         supervisor_leader(app->cmd, ev);
         if (app->leader_ready)
             supervisor_ready(app->cmd);     /* else once on_leader did its work */
+    } else if (ev->type == ZKE_EV_FOLLOWER) {
+        childout_end_terms_before(INT64_MAX);   /* the step-down is over: what outlived it */
     } else if (ev->type == ZKE_EV_STEPDOWN) {
         app->leader_ready = 0;
         app->term_began = 0;
