@@ -8,14 +8,14 @@ agent's log (issue 35, item 2), against a real ZooKeeper:
   pid, its term and the stream; the notify calls' lines too, with the call;
 - `--log text`: the same record as a text line, and no bare `hi`;
 - any bytes: invalid UTF-8 becomes U+FFFD, NUL and tabs are escaped, a long
-  line is cut at 2048 bytes (said), a last line without a newline is
-  logged at the end;
+  line is cut at 2048 bytes (said), before a UTF-8 character the cut
+  would split, a last line without a newline is logged at the end;
 - a flood (200,000 lines and a 100 kB line at once): the child is never
   blocked (it ends within seconds), its lines are logged at their rate
   (500 at once, 333 a second), the rest is counted in
   `child_output_dropped` records, the agent's memory stays flat and it
   keeps leading;
-- 16 children of on_leader flooding at once with a session timeout of
+- 24 children of a policy flooding at once with a session timeout of
   2000 ms: the leader keeps its lease, its renewals at their pace; a
   flooding child with the agent's log a full pipe nobody reads: every line
   logged or counted (`log_full`); a command that floods on SIGTERM: the
@@ -27,6 +27,7 @@ agent's log (issue 35, item 2), against a real ZooKeeper:
   the term's cgroup: over several terms the agent's descriptors do not
   grow.
 """
+import fcntl
 import json
 import os
 import re
@@ -139,6 +140,7 @@ w.write(b"bad \xff\xfe utf-8 \xe2\x82 cut, nul \x00 here, tab \t, quote \" end\n
 w.write(b"x" * 100000 + b"\n")
 w.write(b"after the long line\n")
 w.write("caf\u00e9 \u2603\n".encode())
+w.write(b"y" * 2047 + "\u00e9 and on\n".encode())
 w.flush()
 time.sleep(60)
 '''
@@ -168,6 +170,10 @@ def test_bytes_long_lines_and_a_flood_are_bounded():
         assert rs[1]["line"] == "x" * 2048 and rs[1].get("cut") == "yes", rs[1]["line"][:40]
         assert "cut" not in after and rs[2] is after, rs[:3]
         a.wait_for("child_output", timeout=5, line="caf\u00e9 \u2603")
+        # the cut at 2048 bytes would split the 2-byte character: it ends before it
+        ys = h.wait_until(lambda: [e for e in outputs(a, child="cmd") if e["line"].startswith("yyy")],
+                          5, "the line cut before a character")
+        assert ys[0]["line"] == "y" * 2047 and ys[0].get("cut") == "yes", ys[0]["line"][-5:]
         a.term()
         assert a.wait_exit(10) == 0
         json_lines(a)
@@ -291,35 +297,42 @@ def _cmdline(pid):
         return ""
 
 
-FLOODERS = 16
+FLOODERS = 24
+# started at the script's load (a spawn waits for its exec: many in on_leader
+# would hold the loop themselves), they wait for a shared lock on LOCK, which
+# the test holds, and flood together once it lets go
 FLOOD_POLICY = r'''
-function on_leader(ev)
-  for i = 1, %d do
-    zkelect.spawn{ "python3", "-c", "import sys, time\nw = sys.stdout.buffer\nfor i in range(300000): w.write(b'x\\n')\nw.flush()\ntime.sleep(60)" }
-  end
+for i = 1, %d do
+  assert(zkelect.spawn{ "sh", "-c", "flock -s \"$0\" sh -c 'yes x | head -n 300000'; exec sleep 60",
+                        "%s" })
 end
-''' % FLOODERS
+'''
 
 
 def test_many_children_flooding_at_once_leave_the_lease_alone():
-    """16 children of on_leader print 300,000 lines each at once, with a
+    """24 children of the policy print 300,000 lines each at once, with a
     session timeout of 2000 ms: the leader keeps its lease (no step-down,
     no `lease ran out`) for three session timeouts, its renewals come at
     their usual pace, and the children's lines are logged at their rate
     and the rest counted."""
     d = h.mkdtemp("childout-many")
-    pol = script(d, "many.lua", FLOOD_POLICY, 0o644)
+    lock = os.path.join(d, "lock")
+    pol = script(d, "many.lua", FLOOD_POLICY % (FLOODERS, lock), 0o644)
+    held = open(lock, "w")
+    fcntl.flock(held, fcntl.LOCK_EX)
     with h.ZooKeeper() as zk:
         a = h.Agent(zk, "m1", path=PATH + "-many", script=pol, session_timeout=2000,
                     extra=["--log-level", "debug"])
         lead = a.wait_for("leader", timeout=15)
-        h.wait_until(lambda: len({e["pid"] for e in a.find("child_output_dropped")}) == FLOODERS
-                     or a.find("stepdown") or not a.alive(), 20, "every child's drops said")
+        ino = os.stat(lock).st_ino
+        h.wait_until(lambda: _lock_waiters(ino) == FLOODERS, 20, "every child waiting for the lock")
+        held.close()                        # all at once
         end = time.monotonic() + 6.0        # three session timeouts
         while time.monotonic() < end and a.alive() and not a.find("stepdown"):
             time.sleep(0.2)
         assert a.alive() and not a.find("stepdown"), a.describe()
         assert not [e for e in a.find("log") if "lease ran out" in e.get("msg", "")], a.describe()
+        assert len({e["pid"] for e in outputs(a, child="spawn")}) == FLOODERS, a.describe()
         ren = [e["mono_ns"] for e in a.find("log") if "renewal answered" in e.get("msg", "")
                and e["_i"] > lead["_i"]]
         gaps = [(y - x) / 1e6 for x, y in zip(ren, ren[1:])]
@@ -333,19 +346,21 @@ def test_many_children_flooding_at_once_leave_the_lease_alone():
         json_lines(a)
 
 
+# 40,000 lines in 4 s at least: more than the log's half buffer at the rate
 LOGSTALL_PY = r'''
-import os, sys
+import os, sys, time
 w = sys.stdout.buffer
-for i in range(100000):
-    w.write(b"line %d\n" % i)
-w.flush()
+for k in range(40):
+    w.write(b"".join(b"line %d\n" % (k * 1000 + i) for i in range(1000)))
+    w.flush()
+    time.sleep(0.1)
 open(sys.argv[1], "w").close()
 '''
 
 
 def test_a_flooding_child_and_a_log_pipe_nobody_reads():
     """The agent's stderr is a full pipe nobody reads (integration.bad_input's
-    stopped `cat`) and its command prints 100,000 lines: the child is never
+    stopped `cat`) and its command prints 40,000 lines: the child is never
     blocked (it ends), the agent leads on, and once the pipe is read again
     every line of the child is either a record or counted (`log_full`,
     `over_rate`)."""
@@ -387,7 +402,7 @@ def test_a_flooding_child_and_a_log_pipe_nobody_reads():
             drops = [x for x in recs if x["event"] == "child_output_dropped"]
             full = sum(x["log_full"] for x in drops)
             assert full > 0, drops
-            assert len(lines) + full + sum(x["over_rate"] for x in drops) == 100000, \
+            assert len(lines) + full + sum(x["over_rate"] for x in drops) == 40000, \
                 (len(lines), drops)
             print("  info: %d lines logged, %d dropped for the full log" % (len(lines), full))
             b.term()
@@ -474,6 +489,12 @@ def test_drops_are_said_at_the_end_of_the_output():
         assert not a.find("stepdown"), a.describe()
         a.term()
         assert a.wait_exit(10) == 0
+
+
+def _lock_waiters(ino):
+    """The processes blocked on a lock of the file with inode ino."""
+    with open("/proc/locks") as f:
+        return sum(1 for line in f if "->" in line and line.split()[-3].endswith(":%d" % ino))
 
 
 def _state(pid):
