@@ -495,7 +495,8 @@ void childout_flush(childout *c)
         do
             t = turn(c, s);
         while (t == T_MORE && budget_ok());
-        (void)settle(c, s, t);      /* (owned: never freed here) */
+        if (settle(c, s, t))
+            return;                 /* (not an owned one's case: never freed here) */
     }
 }
 
@@ -551,8 +552,8 @@ void childout_end_terms_before(int64_t epoch)
 void childout_close_all(void)
 {
     q.unlimited = 1;
-    while (all != NULL) {
-        childout *c = all;
+    for (childout *c = all, *next; c != NULL; c = next) {
+        next = c->next;
         for (int i = 0; i < 2 && !c->closing; i++)
             c->st[i].drain_left = DRAIN_MAX;
         c->closing = 1;
