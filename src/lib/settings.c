@@ -276,7 +276,7 @@ static int budget_max(const struct zke_settings *s, int T, int tick_ms)
     char scratch[8];
     int lo = 0, hi = T;         /* lo fits (0: none yet), hi + 1 does not */
     while (lo < hi) {
-        int mid = lo + (hi - lo + 1) / 2;
+        int mid = lo + (hi - lo) / 2 + 1;   /* in (lo, hi]; no overflow at hi = INT_MAX */
         t.stepdown_budget_ms = mid;
         if (lease_plan(&t, T, tick_ms, NULL, scratch, sizeof scratch, 0) == 0)
             lo = mid;
