@@ -558,6 +558,38 @@ static void lease_due_cb(struct bootwait *w)
     (void)w;            /* the same: the check after this poll checks the leasers */
 }
 
+/* The session's id, password and servers in the guard (guard.h), so that
+ * its watcher closes the session once the agent's process is gone and its
+ * terms are over; wiped (guard_unpublish) as soon as the session ends or
+ * we close it ourselves. */
+static void guard_publish(zke_conn *c)
+{
+    if (c->guard == NULL)
+        return;
+    struct closer_addr a[GUARD_SESSION_ADDRS], more[GUARD_SESSION_ADDRS];
+    unsigned char pw[16];
+    uint64_t id = 0;
+    if (session_credentials(c->sess, &id, pw, &a[0].sa, &a[0].len) != 0) {
+        guard_session_clear(c->guard, c->guard_base);
+        return;
+    }
+    int n = a[0].len > 0;       /* the connected server first */
+    int m = closer_hosts(c->hosts, more, GUARD_SESSION_ADDRS);
+    for (int i = 0; i < m && n < GUARD_SESSION_ADDRS; i++)
+        if (a[0].len == 0 || more[i].len != a[0].len || memcmp(&more[i].sa, &a[0].sa, a[0].len) != 0)
+            a[n++] = more[i];
+    guard_session_set(c->guard, c->guard_base, id, pw, session_timeout_ms(c->sess), a, n);
+    volatile unsigned char *v = pw;     /* (our copy of the secret) */
+    for (size_t i = 0; i < sizeof pw; i++)
+        v[i] = 0;
+}
+
+static void guard_unpublish(zke_conn *c)
+{
+    if (c->guard != NULL)
+        guard_session_clear(c->guard, c->guard_base);
+}
+
 int conn_guard_base(zke_conn *c, zke_guard *g)
 {
     if (g == NULL || (c->guard != NULL && c->guard != g))
@@ -569,6 +601,7 @@ int conn_guard_base(zke_conn *c, zke_guard *g)
         c->guard = g;
         c->guard_base = b;
         c->guard_base_ns = 0;
+        guard_publish(c);
     }
     c->guard_users++;
     (void)conn_guard_push(c);
@@ -1010,6 +1043,7 @@ void conn_lose(zke_conn *c, const char *event_reason, const char *why)
         if (!m->detached && m->ops->running(m->a))
             m->ops->session_lost(m->a, event_reason, why);
     c->in_cb--;
+    guard_unpublish(c);
     session_request_close(c->sess);
     c->idle_closing = 0;
     if (any_wanting(c))
@@ -1036,6 +1070,7 @@ static void sess_state_cb(void *ud, enum sess_state st)
             session_write_file(c->sess, c->session_file) != 0)
             clog_(c, ZKE_LOG_WARN, "cannot write session file %s", c->session_file);
         c->last_session = sid;
+        guard_publish(c);       /* (again at each connection: the server may have changed) */
         fan_state(c, st);
         /* a reconnected session's lease moves with the first renewal on the
          * new connection (touch.h): send it now, not a period on */
@@ -1079,6 +1114,7 @@ static void sess_state_cb(void *ud, enum sess_state st)
         ev_timer_stop(c->loop, &c->reopen);
         c->auth_dead = 1;
         fan_state(c, st);
+        guard_unpublish(c);
         session_request_close(c->sess);
         c->idle_closing = 0;
     }
@@ -1215,6 +1251,7 @@ static void conn_open(zke_conn *c)
         c->guard_base_ns = 0;
     }
     c->guard_gen++;
+    guard_unpublish(c);         /* the session that ended (published again once connected) */
     if (session_open(c->sess) != 0) {
         clog_(c, ZKE_LOG_WARN, "%s; retrying", session_error(c->sess));
         reopen_later(c);
@@ -1230,6 +1267,7 @@ static void conn_open(zke_conn *c)
 
 static void destroy(zke_conn *c)
 {
+    guard_unpublish(c);
     if (ev_is_active(&c->prepare)) {
         ev_ref(c->loop);
         ev_prepare_stop(c->loop, &c->prepare);
@@ -1501,8 +1539,10 @@ int conn_agent_start(zke_conn *c, conn_member *m, char *err, size_t errlen)
     /* a close under way is taken back, unless nodes are left for it to
      * release: then a new handle follows it */
     if (session_is_open(c->sess) && c->idle_closing && c->close_owed == 0 &&
-        session_keep(c->sess) == 0)
+        session_keep(c->sess) == 0) {
         c->idle_closing = 0;
+        guard_publish(c);       /* ours again */
+    }
     if (!session_is_open(c->sess)) {
         if (!ev_is_active(&c->reopen))
             conn_open(c);
@@ -1544,6 +1584,7 @@ void conn_agent_done(zke_conn *c, conn_member *m)
     index_remove(c, m);
     if (c->nrunning > 0 || !session_is_open(c->sess))
         return;
+    guard_unpublish(c);         /* we close it ourselves */
     session_request_close(c->sess);
     c->idle_closing = 1;
     ev_timer_stop(c->loop, &c->reopen);
@@ -1595,6 +1636,7 @@ void conn_detach(zke_conn *c, conn_member *m)
         return;
     }
     if (c->sess != NULL && c->nrunning == 0 && session_is_open(c->sess)) {
+        guard_unpublish(c);
         session_request_close(c->sess);
         c->idle_closing = 1;
     }

@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,6 +48,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "closer.h"
 
 /* The watcher's parent-death signal: a handled one (a hang-up of the
  * terminal only makes it look again). */
@@ -76,6 +79,10 @@
  * term meanwhile; only a freeze of the agent in that second goes unwatched,
  * and only until the watcher's first beat. */
 #define GUARD_START_NS 1000000000LL
+/* Once the agent is gone, how long its process groups get to exit after
+ * their SIGKILL before its sessions are left to expire (a process in an
+ * uninterruptible sleep dies only when the call returns). */
+#define GUARD_GONE_WAIT_NS 2000000000LL
 
 /* An agent's slot. Its ends are absolute (base 0) or offsets from one of
  * the guard's bases (base k: bases[k - 1]), the lease base of the session
@@ -91,6 +98,24 @@ struct gslot {
                                          * far (ns) from its start; 0: none */
     atomic_llong epoch;                 /* the armed term's epoch (for its fence) */
     atomic_llong fenced;                /* the last epoch fenced (by any watcher) */
+};
+
+/* A session the watcher closes once the agent is gone and its terms are
+ * over (one per base: the session of the agents that share it). Written by
+ * the agent side only (a seqlock: gen odd while written, so that one cut
+ * short by the agent's death is never used); read by the watcher once the
+ * agent is gone. */
+struct gsess {
+    atomic_uint gen;                    /* odd while written */
+    atomic_int live;                    /* 1: published, 0: none (or wiped) */
+    uint64_t id;
+    unsigned char passwd[CLOSER_PASSWD_LEN];
+    int timeout_ms;                     /* negotiated */
+    int naddr;
+    struct gaddr {
+        unsigned short len;
+        unsigned char sa[sizeof(struct sockaddr_in6)];
+    } addr[GUARD_SESSION_ADDRS];        /* the connected server first */
 };
 
 struct zke_guard {
@@ -121,6 +146,7 @@ struct zke_guard {
     atomic_int fence_ms;                /* its budget */
     atomic_int fence_argc;              /* its argv's words; its environment's follow */
     char fence[ZKE_GUARD_FENCE_MAX];    /* its words, each NUL-terminated */
+    struct gsess sess[GUARD_BASES];     /* base k's session: sess[k - 1] */
     struct gslot slot[];                /* nslots of them */
 };
 
@@ -448,8 +474,61 @@ int guard_base_take(zke_guard *g)
 
 void guard_base_release(zke_guard *g, int base)
 {
+    guard_session_clear(g, base);
     if (base >= 1 && base <= GUARD_BASES)
         atomic_fetch_and(&g->bases_used, ~(1ull << (base - 1)));
+}
+
+/* Overwrites a secret (a volatile loop is not optimised away). */
+static void wipe(void *p, size_t n)
+{
+    volatile unsigned char *v = p;
+    while (n-- > 0)
+        *v++ = 0;
+}
+
+void guard_session_set(zke_guard *g, int base, uint64_t id,
+                       const unsigned char passwd[CLOSER_PASSWD_LEN], int timeout_ms,
+                       const struct closer_addr *addrs, int naddrs)
+{
+    if (base < 1 || base > GUARD_BASES)
+        return;
+    struct gsess *e = &g->sess[base - 1];
+    atomic_fetch_add(&e->gen, 1);           /* odd: being written */
+    atomic_store(&e->live, 0);
+    e->id = id;
+    memcpy(e->passwd, passwd, CLOSER_PASSWD_LEN);
+    e->timeout_ms = timeout_ms;
+    int n = 0;
+    for (int i = 0; i < naddrs && n < GUARD_SESSION_ADDRS; i++) {
+        if (addrs[i].len == 0 || addrs[i].len > sizeof e->addr[n].sa)
+            continue;
+        e->addr[n].len = (unsigned short)addrs[i].len;
+        memcpy(e->addr[n].sa, &addrs[i].sa, addrs[i].len);
+        n++;
+    }
+    e->naddr = n;
+    atomic_store(&e->live, n > 0);
+    atomic_fetch_add(&e->gen, 1);
+}
+
+void guard_session_clear(zke_guard *g, int base)
+{
+    if (base < 1 || base > GUARD_BASES)
+        return;
+    struct gsess *e = &g->sess[base - 1];
+    if (!atomic_load(&e->live) && e->id == 0)
+        return;
+    atomic_fetch_add(&e->gen, 1);
+    atomic_store(&e->live, 0);
+    wipe(e->passwd, sizeof e->passwd);
+    e->id = 0;
+    atomic_fetch_add(&e->gen, 1);
+}
+
+int guard_session_live(zke_guard *g, int base)
+{
+    return base >= 1 && base <= GUARD_BASES && atomic_load(&g->sess[base - 1].live);
 }
 
 /* An end of slot s (hard or soft: its field v) as a CLOCK_BOOTTIME time,
@@ -746,17 +825,19 @@ static int term_groups(zke_guard *g, int slot, int64_t soft)
 }
 
 /* The agent is gone: its folder of term cgroups is killed whole, and once
- * empty (at most 2 s) its term cgroups and the folder are removed. */
-static void cg_clean(zke_guard *g)
+ * empty (at most 2 s) its term cgroups and the folder are removed. 1 when
+ * it is empty (or there is none), 0 when a process is still in it. */
+static int cg_clean(zke_guard *g)
 {
     char p[ZKE_CGROUPS_PATH_MAX + 48];
     if (!atomic_load(&g->cg_set))
-        return;
+        return 1;
     (void)cg_kill(g, 0);
     for (int k = 0; k < 400 && cg_populated(g, 0); k++) {
         struct timespec five_ms = { 0, 5000000 };
         (void)nanosleep(&five_ms, NULL);
     }
+    int empty = !cg_populated(g, 0);
     /* every term-* in the folder (also those the agent no longer listed),
      * read with getdents64 into the stack: nothing is allocated */
     int dfd = open(g->cg_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -780,6 +861,7 @@ static void cg_clean(zke_guard *g)
         close(dfd);
     }
     (void)rmdir(g->cg_path);
+    return empty;
 }
 
 static void say(zke_log_fn *log, void *ud, enum zke_log_level lvl, const char *msg)
@@ -866,8 +948,9 @@ static void drain_output(int fd, char *buf, size_t len, size_t *n, long long *mo
 }
 
 /* Runs the fence (zke_guard_set_fence) for a term that ended without its
- * step-down, and waits for it within its budget; logs the outcome. */
-static void run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_fn *log,
+ * step-down, and waits for it within its budget; logs the outcome. 1 when
+ * it succeeded or there is none, 0 when it failed (or could not run). */
+static int run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_fn *log,
                       void *ud)
 {
     char words[ZKE_GUARD_FENCE_MAX], ep[24], v_ep[48], v_reason[48], msg[400];
@@ -887,7 +970,7 @@ static void run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_f
         len = 0;
     }
     if (len <= 0 || len > (int)sizeof words)
-        return;
+        return 1;
     words[len - 1] = '\0';
     for (int off = 0; off < len && k + nv < 2 * ZKE_GUARD_FENCE_WORDS;
          off += (int)strlen(words + off) + 1) {
@@ -930,7 +1013,7 @@ static void run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_f
         snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) could not start: "
                  "fork: %s", (long long)epoch, reason, strerror(errno));
         say(log, ud, ZKE_LOG_ERROR, msg);
-        return;
+        return 0;
     }
     (void)setpgid(pid, pid);
     int st = 0, timed_out = 0;
@@ -955,6 +1038,7 @@ static void run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_f
     if (pfd[0] >= 0)
         (void)close(pfd[0]);
     long long ms = (long long)((boot_ns() - t0) / 1000000);
+    int ok = !timed_out && r == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
     if (timed_out)
         snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) ran past its %d ms "
                  "and was killed", (long long)epoch, reason, budget);
@@ -968,8 +1052,7 @@ static void run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_f
     else
         snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) failed: signal %d "
                  "in %lld ms", (long long)epoch, reason, r == pid ? WTERMSIG(st) : 0, ms);
-    say(log, ud, timed_out || !(r == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
-                     ? ZKE_LOG_ERROR : ZKE_LOG_WARN, msg);
+    say(log, ud, ok ? ZKE_LOG_WARN : ZKE_LOG_ERROR, msg);
     while (tn > 0 && (text[tn - 1] == '\n' || text[tn - 1] == '\r'))
         tn--;
     if (tn > 0) {
@@ -980,15 +1063,17 @@ static void run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_f
             snprintf(out + strlen(out), sizeof out - strlen(out), " (%lld bytes more)", more);
         say(log, ud, ZKE_LOG_INFO, out);
     }
+    return ok;
 }
 
 /* The fence of slot i's term, unless that epoch was fenced already (by
- * this watcher or one before it). */
-static void fence_once(zke_guard *g, int i, const char *reason, zke_log_fn *log, void *ud)
+ * this watcher or one before it): 0 when it ran and failed, else 1. */
+static int fence_once(zke_guard *g, int i, const char *reason, zke_log_fn *log, void *ud)
 {
     int64_t epoch = atomic_load(&g->slot[i].epoch);
     if (atomic_exchange(&g->slot[i].fenced, epoch) != epoch)
-        run_fence(g, epoch, reason, log, ud);
+        return run_fence(g, epoch, reason, log, ud);
+    return 1;
 }
 
 /* After the hard end's SIGKILLs: waits (at most 1 s) until the term
@@ -1007,6 +1092,137 @@ static void wait_killed(zke_guard *g)
             return;
         struct timespec five_ms = { 0, 5000000 };
         (void)nanosleep(&five_ms, NULL);
+    }
+}
+
+/* 1 while process group pgid has a process that has not exited: kill(2)
+ * reaches zombies too (a dead agent's children wait for their new parent
+ * to reap them), so a group that still answers is looked for in /proc,
+ * read into the stack (nothing allocated): a member in any state but
+ * zombie or dead counts. */
+static int pgrp_lives(pid_t pgid)
+{
+    if (kill(-pgid, 0) != 0 && errno == ESRCH)
+        return 0;
+    int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return 1;
+    char buf[4096], path[64], stat[512];
+    long got;
+    int lives = 0;
+    while (!lives && (got = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < got && !lives;) {
+            unsigned short reclen;
+            memcpy(&reclen, buf + off + 16, sizeof reclen);
+            const char *name = buf + off + 19;
+            if (name[0] >= '1' && name[0] <= '9' &&
+                snprintf(path, sizeof path, "/proc/%s/stat", name) < (int)sizeof path) {
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                ssize_t r = fd >= 0 ? read(fd, stat, sizeof stat - 1) : -1;
+                if (fd >= 0)
+                    close(fd);
+                stat[r > 0 ? r : 0] = '\0';
+                /* "pid (comm) S ppid pgrp ...": after the last ')' */
+                const char *rp = strrchr(stat, ')');
+                char st = 0;
+                long ppid = 0, pg = 0;
+                if (rp != NULL && sscanf(rp + 1, " %c %ld %ld", &st, &ppid, &pg) == 3 &&
+                    pg == (long)pgid && st != 'Z' && st != 'X' && st != 'x')
+                    lives = 1;
+            }
+            if (reclen == 0)
+                break;
+            off += reclen;
+        }
+    }
+    close(dfd);
+    return lives;
+}
+
+/* Waits until every registered process group is gone (its members exited),
+ * until deadline: 0, or the pgid of one that still has a process. */
+static pid_t wait_groups_gone(zke_guard *g, int64_t deadline)
+{
+    for (;;) {
+        pid_t left = 0;
+        for (int i = 0; i < ZKE_GUARD_GROUPS && left == 0; i++) {
+            unsigned v = atomic_load(&g->group[i]);
+            if (v != 0 && !(v & GROUP_CGROUP_BIT) && pgrp_lives((pid_t)GROUP_ID(v)))
+                left = (pid_t)GROUP_ID(v);
+        }
+        if (left == 0 || boot_ns() >= deadline)
+            return left;
+        struct timespec five_ms = { 0, 5000000 };
+        (void)nanosleep(&five_ms, NULL);
+    }
+}
+
+/* Each session the agent published (guard_session_set): closed when its
+ * terms are over (over NULL), else left to expire with the reason `over`;
+ * one line each. The session's remaining time is at most its timeout from
+ * the agent's death (gone_ns): no try outlasts it. The entries are wiped. */
+static void close_sessions(zke_guard *g, int64_t gone_ns, const char *over, zke_log_fn *log,
+                           void *ud)
+{
+    char msg[600], why[300], first[300];
+    for (int k = 0; k < GUARD_BASES; k++) {
+        struct gsess *e = &g->sess[k];
+        unsigned gen = atomic_load(&e->gen);
+        if (gen == 0)
+            continue;       /* never published */
+        int live = atomic_load(&e->live);
+        uint64_t id = e->id;
+        if (gen & 1) {
+            snprintf(msg, sizeof msg, "fail-stop: the agent died while it published a session: "
+                     "not closed; it expires as usual");
+            say(log, ud, ZKE_LOG_WARN, msg);
+        } else if (live && over != NULL) {
+            snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is not closed: %s; "
+                     "it expires as usual, within %d ms", (unsigned long long)id, over,
+                     e->timeout_ms);
+            say(log, ud, ZKE_LOG_WARN, msg);
+        } else if (live) {
+            int64_t deadline = gone_ns + (int64_t)(e->timeout_ms > 0 ? e->timeout_ms : 1000) * 1000000;
+            enum closer_outcome o = CLOSER_UNREACHED;
+            first[0] = '\0';
+            int tries = 0;
+            for (int round = 0; o != CLOSER_CLOSED && o != CLOSER_GONE && boot_ns() < deadline;
+                 round++) {
+                for (int i = 0; i < e->naddr && boot_ns() < deadline; i++) {
+                    int64_t try_end = boot_ns() + 1000000000LL;
+                    o = closer_close_at((const struct sockaddr *)(const void *)e->addr[i].sa,
+                                        e->addr[i].len, id, e->passwd, e->timeout_ms,
+                                        try_end < deadline ? try_end : deadline, why, sizeof why);
+                    tries++;
+                    if (first[0] == '\0' && o != CLOSER_CLOSED)
+                        snprintf(first, sizeof first, "%s", why);
+                    if (o == CLOSER_CLOSED || o == CLOSER_GONE)
+                        break;
+                }
+                if (o != CLOSER_CLOSED && o != CLOSER_GONE) {
+                    struct timespec pause = { 0, 50000000 };   /* between rounds */
+                    (void)nanosleep(&pause, NULL);
+                }
+            }
+            long long ms = (long long)((boot_ns() - gone_ns) / 1000000);
+            if (o == CLOSER_CLOSED)
+                snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is closed (at %s, "
+                         "%lld ms after the agent was gone, its terms over): its nodes are gone and "
+                         "the next in line takes over now", (unsigned long long)id, why, ms);
+            else if (o == CLOSER_GONE)
+                snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is not closed: it "
+                         "had expired or was closed already (%s)", (unsigned long long)id, why);
+            else
+                snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is not closed: no "
+                         "server took the close within the session's remaining %d ms (%d tr%s; "
+                         "first: %s; last: %s); it expires as usual", (unsigned long long)id,
+                         e->timeout_ms, tries, tries == 1 ? "y" : "ies", first, why);
+            say(log, ud, o == CLOSER_CLOSED ? ZKE_LOG_INFO : ZKE_LOG_WARN, msg);
+        }
+        /* (the agent is gone: nobody writes the entry any more) */
+        wipe(e->passwd, sizeof e->passwd);
+        e->id = 0;
+        atomic_store(&e->live, 0);
     }
 }
 
@@ -1042,6 +1258,7 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
     int64_t fired = 0;      /* the hard end it fired for (it fires once per end) */
     int64_t termed = 0;     /* the soft end it sent SIGTERM for */
     int killed_agent = 0;
+    int fence_failed = 0;   /* a fence of a term of this agent failed: its sessions are left */
     while (getppid() == agent) {
         atomic_store(&g->beat, boot_ns());
         unsigned s = atomic_load(&g->seq);
@@ -1065,8 +1282,8 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
             wait_killed(g);
             for (int i = 0, top = atomic_load(&g->top); i < top; i++) {
                 int64_t di = end_of(g, &g->slot[i], &g->slot[i].hard);
-                if (di != 0 && di <= now)
-                    fence_once(g, i, "hard_end", log, ud);
+                if (di != 0 && di <= now && !fence_once(g, i, "hard_end", log, ud))
+                    fence_failed = 1;
             }
             continue;
         }
@@ -1128,8 +1345,9 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
         }
     }
     /* the agent is gone (killed, crashed, exited): what it left dies now */
+    int64_t gone_ns = boot_ns();
     int n = kill_groups(g, 1);
-    cg_clean(g);
+    int cg_empty = cg_clean(g);
     if (n > 0 && !killed_agent) {       /* (if it did, its line said it all) */
         snprintf(msg, sizeof msg, "fail-stop: the agent (pid %d) is gone: SIGKILL to the %d "
                  "process group%s it left", (int)agent, n, n == 1 ? "" : "s");
@@ -1137,8 +1355,20 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
     }
     /* each term it held (not fenced at its hard end already) */
     for (int i = 0, top = atomic_load(&g->top); i < top; i++)
-        if (atomic_load(&g->slot[i].hard) != 0)
-            fence_once(g, i, "agent_gone", log, ud);
+        if (atomic_load(&g->slot[i].hard) != 0 && !fence_once(g, i, "agent_gone", log, ud))
+            fence_failed = 1;
+    /* then its sessions: closed only once every term is over (order is
+     * the promise: the successor may start the moment the nodes go) */
+    pid_t left = wait_groups_gone(g, boot_ns() + GUARD_GONE_WAIT_NS);
+    char over[160];
+    if (!cg_empty)
+        snprintf(over, sizeof over, "its term cgroups did not empty within 2 s of their SIGKILL");
+    else if (left != 0)
+        snprintf(over, sizeof over, "process group %d still had a process 2 s after its SIGKILL",
+                 (int)left);
+    else if (fence_failed)
+        snprintf(over, sizeof over, "a fence failed, so the term's state may still be in place");
+    close_sessions(g, gone_ns, !cg_empty || left != 0 || fence_failed ? over : NULL, log, ud);
     if (have_timer)
         (void)timer_delete(boot_timer);
     watched = NULL;

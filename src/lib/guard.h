@@ -23,6 +23,7 @@
 #define ZKELECT_GUARD_H
 
 #include <stdint.h>
+#include "closer.h"
 #include "zkelect.h"
 
 /* Takes a free agent slot: its index, or -1 when all the guard's slots are
@@ -84,6 +85,22 @@ int64_t guard_watcher_pending(zke_guard *g);
 /* A new watcher runs (the host said so): no silence seen yet, and no beat
  * (it gets a starting watcher's second, not a stale one's 200 ms). */
 void guard_watcher_forget(zke_guard *g);
+/* The session of base `base` (the session its agents share), for the
+ * watcher to close once the agent's process is gone and every term is over
+ * (its processes ended, its fence run): its id, password and negotiated
+ * timeout, and up to GUARD_SESSION_ADDRS numeric server addresses to try,
+ * the connected server first (the watcher resolves no names). Published
+ * again at each connection (the server may change), wiped
+ * (guard_session_clear) as soon as the session ends or the agent closes it
+ * itself: never on disk, never in argv, only in this shared memory, which
+ * only the agent's process and its watcher map. Agent side, loop thread. */
+#define GUARD_SESSION_ADDRS 8
+void guard_session_set(zke_guard *g, int base, uint64_t id,
+                       const unsigned char passwd[CLOSER_PASSWD_LEN], int timeout_ms,
+                       const struct closer_addr *addrs, int naddrs);
+void guard_session_clear(zke_guard *g, int base);
+/* 1 while base's session is published (the tests'). */
+int guard_session_live(zke_guard *g, int base);
 /* How many times the agent side woke the watcher so far (the tests'). */
 unsigned guard_wakes(zke_guard *g);
 

@@ -855,6 +855,22 @@ uint64_t session_id(const session *s)
     return c ? (uint64_t)c->client_id : 0;
 }
 
+int session_credentials(const session *s, uint64_t *id, unsigned char passwd[16],
+                        struct sockaddr_storage *peer, socklen_t *peer_len)
+{
+    const clientid_t *c = s->zh != NULL && s->connected ? zoo_client_id(s->zh) : NULL;
+    if (c == NULL || c->client_id == 0)
+        return -1;
+    *id = (uint64_t)c->client_id;
+    memcpy(passwd, c->passwd, 16);
+    socklen_t len = sizeof *peer;
+    memset(peer, 0, sizeof *peer);
+    if (zookeeper_get_connected_host(s->zh, (struct sockaddr *)peer, &len) == NULL)
+        len = 0;
+    *peer_len = len;
+    return 0;
+}
+
 int64_t session_lease_base_ns(const session *s)
 {
     return s->zh != NULL ? s->touch.confirmed : 0;

@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include "zkelect.h"
 
 struct ev_loop;
@@ -113,6 +114,11 @@ void session_flush(session *s);
 int session_connected(const session *s);
 uint64_t session_id(const session *s);
 int session_timeout_ms(const session *s);     /* negotiated, or requested before */
+/* While connected: the session's id and password (secret: the caller wipes
+ * its copy) and the connected server's address (*peer_len 0: unknown). 0,
+ * or -1 when not connected. */
+int session_credentials(const session *s, uint64_t *id, unsigned char passwd[16],
+                        struct sockaddr_storage *peer, socklen_t *peer_len);
 const char *session_error(const session *s);  /* reason of the last -1 */
 /* Why the last session_open() failed (a host name that does not resolve...),
  * or NULL when it succeeded. */

@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -184,6 +186,9 @@ static void test_extend_then_lapse(void)
  * term), tells the test the sleeper's pid on fd, then sleeps (a stuck
  * loop) until killed. */
 static const char *fence_file;     /* set: fork_agent's guard gets a fence writing there */
+static struct sockaddr_in close_at; /* set (a port): fork_agent's guard has a session to close there */
+#define CLOSE_ID 0x77
+#define CLOSE_TIMEOUT_MS 600
 
 static pid_t fork_agent(int flags, int arm_ms, int fd, int log)
 {
@@ -203,6 +208,14 @@ static pid_t fork_agent(int flags, int arm_ms, int fd, int log)
                 _exit(4);
         }
         int slot = guard_slot_take(g);
+        if (close_at.sin_port != 0) {
+            struct closer_addr ca;
+            unsigned char pw[CLOSER_PASSWD_LEN] = { 9, 8, 7 };
+            memset(&ca, 0, sizeof ca);
+            memcpy(&ca.sa, &close_at, sizeof close_at);
+            ca.len = sizeof close_at;
+            guard_session_set(g, guard_base_take(g), CLOSE_ID, pw, CLOSE_TIMEOUT_MS, &ca, 1);
+        }
         (void)fork_watcher(g, flags, log);
         pid_t s = sleeper();
         (void)zke_guard_add_group(g, s, arm_ms > 0 ? ZKE_GUARD_GROUP_TERM : 0);
@@ -534,6 +547,106 @@ static void test_fence(void)
     zke_guard_free(g);
 }
 
+/* Once the agent is gone, the session it published is closed only after
+ * its term's groups are gone and the fence ran: the watcher's first
+ * connection (to a listener here that never answers) comes after both, and
+ * carries the session's resumption; the watcher gives up by the session's
+ * timeout and says so. A fence that fails leaves the session alone. A
+ * session cleared (the agent closed it itself) is not tried. */
+static void test_session_close(void)
+{
+    char path[] = "/tmp/zke-close-XXXXXX", file[64], log[4096], calls[256];
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), pfd[2], lfd[2];
+    socklen_t len = sizeof close_at;
+    memset(&close_at, 0, sizeof close_at);
+    close_at.sin_family = AF_INET;
+    close_at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(bind(l, (struct sockaddr *)&close_at, sizeof close_at) == 0 && listen(l, 64) == 0 &&
+          getsockname(l, (struct sockaddr *)&close_at, &len) == 0);
+    CHECK(mkdtemp(path) != NULL);
+    snprintf(file, sizeof file, "%s/calls", path);
+    fence_file = file;
+    pid_t s = 0;
+    CHECK(pipe(pfd) == 0 && pipe(lfd) == 0);
+    pid_t a = fork_agent(0, 60000, pfd[1], lfd[1]);
+    close(pfd[1]);
+    close(lfd[1]);
+    CHECK(read(pfd[0], &s, sizeof s) == (ssize_t)sizeof s);
+    struct pollfd pf = { l, POLLIN, 0 };
+    CHECK(poll(&pf, 1, 200) == 0);      /* nothing tried while the agent lives */
+    (void)kill(a, SIGKILL);
+    CHECK(wait_end(a, 5000) != -1);
+    CHECK(poll(&pf, 1, 5000) == 1);
+    int c = accept(l, NULL, NULL);
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;   /* the group's zombies are ours (subreaper) */
+    CHECK(kill(-s, 0) != 0 && errno == ESRCH);
+    read_fence(calls, sizeof calls);
+    CHECK(strcmp(calls, "7 agent_gone fence 7 agent_gone bar\n") == 0);
+    unsigned char got[128], want[CLOSER_CONNECT_LEN], pw[CLOSER_PASSWD_LEN] = { 9, 8, 7 };
+    struct pollfd cf = { c, POLLIN, 0 };
+    ssize_t r = c >= 0 && poll(&cf, 1, 2000) == 1 ? read(c, got, sizeof got) : -1;
+    CHECK(r == CLOSER_CONNECT_LEN &&
+          memcmp(got, want, closer_connect_frame(want, CLOSE_ID, pw, CLOSE_TIMEOUT_MS)) == 0);
+    read_all(lfd[0], log, sizeof log, 10000);     /* (it tries until the timeout, then ends) */
+    CHECK(strstr(log, "the agent's session 0x77 is not closed: no server took the close "
+                      "within the session's remaining 600 ms") != NULL);
+    if (c >= 0)
+        close(c);
+    while ((c = accept(l, NULL, NULL)) >= 0)
+        close(c);       /* its later tries */
+    close(pfd[0]);
+    close(lfd[0]);
+
+    /* a fence that fails: no try at all */
+    fence_file = "/nonexistent-zke-dir/calls";
+    CHECK(pipe(pfd) == 0 && pipe(lfd) == 0);
+    a = fork_agent(0, 60000, pfd[1], lfd[1]);
+    close(pfd[1]);
+    close(lfd[1]);
+    CHECK(read(pfd[0], &s, sizeof s) == (ssize_t)sizeof s);
+    (void)kill(a, SIGKILL);
+    CHECK(wait_end(a, 5000) != -1);
+    read_all(lfd[0], log, sizeof log, 10000);
+    CHECK(strstr(log, "session 0x77 is not closed: a fence failed") != NULL);
+    CHECK(accept(l, NULL, NULL) < 0 && errno == EAGAIN);
+    CHECK(group_gone(s, 3000));
+    close(pfd[0]);
+    close(lfd[0]);
+    fence_file = NULL;
+    (void)unlink(file);
+    (void)rmdir(path);
+    close(l);
+    memset(&close_at, 0, sizeof close_at);
+}
+
+/* The page's session entry: published, cleared (the secret wiped), and
+ * cleared with its base. */
+static void test_session_entry(void)
+{
+    char err[200];
+    zke_guard *g = zke_guard_new(err, sizeof err);
+    CHECK(g != NULL);
+    int b = guard_base_take(g);
+    struct closer_addr ca;
+    unsigned char pw[CLOSER_PASSWD_LEN] = { 1 };
+    memset(&ca, 0, sizeof ca);
+    CHECK(b > 0 && !guard_session_live(g, b));
+    guard_session_set(g, b, 5, pw, 1000, &ca, 1);   /* no usable address: not published */
+    CHECK(!guard_session_live(g, b));
+    struct sockaddr_in *in = (struct sockaddr_in *)(void *)&ca.sa;
+    in->sin_family = AF_INET;
+    ca.len = sizeof *in;
+    guard_session_set(g, b, 5, pw, 1000, &ca, 1);
+    CHECK(guard_session_live(g, b));
+    guard_session_clear(g, b);
+    CHECK(!guard_session_live(g, b));
+    guard_session_set(g, b, 5, pw, 1000, &ca, 1);
+    guard_base_release(g, b);
+    CHECK(!guard_session_live(g, b));
+    zke_guard_free(g);
+}
+
 /* Ends relative to a shared lease base: moving the base later (a renewal)
  * moves the end of every slot armed on it with one store and wakes no one;
  * the watcher fires once the base stops moving; moving it earlier (a new
@@ -764,6 +877,8 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     RUN(test_tables);
+    RUN(test_session_entry);
+    RUN(test_session_close);
     RUN(test_extend_then_lapse);
     RUN(test_standby_arms_without_a_wake);
     RUN(test_two_phases);
