@@ -221,90 +221,6 @@ def test_blip_suspends_and_resumes():
         assert a.wait_exit(10) == 0
 
 
-class StallProxy:
-    """A TCP proxy in front of the server that can hold every byte, both
-    ways, for a while (a connection that is up but silent: a blip the
-    client does not see as a disconnect) and then deliver them."""
-
-    def __init__(self, target_port):
-        import socket
-        import threading
-        self.target = ("127.0.0.1", target_port)
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(16)
-        self.port = self.lsock.getsockname()[1]
-        self.hostport = "127.0.0.1:%d" % self.port
-        self.held_until = 0.0
-        self.lock = threading.Lock()
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def hold(self, seconds):
-        with self.lock:
-            self.held_until = time.monotonic() + seconds
-
-    def _held(self):
-        with self.lock:
-            return time.monotonic() < self.held_until
-
-    def _accept(self):
-        import socket
-        import threading
-        while not self.closed:
-            try:
-                c, _ = self.lsock.accept()
-            except OSError:
-                return
-            s = socket.create_connection(self.target)
-            for x in (c, s):
-                x.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._pump, args=(c, s), daemon=True).start()
-
-    def _pump(self, a, b):
-        import select
-        pend = {a: b"", b: b""}          # bytes read from x, to go to the other
-        other = {a: b, b: a}
-        try:
-            while not self.closed:
-                # block until bytes come, or (held, with bytes pending) the
-                # hold ends: released bytes go out at once
-                with self.lock:
-                    left = self.held_until - time.monotonic()
-                wait = max(0.0, left) if left > 0 and (pend[a] or pend[b]) else 0.5
-                r, _, _ = select.select([a, b], [], [], wait)
-                for x in r:
-                    data = x.recv(65536)
-                    if not data:
-                        return
-                    self.note(x, data)
-                    pend[x] += data
-                if not self._held():
-                    for x in (a, b):
-                        if pend[x]:
-                            other[x].sendall(pend[x])
-                            pend[x] = b""
-        except OSError:
-            pass
-        finally:
-            a.close()
-            b.close()
-
-    def note(self, x, data):
-        """Bytes read from x (a subclass may look at them)."""
-
-    def close(self):
-        self.closed = True
-        self.lsock.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
 def leader_behind(zk, px, ids):
     """Agent ids[0] leading through the proxy px, ids[1] following directly;
     with the leader's start event."""
@@ -327,7 +243,7 @@ def test_a_silent_blip_of_a_quarter_of_t_is_ridden_out():
     the suite's other tests on 2 cores was seen 101 ms late, an ASan build
     more). Even T/3 gaps (0.18 T left) fail it."""
     with h.ZooKeeper() as zk:
-        with StallProxy(zk.port) as px:
+        with h.StallProxy(zk.port) as px:
             a, b, start = leader_behind(zk, px, ("ba", "bb"))
             assert start["renew_ms"] == T // 4 and start["server_tick_ms"] == 200, start
             blip = 0.25 * T / 1000.0
@@ -362,7 +278,7 @@ def test_a_hook_that_computes_stops_at_the_lease_end():
     delay it; the cut itself comes at the next instruction); the successor
     leads."""
     with h.ZooKeeper() as zk:
-        with StallProxy(zk.port) as px:
+        with h.StallProxy(zk.port) as px:
             a = h.Agent(zk, "ca", path=PATH, session_timeout=T, zkhosts=px.hostport,
                         script=os.path.join(h.POLICIES, "lease_end.lua"))
             a.wait_for("leader", timeout=10)
@@ -394,7 +310,7 @@ def test_a_hook_that_computes_stops_at_the_lease_end():
                 assert x.wait_exit(10) == 0
 
 
-class RecordingProxy(StallProxy):
+class RecordingProxy(h.StallProxy):
     """A StallProxy that also notes when each of the client's requests came
     (time of the read that completed it, its type and path): frames after
     the connect request are length, xid, type, then (exists) the path."""
@@ -575,7 +491,7 @@ def test_the_servers_tick_is_learned_where_none_is_stated():
         for x in (a, b):
             x.term()
             assert x.wait_exit(10) == 0
-        with StallProxy(zk.port) as px:
+        with h.StallProxy(zk.port) as px:
             px.hold(1.0)
             c = h.Agent(zk, "tc", path=PATH, session_timeout=T, server_tick=None,
                         zkhosts=px.hostport)
@@ -591,7 +507,7 @@ def test_the_servers_tick_is_learned_where_none_is_stated():
             assert c.wait_exit(10) == 0
 
 
-class CuttingProxy(StallProxy):
+class CuttingProxy(h.StallProxy):
     """A StallProxy that can also cut its connections (the client sees a
     reset and connects again, through the proxy)."""
 

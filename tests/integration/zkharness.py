@@ -825,6 +825,90 @@ CURATOR_JARS = ["curator-recipes", "curator-framework", "curator-client", "zooke
                 "zookeeper-jute", "slf4j-api", "slf4j-nop", "guava"]
 
 
+class StallProxy:
+    """A TCP proxy in front of the server that can hold every byte, both
+    ways, for a while (a connection that is up but silent: a blip the
+    client does not see as a disconnect) and then deliver them."""
+
+    def __init__(self, target_port):
+        import socket
+        import threading
+        self.target = ("127.0.0.1", target_port)
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.port = self.lsock.getsockname()[1]
+        self.hostport = "127.0.0.1:%d" % self.port
+        self.held_until = 0.0
+        self.lock = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def hold(self, seconds):
+        with self.lock:
+            self.held_until = time.monotonic() + seconds
+
+    def _held(self):
+        with self.lock:
+            return time.monotonic() < self.held_until
+
+    def _accept(self):
+        import socket
+        import threading
+        while not self.closed:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            s = socket.create_connection(self.target)
+            for x in (c, s):
+                x.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._pump, args=(c, s), daemon=True).start()
+
+    def _pump(self, a, b):
+        import select
+        pend = {a: b"", b: b""}          # bytes read from x, to go to the other
+        other = {a: b, b: a}
+        try:
+            while not self.closed:
+                # block until bytes come, or (held, with bytes pending) the
+                # hold ends: released bytes go out at once
+                with self.lock:
+                    left = self.held_until - time.monotonic()
+                wait = max(0.0, left) if left > 0 and (pend[a] or pend[b]) else 0.5
+                r, _, _ = select.select([a, b], [], [], wait)
+                for x in r:
+                    data = x.recv(65536)
+                    if not data:
+                        return
+                    self.note(x, data)
+                    pend[x] += data
+                if not self._held():
+                    for x in (a, b):
+                        if pend[x]:
+                            other[x].sendall(pend[x])
+                            pend[x] = b""
+        except OSError:
+            pass
+        finally:
+            a.close()
+            b.close()
+
+    def note(self, x, data):
+        """Bytes read from x (a subclass may look at them)."""
+
+    def close(self):
+        self.closed = True
+        self.lsock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def curator_classpath():
     jars = ["/usr/share/java/%s.jar" % j for j in CURATOR_JARS]
     missing = [j for j in jars if not os.path.exists(j)]
