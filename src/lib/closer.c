@@ -289,6 +289,14 @@ enum closer_outcome closer_close_at(const struct sockaddr *sa, socklen_t salen, 
             snprintf(what, sizeof what, "the server refused the close (error %d)", (int)err);
             return fail(fd, err == -112 ? CLOSER_GONE : CLOSER_REFUSED, why, whylen, addr, what, 0);
         }
+        /* the server closes the connection after the answer: wait for
+         * that (briefly), so that our close resets nothing it still
+         * writes (it would log the reset as an error) */
+        int64_t eof_by = boot_ns() + 200000000LL;
+        (void)shutdown(fd, SHUT_WR);
+        have = 0;
+        while (read_more(fd, buf, &have, sizeof buf, eof_by < deadline_ns ? eof_by : deadline_ns) > 0)
+            have = 0;
         (void)close(fd);
         snprintf(why, whylen, "%s", addr);
         return CLOSER_CLOSED;

@@ -262,6 +262,12 @@ def test_frozen_agent_is_killed():
             g = two_phases(a)
             assert "and to the agent" in g["msg"], g
             assert g["mono_ns"] < lb["mono_ns"], (g, lb)
+            # the term is over once the keeper killed the agent: it closes
+            # the session rather than leave it to expire
+            closed = h.wait_until(lambda: [e for e in a.find("fail_stop")
+                                           if "is closed" in e.get("msg", "")], 5, "the close")
+            assert h.sid(la["session"]) not in zk.ephemerals(), closed
+            assert not zk.session_expired(h.sid(la["session"])), closed
             b.term()
             assert b.wait_exit(10) == 0
         finally:

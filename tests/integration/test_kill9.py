@@ -16,7 +16,6 @@
   the session expires as usual, and the keeper's line says which.
 """
 import os
-import signal
 import sys
 import time
 
@@ -94,6 +93,7 @@ def test_kill9_leader_keeper_closes_the_session():
             with open(fence_out) as f:
                 assert f.read().split() == [str(lead["epoch"]), "agent_gone"]
             assert old_session not in zk.ephemerals()
+            assert not zk.session_expired(old_session)
             # the third (behind the successor) was not disturbed
             h.assert_quiet([third], marks, 0.2)
             h.stop_cleanly([nxt, third], 10)
@@ -123,24 +123,17 @@ def test_kill9_agent_and_keeper_together_waits_for_the_expiry():
     with h.ZooKeeper() as zk:
         old, nxt = line_up(zk, ("h1", "h2"), script=None)
         lead = old.last("leader")
-        keeper = keeper_of(old)
+        keeper_of(old)
         mark = nxt.mark()
-        # the host's crash: both stop, then die. The agent first: it would
-        # see its keeper stop (SIGCHLD) and step down at once, releasing
-        # its node (the keeper fails closed); the keeper acts on a stopped
-        # agent only at the lease's soft end, over a second later.
         t_kill = time.monotonic_ns()
-        old.sigstop()
-        os.kill(keeper, signal.SIGSTOP)
-        old.kill9()
-        os.kill(keeper, signal.SIGKILL)
-        h.wait_until(lambda: not h.pid_alive(keeper), 5, "the keeper's end")
+        old.kill9_with_keeper()     # (the agent stopped first: see there)
         nl = nxt.wait_for("leader", timeout=3 * T / 1000 + 5, since=mark)
         dt = (nl["mono_ns"] - t_kill) / 1e9
         print("  info: the successor led %.3f s after the crash (T = %d ms)" % (dt, T), flush=True)
         assert dt >= T / 2 / 1000.0, "led %.3f s after the crash: before the expiry" % dt
         assert not old.find("fail_stop"), old.find("fail_stop")
         assert h.sid(lead["session"]) not in zk.ephemerals()
+        h.wait_until(lambda: zk.session_expired(h.sid(lead["session"])), 5, "the server's expiry")
         h.stop_cleanly([nxt], 10)
 
 
@@ -164,6 +157,8 @@ def test_keeper_that_cannot_close_leaves_the_session_to_expire():
             print("  info: %s" % line["msg"], flush=True)
             assert "no server took the close" in line["msg"] and px.hostport in line["msg"], line
             assert line["level"] == "warn", line
+            h.wait_until(lambda: zk.session_expired(h.sid(old.last("leader")["session"])), 5,
+                         "the server's expiry")
             h.stop_cleanly([nxt], 10)
 
 
@@ -182,6 +177,8 @@ def test_keeper_whose_fence_fails_leaves_the_session_to_expire():
             assert dt >= T / 2 / 1000.0, "led %.3f s after the kill" % dt
             line = h.wait_until(lambda: keeper_lines(old, "is not closed"), 5, "the reason")[0]
             assert "a fence failed" in line["msg"], line
+            h.wait_until(lambda: zk.session_expired(h.sid(old.last("leader")["session"])), 5,
+                         "the server's expiry")
             h.stop_cleanly([nxt], 10)
         finally:
             duty.kill()

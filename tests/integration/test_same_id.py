@@ -71,10 +71,11 @@ def test_two_agents_with_one_id_both_say_so():
 
 
 def test_a_restarted_agent_is_not_its_own_duplicate():
-    """An agent SIGKILLed and started again at once with its id finds its
-    old node (its session lives on until it expires): no warning, then or
-    when it looks again. With --session-file it says at once that the
-    node is its previous session's."""
+    """An agent killed with its keeper (a host's crash: nobody closes its
+    session) and started again at once with its id finds its old node (its
+    session lives on until it expires): no warning, then or when it looks
+    again. With --session-file it says at once that the node is its
+    previous session's."""
     with h.ZooKeeper() as zk:
         for with_file in (False, True):
             path = PATH + ("/file" if with_file else "/nofile")
@@ -85,7 +86,7 @@ def test_a_restarted_agent_is_not_its_own_duplicate():
             b.wait_for("follower", timeout=10)
             if with_file:
                 h.wait_until(lambda: os.path.exists(sf), 5, "the session file")
-            a.kill9()
+            a.kill9_with_keeper()
             a2 = h.Agent(zk, "db", path=path, session_timeout=T, session_file=sf,
                          extra=["--log-level", "debug"])
             j2 = a2.wait_for("joined", timeout=10)

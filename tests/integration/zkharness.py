@@ -518,6 +518,16 @@ class ZooKeeper:
 
     # -- process control --------------------------------------------------------
 
+    def session_expired(self, session):
+        """Whether the server's log says it expired session (an int): its
+        "Expiring session 0x..." line (a session closed by a client logs
+        nothing that a reset connection does not log too)."""
+        try:
+            with open(self.log, errors="replace") as f:
+                return re.search(r"Expiring session 0x%x\b" % session, f.read()) is not None
+        except OSError:
+            return False
+
     def stop(self, timeout=10.0):
         """SIGTERM by pid, then SIGKILL after a bounded wait."""
         if self.proc is None or self.proc.poll() is not None:
@@ -798,6 +808,22 @@ class Agent:
     def kill9(self):
         self.signal(signal.SIGKILL)
         _wait_proc(self.proc, 10.0)
+
+    def kill9_with_keeper(self):
+        """The host's crash: the agent and its fail-stop keeper die together,
+        so nobody closes the session (it expires). The agent is stopped
+        first (it would see its keeper stop and step down at once), then the
+        keeper (which acts on a stopped agent only at its lease's soft end),
+        then both are killed."""
+        keepers = watchers(ppid=self.pid)
+        self.signal(signal.SIGSTOP)
+        for k in keepers:
+            os.kill(k, signal.SIGSTOP)
+        self.signal(signal.SIGKILL)
+        for k in keepers:
+            os.kill(k, signal.SIGKILL)
+        _wait_proc(self.proc, 10.0)
+        wait_until(lambda: not any(pid_alive(k) for k in keepers), 10, "the keeper's end")
 
     def wait_exit(self, timeout=10.0):
         """Exit code (negative: killed by that signal); raises Timeout if still running."""
