@@ -115,17 +115,14 @@ long closer_parse_reply(const unsigned char *buf, size_t n, int32_t *xid, int64_
 void closer_addr_text(const struct sockaddr *sa, socklen_t salen, char *buf, size_t len)
 {
     char host[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
     if (sa->sa_family == AF_INET && salen >= (socklen_t)sizeof(struct sockaddr_in)) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
         (void)inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-        port = ntohs(in->sin_port);
-        snprintf(buf, len, "%s:%u", host, port);
+        snprintf(buf, len, "%s:%u", host, (unsigned)ntohs(in->sin_port));
     } else if (sa->sa_family == AF_INET6 && salen >= (socklen_t)sizeof(struct sockaddr_in6)) {
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
         (void)inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-        port = ntohs(in6->sin6_port);
-        snprintf(buf, len, "[%s]:%u", host, port);
+        snprintf(buf, len, "[%s]:%u", host, (unsigned)ntohs(in6->sin6_port));
     } else {
         snprintf(buf, len, "(address family %d)", (int)sa->sa_family);
     }

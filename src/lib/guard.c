@@ -1124,11 +1124,12 @@ static int pgrp_lives(pid_t pgid)
                 stat[r > 0 ? r : 0] = '\0';
                 /* "pid (comm) S ppid pgrp ...": after the last ')' */
                 const char *rp = strrchr(stat, ')');
-                char st = 0;
-                long ppid = 0, pg = 0;
-                if (rp != NULL && sscanf(rp + 1, " %c %ld %ld", &st, &ppid, &pg) == 3 &&
-                    pg == (long)pgid && st != 'Z' && st != 'X' && st != 'x')
-                    lives = 1;
+                if (rp != NULL && rp[1] == ' ' && rp[2] != '\0' && rp[3] == ' ') {
+                    char st = rp[2], *end = NULL;
+                    (void)strtol(rp + 4, &end, 10);                     /* ppid */
+                    long pg = end != NULL && *end == ' ' ? strtol(end + 1, NULL, 10) : -1;
+                    lives = pg == (long)pgid && st != 'Z' && st != 'X' && st != 'x';
+                }
             }
             if (reclen == 0)
                 break;

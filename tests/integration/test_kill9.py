@@ -165,23 +165,20 @@ def test_keeper_that_cannot_close_leaves_the_session_to_expire():
 def test_keeper_whose_fence_fails_leaves_the_session_to_expire():
     with h.ZooKeeper() as zk:
         failing = script(h.mkdtemp("fence"), "fence", "exit 3")
-        old, nxt = line_up(zk, ("x1", "x2"), extra=["--fence", failing])
-        duty = Duty(old)
+        old, nxt = line_up(zk, ("x1", "x2"), extra=["--fence", failing], script=None)
         keeper_of(old)
         mark = nxt.mark()
-        try:
-            t_kill = time.monotonic_ns()
-            old.kill9()
-            nl = nxt.wait_for("leader", timeout=3 * T / 1000 + 5, since=mark)
-            dt = (nl["mono_ns"] - t_kill) / 1e9
-            assert dt >= T / 2 / 1000.0, "led %.3f s after the kill" % dt
-            line = h.wait_until(lambda: keeper_lines(old, "is not closed"), 5, "the reason")[0]
-            assert "a fence failed" in line["msg"], line
-            h.wait_until(lambda: zk.session_expired(h.sid(old.last("leader")["session"])), 5,
-                         "the server's expiry")
-            h.stop_cleanly([nxt], 10)
-        finally:
-            duty.kill()
+        t_kill = time.monotonic_ns()
+        old.kill9()
+        nl = nxt.wait_for("leader", timeout=3 * T / 1000 + 5, since=mark)
+        dt = (nl["mono_ns"] - t_kill) / 1e9
+        assert dt >= T / 2 / 1000.0, "led %.3f s after the kill" % dt
+        line = h.wait_until(lambda: keeper_lines(old, "is not closed"), 5, "the reason")[0]
+        assert "a fence failed" in line["msg"], line
+        assert keeper_lines(old, "failed: exit 3"), old.find("fail_stop")
+        h.wait_until(lambda: zk.session_expired(h.sid(old.last("leader")["session"])), 5,
+                     "the server's expiry")
+        h.stop_cleanly([nxt], 10)
 
 
 if __name__ == "__main__":
