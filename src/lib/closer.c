@@ -156,7 +156,7 @@ static int wait_fd(int fd, short events, int64_t deadline_ns)
 static int write_all(int fd, const unsigned char *b, size_t n, int64_t deadline_ns)
 {
     while (n > 0) {
-        ssize_t w = write(fd, b, n);
+        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);   /* (a reset: EPIPE, never SIGPIPE) */
         if (w > 0) {
             b += w;
             n -= (size_t)w;

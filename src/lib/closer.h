@@ -17,7 +17,7 @@
  * child of a multi-threaded host, where only async-signal-safe calls are
  * allowed; the library allocates, resolves names and starts its own
  * connection logic. This module allocates nothing and makes only socket,
- * connect, poll, read, write, close and clock_gettime calls; the addresses
+ * connect, poll, read, send, shutdown, close and clock_gettime calls; the addresses
  * come numeric (the agent published them: guard_session_set). It answers
  * no watch event and sends no ping: it lives for one close.
  *
