@@ -231,7 +231,9 @@ struct zke_settings {
     const char *data;            /* published in our node; NULL: the id */
     int session_timeout_ms;      /* requested; 0: 10000 */
     int connect_timeout_ms;      /* first connect must succeed within; 0: 15000, -1: forever */
-    const char *session_file;    /* if set, write "sessionid passwdhex" there (tests, tooling) */
+    const char *session_file;    /* if set, write "0xSESSIONID" there at every new session, with
+                                  * " PASSWORDHEX" only when session_file_password is set (at
+                                  * the end of this struct) */
     /* The lease (all validated at zke_agent_new and again against the
      * timeout the server grants; see zke_lease_check). */
     enum zke_disconnect on_disconnect;
@@ -297,6 +299,13 @@ struct zke_settings {
     int preempt;
     int preempt_delay_ms;        /* 0: ZKE_DEFAULT_PREEMPT_DELAY_MS; -1: none */
     int preempt_check_ms;        /* 0: ZKE_DEFAULT_PREEMPT_CHECK_MS */
+    /* 1: session_file holds the session's password too ("0xSESSIONID
+     * PASSWORDHEX"), for tooling that must attach to the session (tests that
+     * expire it). Whoever holds the id and the password can connect with them
+     * and close the session: ZooKeeper then deletes our nodes at once and the
+     * successor may lead while this agent still acts (docs/design.md "The
+     * promise": a session closed from outside). 0 (default): the id alone ("0xSESSIONID"). */
+    int session_file_password;
 };
 
 struct zke_status {
@@ -492,10 +501,12 @@ struct zke_conn_settings {          /* copied by zke_conn_new() */
     int session_timeout_ms;         /* requested; 0: 10000 (the server may clamp it) */
     int connect_timeout_ms;         /* each agent stops with "unreachable" if not connected
                                      * within this long after its start; 0: 15000, -1: never */
-    const char *session_file;       /* if set, "sessionid passwdhex" is written there per session */
+    const char *session_file;       /* if set, "0xSESSIONID" is written there per session, with
+                                     * " PASSWORDHEX" only when session_file_password is set */
     const char *auth_scheme;        /* as in struct zke_settings (wiped at free) */
     const char *auth_credentials;
     enum zke_acl acl;               /* ACL of every node any agent on the conn creates */
+    int session_file_password;      /* as in struct zke_settings: 1 writes the password too */
 };
 
 /* Validates and copies the settings. NULL only when out of memory; with
@@ -507,8 +518,8 @@ struct zke_conn_settings {          /* copied by zke_conn_new() */
 zke_conn *zke_conn_new(struct ev_loop *loop, const struct zke_conn_settings *s, zke_log_fn *log,
                        void *ud);
 /* An agent on a shared conn. The connection members of s (zk,
- * session_timeout_ms, connect_timeout_ms, session_file, auth_scheme,
- * auth_credentials, acl) must be zero/NULL: they are the conn's (an error
+ * session_timeout_ms, connect_timeout_ms, session_file, session_file_password,
+ * auth_scheme, auth_credentials, acl) must be zero/NULL: they are the conn's (an error
  * otherwise, in zke_agent_errstr). The lease settings are validated against
  * the conn's requested timeout now and against the granted one at every new
  * session. The conn must outlive the agent. Not from inside a callback of

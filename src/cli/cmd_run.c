@@ -377,6 +377,9 @@ static void check_run_options(const struct opts *o)
             "status endpoint's /leader: give --status [HOST:]PORT too");
     if (o->session_file != NULL)
         check_session_file(o->session_file);
+    else if (o->session_file_password)
+        die(EX_USAGE, "--session-file-password (or ZKELECT_SESSION_FILE_PASSWORD=1) writes the "
+            "password into the session file: give --session-file FILE too");
     int code;
     if (o->notify != NULL && notifier_check("--notify", o->notify,
                                             "CMD EVENT ROLE EPOCH REASON", err, sizeof err,
@@ -409,7 +412,8 @@ static struct zke_settings agent_settings(const struct opts *o, const char *asch
     struct zke_settings s = {
         .zk = o->zk, .path = o->path, .id = o->id, .data = o->data,
         .session_timeout_ms = o->session_timeout, .connect_timeout_ms = options_connect_timeout(o),
-        .session_file = o->session_file, .on_disconnect = (enum zke_disconnect)o->on_disconnect,
+        .session_file = o->session_file, .session_file_password = o->session_file_password,
+        .on_disconnect = (enum zke_disconnect)o->on_disconnect,
         .stepdown_budget_ms = o->stepdown_budget, .lease_margin_ms = o->lease_margin,
         .renew_ms = o->renew_interval, .server_tick_ms = o->server_tick,
         .renewal = (enum zke_renewal)o->renewal,

@@ -22,7 +22,7 @@ enum opt_kind {
     OPT_FRACTION,       /* double: above 0 and below 0.5 */
     OPT_CHOICE,         /* int: base + the index of the value in names */
     OPT_LEVEL,          /* int: a log level (log_parse_level) */
-    OPT_SWITCH,         /* int: 1, no value */
+    OPT_SWITCH,         /* int: 1, no value (its variable: 1 or 0) */
     OPT_AUTH,           /* --auth: copied into opts.auth, blanked in argv */
     OPT_AUTH_FILE,      /* const char *auth_file; the flag also sets auth_file_flag */
 };
@@ -183,8 +183,12 @@ static const struct option_row rows[] = {
     { "log-level", "LEVEL", OPT_LEVEL, PLAIN(level), "ZKELECT_LOG_LEVEL", NULL,
       "debug|info|warn|error, default info", 0 },
     { "session-file", "FILE", OPT_STR, PLAIN(session_file), "ZKELECT_SESSION_FILE", NULL,
-      "write the session id and password to FILE (0600); anyone\n"
-      "who reads it can take over the session", 0 },
+      "write the session id to FILE (mode 0600)", 0 },
+    { "session-file-password", NULL, OPT_SWITCH, PLAIN(session_file_password),
+      "ZKELECT_SESSION_FILE_PASSWORD", NULL,
+      "the session file holds the session's password too\n"
+      "(variable: 1 or 0): whoever reads it can close the\n"
+      "session, and the successor may lead while we still act", 1 },
     { "status", "[HOST:]PORT", OPT_STR, PLAIN(status_addr), "ZKELECT_STATUS", NULL,
       "serve /status (JSON), /metrics (Prometheus) and the load\n"
       "balancers' checks /leader (/primary), /follower (/replica),\n"
@@ -488,8 +492,12 @@ static enum options_outcome set_value(struct opts *o, const struct option_row *r
     case OPT_AUTH:
         return take_auth(o, v);
     case OPT_SWITCH:
-        *(int *)field = 1;
-        return OPTIONS_OK;
+        if (from_argv || strcmp(v, "1") == 0 || strcmp(v, "0") == 0) {
+            *(int *)field = from_argv || v[0] == '1';
+            return OPTIONS_OK;
+        }
+        *msg = message("%s '%s': expected 1 (on) or 0 (off)", who, v);
+        return OPTIONS_USAGE;
     case OPT_MS:
     case OPT_INT:
         if (flag_int(who, v, r->min, r->max, r->kind == OPT_MS ? "ms" : "", (int *)field, err,

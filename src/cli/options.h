@@ -61,6 +61,7 @@ struct opts {
     int fence_timeout;          /* --fence-timeout MS */
     int priority, preempt_delay;    /* -1: not given */
     int preempt_check;
+    int session_file_password;  /* --session-file-password: the file holds the password too */
     int json;
     int strict;                 /* check --strict: any warning exits 78 */
     int keep;                   /* demo --keep: the election runs on until Ctrl-C */

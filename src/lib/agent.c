@@ -182,7 +182,8 @@ static int join_conn(zke_agent *a, struct ev_loop *loop, zke_conn *shared,
         }
         if (settings_conn_given(s)) {
             agent_err(a, "an agent on a shared connection takes zk, "
-                     "session_timeout_ms, connect_timeout_ms, session_file, auth and acl from the "
+                     "session_timeout_ms, connect_timeout_ms, session_file, session_file_password, "
+                     "auth and acl from the "
                      "connection: leave them zero in its settings");
             return -1;
         }

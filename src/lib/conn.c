@@ -84,6 +84,7 @@ struct zke_conn {
     int timeout_ms, connect_timeout_ms;
     zke_agent *owner;           /* private conn: its agent; NULL: shared */
     enum zke_log_level log_min; /* lines below it are not formatted */
+    int session_file_password;  /* the session file holds the password too */
     const struct conn_agent_ops *owner_ops;
     conn_member *first, *last;  /* every member, in the order they were attached */
     int n;                      /* members attached */
@@ -1067,7 +1068,7 @@ static void sess_state_cb(void *ud, enum sess_state st)
         c->reopen_delay = 0;
         ev_timer_stop(c->loop, &c->disc_to);
         if (sid != c->last_session && c->session_file != NULL &&
-            session_write_file(c->sess, c->session_file) != 0)
+            session_write_file(c->sess, c->session_file, c->session_file_password) != 0)
             clog_(c, ZKE_LOG_WARN, "cannot write session file %s", c->session_file);
         c->last_session = sid;
         guard_publish(c);       /* (again at each connection: the server may have changed) */
@@ -1383,8 +1384,9 @@ static void disc_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     conn_lose(c, "expired", "lost: no contact with ZooKeeper for a whole session timeout");
 }
 
-/* The session id at the start of the session file ("0x<id> <password>"),
- * written by an earlier run; 0 when there is none or it is not one. */
+/* The session id at the start of the session file ("0x<id>", or "0x<id>
+ * <password>"), written by an earlier run; 0 when there is none or it is not
+ * one. */
 static uint64_t read_previous_session(const char *file)
 {
     char line[128];
@@ -1398,7 +1400,8 @@ static uint64_t read_previous_session(const char *file)
     char *end;
     errno = 0;
     unsigned long long id = strtoull(line + 2, &end, 16);
-    return errno == 0 && end > line + 2 && *end == ' ' ? (uint64_t)id : 0;
+    return errno == 0 && end > line + 2 && (*end == ' ' || *end == '\n' || *end == '\0')
+               ? (uint64_t)id : 0;
 }
 
 uint64_t conn_previous_session(const zke_conn *c)
@@ -1424,6 +1427,7 @@ static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings 
                                                        : ZKE_DEFAULT_CONNECT_TIMEOUT_MS;
     c->hosts = xstrdup(s->zk ? s->zk : "");
     c->session_file = xstrdup(s->session_file);
+    c->session_file_password = s->session_file_password != 0;
     ev_prepare_init(&c->prepare, prepare_cb);
     c->prepare.data = c;
     ev_check_init(&c->check, check_cb);

@@ -25,8 +25,8 @@
 #include "zkelect.h"
 
 /* A private conn for one agent, from the connection members of its
- * settings (zk, session_timeout_ms, connect_timeout_ms, session_file, auth,
- * acl). NULL when out of memory; else check conn_error() (validation). */
+ * settings (zk, session_timeout_ms, connect_timeout_ms, session_file,
+ * session_file_password, auth, acl). NULL when out of memory; else check conn_error() (validation). */
 zke_conn *conn_new_private(struct ev_loop *loop, const struct zke_settings *s, zke_agent *owner);
 const char *conn_error(const zke_conn *c);
 session *conn_session(zke_conn *c);

@@ -977,7 +977,7 @@ char *sess_child_path(const char *dir, const char *name)
     return p;
 }
 
-int session_write_file(const session *s, const char *file)
+int session_write_file(const session *s, const char *file, int password)
 {
     const clientid_t *c = s->zh ? zoo_client_id(s->zh) : NULL;
     if (c == NULL)
@@ -999,9 +999,12 @@ int session_write_file(const session *s, const char *file)
     }
     (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
     char line[128];
-    int n = snprintf(line, sizeof line, "0x%" PRIx64 " ", (uint64_t)c->client_id);
-    for (int i = 0; i < 16; i++)
-        n += snprintf(line + n, sizeof line - (size_t)n, "%02x", (unsigned char)c->passwd[i]);
+    int n = snprintf(line, sizeof line, "0x%" PRIx64, (uint64_t)c->client_id);
+    if (password) {
+        line[n++] = ' ';
+        for (int i = 0; i < 16; i++)
+            n += snprintf(line + n, sizeof line - (size_t)n, "%02x", (unsigned char)c->passwd[i]);
+    }
     line[n++] = '\n';
     int ok = fchmod(fd, 0600) == 0 && write(fd, line, (size_t)n) == n;
     ok = close(fd) == 0 && ok;

@@ -477,8 +477,8 @@ static int lease_plan(const struct zke_settings *s, int T, int tick_ms,
 int settings_conn_given(const struct zke_settings *s)
 {
     return s->zk != NULL || s->session_timeout_ms != 0 || s->connect_timeout_ms != 0 ||
-           s->session_file != NULL || s->auth_scheme != NULL || s->auth_credentials != NULL ||
-           s->acl != ZKE_ACL_DEFAULT;
+           s->session_file != NULL || s->session_file_password != 0 || s->auth_scheme != NULL ||
+           s->auth_credentials != NULL || s->acl != ZKE_ACL_DEFAULT;
 }
 
 void settings_conn_of(const struct zke_settings *s, struct zke_conn_settings *out)
@@ -488,6 +488,7 @@ void settings_conn_of(const struct zke_settings *s, struct zke_conn_settings *ou
     out->session_timeout_ms = s->session_timeout_ms;
     out->connect_timeout_ms = s->connect_timeout_ms;
     out->session_file = s->session_file;
+    out->session_file_password = s->session_file_password;
     out->auth_scheme = s->auth_scheme;
     out->auth_credentials = s->auth_credentials;
     out->acl = s->acl;

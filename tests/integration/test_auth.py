@@ -193,7 +193,8 @@ def test_auth_survives_reconnect_and_expiry():
         a = h.Agent(zk, "a", path="/re/e", extra=extra, session_timeout=8000)
         a.wait_for("leader", timeout=10)
         sf = os.path.join(d, "b.session")
-        b = h.Agent(zk, "b", path="/re/e", extra=extra, session_file=sf, session_timeout=8000)
+        b = h.Agent(zk, "b", path="/re/e", extra=extra, session_file=sf, session_timeout=8000,
+                    session_password=True)
         b.wait_for("follower", timeout=10)
         m = b.mark()
         zk.restart()
@@ -283,7 +284,7 @@ def test_acl_changed_while_running():
         lead = h.Agent(zk, "L", path="/rt/e", extra=auth + ["--control", lead_sock])
         lead.wait_for("leader", timeout=10)
         sf = os.path.join(d, "f.session")
-        fol = h.Agent(zk, "F", path="/rt/e", extra=auth, session_file=sf)
+        fol = h.Agent(zk, "F", path="/rt/e", extra=auth, session_file=sf, session_password=True)
         fol.wait_for("follower", timeout=10)
         ml = lead.mark()
         # the folder becomes read-only (alice keeps ADMIN to undo it)

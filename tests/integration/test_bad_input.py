@@ -354,6 +354,32 @@ def test_fail_stop_unknown():
     assert rc == 64 and "ZKELECT_FAIL_STOP" in err and "never" in err, (rc, err)
 
 
+def test_session_file_password():
+    """--session-file-password (the password in the session file) needs
+    --session-file, for run and check alike (64); ZKELECT_SESSION_FILE_PASSWORD
+    is 1 or 0 (64 otherwise, naming it and the value); check reads the flag as
+    run does, status does not read it."""
+    d = h.mkdtemp("session-file-password")
+    check = [h.ZKELECT_BIN, "check", "--zk", "127.0.0.1:1", "--path", "/e", "--id", "x"]
+    for args in (argv() + ["--session-file-password"], check + ["--session-file-password"]):
+        expect(args, 64, "--session-file-password", "give --session-file FILE too")
+    for v in ("yes", "", "2"):
+        rc, out, err, _ = h.run(argv(session_file=os.path.join(d, "f")), timeout=10,
+                                env={"ZKELECT_SESSION_FILE_PASSWORD": v})
+        assert rc == 64 and "ZKELECT_SESSION_FILE_PASSWORD '%s'" % v in err \
+            and "expected 1 (on) or 0 (off)" in err and len(err.strip().splitlines()) == 1, (v, rc, err)
+    rc, out, err, _ = h.run(check, timeout=10, env={"ZKELECT_SESSION_FILE_PASSWORD": "1"})
+    assert rc == 64 and "give --session-file FILE too" in err, (rc, out, err)
+    for env in ({}, {"ZKELECT_SESSION_FILE_PASSWORD": "0"}, {"ZKELECT_SESSION_FILE_PASSWORD": "1"}):
+        rc, out, err, _ = h.run(check + ["--session-file", os.path.join(d, "f"), "--session-file-password"],
+                                timeout=10, env=env)
+        assert rc == 0 and "settings: ok" in out, (env, rc, out, err)
+    rc, out, err, _ = h.run(check, timeout=10, env={"ZKELECT_SESSION_FILE_PASSWORD": "0"})
+    assert rc == 0 and "settings: ok" in out, (rc, out, err)
+    expect([h.ZKELECT_BIN, "status", "--zk", "127.0.0.1:1", "--path", "/e", "--session-file-password"],
+           64, "--session-file-password means nothing for zkelect status", "run and check read it")
+
+
 def test_zk_scheme_extra_colon_and_unresolvable_name():
     """--zk mistakes: a scheme (not "an invalid chroot"), a second ':' in one element
     (64, for run, status and watch); a host name that does not resolve is said to

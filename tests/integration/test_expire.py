@@ -11,6 +11,7 @@ reconnect, and cannot see its node's deletion; when thawed it reconnects and
 is told EXPIRED. A last test expires the session of a running agent, where
 it may see its node vanish first (reason lost) and then the expiry."""
 import os
+import re
 import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -77,7 +78,7 @@ def _leader_again(zk, a, lead, m, reasons):
 def test_expire_single_leader_rejoins():
     with h.ZooKeeper() as zk:
         a = h.Agent(zk, "e1", path=PATH, session_timeout=2000,
-                    session_file=os.path.join(h.mkdtemp("sess"), "session"))
+                    session_file=os.path.join(h.mkdtemp("sess"), "session"), session_password=True)
         lead = a.wait_for("leader", timeout=15)
         f = _session_file(a, h.sid(lead["session"]))
         m = a.mark()
@@ -88,7 +89,8 @@ def test_expire_single_leader_rejoins():
 def test_expire_leader_of_two():
     with h.ZooKeeper() as zk:
         sdir = h.mkdtemp("sess")
-        a = h.Agent(zk, "x1", path=PATH, session_timeout=2000, session_file=os.path.join(sdir, "x1"))
+        a = h.Agent(zk, "x1", path=PATH, session_timeout=2000, session_file=os.path.join(sdir, "x1"),
+                    session_password=True)
         lead = a.wait_for("leader", timeout=15)
         b = h.Agent(zk, "x2", path=PATH, session_timeout=2000, session_file=os.path.join(sdir, "x2"))
         fol = b.wait_for("follower", timeout=15)
@@ -127,12 +129,77 @@ def test_expire_while_running():
     # and lead again.
     with h.ZooKeeper() as zk:
         a = h.Agent(zk, "r1", path=PATH, session_timeout=2000,
-                    session_file=os.path.join(h.mkdtemp("sess"), "session"))
+                    session_file=os.path.join(h.mkdtemp("sess"), "session"), session_password=True)
         lead = a.wait_for("leader", timeout=15)
         f = _session_file(a, h.sid(lead["session"]))
         m = a.mark()
         h.expire_session(zk, f)
         _leader_again(zk, a, lead, m, ("expired", "lost", "lease"))
+
+
+def test_the_session_file_holds_the_password_only_when_asked():
+    """Without --session-file-password (or with ZKELECT_SESSION_FILE_PASSWORD=0)
+    the session file holds the session id alone, "0x<id>\n", and zke_expire
+    refuses it (exit 1, one line saying that the password is missing and how
+    to have it written) without touching the session; with the flag or
+    ZKELECT_SESSION_FILE_PASSWORD=1 it holds the password's 32 hex digits
+    too, which open the session (zke_expire closes it). The file held the
+    password always."""
+    with h.ZooKeeper() as zk:
+        d = h.mkdtemp("sess")
+        def agent(name, **kw):
+            return h.Agent(zk, name, path=PATH, session_timeout=2000,
+                           session_file=os.path.join(d, name), **kw)
+        plain = agent("p0")
+        lead = plain.wait_for("leader", timeout=15)
+        off = agent("p1", env={"ZKELECT_SESSION_FILE_PASSWORD": "0"})
+        flag = agent("w0", session_password=True)
+        env1 = agent("w1", env={"ZKELECT_SESSION_FILE_PASSWORD": "1"})
+        for x in (off, flag, env1):
+            x.wait_for("follower", timeout=15)
+
+        def content(x):
+            s = x.session()
+            r = h.wait_until(lambda: (h.read_session_file(x.session_file) or (None,))[0] == s,
+                             timeout=5, desc="%s to write %s" % (x.id, x.session_file))
+            assert r
+            with open(x.session_file) as f:
+                return s, f.read()
+        for x in (plain, off):
+            s, text = content(x)
+            assert text == "0x%x\n" % s, (x.id, text, s)
+            assert h.read_session_file(x.session_file) == (s, None)
+        for x in (flag, env1):
+            s, text = content(x)
+            assert re.match(r"^0x%x [0-9a-f]{32}\n$" % s, text), (x.id, text, s)
+            assert h.read_session_file(x.session_file)[1] == text.split()[1]
+
+        # no password: zke_expire says so, and the session is untouched
+        s0 = h.sid(lead["session"])
+        rc, out, err, _ = h.run([h.ZKE_EXPIRE_BIN, zk.hostport, plain.session_file], timeout=30)
+        lines = err.strip().splitlines()
+        assert rc == 1 and len(lines) == 1 and "holds session 0x%x but no password" % s0 in lines[0] \
+            and "--session-file-password" in lines[0], (rc, out, err)
+        assert s0 in zk.ephemerals(), zk.ephemerals()
+        assert not plain.find("stepdown") and not plain.find("session", reason="expired"), \
+            plain.describe()
+
+        # the password ZKELECT_SESSION_FILE_PASSWORD=1 wrote opens the session
+        s1 = env1.session()
+        m = env1.mark()
+        h.expire_session(zk, env1.session_file)
+        se = env1.wait_for("session", timeout=15, since=m, reason="expired")
+        assert h.sid(se["session"]) == s1, (se, s1)
+        j = env1.wait_for("joined", timeout=15, since=m)
+        s2 = h.sid(j["session"])
+        h.wait_until(lambda: (h.read_session_file(env1.session_file) or (None, None))[0] == s2
+                     and h.read_session_file(env1.session_file)[1] is not None,
+                     timeout=5, desc="w1's session file to name its new session, with the password")
+
+        for x in (plain, off, flag, env1):
+            x.term()
+        for x in (plain, off, flag, env1):
+            assert x.wait_exit(10) == 0, x.describe()
 
 
 if __name__ == "__main__":

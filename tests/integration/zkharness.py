@@ -608,7 +608,7 @@ class Agent:
 
     def __init__(self, zk, id, path="/app/election", script=None, session_timeout=2000, data=None,
                  session_file=None, extra=(), start=True, log="json", zkhosts=None,
-                 server_tick="auto", env=None):
+                 server_tick="auto", env=None, session_password=False):
         self.zk = zk
         self.env = dict(env or {})      # on top of the harness's own (_child_env)
         self.id = id
@@ -621,6 +621,9 @@ class Agent:
         self.session_timeout = session_timeout
         self.data = data
         self.session_file = session_file
+        # --session-file-password: the file holds the password too, which
+        # zke_expire (expire_session) needs; the id alone otherwise
+        self.session_password = session_password
         self.extra = list(extra)
         self.logfmt = log
         self.zkhosts = zkhosts
@@ -651,6 +654,8 @@ class Agent:
             cmd += ["--data", self.data]
         if self.session_file:
             cmd += ["--session-file", self.session_file]
+            if self.session_password:
+                cmd += ["--session-file-password"]
         if self.logfmt:
             cmd += ["--log", self.logfmt]
         if self.server_tick and "--server-tick" not in self.extra:
@@ -1015,7 +1020,8 @@ def run(args, timeout=20.0, env=None, cwd=None, nowrap=False):
 
 
 def expire_session(zk, session_file, timeout=30.0):
-    """Runs zke_expire on a session file written by `--session-file`."""
+    """Runs zke_expire on a session file written by `--session-file` with
+    `--session-file-password` (Agent(session_password=True))."""
     if not os.access(ZKE_EXPIRE_BIN, os.X_OK):
         raise AssertionError("zke_expire not found or not executable: %s (set ZKE_EXPIRE_BIN)"
                              % ZKE_EXPIRE_BIN)
@@ -1026,16 +1032,18 @@ def expire_session(zk, session_file, timeout=30.0):
 
 
 def read_session_file(path):
-    """(session int, password hex) from a --session-file, or None if not (yet) there."""
+    """(session int, password hex) from a --session-file, the password None
+    when the file holds the id alone (no --session-file-password); None if
+    the file is not (yet) there."""
     try:
         with open(path) as f:
             parts = f.read().split()
     except OSError:
         return None
-    if len(parts) < 2:
+    if len(parts) not in (1, 2):
         return None
     try:
-        return sid(parts[0]), parts[1]
+        return sid(parts[0]), parts[1] if len(parts) == 2 else None
     except ValueError:
         return None
 

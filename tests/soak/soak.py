@@ -75,7 +75,7 @@ class Cand:
         d = h.mkdtemp("soak-" + self.name)
         self.session_file = os.path.join(d, "session")
         self.agent = h.Agent(self.zk, self.name, path=PATH, script=POLICY, session_timeout=2000,
-                             session_file=self.session_file,
+                             session_file=self.session_file, session_password=True,
                              extra=["--status", "127.0.0.1:0"])
         self.agents.append(self.agent)
         ev = self.agent.wait_for("status_listen", timeout=10)

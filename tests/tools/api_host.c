@@ -3,7 +3,7 @@
  * loop, one shared zke_conn and any number of agents (on the shared conn or
  * on their own), driven by commands on stdin, one line per event on stdout.
  *
- *   api_host HOST:PORT SHARED_SESSION_FILE
+ *   api_host HOST:PORT SHARED_SESSION_FILE   (the shared session's id and password)
  *
  * Commands (one per line):
  *   add NAME shared|own PATH [TICK]
@@ -404,8 +404,9 @@ int main(int argc, char **argv)
     hostport = argv[1];
     setvbuf(stdout, NULL, _IOLBF, 0);
     loop = ev_default_loop(0);
+    /* the password too: the test expires the shared session with zke_expire */
     struct zke_conn_settings cs = { .zk = argv[1], .session_timeout_ms = 4000,
-                                    .session_file = argv[2] };
+                                    .session_file = argv[2], .session_file_password = 1 };
     conn = zke_conn_new(loop, &cs, conn_log, NULL);
     if (conn == NULL || zke_conn_errstr(conn)[0] != '\0') {
         fprintf(stderr, "conn: %s\n", conn ? zke_conn_errstr(conn) : "out of memory");

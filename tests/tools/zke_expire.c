@@ -4,7 +4,10 @@
  * Usage: zke_expire HOST:PORT SESSIONFILE
  *
  * SESSIONFILE holds one line "0x<session id hex> <password as 32 hex chars>"
- * (written by `zkelect run --session-file FILE`). The tool opens a second
+ * (written by `zkelect run --session-file FILE --session-file-password`, or
+ * a host's session_file with session_file_password). A file with the id
+ * alone (the default) is refused: no password, no way to attach. The tool
+ * opens a second
  * handle on that session (same id and password), waits until it is CONNECTED,
  * then closes it: closing a session from any of its handles makes the server
  * end the session, delete its ephemeral nodes, and report it as expired to
@@ -14,6 +17,8 @@
  * reconnection can push our handle off in turn before the close is sent; so
  * the tool attaches and closes again until a new handle is told EXPIRED.
  * Exit 0 on success, 1 on any failure (with a one-line reason on stderr).
+ * What it does while the owner lives is what anyone holding the password can
+ * do (docs/design.md "The promise": a session closed from outside).
  * Everything is bounded (10 s overall, 20 attempts).
  *
  * Single-threaded client (libzookeeper_st) pumped with poll(2), following the
@@ -101,6 +106,12 @@ static int read_session_file(const char *file, clientid_t *cid)
         p++;
     errno = 0;
     id = strtoull(p, &end, 16); /* accepts an optional 0x prefix */
+    if (!errno && end != p && id != 0 && (*end == '\n' || *end == '\r' || *end == '\0')) {
+        fprintf(stderr, "zke_expire: session file '%s' holds session 0x%llx but no password: "
+                "the agent writes it only when asked (zkelect run --session-file-password, "
+                "session_file_password in the C API)\n", file, id);
+        return -1;
+    }
     if (errno || end == p || (*end != ' ' && *end != '\t') || id == 0) {
         fprintf(stderr, "zke_expire: bad session id in '%s': %s", file, line);
         return -1;
