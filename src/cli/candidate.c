@@ -2,12 +2,15 @@
 #define _GNU_SOURCE         /* pipe2 */
 #include "candidate.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "child.h"
@@ -104,6 +107,68 @@ void candidate_signal(struct candidate *c, int sig, int group)
 {
     if (c->pid > 0)
         (void)kill(group ? -c->pid : c->pid, sig);
+}
+
+/* From /proc/<pid>/stat: its name (comm, cut to size), its state letter
+ * and its parent. 0, or -1 (gone). */
+static int proc_stat(pid_t pid, char *name, size_t size, char *state, pid_t *ppid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    /* pid (comm) state ppid ...: the name may hold anything, ')' too */
+    char *lpar = strchr(buf, '('), *rpar = strrchr(buf, ')');
+    if (lpar == NULL || rpar == NULL || rpar < lpar || rpar[1] != ' ' || rpar[2] == '\0')
+        return -1;
+    snprintf(name, size, "%.*s", (int)(rpar - lpar - 1), lpar + 1);
+    *state = rpar[2];
+    *ppid = (pid_t)strtol(rpar + 3, NULL, 10);
+    return 0;
+}
+
+pid_t candidate_keeper(const struct candidate *c)
+{
+    pid_t found = 0;
+    if (c->pid <= 0)
+        return 0;
+    DIR *d = opendir("/proc");
+    if (d == NULL)
+        return 0;
+    struct dirent *e;
+    while (found == 0 && (e = readdir(d)) != NULL) {
+        char *end, name[32], state;
+        pid_t ppid;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end == '\0' && pid > 0 && proc_stat((pid_t)pid, name, sizeof name, &state, &ppid) == 0
+            && ppid == c->pid && strcmp(name, "zkelect-guard") == 0 && state != 'Z')
+            found = (pid_t)pid;
+    }
+    closedir(d);
+    return found;
+}
+
+int candidate_stop_pid(pid_t pid, int timeout_ms)
+{
+    char name[32], state = 0;
+    pid_t ppid;
+    if (pid <= 0 || kill(pid, SIGSTOP) != 0)
+        return 0;
+    for (int ms = 0; ms <= timeout_ms; ms++) {
+        if (proc_stat(pid, name, sizeof name, &state, &ppid) != 0)
+            return 0;
+        if (state == 'T' || state == 't')
+            return 1;
+        struct timespec pause = { 0, 1000000 };
+        (void)nanosleep(&pause, NULL);
+    }
+    return 0;
 }
 
 void candidate_free(struct candidate *c)

@@ -2,7 +2,9 @@
  * candidate.h - one candidate that zkelect demo runs as a child process
  * (zkelect run --log json): started with child_spawn_io (its own process
  * group, killed if we die), its stderr (the JSON log) read through a pipe
- * one line at a time, reaped.
+ * one line at a time, reaped. Its keeper (the fail-stop watcher,
+ * zkelect-guard, a child of the agent in a group of its own) writes its
+ * lines to the same pipe; candidate_keeper finds its pid.
  *
  * Single-threaded; the caller polls candidate.fd and calls candidate_read
  * when it is readable. The struct is the caller's (zeroed, fd -1, before
@@ -42,6 +44,12 @@ int candidate_reap(struct candidate *c);
 /* Sends sig to the agent (group: to its whole process group). Nothing
  * when it is not running. */
 void candidate_signal(struct candidate *c, int sig, int group);
+/* The pid of the agent's keeper: its child named zkelect-guard (from
+ * /proc), or 0 when it has none (not running, or between two keepers). */
+pid_t candidate_keeper(const struct candidate *c);
+/* Sends SIGSTOP to pid and waits until /proc says it stopped: 1, or 0 when
+ * it did not within timeout_ms (gone, or a loaded machine). */
+int candidate_stop_pid(pid_t pid, int timeout_ms);
 /* Frees the buffer and closes the pipe (after it has been reaped). */
 void candidate_free(struct candidate *c);
 

@@ -1,10 +1,13 @@
 /*
  * cmd_demo.c - zkelect demo: a throwaway ZooKeeper (zkserver.c) in a
- * temporary directory, three candidates of this very binary (candidate.c)
- * with the bundled policy (demo_policy.h), a graceful and a crash failover
- * timed on CLOCK_MONOTONIC (the agents' JSON log lines carry mono_ns on
- * the same clock), then everything stopped and removed. SIGINT, SIGTERM
- * and SIGHUP (interrupt.h) end any step the same way.
+ * temporary directory, four candidates of this very binary (candidate.c)
+ * with the bundled policy (demo_policy.h), three failovers timed on
+ * CLOCK_MONOTONIC (the agents' JSON log lines carry mono_ns on the same
+ * clock): a graceful one, a crash of the leader's process (its keeper
+ * closes the session) and a crash of its host (the agent and its keeper
+ * die together: the session expires), then everything stopped and
+ * removed. SIGINT, SIGTERM and SIGHUP (interrupt.h) end any step the same
+ * way.
  */
 #define _GNU_SOURCE         /* asprintf, environ */
 #include <errno.h>
@@ -30,17 +33,23 @@
 #include "zkserver.h"
 
 enum {
-    NCAND = 3,
+    NCAND = 4,
     TICK_MS = 200,              /* the server's tickTime: sessions from 400 ms */
     DEFAULT_SESSION_MS = 2000,
     STEP_MS = 20000,            /* a bound for a step that needs no session timeout */
 };
 #define ELECTION "/demo/election"
 
-static const char *const cand_names[NCAND] = { "alpha", "bravo", "charlie" };
+static const char *const cand_names[NCAND] = { "alpha", "bravo", "charlie", "delta" };
 
 /* What one candidate is, as its events said. */
 enum role { ROLE_NONE = 0, ROLE_FOLLOWER, ROLE_LEADER };
+
+/* What a candidate's keeper said of its session once the agent was gone. */
+enum close_word { CLOSE_UNSAID = 0, CLOSE_DONE, CLOSE_NOT };
+
+/* The three failovers. */
+enum failure { FAIL_GRACEFUL, FAIL_AGENT, FAIL_HOST };
 
 struct demo {
     const struct opts *o;
@@ -51,6 +60,7 @@ struct demo {
     struct zkserver zk;
     struct candidate c[NCAND];
     enum role role[NCAND];
+    enum close_word closed[NCAND];  /* its keeper's line since its latest start */
     int64_t t0;                 /* CLOCK_MONOTONIC ns at the start: the times shown */
     int joined;                 /* joined events so far */
     struct candidate *leader;   /* the latest leader event's candidate */
@@ -114,6 +124,8 @@ static char *describe(const cJSON *ev, const char *event)
         n = asprintf(&s, "stops (%s)", reason ? reason : "?");
     else if (strcmp(event, "log") == 0 && msg != NULL)
         n = asprintf(&s, "%s", msg);
+    else if (strcmp(event, "fail_stop") == 0 && msg != NULL && strncmp(msg, "fail-stop: ", 11) == 0)
+        n = asprintf(&s, "keeper: %s", msg + 11);   /* the keeper's own lines */
     else if (strcmp(event, "start") != 0 && strcmp(event, "session") != 0 && msg != NULL
              && str(ev, "level") != NULL && strcmp(str(ev, "level"), "info") != 0)
         n = asprintf(&s, "%s: %s", event, msg);
@@ -149,6 +161,13 @@ static void on_line(struct candidate *c, const char *line, void *ud)
         d->role[i] = ROLE_FOLLOWER;
     } else if (strcmp(event, "stepdown") == 0 || strcmp(event, "stopped") == 0) {
         d->role[i] = ROLE_NONE;
+    } else if (strcmp(event, "fail_stop") == 0 && str(ev, "msg") != NULL) {
+        /* the keeper's word on the session: "... is closed (at ..." or
+         * "... is not closed: why" / "...: not closed; ..." */
+        if (strstr(str(ev, "msg"), "not closed") != NULL)
+            d->closed[i] = CLOSE_NOT;
+        else if (strstr(str(ev, "msg"), "'s session 0x") != NULL && strstr(str(ev, "msg"), " is closed (") != NULL)
+            d->closed[i] = CLOSE_DONE;
     }
     char *text = describe(ev, event);
     if (text != NULL)
@@ -390,6 +409,7 @@ static int start_candidate(struct demo *d, int i)
                      strlen(control) < 100 ? "--control" : NULL, control, NULL };
     d->c[i].name = cand_names[i];
     d->role[i] = ROLE_NONE;
+    d->closed[i] = CLOSE_UNSAID;
     int rc = candidate_start(&d->c[i], d->exe, argv, d->env);
     if (rc != 0)
         fprintf(stderr, "zkelect: error: cannot start %s (%s): %s\n", cand_names[i], d->exe,
@@ -440,7 +460,8 @@ static int set_up(struct demo *d)
            version != NULL ? version : "?", d->zkaddr, (int)d->zk.pid, (double)(now_ns() - t) / 1e9,
            d->zk.log);
     free(version);
-    printf("Three candidates join the election %s, each one process of this binary:\n"
+    printf("Four candidates join the election %s, each one process of this binary with its\n"
+           "keeper (the fail-stop watcher zkelect-guard, the agent's child):\n"
            "  zkelect run --zk %s --path " ELECTION " --id NAME --script %s \\\n"
            "              --session-timeout %d --server-tick %d --log json --control %s/NAME.sock\n\n",
            ELECTION, d->zkaddr, d->policy, d->session_ms, TICK_MS, d->dir);
@@ -448,14 +469,32 @@ static int set_up(struct demo *d)
     return join_missing(d);
 }
 
-/* Sends sig to the leader and waits for the next one: 0 with *ms the time
- * from the signal to its leader event, or an exit code. */
-static int failover(struct demo *d, int sig, int bound_ms, double *ms)
+/* The leader's host crashes: the agent stops first (were its keeper
+ * stopped first, the agent would see it stop, through SIGCHLD, and step
+ * down at once, releasing its node), then its keeper, then both die:
+ * nothing more leaves either, and nobody closes the session. */
+static void crash_host(struct candidate *c, pid_t keeper)
+{
+    (void)candidate_stop_pid(c->pid, 5000);
+    if (keeper > 0)
+        (void)candidate_stop_pid(keeper, 5000);
+    candidate_signal(c, SIGKILL, 0);
+    if (keeper > 0)
+        (void)kill(keeper, SIGKILL);
+}
+
+/* Fails the leader (how; keeper: its keeper's pid, for a host crash) and
+ * waits for the next one: 0 with *ms the time from the signal (a host
+ * crash: the agent's SIGSTOP) to its leader event, or an exit code. */
+static int failover(struct demo *d, enum failure how, pid_t keeper, int bound_ms, double *ms)
 {
     struct candidate *victim = d->leader;
     struct after a = { victim, 0 };
     a.since_ns = now_ns();
-    candidate_signal(victim, sig, 0);
+    if (how == FAIL_HOST)
+        crash_host(victim, keeper);
+    else
+        candidate_signal(victim, how == FAIL_GRACEFUL ? SIGTERM : SIGKILL, 0);
     int rc = outcome(d, pump(d, a.since_ns + (int64_t)bound_ms * 1000000, new_leader, &a),
                      "new leader", bound_ms);
     if (rc == 0) {
@@ -468,32 +507,73 @@ static int failover(struct demo *d, int sig, int bound_ms, double *ms)
     return rc;
 }
 
-/* The two failovers and what they showed. 0 or an exit code. */
+static int keeper_said(const struct demo *d, const void *arg)
+{
+    return d->closed[index_of(d, arg)] != CLOSE_UNSAID;
+}
+
+/* After the agent crash: the keeper's word on the session (it may come
+ * after the successor's leader event: it is logged once the server
+ * answered the close), waited for as long as its tries may last (the
+ * session's timeout, the term's groups' 2 s). 0 or an exit code; no word
+ * at all is said, not an error. */
+static int await_keeper(struct demo *d, const struct candidate *victim)
+{
+    int bound = d->session_ms + STEP_MS;
+    int r = pump(d, now_ns() + (int64_t)bound * 1000000, keeper_said, victim);
+    return r == 0 ? 0 : outcome(d, r, "the keeper's word", bound);
+}
+
+/* The three failovers and what they showed. 0 or an exit code. */
 static int show_failovers(struct demo *d)
 {
-    double graceful = 0, crash = 0;
+    static const char *const word[] = { "no word from its keeper", "its keeper closed the session",
+                                        "its keeper did not close the session" };
+    double graceful = 0, agent = 0, host = 0;
+    int crash_bound = 5 * d->session_ms + STEP_MS;
     printf("\n== %s leads (epoch %" PRId64 "). Step 1, a graceful failover: SIGTERM to %s (pid %d).\n"
            "   It steps down and deletes its node; ZooKeeper tells the next in line at once.\n\n",
            d->leader->name, d->leader_epoch, d->leader->name, (int)d->leader->pid);
     fflush(stdout);
-    int rc = failover(d, SIGTERM, STEP_MS, &graceful);
+    int rc = failover(d, FAIL_GRACEFUL, 0, STEP_MS, &graceful);
     if (rc != 0)
         return rc;
     printf("\n== Graceful failover: %s leads %.1f ms after the signal.\n", d->leader->name, graceful);
-    printf("\n== Step 2, a crash failover: SIGKILL to %s (pid %d). Nobody deletes its node:\n"
-           "   ZooKeeper removes it only after the session timeout (%d ms) with no word from it.\n\n",
-           d->leader->name, (int)d->leader->pid, d->session_ms);
+
+    struct candidate *victim = d->leader;
+    pid_t keeper = candidate_keeper(victim);
+    printf("\n== Step 2, the leader's process crashes: SIGKILL to %s (pid %d) alone. Its keeper\n"
+           "   (zkelect-guard, pid %d) sees it gone, kills what its term left and closes its\n"
+           "   session: ZooKeeper deletes its node and tells the next in line at once.\n\n",
+           victim->name, (int)victim->pid, (int)keeper);
     fflush(stdout);
-    int bound = 5 * d->session_ms + STEP_MS;
-    rc = failover(d, SIGKILL, bound, &crash);
+    rc = failover(d, FAIL_AGENT, keeper, crash_bound, &agent);
+    if (rc == 0)
+        rc = await_keeper(d, victim);
     if (rc != 0)
         return rc;
-    printf("\n== Crash failover: %s leads %.0f ms after the kill, after the session timeout (%d ms).\n",
-           d->leader->name, crash, d->session_ms);
-    printf("\nThe two failovers:\n"
-           "  graceful failover (SIGTERM to the leader): %8.1f ms\n"
-           "  crash failover (SIGKILL to the leader):    %8.1f ms (session timeout %d ms)\n",
-           graceful, crash, d->session_ms);
+    enum close_word said = d->closed[index_of(d, victim)];
+    printf("\n== Agent crash: %s leads %.1f ms after the kill: %s%s.\n", d->leader->name, agent,
+           word[said], said == CLOSE_DONE ? ", no session timeout waited for"
+           : said == CLOSE_NOT ? " (its line above says why): it expired" : "");
+
+    victim = d->leader;
+    keeper = candidate_keeper(victim);
+    printf("\n== Step 3, the leader's host crashes: %s (pid %d) and its keeper (pid %d) stop\n"
+           "   at once (SIGSTOP), then die (SIGKILL). Nobody closes its session: ZooKeeper deletes\n"
+           "   its node only after the session timeout (%d ms) with no word from it.\n\n",
+           victim->name, (int)victim->pid, (int)keeper, d->session_ms);
+    fflush(stdout);
+    rc = failover(d, FAIL_HOST, keeper, crash_bound, &host);
+    if (rc != 0)
+        return rc;
+    printf("\n== Host crash: %s leads %.0f ms after the crash, once the session expired (timeout "
+           "%d ms).\n", d->leader->name, host, d->session_ms);
+    printf("\nThe three failovers (session timeout %d ms):\n"
+           "  %-54s %8.1f ms\n  %-54s %8.1f ms (%s)\n  %-54s %8.1f ms (the session expired)\n",
+           d->session_ms, "graceful failover (SIGTERM to the leader):", graceful,
+           "agent crash (SIGKILL to the leader, its keeper lives):", agent, word[said],
+           "host crash (the leader and its keeper die together):", host);
     fflush(stdout);
     return 0;
 }
@@ -512,9 +592,15 @@ static int keep_running(struct demo *d)
            "  zkelect status --zk %s --path " ELECTION "\n"
            "  zkelect watch --zk %s --path " ELECTION "\n"
            "  zkelect ctl --control %s/%s.sock resign     (the leader hands over)\n"
-           "  kill -KILL %d     (crashes the leader, %s)\n  the candidates' pids:",
+           "  kill -KILL %d     (%s's process crashes: its keeper closes the session)\n",
            NCAND, d->leader->name, d->zkaddr, d->zkaddr, d->dir, d->leader->name,
            (int)d->leader->pid, d->leader->name);
+    pid_t keeper = candidate_keeper(d->leader);
+    if (keeper > 0)     /* (a host crash: the agent stopped first, see crash_host) */
+        printf("  kill -STOP %d; kill -STOP %d; kill -KILL %d %d     (%s's host crashes: the "
+               "session expires)\n", (int)d->leader->pid, (int)keeper, (int)d->leader->pid,
+               (int)keeper, d->leader->name);
+    printf("  the candidates' pids:");
     for (int i = 0; i < NCAND; i++)
         printf(" %s %d", d->c[i].name, (int)d->c[i].pid);
     printf("\n== Press Ctrl-C here (or kill -TERM %d) to stop everything and remove %s.\n\n",
@@ -551,8 +637,9 @@ int cmd_demo(struct opts *o)
             why != NULL ? why : "out of memory");
     interrupt_setup();
     d.t0 = now_ns();
-    printf("zkelect demo: a leader election among three candidates on a throwaway ZooKeeper,\n"
-           "a graceful and a crash failover, then everything is removed%s.\n",
+    printf("zkelect demo: a leader election among four candidates on a throwaway ZooKeeper,\n"
+           "three failovers (graceful, a crash of the leader's process, a crash of its host),\n"
+           "then everything is removed%s.\n",
            o->keep ? " when you press Ctrl-C" : "");
     int rc = prepare(&d) != 0 ? exit_code_for("internal") : 0;
     if (rc == 0) {
