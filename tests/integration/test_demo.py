@@ -1,15 +1,19 @@
 #!/usr/bin/python3
 """zkelect demo: the binary starts its own ZooKeeper (Debian's jar, java)
-and three candidates of itself, shows two failovers and removes everything.
+and four candidates of itself, shows three failovers and removes everything.
 
-- a whole run exits 0 and prints both failovers with their times (the
-  graceful one well under the session timeout, the crash one after it);
-  afterwards no process of its (java, candidates, their fail-stop watchers:
-  any process whose command line names its temporary directory) is left,
-  nor the directory;
+- a whole run exits 0 and prints the three failovers with their times: the
+  graceful one (SIGTERM) under the session timeout T; the agent's crash
+  (SIGKILL to the leader alone: its keeper closes the session, and says so)
+  under T/2, before any expiry could have come (the server heard from the
+  agent at most T/3 before the kill); the host's crash (the agent and its
+  keeper stopped, then killed) not before T/2 after it, when the server
+  could first expire the session; afterwards no process of its (java,
+  candidates: any process whose command line names its temporary
+  directory; the keepers it named) is left, nor the directory;
 - SIGINT once the first leader is shown, and SIGTERM while ZooKeeper is
   still starting: exit 130 / 143, nothing left;
-- --keep: `zkelect status` against the printed address finds three
+- --keep: `zkelect status` against the printed address finds the four
   candidates and a leader; Ctrl-C (SIGINT, the documented way) ends it,
   nothing left;
 - ZooKeeper or java missing (--zk-jar, --java, ZKELECT_JAVA, JAVA_HOME at a
@@ -110,23 +114,45 @@ def assert_nothing_left(d, demo):
     assert not os.path.exists(d), "%s is left:\n%s" % (d, demo.text())
 
 
-def test_two_failovers_then_nothing_left():
+def keepers_named(out):
+    """The keepers' pids the demo named (the agent's crash, the host's)."""
+    return [int(k2 or k3) for k2, k3 in
+            re.findall(r"\(zkelect-guard, pid (\d+)\)|its keeper \(pid (\d+)\)", out)]
+
+
+def test_three_failovers_then_nothing_left():
     demo = Demo()
     code = demo.wait_exit(150)
     out = demo.text()
     assert code == 0, "exit %s:\n%s" % (code, out)
-    graceful = re.search(r"graceful failover \(SIGTERM to the leader\):\s+([0-9.]+) ms", out)
-    crash = re.search(r"crash failover \(SIGKILL to the leader\):\s+([0-9.]+) ms", out)
-    assert graceful and crash, out
-    g, c = float(graceful.group(1)), float(crash.group(1))
-    # correctness bounds: the graceful one waits for no session timeout, the
-    # crash one cannot happen before the server expired the dead session
+    graceful = re.search(r"^  graceful failover \(SIGTERM to the leader\):\s+([0-9.]+) ms$", out, re.M)
+    agent = re.search(r"^  agent crash \(SIGKILL to the leader, its keeper lives\):\s+([0-9.]+) ms "
+                      r"\(its keeper closed the session\)$", out, re.M)
+    host = re.search(r"^  host crash \(the leader and its keeper die together\):\s+([0-9.]+) ms "
+                     r"\(the session expired\)$", out, re.M)
+    assert graceful and agent and host, out
+    g, a, c = float(graceful.group(1)), float(agent.group(1)), float(host.group(1))
+    # correctness bounds: the graceful one waits for no session timeout; the
+    # agent's crash neither (the keeper closed the session: its line says
+    # so, and no expiry can come before T/2); the host's crash cannot end
+    # before the server could expire the dead session
     assert 0 < g < SESSION_MS, out
+    assert 0 < a < SESSION_MS * 0.5, out
     assert c >= SESSION_MS * 0.5, out
-    for name in ("alpha", "bravo", "charlie"):
+    assert re.search(r"^ +[0-9.]+ s  bravo +keeper: the agent's session 0x[0-9a-f]+ is closed "
+                     r"\(at 127\.0\.0\.1:\d+, \d+ ms after the agent was gone", out, re.M), out
+    assert "charlie  keeper:" not in out, out     # the host's crash: nobody closes
+    for name in ("alpha", "bravo", "charlie", "delta"):
         assert re.search(r"\b%s\s+LEADS, epoch \d+" % name, out), out
-    assert "killed by SIGKILL" in out, out
+    # the order of the leaders: one failover each
+    leaders = re.findall(r"^ +[0-9.]+ s  (\w+) +LEADS, epoch", out, re.M)
+    assert leaders == ["alpha", "bravo", "charlie", "delta"], (leaders, out)
+    assert len(re.findall(r"killed by SIGKILL", out)) == 2, out
     assert "== Done." in out, out
+    keepers = keepers_named(out)
+    assert len(keepers) == 2 and all(k > 0 for k in keepers), (keepers, out)
+    h.wait_until(lambda: not set(keepers) & set(h.watchers()), timeout=5,
+                 desc="the keepers %s gone" % keepers)
     assert_nothing_left(demo.tmpdir(), demo)
 
 
@@ -184,7 +210,7 @@ def test_keep_runs_until_ctrl_c():
     assert st.returncode == 0, (st.returncode, st.stderr, out)
     doc = json.loads(st.stdout)
     ids = sorted(c["id"] for c in doc["candidates"] if not c.get("gone"))
-    assert ids == ["alpha", "bravo", "charlie"], (doc, out)
+    assert ids == ["alpha", "bravo", "charlie", "delta"], (doc, out)
     assert doc["leader"] and doc["leader"]["id"] in ids, doc
     # the control socket it printed answers too
     c = re.search(r"zkelect ctl --control (\S+) resign", out)

@@ -224,7 +224,7 @@ def test_packages_build_install_run_and_purge():
         check_units()
         with h.ZooKeeper() as zk:
             check_embed(zk)
-        # the demo: Debian's ZooKeeper, three candidates, two failovers, exit 0
+        # the demo: Debian's ZooKeeper, four candidates, three failovers, exit 0
         out = sh(["/usr/bin/zkelect", "demo"], timeout=240, what="/usr/bin/zkelect demo")
         print("  info: zkelect demo:\n    " + "\n    ".join(out.strip().splitlines()[-8:]), flush=True)
         purge_and_check(paths, existed)
