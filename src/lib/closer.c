@@ -197,25 +197,46 @@ static int read_more(int fd, unsigned char *buf, size_t *have, size_t len, int64
     }
 }
 
+/* An errno's words without strerror (which may translate, and take a
+ * locale's lock in a forked child of a threaded host). */
+static const char *err_words(int err, char *buf, size_t len)
+{
+    switch (err) {
+    case ETIMEDOUT: return "no answer in time";
+    case ECONNREFUSED: return "connection refused";
+    case ECONNRESET: return "connection reset";
+    case EPIPE: return "connection closed";
+    case EHOSTUNREACH: return "no route to host";
+    case ENETUNREACH: return "network unreachable";
+    case EADDRNOTAVAIL: return "address not available";
+    case EMFILE: case ENFILE: return "out of descriptors";
+    case ENOBUFS: case ENOMEM: return "out of memory";
+    case EAFNOSUPPORT: return "address family not supported";
+    default:
+        snprintf(buf, len, "errno %d", err);
+        return buf;
+    }
+}
+
 static enum closer_outcome fail(int fd, enum closer_outcome o, char *why, size_t whylen,
                                 const char *addr, const char *what, int err)
 {
+    char num[24];
     if (fd >= 0)
         (void)close(fd);
     if (err != 0)
-        snprintf(why, whylen, "%s: %s: %s", addr, what,
-                 err == ETIMEDOUT ? "no answer in time" : strerror(err));
+        snprintf(why, whylen, "%s: %s: %s", addr, what, err_words(err, num, sizeof num));
     else
         snprintf(why, whylen, "%s: %s", addr, what);
     return o;
 }
 
-enum closer_outcome closer_close_at(const struct sockaddr *sa, socklen_t salen, uint64_t id,
-                                    const unsigned char passwd[CLOSER_PASSWD_LEN], int timeout_ms,
-                                    int64_t deadline_ns, char *why, size_t whylen)
+static enum closer_outcome try_close(const struct sockaddr *sa, socklen_t salen, uint64_t id,
+                                     const unsigned char passwd[CLOSER_PASSWD_LEN],
+                                     int64_t deadline_ns, char *why, size_t whylen,
+                                     unsigned char *buf, size_t buflen)
 {
     char addr[INET6_ADDRSTRLEN + 16];
-    unsigned char buf[CLOSER_FRAME_MAX + 4];
     size_t have = 0;
     closer_addr_text(sa, salen, addr, sizeof addr);
     int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -235,7 +256,7 @@ enum closer_outcome closer_close_at(const struct sockaddr *sa, socklen_t salen, 
     }
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    size_t n = closer_connect_frame(buf, id, passwd, timeout_ms);
+    size_t n = closer_connect_frame(buf, id, passwd, CLOSER_ASK_MS);
     if (write_all(fd, buf, n, deadline_ns) != 0)
         return fail(fd, CLOSER_UNREACHED, why, whylen, addr, "sending the session's resumption",
                     errno);
@@ -246,7 +267,7 @@ enum closer_outcome closer_close_at(const struct sockaddr *sa, socklen_t salen, 
     uint64_t got_id = 0;
     long took;
     while ((took = closer_parse_connect(buf, have, &granted, &got_id)) == 0) {
-        int r = read_more(fd, buf, &have, sizeof buf, deadline_ns);
+        int r = read_more(fd, buf, &have, buflen, deadline_ns);
         if (r <= 0)
             return fail(fd, CLOSER_UNREACHED, why, whylen, addr,
                         r == 0 ? "the server closed the connection (not serving, or read-only)"
@@ -270,7 +291,7 @@ enum closer_outcome closer_close_at(const struct sockaddr *sa, socklen_t salen, 
         if (took < 0)
             return fail(fd, CLOSER_UNREACHED, why, whylen, addr, "not a ZooKeeper answer", 0);
         if (took == 0) {
-            int r = read_more(fd, buf, &have, sizeof buf, deadline_ns);
+            int r = read_more(fd, buf, &have, buflen, deadline_ns);
             if (r <= 0)
                 return fail(fd, CLOSER_UNREACHED, why, whylen, addr,
                             r == 0 ? "the server closed the connection before it answered the close"
@@ -292,7 +313,7 @@ enum closer_outcome closer_close_at(const struct sockaddr *sa, socklen_t salen, 
         int64_t eof_by = boot_ns() + 200000000LL;
         (void)shutdown(fd, SHUT_WR);
         have = 0;
-        while (read_more(fd, buf, &have, sizeof buf, eof_by < deadline_ns ? eof_by : deadline_ns) > 0)
+        while (read_more(fd, buf, &have, buflen, eof_by < deadline_ns ? eof_by : deadline_ns) > 0)
             have = 0;
         (void)close(fd);
         snprintf(why, whylen, "%s", addr);
@@ -345,4 +366,17 @@ int closer_hosts(const char *hosts, struct closer_addr *out, int max)
             p++;
     }
     return n;
+}
+
+enum closer_outcome closer_close_at(const struct sockaddr *sa, socklen_t salen, uint64_t id,
+                                    const unsigned char passwd[CLOSER_PASSWD_LEN],
+                                    int64_t deadline_ns, char *why, size_t whylen)
+{
+    unsigned char buf[CLOSER_FRAME_MAX + 4];    /* (the resumption, with the password, first) */
+    enum closer_outcome o = try_close(sa, salen, id, passwd, deadline_ns, why, whylen, buf,
+                                      sizeof buf);
+    volatile unsigned char *v = buf;
+    for (size_t i = 0; i < sizeof buf; i++)
+        v[i] = 0;
+    return o;
 }

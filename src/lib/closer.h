@@ -71,9 +71,14 @@ long closer_parse_reply(const unsigned char *buf, size_t n, int32_t *xid, int64_
 /* One try at the server at sa: connect, resume the session, close it, wait
  * for the answer; by deadline_ns (CLOCK_BOOTTIME) at the latest. The reason
  * of anything but CLOSER_CLOSED in why ("127.0.0.1:2181: connection
- * refused"). Blocking; async-signal-safe. */
+ * refused"). The resumption asks for a timeout of CLOSER_ASK_MS, which the
+ * server raises to its minimum (2 ticks by default): a resumption renews
+ * the session by what it grants, so one not followed by the close (the
+ * connection lost) extends it by that minimum, not by its own timeout.
+ * Blocking; async-signal-safe; the password's copies are wiped. */
+#define CLOSER_ASK_MS 1
 enum closer_outcome closer_close_at(const struct sockaddr *sa, socklen_t salen, uint64_t id,
-                                    const unsigned char passwd[CLOSER_PASSWD_LEN], int timeout_ms,
+                                    const unsigned char passwd[CLOSER_PASSWD_LEN],
                                     int64_t deadline_ns, char *why, size_t whylen);
 
 /* A server's address, numeric. */

@@ -567,6 +567,13 @@ static void guard_publish(zke_conn *c)
 {
     if (c->guard == NULL)
         return;
+    if (c->guard_users != c->n || session_closing(c->sess)) {
+        /* an agent of the session is not guarded by it (the watcher knows
+         * nothing of that agent's terms, so it must not end the session),
+         * or we close it ourselves */
+        guard_session_clear(c->guard, c->guard_base);
+        return;
+    }
     struct closer_addr a[GUARD_SESSION_ADDRS], more[GUARD_SESSION_ADDRS];
     unsigned char pw[16];
     uint64_t id = 0;
@@ -611,8 +618,12 @@ int conn_guard_base(zke_conn *c, zke_guard *g)
 
 void conn_guard_release(zke_conn *c)
 {
-    if (c->guard == NULL || --c->guard_users > 0)
+    if (c->guard == NULL)
         return;
+    if (--c->guard_users > 0) {
+        guard_publish(c);       /* (an unguarded agent may remain) */
+        return;
+    }
     guard_base_release(c->guard, c->guard_base);
     c->guard = NULL;
     c->guard_base = 0;
@@ -1510,6 +1521,7 @@ conn_member *conn_attach(zke_conn *c, zke_agent *a, const struct conn_agent_ops 
     c->n++;
     if (a == c->owner)
         c->owner_ops = ops;
+    guard_publish(c);           /* (withdrawn until the newcomer is guarded too) */
     return m;
 }
 
@@ -1623,6 +1635,7 @@ void conn_detach(zke_conn *c, conn_member *m)
         c->last = m->prev;
     c->n--;
     m->detached = 1;
+    guard_publish(c);
     zke_agent *a = m->a;
     /* a pump or a check running may hold it, and the due list until the
      * next pump: freed then (bury); else now */

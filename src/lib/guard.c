@@ -98,6 +98,7 @@ struct gslot {
                                          * far (ns) from its start; 0: none */
     atomic_llong epoch;                 /* the armed term's epoch (for its fence) */
     atomic_llong fenced;                /* the last epoch fenced (by any watcher) */
+    atomic_llong fence_bad;             /* the last epoch whose fence failed (any watcher) */
 };
 
 /* A session the watcher closes once the agent is gone and its terms are
@@ -140,6 +141,9 @@ struct zke_guard {
     atomic_ullong bases_used;           /* bases taken (bit k - 1: base k) */
     atomic_uint group[ZKE_GUARD_GROUPS];        /* pgid | GROUP_TERM_BIT, 0: free */
     atomic_int cg_set;                  /* cg_path is set (zke_guard_set_cgroups) */
+    atomic_int unheld;                  /* a group or cgroup could not be registered (the table
+                                         * was full): the watcher cannot vouch that the terms
+                                         * are over, so it closes no session */
     char cg_path[ZKE_CGROUPS_PATH_MAX]; /* the term cgroups' folder */
     atomic_uint fence_gen;              /* odd while the fence is written (a seqlock) */
     atomic_int fence_len;               /* bytes of fence in use, 0: no fence */
@@ -322,6 +326,7 @@ static int add_entry(zke_guard *g, unsigned v)
         if (atomic_compare_exchange_strong(&g->group[i], &free_slot, v))
             return 0;
     }
+    atomic_store(&g->unheld, 1);
     return -1;
 }
 
@@ -435,6 +440,7 @@ int guard_slot_take(zke_guard *g)
             atomic_store(&s->base, 0);
             atomic_store(&s->epoch, 0);
             atomic_store(&s->fenced, 0);    /* a new owner's terms are fenced afresh */
+            atomic_store(&s->fence_bad, 0);
             atomic_store(&g->hint, (i + 1) % n);
             int top = atomic_load(&g->top);
             while (top < i + 1 && !atomic_compare_exchange_weak(&g->top, &top, i + 1))
@@ -496,9 +502,6 @@ void guard_session_set(zke_guard *g, int base, uint64_t id,
     struct gsess *e = &g->sess[base - 1];
     atomic_fetch_add(&e->gen, 1);           /* odd: being written */
     atomic_store(&e->live, 0);
-    e->id = id;
-    memcpy(e->passwd, passwd, CLOSER_PASSWD_LEN);
-    e->timeout_ms = timeout_ms;
     int n = 0;
     for (int i = 0; i < naddrs && n < GUARD_SESSION_ADDRS; i++) {
         if (addrs[i].len == 0 || addrs[i].len > sizeof e->addr[n].sa)
@@ -508,6 +511,12 @@ void guard_session_set(zke_guard *g, int base, uint64_t id,
         n++;
     }
     e->naddr = n;
+    e->timeout_ms = timeout_ms;
+    e->id = n > 0 ? id : 0;
+    if (n > 0)
+        memcpy(e->passwd, passwd, CLOSER_PASSWD_LEN);
+    else
+        wipe(e->passwd, sizeof e->passwd);  /* (nowhere to close it: no secret kept) */
     atomic_store(&e->live, n > 0);
     atomic_fetch_add(&e->gen, 1);
 }
@@ -1071,84 +1080,131 @@ static int run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_fn
 static int fence_once(zke_guard *g, int i, const char *reason, zke_log_fn *log, void *ud)
 {
     int64_t epoch = atomic_load(&g->slot[i].epoch);
-    if (atomic_exchange(&g->slot[i].fenced, epoch) != epoch)
-        return run_fence(g, epoch, reason, log, ud);
-    return 1;
+    if (atomic_exchange(&g->slot[i].fenced, epoch) != epoch && !run_fence(g, epoch, reason, log, ud))
+        atomic_store(&g->slot[i].fence_bad, epoch);
+    return atomic_load(&g->slot[i].fence_bad) != epoch;
 }
 
-/* After the hard end's SIGKILLs: waits (at most 1 s) until the term
- * cgroups are empty, so that the fence runs once the term's processes are
- * gone (a process group's members are dead once SIGKILLed: they run no
- * more code, though a frozen agent may not have reaped them). */
-static void wait_killed(zke_guard *g)
+/* The state letter and process group of /proc/<path>/stat (path: "PID" or
+ * "PID/task/TID"), read into the stack: 0, or -1 when it is gone. */
+static int proc_stat(const char *path, char *state, long *pgrp)
 {
-    for (int k = 0; k < 200; k++) {
-        int live = 0;
-        for (int i = 0; i < ZKE_GUARD_GROUPS && !live; i++) {
-            unsigned v = atomic_load(&g->group[i]);
-            live = (v & GROUP_CGROUP_BIT) && cg_populated(g, GROUP_ID(v));
-        }
-        if (!live)
-            return;
-        struct timespec five_ms = { 0, 5000000 };
-        (void)nanosleep(&five_ms, NULL);
-    }
+    char file[96], buf[512];
+    if (snprintf(file, sizeof file, "/proc/%s/stat", path) >= (int)sizeof file)
+        return -1;
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t r = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[r > 0 ? r : 0] = '\0';
+    /* "pid (comm) S ppid pgrp ...": after the last ')' (a comm may hold any) */
+    const char *rp = strrchr(buf, ')');
+    if (rp == NULL || rp[1] != ' ' || rp[2] == '\0' || rp[3] != ' ')
+        return -1;
+    char *end = NULL;
+    (void)strtol(rp + 4, &end, 10);                             /* ppid */
+    if (end == NULL || *end != ' ')
+        return -1;
+    *state = rp[2];
+    *pgrp = strtol(end + 1, NULL, 10);
+    return 0;
 }
 
-/* 1 while process group pgid has a process that has not exited: kill(2)
- * reaches zombies too (a dead agent's children wait for their new parent
- * to reap them), so a group that still answers is looked for in /proc,
- * read into the stack (nothing allocated): a member in any state but
- * zombie or dead counts. */
-static int pgrp_lives(pid_t pgid)
+static int dead_state(char st)
 {
-    if (kill(-pgid, 0) != 0 && errno == ESRCH)
-        return 0;
-    int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return st == 'Z' || st == 'X' || st == 'x';
+}
+
+/* Calls fn(ud, name) for each numeric entry of the folder (getdents64 into
+ * the stack: nothing allocated) until it returns nonzero: that value, or 0. */
+static int each_number(const char *folder, int (*fn)(void *ud, const char *name), void *ud)
+{
+    int dfd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
-        return 1;
-    char buf[4096], path[64], stat[512];
+        return 0;
+    char buf[4096];
     long got;
-    int lives = 0;
-    while (!lives && (got = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
-        for (long off = 0; off < got && !lives;) {
+    int r = 0;
+    while (r == 0 && (got = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < got && r == 0;) {
+            /* struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name */
             unsigned short reclen;
             memcpy(&reclen, buf + off + 16, sizeof reclen);
             const char *name = buf + off + 19;
-            if (name[0] >= '1' && name[0] <= '9' &&
-                snprintf(path, sizeof path, "/proc/%s/stat", name) < (int)sizeof path) {
-                int fd = open(path, O_RDONLY | O_CLOEXEC);
-                ssize_t r = fd >= 0 ? read(fd, stat, sizeof stat - 1) : -1;
-                if (fd >= 0)
-                    close(fd);
-                stat[r > 0 ? r : 0] = '\0';
-                /* "pid (comm) S ppid pgrp ...": after the last ')' */
-                const char *rp = strrchr(stat, ')');
-                if (rp != NULL && rp[1] == ' ' && rp[2] != '\0' && rp[3] == ' ') {
-                    char st = rp[2], *end = NULL;
-                    (void)strtol(rp + 4, &end, 10);                     /* ppid */
-                    long pg = end != NULL && *end == ' ' ? strtol(end + 1, NULL, 10) : -1;
-                    lives = pg == (long)pgid && st != 'Z' && st != 'X' && st != 'x';
-                }
-            }
+            if (name[0] >= '1' && name[0] <= '9')
+                r = fn(ud, name);
             if (reclen == 0)
                 break;
             off += reclen;
         }
     }
     close(dfd);
-    return lives;
+    return r;
 }
 
-/* Waits until every registered process group is gone (its members exited),
- * until deadline: 0, or the pgid of one that still has a process. */
-static pid_t wait_groups_gone(zke_guard *g, int64_t deadline)
+struct task_look { const char *pid; };
+
+static int task_runs(void *ud, const char *tid)
+{
+    const struct task_look *t = ud;
+    char path[64], st = 0;
+    long pg = 0;
+    snprintf(path, sizeof path, "%s/task/%s", t->pid, tid);
+    return proc_stat(path, &st, &pg) == 0 && !dead_state(st);
+}
+
+struct group_look { pid_t pgid; int seen; };
+
+/* A member of the group that has not exited: its main thread, or (a
+ * zombie main thread: it called pthread_exit, or the process is being
+ * killed) any other of its threads, which may still be in a call. */
+static int member_runs(void *ud, const char *pid)
+{
+    struct group_look *l = ud;
+    char st = 0;
+    long pg = 0;
+    if (proc_stat(pid, &st, &pg) != 0 || pg != (long)l->pgid)
+        return 0;
+    l->seen = 1;
+    if (!dead_state(st))
+        return 1;
+    char folder[64];
+    struct task_look t = { pid };
+    snprintf(folder, sizeof folder, "/proc/%s/task", pid);
+    return each_number(folder, task_runs, &t);
+}
+
+int guard_group_lives(pid_t pgid)
+{
+    errno = 0;
+    int r = kill(-pgid, 0), e = errno;
+    if (r != 0 && e == ESRCH)
+        return 0;
+    /* kill(2) reaches zombies too (a dead agent's children wait for their
+     * new parent to reap them): the group is looked for in /proc */
+    struct group_look l = { pgid, 0 };
+    if (each_number("/proc", member_runs, &l))
+        return 1;
+    /* a member we may not signal that /proc does not show us (hidepid):
+     * it may run */
+    return !l.seen && r != 0 && e == EPERM;
+}
+
+/* Waits until no registered group (only the terms' unless all) has a
+ * process that has not exited and no term cgroup has a process, until
+ * deadline: 0, or the pgid of a group that still has one (-1: a cgroup). */
+static pid_t wait_gone(zke_guard *g, int all, int64_t deadline)
 {
     for (;;) {
         pid_t left = 0;
         for (int i = 0; i < ZKE_GUARD_GROUPS && left == 0; i++) {
             unsigned v = atomic_load(&g->group[i]);
-            if (v != 0 && !(v & GROUP_CGROUP_BIT) && pgrp_lives((pid_t)GROUP_ID(v)))
+            if (v == 0 || (!all && !(v & GROUP_TERM_BIT)))
+                continue;
+            if (v & GROUP_CGROUP_BIT)
+                left = cg_populated(g, GROUP_ID(v)) ? -1 : 0;
+            else if (guard_group_lives((pid_t)GROUP_ID(v)))
                 left = (pid_t)GROUP_ID(v);
         }
         if (left == 0 || boot_ns() >= deadline)
@@ -1162,63 +1218,89 @@ static pid_t wait_groups_gone(zke_guard *g, int64_t deadline)
  * terms are over (over NULL), else left to expire with the reason `over`;
  * one line each. The session's remaining time is at most its timeout from
  * the agent's death (gone_ns): no try outlasts it. The entries are wiped. */
+/* The longest session timeout the watcher believes (a value from a page a
+ * crashing agent may have scribbled on must not keep it trying for days). */
+#define GUARD_SESSION_MAX_MS 600000
+
+/* One published session: closed, or why not; one line. */
+static void close_one(struct gsess *e, int64_t gone_ns, zke_log_fn *log, void *ud)
+{
+    char msg[700], why[300] = "", first[300] = "";
+    uint64_t id = e->id;
+    int timeout_ms = e->timeout_ms, naddr = e->naddr;
+    if (timeout_ms <= 0 || timeout_ms > GUARD_SESSION_MAX_MS)
+        timeout_ms = timeout_ms <= 0 ? 1000 : GUARD_SESSION_MAX_MS;
+    if (naddr < 0 || naddr > GUARD_SESSION_ADDRS)
+        naddr = 0;
+    int64_t deadline = gone_ns + (int64_t)timeout_ms * 1000000;
+    enum closer_outcome o = CLOSER_UNREACHED;
+    int tries = 0;
+    while (o == CLOSER_UNREACHED && naddr > 0 && boot_ns() < deadline) {
+        for (int i = 0; i < naddr && o == CLOSER_UNREACHED && boot_ns() < deadline; i++) {
+            const struct sockaddr *sa = (const struct sockaddr *)(const void *)e->addr[i].sa;
+            socklen_t len = e->addr[i].len;
+            if (!(sa->sa_family == AF_INET && len == sizeof(struct sockaddr_in)) &&
+                !(sa->sa_family == AF_INET6 && len == sizeof(struct sockaddr_in6)))
+                continue;
+            int64_t try_end = boot_ns() + 1000000000LL;
+            o = closer_close_at(sa, len, id, e->passwd, try_end < deadline ? try_end : deadline, why,
+                                sizeof why);
+            tries++;
+            if (first[0] == '\0' && o != CLOSER_CLOSED)
+                snprintf(first, sizeof first, "%s", why);
+        }
+        if (o == CLOSER_UNREACHED) {
+            struct timespec pause = { 0, 50000000 };   /* between rounds */
+            (void)nanosleep(&pause, NULL);
+        }
+    }
+    long long ms = (long long)((boot_ns() - gone_ns) / 1000000);
+    if (o == CLOSER_CLOSED)
+        snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is closed (at %s, %lld ms "
+                 "after the agent was gone, its terms over): its nodes are gone and the next in "
+                 "line takes over now", (unsigned long long)id, why, ms);
+    else if (o == CLOSER_GONE)
+        snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is not closed: it had "
+                 "expired or was closed already (%s)", (unsigned long long)id, why);
+    else if (o == CLOSER_REFUSED)
+        snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is not closed: the server "
+                 "refused the close (%s; one that requires authentication refuses a client without "
+                 "it); it expires as usual", (unsigned long long)id, why);
+    else if (tries == 0)
+        snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is not closed: %s; it "
+                 "expires as usual", (unsigned long long)id,
+                 naddr == 0 ? "no server address to try" : "no time left of the session's timeout");
+    else
+        snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is not closed: no server "
+                 "took the close within the session's remaining %d ms (%d tr%s; first: %s; last: "
+                 "%s); it expires as usual", (unsigned long long)id, timeout_ms, tries,
+                 tries == 1 ? "y" : "ies", first, why);
+    say(log, ud, o == CLOSER_CLOSED ? ZKE_LOG_INFO : ZKE_LOG_WARN, msg);
+}
+
+/* Each session the agent published (guard_session_set): closed when its
+ * terms are over (over NULL), else left to expire with the reason `over`;
+ * one line each. The session's remaining time is at most its timeout from
+ * the agent's death (gone_ns): no try outlasts it. The entries are wiped. */
 static void close_sessions(zke_guard *g, int64_t gone_ns, const char *over, zke_log_fn *log,
                            void *ud)
 {
-    char msg[600], why[300], first[300];
+    char msg[600];
     for (int k = 0; k < GUARD_BASES; k++) {
         struct gsess *e = &g->sess[k];
         unsigned gen = atomic_load(&e->gen);
         if (gen == 0)
             continue;       /* never published */
-        int live = atomic_load(&e->live);
-        uint64_t id = e->id;
         if (gen & 1) {
             snprintf(msg, sizeof msg, "fail-stop: the agent died while it published a session: "
                      "not closed; it expires as usual");
             say(log, ud, ZKE_LOG_WARN, msg);
-        } else if (live && over != NULL) {
+        } else if (atomic_load(&e->live) && over != NULL) {
             snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is not closed: %s; "
-                     "it expires as usual, within %d ms", (unsigned long long)id, over,
-                     e->timeout_ms);
+                     "it expires as usual", (unsigned long long)e->id, over);
             say(log, ud, ZKE_LOG_WARN, msg);
-        } else if (live) {
-            int64_t deadline = gone_ns + (int64_t)(e->timeout_ms > 0 ? e->timeout_ms : 1000) * 1000000;
-            enum closer_outcome o = CLOSER_UNREACHED;
-            first[0] = '\0';
-            int tries = 0;
-            for (int round = 0; o != CLOSER_CLOSED && o != CLOSER_GONE && boot_ns() < deadline;
-                 round++) {
-                for (int i = 0; i < e->naddr && boot_ns() < deadline; i++) {
-                    int64_t try_end = boot_ns() + 1000000000LL;
-                    o = closer_close_at((const struct sockaddr *)(const void *)e->addr[i].sa,
-                                        e->addr[i].len, id, e->passwd, e->timeout_ms,
-                                        try_end < deadline ? try_end : deadline, why, sizeof why);
-                    tries++;
-                    if (first[0] == '\0' && o != CLOSER_CLOSED)
-                        snprintf(first, sizeof first, "%s", why);
-                    if (o == CLOSER_CLOSED || o == CLOSER_GONE)
-                        break;
-                }
-                if (o != CLOSER_CLOSED && o != CLOSER_GONE) {
-                    struct timespec pause = { 0, 50000000 };   /* between rounds */
-                    (void)nanosleep(&pause, NULL);
-                }
-            }
-            long long ms = (long long)((boot_ns() - gone_ns) / 1000000);
-            if (o == CLOSER_CLOSED)
-                snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is closed (at %s, "
-                         "%lld ms after the agent was gone, its terms over): its nodes are gone and "
-                         "the next in line takes over now", (unsigned long long)id, why, ms);
-            else if (o == CLOSER_GONE)
-                snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is not closed: it "
-                         "had expired or was closed already (%s)", (unsigned long long)id, why);
-            else
-                snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is not closed: no "
-                         "server took the close within the session's remaining %d ms (%d tr%s; "
-                         "first: %s; last: %s); it expires as usual", (unsigned long long)id,
-                         e->timeout_ms, tries, tries == 1 ? "y" : "ies", first, why);
-            say(log, ud, o == CLOSER_CLOSED ? ZKE_LOG_INFO : ZKE_LOG_WARN, msg);
+        } else if (atomic_load(&e->live)) {
+            close_one(e, gone_ns, log, ud);
         }
         /* (the agent is gone: nobody writes the entry any more) */
         wipe(e->passwd, sizeof e->passwd);
@@ -1259,7 +1341,6 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
     int64_t fired = 0;      /* the hard end it fired for (it fires once per end) */
     int64_t termed = 0;     /* the soft end it sent SIGTERM for */
     int killed_agent = 0;
-    int fence_failed = 0;   /* a fence of a term of this agent failed: its sessions are left */
     while (getppid() == agent) {
         atomic_store(&g->beat, boot_ns());
         unsigned s = atomic_load(&g->seq);
@@ -1279,12 +1360,14 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
             if (kill_agent)
                 snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (pid %d)", (int)agent);
             say(log, ud, ZKE_LOG_ERROR, msg);
-            /* each term whose hard end passed: its state's undoing */
-            wait_killed(g);
+            /* each term whose hard end passed: its state's undoing, once
+             * its processes are gone (at most 1 s: a process in an
+             * uninterruptible call dies only when it returns) */
+            (void)wait_gone(g, kill_agent, boot_ns() + GUARD_GONE_WAIT_NS / 2);
             for (int i = 0, top = atomic_load(&g->top); i < top; i++) {
                 int64_t di = end_of(g, &g->slot[i], &g->slot[i].hard);
-                if (di != 0 && di <= now && !fence_once(g, i, "hard_end", log, ud))
-                    fence_failed = 1;
+                if (di != 0 && di <= now)
+                    (void)fence_once(g, i, "hard_end", log, ud);
             }
             continue;
         }
@@ -1354,22 +1437,29 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
                  "process group%s it left", (int)agent, n, n == 1 ? "" : "s");
         say(log, ud, ZKE_LOG_WARN, msg);
     }
-    /* each term it held (not fenced at its hard end already) */
+    /* once its processes are gone (at most 2 s), each term it held (not
+     * fenced at its hard end already), then its sessions: closed only once
+     * every term is over (order is the promise: the successor may start
+     * the moment the nodes go) */
+    pid_t left = wait_gone(g, 1, boot_ns() + GUARD_GONE_WAIT_NS);
+    int64_t bad_epoch = 0;
     for (int i = 0, top = atomic_load(&g->top); i < top; i++)
         if (atomic_load(&g->slot[i].hard) != 0 && !fence_once(g, i, "agent_gone", log, ud))
-            fence_failed = 1;
-    /* then its sessions: closed only once every term is over (order is
-     * the promise: the successor may start the moment the nodes go) */
-    pid_t left = wait_groups_gone(g, boot_ns() + GUARD_GONE_WAIT_NS);
-    char over[160];
-    if (!cg_empty)
+            bad_epoch = atomic_load(&g->slot[i].epoch);
+    char over[200];
+    if (!cg_empty || left < 0)
         snprintf(over, sizeof over, "its term cgroups did not empty within 2 s of their SIGKILL");
-    else if (left != 0)
+    else if (left > 0)
         snprintf(over, sizeof over, "process group %d still had a process 2 s after its SIGKILL",
                  (int)left);
-    else if (fence_failed)
-        snprintf(over, sizeof over, "a fence failed, so the term's state may still be in place");
-    close_sessions(g, gone_ns, !cg_empty || left != 0 || fence_failed ? over : NULL, log, ud);
+    else if (bad_epoch != 0)
+        snprintf(over, sizeof over, "a fence failed (term %lld), so the term's state may still be "
+                 "in place", (long long)bad_epoch);
+    else if (atomic_load(&g->unheld))
+        snprintf(over, sizeof over, "a process group could not be registered with the watcher "
+                 "(its table was full), so it cannot vouch that the terms are over");
+    close_sessions(g, gone_ns, !cg_empty || left != 0 || bad_epoch != 0 ||
+                   atomic_load(&g->unheld) ? over : NULL, log, ud);
     if (have_timer)
         (void)timer_delete(boot_timer);
     watched = NULL;

@@ -23,6 +23,7 @@
 #define ZKELECT_GUARD_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include "closer.h"
 #include "zkelect.h"
 
@@ -99,6 +100,12 @@ void guard_session_set(zke_guard *g, int base, uint64_t id,
                        const unsigned char passwd[CLOSER_PASSWD_LEN], int timeout_ms,
                        const struct closer_addr *addrs, int naddrs);
 void guard_session_clear(zke_guard *g, int base);
+/* 1 while process group pgid has a process that has not exited (a zombie
+ * counts as gone, a zombie main thread with another thread running does
+ * not; a member this process may not signal and cannot see in /proc
+ * counts as running). The watcher's test before it closes a session;
+ * allocation-free. */
+int guard_group_lives(pid_t pgid);
 /* 1 while base's session is published (the tests'). */
 int guard_session_live(zke_guard *g, int base);
 /* How many times the agent side woke the watcher so far (the tests'). */

@@ -551,6 +551,11 @@ int session_is_open(const session *s)
     return s->zh != NULL;
 }
 
+int session_closing(const session *s)
+{
+    return s->zh != NULL && s->close_requested;
+}
+
 void session_request_close(session *s)
 {
     if (s->zh != NULL && !s->close_requested) {

@@ -109,6 +109,8 @@ void session_request_close(session *s);
  * still usable: not expired, not dead). 0, or -1 if there is no live handle. */
 int session_keep(session *s);
 int session_is_open(const session *s);
+/* A close was requested (session_request_close) and not taken back. */
+int session_closing(const session *s);
 void session_flush(session *s);
 
 int session_connected(const session *s);

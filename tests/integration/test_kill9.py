@@ -131,10 +131,40 @@ def test_kill9_agent_and_keeper_together_waits_for_the_expiry():
         dt = (nl["mono_ns"] - t_kill) / 1e9
         print("  info: the successor led %.3f s after the crash (T = %d ms)" % (dt, T), flush=True)
         assert dt >= T / 2 / 1000.0, "led %.3f s after the crash: before the expiry" % dt
-        assert not old.find("fail_stop"), old.find("fail_stop")
+        assert not keeper_lines(old, "session"), old.find("fail_stop")
         assert h.sid(lead["session"]) not in zk.ephemerals()
         h.wait_until(lambda: zk.session_expired(h.sid(lead["session"])), 5, "the server's expiry")
         h.stop_cleanly([nxt], 10)
+
+
+def test_kill9_after_a_new_session_closes_that_one():
+    """The agent's first session expired (closed by a tool with its
+    password) and it joined again on a new one: the keeper closes the new
+    session, never the old one."""
+    with h.ZooKeeper() as zk:
+        sf = os.path.join(h.mkdtemp("sess"), "session")
+        a = h.Agent(zk, "s1", path=PATH, session_timeout=T, session_file=sf, session_password=True)
+        a.wait_for("leader", timeout=15)
+        b = h.Agent(zk, "s2", path=PATH, session_timeout=T)
+        b.wait_for("follower", timeout=15)
+        s1 = h.sid(a.last("leader")["session"])
+        h.wait_until(lambda: (h.read_session_file(sf) or (0,))[0] == s1, 5, "the session file")
+        mark = a.mark()
+        h.expire_session(zk, sf)
+        a.wait_for("follower", timeout=3 * T / 1000 + 5, since=mark)
+        s2 = h.sid(a.last("follower")["session"]) if "session" in a.last("follower") else \
+            h.sid(a.find("session", since=mark)[-1]["session"])
+        assert s2 != s1, (s1, s2)
+        keeper_of(a)
+        t_kill = time.monotonic_ns()
+        a.kill9()
+        closed = h.wait_until(lambda: keeper_lines(a, "is closed"), 5, "the keeper's close")
+        assert "0x%x" % s2 in closed[0]["msg"] and "0x%x" % s1 not in closed[0]["msg"], closed
+        h.wait_until(lambda: s2 not in zk.ephemerals(), 5, "the new session's node to go")
+        print("  info: the new session's node was gone %.0f ms after the SIGKILL"
+              % ((time.monotonic_ns() - t_kill) / 1e6), flush=True)
+        assert not zk.session_expired(s2)
+        h.stop_cleanly([b], 10)
 
 
 def test_keeper_that_cannot_close_leaves_the_session_to_expire():

@@ -821,6 +821,7 @@ class Agent:
         keeper (which acts on a stopped agent only at its lease's soft end),
         then both are killed."""
         keepers = watchers(ppid=self.pid)
+        assert keepers, "%s has no keeper to kill with it" % self.id
         self.signal(signal.SIGSTOP)
         for k in keepers:
             os.kill(k, signal.SIGSTOP)

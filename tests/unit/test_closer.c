@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -123,21 +124,121 @@ static void test_try(void)
     CHECK(bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(l, 4) == 0 &&
           getsockname(l, (struct sockaddr *)&sa, &len) == 0);
     int64_t t0 = boot_ns();
-    CHECK(closer_close_at((struct sockaddr *)&sa, len, 42, pw, 2000, t0 + 300000000LL, why,
+    CHECK(closer_close_at((struct sockaddr *)&sa, len, 42, pw, t0 + 300000000LL, why,
                           sizeof why) == CLOSER_UNREACHED);
     CHECK(boot_ns() - t0 >= 300000000LL && strstr(why, "no answer in time") != NULL);
     int c = accept(l, NULL, NULL);
     unsigned char got[128], want[CLOSER_CONNECT_LEN];
     ssize_t r = c >= 0 ? read(c, got, sizeof got) : -1;
     CHECK(r == CLOSER_CONNECT_LEN &&
-          memcmp(got, want, closer_connect_frame(want, 42, pw, 2000)) == 0);
+          memcmp(got, want, closer_connect_frame(want, 42, pw, CLOSER_ASK_MS)) == 0);
     if (c >= 0)
         close(c);
     close(l);       /* now nobody listens there */
-    CHECK(closer_close_at((struct sockaddr *)&sa, len, 42, pw, 2000, boot_ns() + 1000000000LL, why,
+    CHECK(closer_close_at((struct sockaddr *)&sa, len, 42, pw, boot_ns() + 1000000000LL, why,
                           sizeof why) == CLOSER_UNREACHED);
     CHECK(strstr(why, "connect") != NULL && strstr(why, "refused") != NULL);
     CHECK(strcmp(closer_outcome_name(CLOSER_GONE), "gone") == 0);
+}
+
+/* A server of canned answers, forked: takes one connection, reads the
+ * resumption (49 bytes), writes a1 (byte by byte with bytewise), then, if
+ * a2, reads the close (12 bytes) and writes a2; then closes. Its port. */
+static int serve(const unsigned char *a1, size_t n1, const unsigned char *a2, size_t n2,
+                 int bytewise, pid_t *pid)
+{
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(l, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(l, 1) != 0 ||
+        getsockname(l, (struct sockaddr *)&sa, &len) != 0)
+        return -1;
+    *pid = fork();
+    if (*pid == 0) {
+        unsigned char in[64];
+        int c = accept(l, NULL, NULL);
+        size_t got = 0;
+        ssize_t r;
+        while (got < CLOSER_CONNECT_LEN && (r = read(c, in, CLOSER_CONNECT_LEN - got)) > 0)
+            got += (size_t)r;
+        for (size_t i = 0; i < n1; i += bytewise ? 1 : n1) {
+            (void)!write(c, a1 + i, bytewise ? 1 : n1);
+            if (bytewise)
+                usleep(2000);
+        }
+        if (a2 != NULL) {
+            got = 0;
+            while (got < CLOSER_CLOSE_LEN && (r = read(c, in, CLOSER_CLOSE_LEN - got)) > 0)
+                got += (size_t)r;
+            for (size_t i = 0; i < n2; i += bytewise ? 1 : n2) {
+                (void)!write(c, a2 + i, bytewise ? 1 : n2);
+                if (bytewise)
+                    usleep(2000);
+            }
+        }
+        close(c);
+        _exit(0);
+    }
+    close(l);
+    return ntohs(sa.sin_port);
+}
+
+static enum closer_outcome try_canned(const unsigned char *a1, size_t n1, const unsigned char *a2,
+                                      size_t n2, int bytewise, char *why, size_t len)
+{
+    pid_t pid = 0;
+    int port = serve(a1, n1, a2, n2, bytewise, &pid);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons((uint16_t)port);
+    unsigned char pw[CLOSER_PASSWD_LEN] = { 7 };
+    enum closer_outcome o = closer_close_at((struct sockaddr *)&sa, sizeof sa, 0x2a, pw,
+                                            boot_ns() + 3000000000LL, why, len);
+    (void)waitpid(pid, NULL, 0);
+    return o;
+}
+
+/* The answers a server gives, each read however it is cut: a live
+ * session's resumption then the close's reply (after a notification that
+ * is not ours), byte by byte: closed; no such live session (timeout 0, or
+ * another id): gone; the close refused (auth): refused, and an expired
+ * one's refusal: gone; the connection closed before the reply: unreached. */
+static void test_answers(void)
+{
+    char why[200];
+    unsigned char live[41] = { 0, 0, 0, 37, 0, 0, 0, 0, 0, 0, 0x0f, 0xa0, 0, 0, 0, 0, 0, 0, 0, 0x2a,
+                               0, 0, 0, 16 };
+    unsigned char none[41] = { 0, 0, 0, 37 };
+    none[23] = 16;
+    unsigned char other[41];
+    memcpy(other, live, sizeof other);
+    other[19] = 0x2b;
+    /* a notification (xid -1) and then our reply (xid 1, err 0) */
+    unsigned char replies[40] = { 0, 0, 0, 16, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 9,
+                                  0, 0, 0, 0,
+                                  0, 0, 0, 16, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 0 };
+    unsigned char noauth[20] = { 0, 0, 0, 16, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+                                 0xff, 0xff, 0xff, 0x84 };     /* -124 */
+    unsigned char expired[20];
+    memcpy(expired, noauth, sizeof expired);
+    expired[19] = 0x90;                                         /* -112 */
+    CHECK(try_canned(live, sizeof live, replies, sizeof replies, 1, why, sizeof why) ==
+          CLOSER_CLOSED);
+    CHECK(try_canned(none, sizeof none, NULL, 0, 0, why, sizeof why) == CLOSER_GONE);
+    CHECK(try_canned(other, sizeof other, NULL, 0, 0, why, sizeof why) == CLOSER_GONE);
+    CHECK(try_canned(live, sizeof live, noauth, sizeof noauth, 0, why, sizeof why) ==
+          CLOSER_REFUSED && strstr(why, "error -124") != NULL);
+    CHECK(try_canned(live, sizeof live, expired, sizeof expired, 0, why, sizeof why) ==
+          CLOSER_GONE);
+    CHECK(try_canned(live, sizeof live, NULL, 0, 0, why, sizeof why) == CLOSER_UNREACHED &&
+          strstr(why, "before it answered the close") != NULL);
+    CHECK(try_canned(NULL, 0, NULL, 0, 0, why, sizeof why) == CLOSER_UNREACHED &&
+          strstr(why, "closed the connection") != NULL);
 }
 
 int main(void)
@@ -148,5 +249,6 @@ int main(void)
     RUN(test_parse_reply);
     RUN(test_hosts);
     RUN(test_try);
+    RUN(test_answers);
     return check_done();
 }

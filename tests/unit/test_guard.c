@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -587,7 +588,7 @@ static void test_session_close(void)
     struct pollfd cf = { c, POLLIN, 0 };
     ssize_t r = c >= 0 && poll(&cf, 1, 2000) == 1 ? read(c, got, sizeof got) : -1;
     CHECK(r == CLOSER_CONNECT_LEN &&
-          memcmp(got, want, closer_connect_frame(want, CLOSE_ID, pw, CLOSE_TIMEOUT_MS)) == 0);
+          memcmp(got, want, closer_connect_frame(want, CLOSE_ID, pw, CLOSER_ASK_MS)) == 0);
     read_all(lfd[0], log, sizeof log, 10000);     /* (it tries until the timeout, then ends) */
     CHECK(strstr(log, "the agent's session 0x77 is not closed: no server took the close "
                       "within the session's remaining 600 ms") != NULL);
@@ -618,6 +619,54 @@ static void test_session_close(void)
     (void)rmdir(path);
     close(l);
     memset(&close_at, 0, sizeof close_at);
+}
+
+static void *sleep_thread(void *arg)
+{
+    (void)arg;
+    nap(3000);
+    return NULL;
+}
+
+/* What counts as a process of a group that has not exited: a running
+ * member does, a zombie (not reaped yet) does not, a process whose main
+ * thread has exited while another thread runs does (the thread may be in
+ * an uninterruptible call past the group's SIGKILL), and a group gone is
+ * gone. */
+static void test_group_lives(void)
+{
+    pid_t p = sleeper();
+    nap(20);
+    CHECK(guard_group_lives(p) == 1);
+    (void)kill(-p, SIGKILL);
+    nap(100);
+    CHECK(kill(-p, 0) == 0);            /* zombies: kill(2) still reaches them */
+    CHECK(guard_group_lives(p) == 0);
+    CHECK(group_gone(p, 3000));
+    CHECK(guard_group_lives(p) == 0);
+
+    int rp[2];
+    CHECK(pipe(rp) == 0);
+    pid_t t = fork();
+    if (t == 0) {
+        pthread_t th;
+        (void)setpgid(0, 0);
+        close(rp[0]);
+        if (pthread_create(&th, NULL, sleep_thread, NULL) != 0)
+            _exit(3);
+        (void)!write(rp[1], "x", 1);
+        pthread_exit(NULL);     /* the main thread goes, the other runs on */
+    }
+    (void)setpgid(t, t);
+    close(rp[1]);
+    char x;
+    CHECK(read(rp[0], &x, 1) == 1);
+    close(rp[0]);
+    nap(100);                   /* (the main thread's exit is not waited for: it can only
+                                 * make the check below easier) */
+    CHECK(guard_group_lives(t) == 1);
+    (void)kill(t, SIGKILL);
+    CHECK(group_gone(t, 3000));
 }
 
 /* The page's session entry: published, cleared (the secret wiped), and
@@ -878,6 +927,7 @@ int main(void)
     (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     RUN(test_tables);
     RUN(test_session_entry);
+    RUN(test_group_lives);
     RUN(test_session_close);
     RUN(test_extend_then_lapse);
     RUN(test_standby_arms_without_a_wake);
