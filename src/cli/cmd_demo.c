@@ -471,16 +471,18 @@ static int set_up(struct demo *d)
 
 /* The leader's host crashes: the agent stops first (were its keeper
  * stopped first, the agent would see it stop, through SIGCHLD, and step
- * down at once, releasing its node), then its keeper, then both die:
- * nothing more leaves either, and nobody closes the session. */
+ * down at once, releasing its node), then its keeper, then both die, the
+ * keeper first (the agent's death orphans the keeper's process group, and
+ * the kernel sends a stopped member of an orphaned group SIGHUP and
+ * SIGCONT): nothing more leaves either, and nobody closes the session. */
 static void crash_host(struct candidate *c, pid_t keeper)
 {
     (void)candidate_stop_pid(c->pid, 5000);
-    if (keeper > 0)
+    if (keeper > 0) {
         (void)candidate_stop_pid(keeper, 5000);
-    candidate_signal(c, SIGKILL, 0);
-    if (keeper > 0)
         (void)kill(keeper, SIGKILL);
+    }
+    candidate_signal(c, SIGKILL, 0);
 }
 
 /* Fails the leader (how; keeper: its keeper's pid, for a host crash) and

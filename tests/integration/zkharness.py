@@ -231,6 +231,15 @@ def pid_alive(pid):
         return False
 
 
+def pid_stopped(pid):
+    """True while pid is stopped (state T: a SIGSTOP took effect)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] == "T"
+    except OSError:
+        return False
+
+
 def watchers(ppid=None, cwd=None):
     """The pids of the fail-stop watcher processes (named zkelect-guard),
     only those whose parent is ppid and whose working directory is cwd
@@ -819,17 +828,22 @@ class Agent:
         so nobody closes the session (it expires). The agent is stopped
         first (it would see its keeper stop and step down at once), then the
         keeper (which acts on a stopped agent only at its lease's soft end),
-        then both are killed."""
+        each stop seen in /proc; then the keeper is killed before the agent
+        (the agent's death orphans the keeper's process group, and the
+        kernel sends a stopped member of an orphaned group SIGHUP and
+        SIGCONT: a keeper left stopped would run and close the session)."""
         keepers = watchers(ppid=self.pid)
         assert keepers, "%s has no keeper to kill with it" % self.id
         self.signal(signal.SIGSTOP)
+        wait_until(lambda: pid_stopped(self.pid), 5, "%s stopped" % self.id)
         for k in keepers:
             os.kill(k, signal.SIGSTOP)
-        self.signal(signal.SIGKILL)
+        wait_until(lambda: all(pid_stopped(k) for k in keepers), 5, "its keeper stopped")
         for k in keepers:
             os.kill(k, signal.SIGKILL)
-        _wait_proc(self.proc, 10.0)
         wait_until(lambda: not any(pid_alive(k) for k in keepers), 10, "the keeper's end")
+        self.signal(signal.SIGKILL)
+        _wait_proc(self.proc, 10.0)
 
     def wait_exit(self, timeout=10.0):
         """Exit code (negative: killed by that signal); raises Timeout if still running."""
