@@ -22,9 +22,11 @@
  * conn then holds no watcher), the conn is freed, exit 0.
  *
  * $BENCH_MANY_GUARD=1: every agent is guarded by one fail-stop guard for E
- * agents (zke_guard_new_for), whose watcher runs in a child process (its
- * pid on stderr: "guard watcher <pid>"), as a gateway that guards its
- * elections does.
+ * agents (zke_guard_new_for), whose watcher runs in a child process forked
+ * first thing (its pid on stderr: "guard watcher <pid>"), as a gateway that
+ * guards its elections does. The watcher's log lines go to stderr, each in
+ * one write(2): "bench_many: <mono_us> guard <level>: <msg>" (once this
+ * process is gone: its groups killed, then its session closed).
  *
  * Threading: none; everything runs on the loop. The callbacks below are
  * called by the library from the loop, one at a time.
@@ -178,6 +180,31 @@ static void on_log(void *ud, enum zke_log_level lvl, const char *msg)
                 msg);
 }
 
+/* The fail-stop watcher's log (a forked child of this single-threaded
+ * process): every line, in one write(2), as the watcher logs only what it
+ * did (a phase, a fence, the session's close). */
+static void on_guard_log(void *ud, enum zke_log_level lvl, const char *msg)
+{
+    char buf[1024];
+    (void)ud;
+    int n = snprintf(buf, sizeof buf, "bench_many: %" PRId64 " guard %s: %s\n", mono_us(),
+                     zke_log_level_name(lvl), msg);
+    if (n < 0)
+        return;
+    if (n > (int)sizeof buf - 1) {
+        n = (int)sizeof buf - 1;
+        buf[n - 1] = '\n';
+    }
+    for (int off = 0; off < n;) {
+        ssize_t w = write(STDERR_FILENO, buf + off, (size_t)(n - off));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        off += (int)w;
+    }
+}
+
 /* Graceful stop of every agent (idempotent); from the loop. */
 static void stop_all(void)
 {
@@ -283,7 +310,7 @@ int main(int argc, char **argv)
         }
         pid_t w = fork();
         if (w == 0)
-            _exit(zke_guard_watch(guard, ZKE_GUARD_KILL_AGENT, NULL, NULL) == 0 ? 0 : 70);
+            _exit(zke_guard_watch(guard, ZKE_GUARD_KILL_AGENT, on_guard_log, NULL) == 0 ? 0 : 70);
         fprintf(stderr, "guard watcher %ld\n", (long)w);
     }
     B.loop = ev_default_loop(0);

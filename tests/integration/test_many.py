@@ -32,17 +32,23 @@ T = 4000
 
 class Many:
     """One bench_many process: its stdout lines ("<us> <i> leader|follower|
-    stopped", "<us> - joined L F"), its stderr (the library's log) in a file."""
+    stopped", "<us> - joined L F"), its stderr (the library's log) in a file.
+    guard: every election guarded by one zke_guard, its watcher a forked
+    child (BENCH_MANY_GUARD=1)."""
 
-    def __init__(self, zk, prefix):
+    def __init__(self, zk, prefix, e=None, t=None, guard=False):
         self.dir = h.mkdtemp("many")
         self.errfile = os.path.join(self.dir, "stderr.log")
-        argv = [MANY_BIN, zk.hostport, prefix, str(E), str(T), "200"]
+        argv = [MANY_BIN, zk.hostport, prefix, str(e or E), str(t or T), "200"]
         if h.WRAP:
             argv = list(h.WRAP) + argv
+        env = dict(os.environ)
+        env.pop("BENCH_MANY_GUARD", None)
+        if guard:
+            env["BENCH_MANY_GUARD"] = "1"
         self.err = open(self.errfile, "wb")
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self.err, preexec_fn=h._pdeathsig)
+                                  stderr=self.err, preexec_fn=h._pdeathsig, env=env)
         os.set_blocking(self.p.stdout.fileno(), False)
         self.buf = b""
         self.lines = []
@@ -59,8 +65,27 @@ class Many:
     def count(self, what, since=0):
         return sum(1 for p in self.lines[since:] if len(p) >= 3 and p[2] == what and p[1] != "-")
 
+    def stamps(self, what, since=0):
+        """The mono_us of each agent's `what` line from line `since` on."""
+        return [int(p[0]) for p in self.lines[since:] if len(p) >= 3 and p[2] == what and p[1] != "-"]
+
     def joined(self):
         return any(len(p) >= 3 and p[1] == "-" and p[2] == "joined" for p in self.lines)
+
+    def watcher(self):
+        """The pid of its fail-stop watcher ("guard watcher PID" on stderr)."""
+        for line in self.stderr().splitlines():
+            if line.startswith("guard watcher "):
+                return int(line.split()[2])
+        return None
+
+    def guard_lines(self, text=""):
+        """The watcher's log lines (after "guard LEVEL: ") that contain text."""
+        out = []
+        for line in self.stderr().splitlines():
+            if line.startswith("bench_many: ") and " guard " in line and text in line:
+                out.append(line.split(" guard ", 1)[1])
+        return out
 
     def stderr(self):
         self.err.flush()
