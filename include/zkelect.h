@@ -809,7 +809,8 @@ int zke_agent_read_candidates(zke_agent *a, zke_candidates_fn *done, void *ud);
  * to the terms' groups and, with ZKE_GUARD_KILL_AGENT, to the agent's
  * process (SIGKILL works on a stopped process too). When the agent's process dies, however it dies,
  * the watcher SIGKILLs every group still registered (grandchildren
- * included) at once and returns.
+ * included) at once, runs the fence of each term it held, closes its
+ * sessions once those terms are over (zke_guard_watch), and returns.
  *
  *   g = zke_guard_new(err, sizeof err);
  *   pid = fork();  child: ... zke_guard_watch(g, ZKE_GUARD_KILL_AGENT, log, ud); _exit(0);
@@ -891,8 +892,9 @@ void zke_agent_guard_down(zke_agent *a, int down);
 /* The watcher: runs in the calling process, which must be a child that the
  * agent's process forked after zke_guard_new (the agent is its parent), and
  * returns only once that parent is gone, after it killed every group still
- * registered: then the host _exit()s. It sets the calling process's
- * parent-death signal (PR_SET_PDEATHSIG) to SIGHUP and installs a handler
+ * registered and closed the parent's sessions (below): then the host
+ * _exit()s. It sets the calling process's parent-death signal
+ * (PR_SET_PDEATHSIG) to SIGHUP and installs a handler
  * for it (the one exception to "never installs signal handlers": this is
  * not the host's process), and makes a POSIX timer on CLOCK_BOOTTIME that
  * sends the same signal at the absolute end it waits for (so that an end
@@ -908,10 +910,34 @@ void zke_agent_guard_down(zke_agent *a, int down);
  * unnoticed fails closed too; it does not beat while it waits for a
  * fence), and
  * calls log(ud, level, msg) (may be NULL) once per phase, once if the agent
- * left groups behind, and once per fence (zke_guard_set_fence), which it
- * forks and waits for. flags: ZKE_GUARD_KILL_AGENT, or 0
- * for the groups alone. 0, or -1 (g NULL, or the signal could not be set
- * up). */
+ * left groups behind, once per fence (zke_guard_set_fence), which it forks
+ * and waits for, and once per session it closes or leaves. flags:
+ * ZKE_GUARD_KILL_AGENT, or 0 for the groups alone. 0, or -1 (g NULL, or the
+ * signal could not be set up).
+ * Once the parent is gone (the OOM killer, any SIGKILL, the watcher's own
+ * at a hard end (ZKE_GUARD_KILL_AGENT), a crash, an exit without
+ * zke_agent_stop) it SIGKILLs the groups and cgroups left, runs the fence
+ * of each term the parent held (reason "agent_gone"), and once those groups
+ * and cgroups are empty (it waits up to 2 s for each) closes the sessions
+ * of the guard's agents with their id and password: the server deletes
+ * their nodes at once, and each next in line takes over without waiting for
+ * the session timeout. Its log line for each session says what came of it:
+ * closed (at which server, how long after the death), or not closed and
+ * why. A session is left to expire as usual when a term is not over (a
+ * group or cgroup not empty, a fence failed), when no server takes the
+ * close within the session's timeout from the death, and for the
+ * connections beyond the guard's 64 (only 64 connections per guard publish
+ * their session). A guarded agent's connection publishes its session in the
+ * page at each connect (the id, the password, the negotiated timeout and
+ * numeric addresses: the server it is connected to first, then the numeric
+ * hosts of its connect string) and wipes it as soon as the session ends or
+ * the host closes it: the watcher gets the password from that shared page
+ * only (never from a file, argv or the environment), which only the agent's
+ * process and its watcher map. The watcher resolves no names (it may be the
+ * forked child of a threaded host) and allocates nothing for the close; it
+ * must reach those addresses from where it runs. When the agent's process
+ * and the watcher die together (the machine), nobody closes: the sessions
+ * expire. */
 int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud);
 
 #define ZKE_GUARD_FENCE_MAX 2048    /* a fence command's words, NULs included */
