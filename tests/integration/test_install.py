@@ -213,6 +213,17 @@ def test_installed_binary_leads_with_staged_lua_modules():
     assert code == 0, (code, out, err)
 
 
+def configured_guard():
+    """The units' zkelect-guard: its configured path, and the same relative
+    to the prefix (ZKELECT_INSTALL_GUARDDIR)."""
+    with open(os.path.join(BUILD, "CMakeCache.txt")) as f:
+        cache = dict(l.rstrip("\n").split("=", 1) for l in f if "=" in l and not l.startswith(("#", "//")))
+    prefix = cache["CMAKE_INSTALL_PREFIX:PATH"]
+    rel = os.path.join(cache.get("ZKELECT_INSTALL_GUARDDIR:STRING", "libexec/zkelect"), "zkelect-guard")
+    assert not rel.startswith("/"), rel
+    return os.path.join(prefix, rel), rel
+
+
 def configured_bindir():
     """CMAKE_INSTALL_FULL_BINDIR of the build: the path the units name."""
     with open(os.path.join(BUILD, "CMakeCache.txt")) as f:
@@ -224,11 +235,13 @@ def configured_bindir():
 
 def test_units_name_the_configured_binary_and_verify():
     """The units installed under the prefix's lib/systemd/system name the
-    configured bindir's zkelect (not a hard-coded /usr/local/bin), and with
-    that path pointing at the staged binary pass `systemd-analyze verify`
-    (unknown keys, bad values, a missing binary...)."""
+    configured bindir's zkelect and guard directory's zkelect-guard (not a
+    hard-coded /usr/local/bin), and with those paths pointing at the staged
+    programs pass `systemd-analyze verify` (unknown keys, bad values, a
+    missing binary...)."""
     stage = install(os.path.join(h.mkdtemp("install"), "stage"))
     binary = os.path.join(configured_bindir(), "zkelect")
+    guard, guard_rel = configured_guard()
     d = h.mkdtemp("units")
     names = []
     for name, as_name in (("zkelect.service", "zkelect.service"),
@@ -236,9 +249,12 @@ def test_units_name_the_configured_binary_and_verify():
         text = open(os.path.join(stage, "lib/systemd/system", name)).read()
         assert "ExecStart=%s run" % binary in text.splitlines(), text
         assert "ExecStartPre=%s check --strict" % binary in text.splitlines(), text
-        execs = [l for l in text.splitlines() if l.startswith("Exec") and "zkelect" in l]
+        assert "ExecStopPost=%s --stop" % guard in text.splitlines(), text
+        execs = [l for l in text.splitlines() if l.startswith("Exec") and "zkelect" in l
+                 and not l.startswith("ExecStopPost=")]
         assert all(binary in l for l in execs), execs
-        write(os.path.join(d, as_name), text.replace(binary, os.path.join(stage, "bin/zkelect")))
+        write(os.path.join(d, as_name), text.replace(binary, os.path.join(stage, "bin/zkelect"))
+              .replace(guard, os.path.join(stage, guard_rel)))
         names.append(os.path.join(d, as_name))
     tool = shutil.which("systemd-analyze")
     assert tool, "systemd-analyze not found (scripts/setup.sh installs systemd)"

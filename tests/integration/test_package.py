@@ -131,8 +131,10 @@ def check_installed_files(paths):
 def check_units():
     for unit in ("zkelect.service", "zkelect@.service"):
         text = open("/lib/systemd/system/" + unit).read()
-        execs = [l for l in text.splitlines() if l.startswith("Exec") and "zkelect" in l]
+        execs = [l for l in text.splitlines() if l.startswith("Exec") and "zkelect" in l
+                 and not l.startswith("ExecStopPost=")]
         assert execs and all("=/usr/bin/zkelect " in l for l in execs), execs
+        assert "ExecStopPost=/usr/lib/zkelect/zkelect-guard --stop" in text.splitlines(), text
     # installed, not enabled (they need /etc/zkelect/*.env first)
     enabled = [os.path.join(top, n) for top, _, names in os.walk("/etc/systemd")
                for n in names if n.startswith("zkelect")]

@@ -173,7 +173,8 @@ def clean_env(extra=None):
 class Unit:
     """One unit started as systemd would: RuntimeDirectory=, ExecStartPre=
     (must exit 0), ExecStart= (Type=notify: READY=1), stopped with SIGTERM
-    to the main process (KillMode=mixed), its RuntimeDirectory removed."""
+    to the main process (KillMode=process), its RuntimeDirectory removed
+    (ExecStopPost=, in the unit's cgroup: test_unit_stop.py)."""
 
     def __init__(self, ns, template, instance, etc, d):
         self.ns, self.instance, self.dir = ns, instance, d
@@ -352,8 +353,10 @@ def test_units_verify_and_take_their_settings_from_the_environment():
     """systemd-analyze verify passes; the id, the log format and the
     connect timeout are defaults of Environment= (the file overrides them),
     no longer flags of ExecStart= (which overrode the file: --id %H hid
-    ZKELECT_ID); the check is strict; the rest stays (Delegate=yes,
-    KillMode=mixed)."""
+    ZKELECT_ID); the check is strict; Delegate=yes; the stop is
+    KillMode=process and ExecStopPost=zkelect-guard --stop (beside the
+    agent's private files), which waits for the keeper before it kills the
+    rest (test_unit_stop.py)."""
     d = h.mkdtemp("units-verify")
     names = []
     for name, as_name in (("zkelect.service", "zkelect.service"), ("zkelect@.service", "zkelect@db.service")):
@@ -364,11 +367,19 @@ def test_units_verify_and_take_their_settings_from_the_environment():
         assert keys["ExecStartPre"].split()[1:] == ["check", "--strict"], keys["ExecStartPre"]
         envs = [v for k, v in unit if k == "Environment"]
         assert envs == ["ZKELECT_ID=%H ZKELECT_LOG=json ZKELECT_CONNECT_TIMEOUT=60000"], envs
-        assert keys["Delegate"] == "yes" and keys["KillMode"] == "mixed", keys
+        assert keys["Delegate"] == "yes" and keys["KillMode"] == "process", keys
         binary = keys["ExecStart"].split()[0]
+        guard = keys["ExecStopPost"].split()
+        assert os.path.basename(guard[0]) == "zkelect-guard" and guard[1:2] == ["--stop"], guard
+        assert "ExecStop" not in keys, keys
+        # each stop phase gets TimeoutStopSec: --stop's wait (15 s unless
+        # given) and its SIGKILL rounds (up to 3 s) fit in it
+        wait_ms = int(guard[2]) if len(guard) > 2 else 15000
+        assert float(keys["TimeoutStopSec"]) * 1000 > wait_ms + 3000, keys
         path = os.path.join(d, as_name)
         with open(path, "w") as f:
-            f.write(text.replace(binary, h.ZKELECT_BIN))
+            f.write(text.replace(binary, h.ZKELECT_BIN).replace(
+                guard[0], os.path.join(os.path.dirname(h.ZKELECT_BIN), "zkelect-guard")))
         names.append(path)
     tool = shutil.which("systemd-analyze")
     assert tool, "systemd-analyze not found (scripts/setup.sh --dev installs systemd)"
