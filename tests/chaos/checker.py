@@ -21,14 +21,22 @@ merged and ordered by mono_ns (ties keep file order). Event kinds (§4.1):
              marker_set{cand,epoch,via} marker_clear{cand,epoch,via,removed}
              (the marker table: a term's state with no epoch, fence.py)
   harness    meta{boot_id} config{...} fault_begin{kind,target,...}
-             fault_end{kind} killed{target,signal} paused{target}
+             fault_end{kind} killed{target,signal,sent_ns?} paused{target}
              resumed{target} steady_begin steady_end phase{name}
              final_children{phase,path,children:[{name,owner}],live:[ids]}
+             (killed: stamped once the target is frozen, before the signal;
+             sent_ns once the signal was sent, the start of S1's slack)
+  zk         session_end{session,how,server} (a ZooKeeper server's log line
+             on a session's end, how: "expired" (`Expiring session`) or
+             "closed" (`Submitting global closeSession request` with no
+             expiry before it); the server stamps it, to the ms, before the
+             end takes effect: its nodes go after it)
   Unknown kinds are kept and ignored.
 
 config (harness) may set: T_ms, tick_ms, H_ms, eps_ms, eps_resume_ms,
 eps_take_ms, x_ms, s2_bound_ms, fence_slack_ms, hook_grace_ms, min_hold_ms,
-scenario, trial. Command-line options override it.
+zk_clock_ms (how far a server's stamp, wall clock to the ms turned into
+mono_ns, may be late), scenario, trial. Command-line options override it.
 
 fault_begin may carry: target (candidate id), l2 (L2 applies: the target was
 the leader and died / was cut off / paused), no_change (no leadership change
@@ -91,12 +99,13 @@ KIND_FIELDS = {
     "marker_set": ("cand", "epoch"),
     "marker_clear": ("cand",),
     "lease": ("deadline_mono_ns",),
+    "session_end": ("session", "how"),
 }
-NON_CANDIDATE = ("fence", "harness", "proxy")
+NON_CANDIDATE = ("fence", "harness", "proxy", "zk")
 DEFAULTS = {
     "T_ms": 2000.0, "tick_ms": 200.0, "H_ms": None, "eps_ms": 50.0, "eps_resume_ms": 100.0,
     "eps_take_ms": 500.0, "x_ms": None, "s2_bound_ms": None, "fence_slack_ms": 20.0,
-    "hook_grace_ms": 1000.0, "min_hold_ms": 1000.0,
+    "hook_grace_ms": 1000.0, "min_hold_ms": 1000.0, "zk_clock_ms": 2.0,
 }
 EXPECTATIONS = """
   {"type":"stepdown_reason","target":C,"reasons":[...]}  C's first stepped_down after
@@ -115,7 +124,27 @@ EXPECTATIONS = """
   {"type":"marker_cleared","target":C,"via":[...]}  the first marker_clear after the
                                        fault that removed C's marker came by one of
                                        via ("hook", "fence": a prefix of its via)
+  {"type":"session_closed","target":C,"within_ms":W}  C's keeper (fail_stop lines)
+                                       closed the session C led with at the fault:
+                                       its "session 0x.. is closed" line; a server
+                                       took a close of it (zk session_end "closed",
+                                       no expiry); the successor led after every
+                                       line the keeper logged before its close
+                                       (the term's end, the fence) and after the
+                                       server's close (less zk_clock_ms), within W
+                                       of C's `killed` record (of the fault without
+                                       one)
+  {"type":"session_expired","target":C} nobody closed the session C led with at
+                                       the fault (no "is closed" line of its
+                                       keeper): a server expired it (zk
+                                       session_end "expired"), and the successor
+                                       led only after that (less zk_clock_ms)
 """
+
+
+# the keeper's line once a server took its close of the dead agent's session
+KEEPER_CLOSED_RE = re.compile(r"session (0x[0-9a-fA-F]+) is closed \(at ([^,]*), (\d+) ms after "
+                              r"the agent was gone")
 
 
 class Malformed(Exception):
@@ -124,6 +153,14 @@ class Malformed(Exception):
 
 def ms(ns):
     return None if ns is None else round(ns / 1e6, 3)
+
+
+def sid(s):
+    """A session id (\"0x..\" or an int) as an int, None if it is none."""
+    try:
+        return int(s, 16) if isinstance(s, str) else (None if s is None else int(s))
+    except ValueError:
+        return None
 
 
 # --------------------------------------------------------------------------
@@ -365,7 +402,7 @@ class Checker:
                     v.append({"why": "fence accept %.1f ms after step-down of its term"
                               % (late / 1e6), "record": witness(r), "stepped_down": witness(d)})
             k = kills.get(r["cand"])
-            if k is not None and r["mono_ns"] > k["mono_ns"] + slack:
+            if k is not None and r["mono_ns"] > int(k.get("sent_ns") or k["mono_ns"]) + slack:
                 v.append({"why": "fence accept from the term of a killed candidate "
                           "(orphaned duty process?)", "record": witness(r), "killed": witness(k)})
             if (r["cand"], r["epoch"]) not in own_epochs:
@@ -917,6 +954,8 @@ class Checker:
                     elif not any(via.startswith(p) for p in x.get("via", [])):
                         ok, why = False, "%s's marker was removed by %r, expected one of %s" % (
                             c, via, x.get("via"))
+                elif typ in ("session_closed", "session_expired"):
+                    ok, why = self._session_end(typ, x, f, c, t0, t1)
                 elif typ == "epoch_up":
                     before = [r["epoch"] for r in self.evs("became_leader") if r["mono_ns"] < t0]
                     after = [r for r in self.evs("became_leader") if r["mono_ns"] >= t0]
@@ -929,6 +968,79 @@ class Checker:
                 if not ok:
                     v.append({"why": why, "expect": x, "fault": witness(f["rec"])})
         self.result("E", v, status=None if n else "skipped")
+
+    def _session_end(self, typ, x, f, c, t0, t1):
+        """The expectations session_closed and session_expired (EXPECTATIONS):
+        (ok, why); the times measured go to metrics["session_ends"]."""
+        held = [iv for iv in self.intervals if iv["cand"] == c and iv["start"] <= t0 < iv["end"]]
+        s = sid(held[0]["rec"].get("session")) if held else None
+        if s is None:
+            return False, "%s led no term with a known session at the fault" % c
+        keeper = [r for r in self.by_src(c) if r["ev"] == "fail_stop" and r["mono_ns"] >= t0]
+        closed = [r for r in keeper if KEEPER_CLOSED_RE.search(r.get("msg") or "")]
+        mine = [r for r in closed if sid(KEEPER_CLOSED_RE.search(r["msg"]).group(1)) == s]
+        zk = [r for r in self.evs("session_end") if r["src"] == "zk" and sid(r["session"]) == s
+              and r["mono_ns"] >= t0]
+        zk = zk[0] if zk else None
+        nxt = sorted((iv for iv in self.intervals if iv["cand"] != c and t0 < iv["start"] <= t1),
+                     key=lambda iv: iv["start"])
+        nxt = nxt[0] if nxt else None
+        kills = [r["mono_ns"] for r in self.evs("killed") if self.target_of(r) == c and
+                 t0 <= r["mono_ns"] <= t1]
+        t_ref = kills[0] if kills else t0
+        slack = self.ns["zk_clock_ms"]
+        why = []
+        m = {"type": typ, "target": c, "session": "0x%x" % s}
+        if nxt is not None:
+            m["take_ms"] = ms(nxt["start"] - t0)
+            if kills:
+                m["after_kill_ms"] = ms(nxt["start"] - t_ref)
+        if zk is not None:
+            m["server_%s_ms" % zk["how"]] = ms(zk["mono_ns"] - t0)
+        if typ == "session_closed":
+            if not mine:
+                why.append("%s's keeper did not close its session 0x%x (its lines after the fault: "
+                           "%s)" % (c, s, [(r.get("msg") or "")[:120] for r in keeper][:4] or "none"))
+            else:
+                line = mine[0]
+                m["close_line_ms"] = ms(line["mono_ns"] - t0)
+                m["closed_after_gone_ms"] = int(KEEPER_CLOSED_RE.search(line["msg"]).group(3))
+                before = [r for r in keeper if r["mono_ns"] < line["mono_ns"]]
+                late = [r for r in before if nxt is not None and r["mono_ns"] >= nxt["start"]]
+                if late:
+                    why.append("%s led %.1f ms before %s's keeper logged %r: the term was not over "
+                               "when the successor started" % (nxt["cand"], (late[-1]["mono_ns"] -
+                                                                             nxt["start"]) / 1e6,
+                                                               c, late[-1]["msg"][:120]))
+            if zk is None:
+                why.append("no server logged a close of %s's session 0x%x" % (c, s))
+            elif zk["how"] != "closed":
+                why.append("%s's session 0x%x was %s (server %s), not closed by its keeper"
+                           % (c, s, zk["how"], zk.get("server")))
+            elif nxt is not None and nxt["start"] < zk["mono_ns"] - slack:
+                why.append("%s led %.1f ms before a server took the close of %s's session 0x%x"
+                           % (nxt["cand"], (zk["mono_ns"] - nxt["start"]) / 1e6, c, s))
+            w = x.get("within_ms")
+            if nxt is not None and w is not None and nxt["start"] - t_ref > float(w) * 1e6:
+                why.append("%s led %.0f ms after %s (> %.0f ms): later than a close allows"
+                           % (nxt["cand"], (nxt["start"] - t_ref) / 1e6,
+                              "the kill" if kills else "the fault", float(w)))
+        else:
+            if closed:
+                why.append("%s's keeper closed a session (%r): nobody is left to close it in a "
+                           "host's crash" % (c, closed[0]["msg"][:120]))
+            if zk is None:
+                why.append("no server expired %s's session 0x%x after the fault" % (c, s))
+            elif zk["how"] != "expired":
+                why.append("%s's session 0x%x was %s (server %s), not expired"
+                           % (c, s, zk["how"], zk.get("server")))
+            elif nxt is not None and nxt["start"] < zk["mono_ns"] - slack:
+                why.append("%s led %.1f ms before a server expired %s's session 0x%x"
+                           % (nxt["cand"], (zk["mono_ns"] - nxt["start"]) / 1e6, c, s))
+        if nxt is None:
+            why.append("no other candidate led after the fault")
+        self.metrics.setdefault("session_ends", []).append(m)
+        return not why, "; ".join(why)
 
     # -- per-fault metrics -----------------------------------------------------------
 

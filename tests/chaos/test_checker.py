@@ -686,6 +686,223 @@ def test_marker_left_after_stop_caught():
     teardown()
 
 
+KEEPER_GONE = "fail-stop: the agent (pid 11) is gone: SIGKILL to the 1 process group it left"
+KEEPER_FENCE = "fail-stop: the fence for term 100 (agent_gone) succeeded in 9 ms"
+KEEPER_CLOSED = ("fail-stop: the agent's session 0x%x is closed (at 10.250.1.1:2181, %d ms after the "
+                 "agent was gone, its terms over): its nodes are gone and the next in line takes "
+                 "over now")
+
+
+def crash_history(host=False, take=3030, server_end=None, close_line=True):
+    """A leader's crash (agent_kill9_keeper, host_kill9): c1 leads (epoch
+    100) and writes; frozen and stamped `killed` at 3000, SIGKILLed at
+    3000.2; c2 leads (epoch 200) at `take`. The keeper alive (host False):
+    its lines "is gone" (3003) and the fence's (3012), a server takes its
+    close at 3020 (server_end), its "is closed" line at 3031 (after the
+    successor, as when the close's answer is read last). The host's crash
+    (host True): no keeper line, a server expires the session at 4700."""
+    hh = Hist()
+    hh.harness(0, "meta", boot_id="b-1")
+    hh.harness(0, "config", T_ms=2000, tick_ms=200, H_ms=667, scenario="synthetic-crash", trial=1)
+    for i, c in enumerate(("c1", "c2", "c3")):
+        hh.add(20 + i, c, "session", id="0x%x" % (S1 + i), reason="connected")
+    leader_term(hh, "c1", 100, 100, 3000)
+    hh.harness(1000, "steady_begin")
+    hh.harness(2800, "steady_end")
+    if host:
+        expect = [{"type": "session_expired"}]
+    else:
+        expect = [{"type": "session_closed", "within_ms": 500}]
+    hh.harness(2999, "fault_begin", kind="host_kill9" if host else "kill9", target="c1", l2=True,
+               s2_bound_ms=0, duty_bound_ms=0,
+               expect=[{"type": "leader_change"}, {"type": "epoch_up"},
+                       {"type": "gap_positive"}] + expect)
+    hh.harness(3000, "killed", target="c1", signal=9, sent_ns=BASE + int(3000.2 * 1e6))
+    hh.add(3001, "c1", "exit", rc=-9)
+    if host:
+        server_end = 4700 if server_end is None else server_end
+        hh.add(server_end, "zk", "session_end", session="0x%x" % S1, how="expired", server="zk2")
+    else:
+        hh.add(3003, "c1", "fail_stop", msg=KEEPER_GONE, level="warn")
+        hh.add(3012, "c1", "fail_stop", msg=KEEPER_FENCE, level="warn")
+        server_end = 3020 if server_end is None else server_end
+        hh.add(server_end, "zk", "session_end", session="0x%x" % S1, how="closed", server="zk1")
+        if close_line:
+            hh.add(max(server_end, take) + 1, "c1", "fail_stop", msg=KEEPER_CLOSED % (S1, 29),
+                   level="info")
+    leader_term(hh, "c2", 200, take, 9000)
+    hh.harness(5500, "fault_end", kind="host_kill9" if host else "kill9")
+    hh.harness(6500, "steady_begin")
+    hh.harness(8800, "steady_end")
+    hh.harness(8900, "final_children", phase="live", path="/p", live=["c2", "c3"],
+               children=[{"name": "n_b-0000000001", "owner": S2},
+                         {"name": "n_c-0000000002", "owner": S3}])
+    hh.harness(9000, "phase", name="stop")
+    hh.add(9010, "c2", "stepped_down", epoch=200, reason="shutdown")
+    hh.add(9030, "c2", "exit", rc=0)
+    hh.add(9040, "c3", "exit", rc=0)
+    hh.harness(9100, "final_children", phase="after_stop", path="/p", live=[], children=[])
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    return hh
+
+
+def e_whys(s):
+    return " | ".join(v["why"] for v in s["properties"]["E"]["violations"])
+
+
+def test_keeper_close_clean_passes():
+    rc, s = run(crash_history())
+    assert rc == 0, {k: v["violations"][:2] for k, v in s["properties"].items() if v["status"] == "fail"}
+    assert s["properties"]["E"]["status"] == "pass"
+    assert s["properties"]["S7"]["status"] == "pass" and s["metrics"]["duty_overlap_ms_max"] == 0.0
+    assert s["metrics"]["session_ends"] == [{"type": "session_closed", "target": "c1",
+                                              "session": "0x%x" % S1, "take_ms": 31.0,
+                                              "after_kill_ms": 30.0, "server_closed_ms": 21.0,
+                                              "close_line_ms": 32.0, "closed_after_gone_ms": 29}], \
+        s["metrics"]
+    teardown()
+
+
+def test_keeper_close_successor_before_the_term_ended():
+    # c2 leads at 3008: before the keeper's fence line (3012) and before any
+    # server took the close (3020): the close came before the term was over
+    s = expect_caught(crash_history(take=3008), "E")
+    w = e_whys(s)
+    assert "c2 led 4.0 ms before c1's keeper logged 'fail-stop: the fence for term 100" in w, w
+    assert "c2 led 12.0 ms before a server took the close of c1's session" in w, w
+    teardown()
+
+
+def test_keeper_close_successor_before_the_server_close():
+    # after the keeper's lines, but 10 ms before the server's close (3040)
+    s = expect_caught(crash_history(take=3030, server_end=3040), "E")
+    assert e_whys(s) == "c2 led 10.0 ms before a server took the close of c1's session 0x101", e_whys(s)
+    teardown()
+
+
+def test_keeper_close_server_stamp_within_clock_slack_passes():
+    # the server's stamp (wall clock to the ms) 1 ms after the successor: zk_clock_ms (2)
+    rc, s = run(crash_history(take=3030, server_end=3031))
+    assert rc == 0, e_whys(s)
+    teardown()
+
+
+def test_keeper_close_missing():
+    # no "is closed" line; the session expired and c2 led after T
+    hh = crash_history(take=5200, server_end=5190, close_line=False)
+    for r in hh.recs:
+        if r["ev"] == "session_end":
+            r["how"] = "expired"
+    s = expect_caught(hh, "E")
+    w = e_whys(s)
+    assert "c1's keeper did not close its session 0x101" in w, w
+    assert "c1's session 0x101 was expired (server zk1), not closed by its keeper" in w, w
+    assert "c2 led 2200 ms after the kill (> 500 ms): later than a close allows" in w, w
+    teardown()
+
+
+def test_keeper_close_too_late():
+    # closed, but the successor led 1.5 s after the kill: not what a close allows
+    s = expect_caught(crash_history(take=4500, server_end=4490), "E")
+    assert e_whys(s) == "c2 led 1500 ms after the kill (> 500 ms): later than a close allows", \
+        e_whys(s)
+    teardown()
+
+
+def test_keeper_close_no_server_record():
+    hh = crash_history()
+    hh.drop(lambda r: r["ev"] == "session_end")
+    s = expect_caught(hh, "E")
+    assert e_whys(s) == "no server logged a close of c1's session 0x101", e_whys(s)
+    teardown()
+
+
+def test_keeper_close_duty_overlap_caught():
+    # the old duty writes on (rejected) after the successor's first write:
+    # the keeper closed before it had ended the duty (S7, zero bound)
+    hh = crash_history()
+    for i, t in enumerate(range(3035, 3100, 10)):
+        hh.add(t, "fence", "reject", cand="c1", epoch=100, n=500 + i, max_epoch=200)
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    s = expect_caught(hh, "S7")
+    w = s["properties"]["S7"]["violations"][0]
+    assert "duties of c1/100 and c2/200 overlap" in w["why"], w
+    teardown()
+
+
+def test_keeper_close_belief_overlap_caught():
+    # c2 leads 5 ms before c1 is killed: two leaders (S2 with the fault's zero bound)
+    hh = crash_history(take=2995)
+    s = expect_caught(hh, "S2", "E", "L2", "S7")
+    assert s["properties"]["S2"]["violations"][0]["overlap_ms"] == 5.0, s["properties"]["S2"]
+    teardown()
+
+
+def test_kill_slack_counts_from_the_signal():
+    # the harness sent the SIGKILL 10 ms after it stamped `killed` (its
+    # victim frozen): an accept of c1's duty 25 ms after the stamp, 15 ms
+    # after the signal, is within the fence slack (20 ms) of the signal
+    hh = crash_history()
+    for r in hh.recs:
+        if r["ev"] == "killed":
+            r["sent_ns"] = BASE + 3010 * 10 ** 6
+    hh.add(3025, "fence", "accept", cand="c1", epoch=100, n=400)
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    rc, s = run(hh)
+    assert rc == 0, {k: v["violations"][:2] for k, v in s["properties"].items() if v["status"] == "fail"}
+    for r in hh.recs:
+        if r["ev"] == "killed":
+            del r["sent_ns"]
+    s = expect_caught(hh, "S1")
+    assert "killed candidate" in s["properties"]["S1"]["violations"][0]["why"], s["properties"]["S1"]
+    teardown()
+
+
+def test_host_crash_clean_passes():
+    rc, s = run(crash_history(host=True, take=4710))
+    assert rc == 0, {k: v["violations"][:2] for k, v in s["properties"].items() if v["status"] == "fail"}
+    assert s["metrics"]["session_ends"] == [{"type": "session_expired", "target": "c1",
+                                              "session": "0x%x" % S1, "take_ms": 1711.0,
+                                              "after_kill_ms": 1710.0,
+                                              "server_expired_ms": 1701.0}], s["metrics"]
+    teardown()
+
+
+def test_host_crash_closed_caught():
+    # a keeper that closed the session: it did not die with the host
+    hh = crash_history(host=True, take=4710)
+    hh.add(3040, "c1", "fail_stop", msg=KEEPER_CLOSED % (S1, 38), level="info")
+    hh.recs.sort(key=lambda r: r["mono_ns"])
+    s = expect_caught(hh, "E")
+    assert "c1's keeper closed a session" in e_whys(s), e_whys(s)
+    teardown()
+
+
+def test_host_crash_no_expiry_seen():
+    hh = crash_history(host=True, take=4710)
+    hh.drop(lambda r: r["ev"] == "session_end")
+    s = expect_caught(hh, "E")
+    assert e_whys(s) == "no server expired c1's session 0x101 after the fault", e_whys(s)
+    teardown()
+
+
+def test_host_crash_session_closed_not_expired():
+    # the session ended by a close (the agent's own step-down, say), not an expiry
+    hh = crash_history(host=True, take=3050, server_end=3040)
+    for r in hh.recs:
+        if r["ev"] == "session_end":
+            r["how"] = "closed"
+    s = expect_caught(hh, "E")
+    assert e_whys(s) == "c1's session 0x101 was closed (server zk2), not expired", e_whys(s)
+    teardown()
+
+
+def test_host_crash_successor_before_expiry():
+    s = expect_caught(crash_history(host=True, take=4600), "E")
+    assert e_whys(s) == "c2 led 100.0 ms before a server expired c1's session 0x101", e_whys(s)
+    teardown()
+
+
 def test_malformed_inputs():
     d = tempfile.mkdtemp(prefix="zkechaos-checker-")
     _tmp.append(d)
