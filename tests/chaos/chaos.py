@@ -16,11 +16,15 @@ own uid and nftables drops the packets of the connections between one server
 and the others. Nothing is touched outside the run's own namespaces;
 everything started is remembered by pid and killed by pid.
 
-Scenarios (tests/chaos/README.md has the table): leader_kill9, leader_sigstop (the
-fail-stop watcher off: the epoch's case), leader_sigstop_guarded (the
-watcher on, as by default), partition_short, partition_long, zk_leader_kill, quorum_loss, server_restart,
-cut_after_create, hook_hang, folder_delete, and for issue 15 hostile_peer (a
-plain client forges a leader claim in the folder), loop_stall (the leader's
+Scenarios (tests/chaos/README.md has the table): leader_kill9 (the
+fail-stop watcher off: the session expires), agent_kill9_keeper (the
+watcher, the keeper, alive: it closes the session once the term is over),
+host_kill9 (the agent and its keeper die together: the session expires),
+leader_sigstop (the fail-stop watcher off: the epoch's case),
+leader_sigstop_guarded (the watcher on, as by default), partition_short,
+partition_long, zk_leader_kill, quorum_loss, server_restart, cut_after_create,
+hook_hang, folder_delete, and for issue 15 hostile_peer (a plain client
+forges a leader claim in the folder), loop_stall (the leader's
 policy blocks the loop in one C call for 3 T; the fail-stop watcher must end
 the term), follower_isolated_s5 / _s20 (the leader's only server, a ZooKeeper
 follower, black-holed from the other servers at syncLimit 5 / 20), and for
@@ -34,8 +38,9 @@ candidates get `--server-tick 200` when the binary has it.
 Per scenario: start 3 candidates (c1 first, so c1 leads), wait for a leader,
 steady window, fault, hold, heal all, recovery window (until one leader is
 stable), stop the candidates with SIGTERM (the leader first), dump the
-election children before and after the stop, merge every log into one
-history and run the checker. A failing trial's directory is kept and printed.
+election children before and after the stop, merge every log (and the
+servers' lines on sessions that ended: zk.jsonl) into one history and run
+the checker. A failing trial's directory is kept and printed.
 
 Environment:
   ZKELECT_BIN        zkelect binary (default <repo>/build/zkelect)
@@ -89,6 +94,12 @@ SETTLE_S = 2.0              # stable leader required after recovery
 SCENARIO_BOUND_S = 90.0     # hard time bound of one scenario
 POLL = 0.02
 LOG_PIPE_BYTES = 4096       # log_stall: the capacity of c1's log pipe (one page, the least)
+
+
+# a server's log line on a session's end (slf4j simple logger, HH:mm:ss.SSS)
+ZK_SESSION_RE = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d\d\d) \[[^\]]*\] INFO \S+ - "
+                           r"(Expiring session|Submitting global closeSession request for "
+                           r"session) 0x([0-9a-fA-F]+)")
 
 
 class SetupError(Exception):
@@ -467,6 +478,8 @@ class Trial:
         self.summary = None
         self.sock = os.path.join(run.sockdir, "fence-%s-%d.sock" % (sc["name"][:12], trial))
         self.fence_log = os.path.join(tdir, "fence.jsonl")
+        self.zk_log = os.path.join(tdir, "zk.jsonl")
+        self.zk_log_at = {}      # server index -> its log's size when the trial began
         self.stopped = False
 
     # -- candidates ------------------------------------------------------------------
@@ -606,6 +619,11 @@ class Trial:
         if dt:
             self.notes["ensemble_restart_s"] = round(dt, 1)
         self.ens.wait_healthy(60)
+        for srv in self.ens.servers:
+            try:
+                self.zk_log_at[srv.index] = os.path.getsize(srv.log)
+            except OSError:
+                self.zk_log_at[srv.index] = 0
         self.rec.emit("meta", boot_id=HI.boot_id())
         self.rec.emit("config", T_ms=T_MS, tick_ms=TICK_MS, H_ms=H_MS, scenario=self.sc["name"],
                       trial=self.trial, path=self.path, zkelect=h.ZKELECT_BIN,
@@ -686,7 +704,8 @@ class Trial:
         self.kill_orphan_writers()
         self.check_duties()
         agents = [(c.id, c.pid, c.events(), c.exit_rec) for c in self.cands]
-        extra = [self.fence_log] + ([self.proxy_log] if self.proxy_log else [])
+        self.zk_session_ends()
+        extra = [self.fence_log, self.zk_log] + ([self.proxy_log] if self.proxy_log else [])
         self.history = os.path.join(self.tdir, "history.jsonl")
         HI.write_history(self.history, self.rec, agents, extra)
         if err is None:
@@ -699,6 +718,52 @@ class Trial:
                 f.write(ck.timeline_csv())
         for c in self.cands:
             run.cands.remove(c)
+
+    def zk_session_ends(self):
+        """The servers' log lines on sessions that ended during the trial
+        (ZK_SESSION_RE) as the checker's zk session_end records, in zk.jsonl:
+        "expired" from `Expiring session` (the quorum leader's), "closed" from
+        `Submitting global closeSession request` of a session that no server
+        expired before. The servers stamp their lines with the wall clock to
+        the ms (local time, no date); the record's mono_ns is that time moved
+        onto CLOCK_MONOTONIC by the harness's own offset, at most about a ms
+        early (the checker's zk_clock_ms)."""
+        off = time.time_ns() - time.monotonic_ns()
+        now = time.time()
+        today = time.localtime(now)
+        ends = {}
+        for srv in self.ens.servers:
+            try:
+                with open(srv.log, "rb") as f:
+                    f.seek(self.zk_log_at.get(srv.index, 0))
+                    text = f.read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                m = ZK_SESSION_RE.match(line)
+                if not m:
+                    continue
+                hh, mm, ss, msec, what, sess = m.groups()
+                sec = time.mktime((today.tm_year, today.tm_mon, today.tm_mday, int(hh), int(mm),
+                                   int(ss), 0, 0, -1))
+                if sec > now + 3600:
+                    sec -= 86400                        # a line from before midnight
+                wall_ns = int(sec) * 10 ** 9 + int(msec) * 10 ** 6
+                how = "expired" if what.startswith("Expiring") else "closed"
+                key = int(sess, 16)
+                r = {"mono_ns": wall_ns - off, "wall": round(wall_ns / 1e9, 3), "src": "zk",
+                     "pid": srv.pid or 0,
+                     "ev": "session_end", "session": "0x%x" % key, "how": how,
+                     "server": "zk%d" % srv.index}
+                old = ends.get(key)
+                # an expiry wins over the close it submits; else the first
+                if old is None or (how == "expired" and old["how"] == "closed") or \
+                        (how == old["how"] and r["mono_ns"] < old["mono_ns"]):
+                    ends[key] = r
+        with open(self.zk_log, "w") as f:
+            for r in sorted(ends.values(), key=lambda r: r["mono_ns"]):
+                f.write(json.dumps(r) + "\n")
+        self.notes["zk_session_ends"] = len(ends)
 
     def kill_orphan_writers(self):
         """fence_writer processes still alive after their agents are gone:
@@ -800,26 +865,128 @@ def _fence_outcome(t, lead):
         t.notes["fence"] = None
 
 
-def sc_leader_kill9(t, daemonize=False, marker=False):
-    t.start_candidates(daemonize=daemonize, marker=marker, fence=marker)
+KEEPER_CLOSE_MS = T_MS // 4    # agent_kill9_keeper: the successor leads within this of the kill
+
+
+def _stopped(pid, timeout=2.0):
+    """Waits (bounded) until pid is stopped (state T or t in /proc/PID/stat):
+    False if it is not within timeout (or is gone)."""
+    for _ in range(int(timeout / 0.001) + 10):
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().rsplit(")", 1)[-1].split()[0] in ("T", "t"):
+                    return True
+        except OSError:
+            return False
+        time.sleep(0.001)
+    return False
+
+
+def _kill_frozen(t, lead, also=()):
+    """SIGKILL of lead, and of the pids in `also` with it: each is SIGSTOPped
+    first (lead first, then the others in order) and seen stopped, then
+    `killed` is stamped, then each gets SIGKILL, and the record gets sent_ns
+    once they are sent. The stamp falls where the victims can no longer act
+    and are not dead yet: nothing of theirs is stamped after it (a stamp
+    taken before a plain SIGKILL let a preempted harness see an action 3.9
+    ms "after" the kill: S5 failed on the harness's order), and nothing
+    that follows their death (the keeper's close, a successor that leads
+    tens of ms after the kill) is stamped before it, however late the harness
+    runs (a stamp taken after the signal could be). S1 counts its slack for
+    the dead term's writes from sent_ns."""
+    pids = [lead.pid] + list(also)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+        if not _stopped(pid):
+            t.problems.append("pid %d did not stop within 2 s of its SIGSTOP" % pid)
+    rec = t.rec.emit("killed", target=lead.id, signal=9, **({"also": list(also)} if also else {}))
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    rec["sent_ns"] = time.monotonic_ns()
+    return rec
+
+
+def _kill9(t, kind="kill9", extra=(), daemonize=False, marker=False, keeper=None, fault=None,
+           expect=()):
+    """The leader SIGKILLed while its duty writes (_kill_frozen). keeper:
+    None (not looked at), "alive" (it must exist: it outlives the agent),
+    "dies" (it is frozen and killed with the agent: a host's crash). fault:
+    more fields of the fault (bounds); expect: more expectations."""
+    t.start_candidates(extra=extra, daemonize=daemonize, marker=marker, fence=marker)
     t.steady()
     lead = _leader_or_fail(t)
     more = _marker_set(t, lead) if marker else []
-    t.fault_begin("kill9", lead.id, l2=True,
-                  expect=[{"type": "leader_change"}, {"type": "epoch_up"}] + more)
-    # stamped once the signal is sent, not before: the victim runs until
-    # then, and a stamp taken first let the harness be preempted between the
-    # two while the leader's duty went on (an action 3.9 ms "after" the kill
-    # on a loaded 2-core run: S5 failed on the harness's order, not the agent's)
-    lead.signal(signal.SIGKILL)
-    t.rec.emit("killed", target=lead.id, signal=9)
+    w = None
+    if keeper is not None:
+        if "--fail-stop" not in t.run_.flags:
+            t.problems.append("%s has no --fail-stop: no keeper" % h.ZKELECT_BIN)
+        w = _watcher_of(lead)
+        if w is None:
+            t.problems.append("fault not injected: %s has no keeper (zkelect-guard)" % lead.id)
+    t.fault_begin(kind, lead.id, l2=True, **dict(fault or {}),
+                  expect=[{"type": "leader_change"}, {"type": "epoch_up"}] + list(expect) + more)
+    _kill_frozen(t, lead, also=[w] if keeper == "dies" and w is not None else [])
     h._wait_proc(lead.proc, 10.0)
     lead.exit_rec = {"mono_ns": time.monotonic_ns(), "wall": time.time(), "src": lead.id,
                      "pid": lead.pid, "ev": "exit", "rc": lead.proc.returncode}
-    t.fault_end("kill9")
+    if keeper == "dies" and w is not None:
+        try:
+            h.wait_until(lambda: not h.pid_alive(w), timeout=5, desc="the keeper's end")
+        except h.Timeout:
+            t.problems.append("%s's keeper (pid %d) lived on after its SIGKILL" % (lead.id, w))
+    t.fault_end(kind)
     t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
     if marker:
         _fence_outcome(t, lead)
+    return lead
+
+
+def _keeper_lines(c, text):
+    return [e for e in c.events() if e.get("event") == "fail_stop" and text in (e.get("msg") or "")]
+
+
+def sc_leader_kill9(t):
+    """The leader SIGKILLed with --fail-stop off (no keeper): nobody
+    closes its session, the successor leads once a server expired it
+    (session_expired), within L2's T + tick + 0.5 s: the bare recipe's
+    crash failover, as before the keeper closed sessions."""
+    _kill9(t, extra=["--fail-stop", "off"], expect=[{"type": "session_expired"}])
+
+
+def sc_agent_kill9_keeper(t):
+    """The leading agent's process alone SIGKILLed while its duty writes,
+    its keeper (zkelect-guard) alive, with --fence and the state duty: the
+    keeper kills the duty's groups, runs the fence (marker_cleared via
+    fence), then closes the session (session_closed): the successor leads
+    after every keeper line before the close and after the server took
+    it, within T/4 of the kill (KEEPER_CLOSE_MS: no expiry can come that
+    early, the dead session's last touch being younger than T/3, as in
+    integration.kill9), and the server logged no expiry of it. The two
+    terms do not overlap: S2 and S7 (the old duty's last write before the
+    new duty's first, at the fence's stamps) with a zero bound."""
+    lead = _kill9(t, marker=True, keeper="alive", fault=dict(s2_bound_ms=0, duty_bound_ms=0),
+                  expect=[{"type": "gap_positive"},
+                          {"type": "session_closed", "within_ms": KEEPER_CLOSE_MS}])
+    try:
+        line = h.wait_until(lambda: _keeper_lines(lead, "is closed"), timeout=5,
+                            desc="the keeper's close line")[0]
+        t.notes["keeper_close"] = line["msg"]
+    except h.Timeout:
+        t.notes["keeper_close"] = [e.get("msg") for e in _keeper_lines(lead, "session")]
+
+
+def sc_host_kill9(t):
+    """A host's crash: the leading agent and its keeper die together
+    (SIGSTOP the agent, then its keeper, then SIGKILL both: a keeper
+    stopped or killed first would be seen by the agent, which would step
+    down at once and release its node). Nobody closes the session: no
+    "is closed" line, a server expires it, and the successor leads only
+    after that (session_expired); S2 and S7 with a zero bound."""
+    _kill9(t, kind="host_kill9", keeper="dies", fault=dict(s2_bound_ms=0, duty_bound_ms=0),
+           expect=[{"type": "gap_positive"}, {"type": "session_expired"}])
 
 
 def sc_leader_sigstop(t):
@@ -845,7 +1012,9 @@ def sc_leader_sigstop_guarded(t, daemonize=False, marker=False):
     (`agent`): the watcher, which is not stopped, SIGKILLs the term's groups
     (the duty, fence_writer) and the agent at the term's hard end, before
     the successor can lead. No overlap (zero bound), no duty overlap, and
-    the successor leads after c1's session expires."""
+    the successor leads once the watcher, the agent gone, closed c1's
+    session (its "is closed" line; or once a server expired it, if the close
+    came too late)."""
     if "--fail-stop" not in t.run_.flags:
         t.problems.append("%s has no --fail-stop (the watchdog guard): the pause is not guarded"
                           % h.ZKELECT_BIN)
@@ -885,7 +1054,7 @@ def sc_daemon_escape(t):
     once. A daemon that outlived the term would write after the kill (S1:
     a fence accept from the term of a killed candidate) and outlive its
     agent. The final graceful stop checks the step-down's end of it."""
-    sc_leader_kill9(t, daemonize=True)
+    _kill9(t, daemonize=True)
 
 
 def sc_daemon_escape_frozen(t):
@@ -901,7 +1070,7 @@ def sc_state_duty(t):
     The leader SIGKILLed: no on_stepdown runs, the watcher runs the fence
     (reason agent_gone). The checker (S8) sees no two terms' markers at
     once, and the killed term's marker removed by the fence (E)."""
-    sc_leader_kill9(t, marker=True)
+    _kill9(t, marker=True)
 
 
 def sc_state_duty_frozen(t):
@@ -1273,8 +1442,8 @@ def sc_loop_stall(t):
     blocks the agent's loop in one C call for about 3 T (policy.lua: a
     pathological string.find). With the fail-stop watcher (--fail-stop,
     default `agent`) the term's process groups and the agent are SIGKILLed at
-    the lease's hard end: the successor leads after c1's session expires, no
-    stale write is accepted by the fence, and the duties of the two terms do
+    the lease's hard end: the successor leads once the watcher closed c1's
+    session (or a server expired it), no stale write is accepted by the fence, and the duties of the two terms do
     not overlap (S7 with a zero bound)."""
     if "--fail-stop" not in t.run_.flags:
         t.problems.append("%s has no --fail-stop (the watchdog guard): the stall is not guarded"
@@ -1481,6 +1650,8 @@ def sc_http_flood(t):
 
 SCENARIOS = [
     {"name": "leader_kill9", "fn": sc_leader_kill9},
+    {"name": "agent_kill9_keeper", "fn": sc_agent_kill9_keeper},
+    {"name": "host_kill9", "fn": sc_host_kill9},
     {"name": "leader_sigstop", "fn": sc_leader_sigstop},
     {"name": "leader_sigstop_guarded", "fn": sc_leader_sigstop_guarded},
     {"name": "partition_short", "fn": sc_partition_short},
