@@ -909,13 +909,14 @@ def _kill_frozen(t, lead, also=()):
     return rec
 
 
-def _kill9(t, kind="kill9", extra=(), daemonize=False, marker=False, keeper=None, fault=None,
-           expect=()):
-    """The leader SIGKILLed while its duty writes (_kill_frozen). keeper:
-    None (not looked at), "alive" (it must exist: it outlives the agent),
-    "dies" (it is frozen and killed with the agent: a host's crash). fault:
-    more fields of the fault (bounds); expect: more expectations."""
-    t.start_candidates(extra=extra, daemonize=daemonize, marker=marker, fence=marker)
+def _kill9(t, kind="kill9", extra=(), daemonize=False, marker=False, fence=False, keeper=None,
+           fault=None, expect=()):
+    """The leader SIGKILLed while its duty writes (_kill_frozen). marker:
+    the state duty, with --fence (fence: --fence alone). keeper: None (not
+    looked at), "alive" (it must exist: it outlives the agent), "dies" (it
+    is frozen and killed with the agent: a host's crash). fault: more
+    fields of the fault (bounds); expect: more expectations."""
+    t.start_candidates(extra=extra, daemonize=daemonize, marker=marker, fence=marker or fence)
     t.steady()
     lead = _leader_or_fail(t)
     more = _marker_set(t, lead) if marker else []
@@ -939,7 +940,7 @@ def _kill9(t, kind="kill9", extra=(), daemonize=False, marker=False, keeper=None
             t.problems.append("%s's keeper (pid %d) lived on after its SIGKILL" % (lead.id, w))
     t.fault_end(kind)
     t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
-    if marker:
+    if marker or fence:
         _fence_outcome(t, lead)
     return lead
 
@@ -958,16 +959,18 @@ def sc_leader_kill9(t):
 
 def sc_agent_kill9_keeper(t):
     """The leading agent's process alone SIGKILLed while its duty writes,
-    its keeper (zkelect-guard) alive, with --fence and the state duty: the
-    keeper kills the duty's groups, runs the fence (marker_cleared via
-    fence), then closes the session (session_closed): the successor leads
-    after every keeper line before the close and after the server took
-    it, within T/4 of the kill (KEEPER_CLOSE_MS: no expiry can come that
-    early, the dead session's last touch being younger than T/3, as in
-    integration.kill9), and the server logged no expiry of it. The two
+    its keeper (zkelect-guard) alive, with --fence (a command that has no
+    marker to remove: the state duty is state_duty's, whose graceful stop
+    waits for a marker's removal): the keeper kills the duty's groups, runs
+    the fence, then closes the session (session_closed): the successor
+    leads after every keeper line before the close (the fence's among
+    them) and after the server took it, within T/4 of the kill
+    (KEEPER_CLOSE_MS: no expiry can come that early, the dead session's
+    last touch being younger than T/3, as in integration.kill9), and the
+    server logged no expiry of it. The two
     terms do not overlap: S2 and S7 (the old duty's last write before the
     new duty's first, at the fence's stamps) with a zero bound."""
-    lead = _kill9(t, marker=True, keeper="alive", fault=dict(s2_bound_ms=0, duty_bound_ms=0),
+    lead = _kill9(t, fence=True, keeper="alive", fault=dict(s2_bound_ms=0, duty_bound_ms=0),
                   expect=[{"type": "gap_positive"},
                           {"type": "session_closed", "within_ms": KEEPER_CLOSE_MS}])
     try:
