@@ -134,11 +134,13 @@ EXPECTATIONS = """
                                        server's close (less zk_clock_ms), within W
                                        of C's `killed` record (of the fault without
                                        one)
-  {"type":"session_expired","target":C} nobody closed the session C led with at
-                                       the fault (no "is closed" line of its
-                                       keeper): a server expired it (zk
-                                       session_end "expired"), and the successor
-                                       led only after that (less zk_clock_ms)
+  {"type":"session_expired","target":C,"silent":B}  nobody closed the session C
+                                       led with at the fault (no "is closed" line
+                                       of its keeper; silent: no line of its
+                                       keeper at all, which died with C): a server
+                                       expired it (zk session_end "expired"), and
+                                       the successor led only after that (less
+                                       zk_clock_ms)
 """
 
 
@@ -1029,6 +1031,9 @@ class Checker:
             if closed:
                 why.append("%s's keeper closed a session (%r): nobody is left to close it in a "
                            "host's crash" % (c, closed[0]["msg"][:120]))
+            elif x.get("silent") and keeper:
+                why.append("%s's keeper acted after the fault (%r): it did not die with %s"
+                           % (c, keeper[0]["msg"][:120], c))
             if zk is None:
                 why.append("no server expired %s's session 0x%x after the fault" % (c, s))
             elif zk["how"] != "expired":
