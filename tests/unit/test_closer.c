@@ -235,8 +235,10 @@ static void test_answers(void)
           CLOSER_REFUSED && strstr(why, "error -124") != NULL);
     CHECK(try_canned(live, sizeof live, expired, sizeof expired, 0, why, sizeof why) ==
           CLOSER_GONE);
-    CHECK(try_canned(live, sizeof live, NULL, 0, 0, why, sizeof why) == CLOSER_UNREACHED &&
-          strstr(why, "before it answered the close") != NULL);
+    /* (the close read, then the connection closed: a close with it unread
+     * would reset our send instead, also unreached) */
+    CHECK(try_canned(live, sizeof live, (const unsigned char *)"", 0, 0, why, sizeof why) ==
+          CLOSER_UNREACHED && strstr(why, "before it answered the close") != NULL);
     CHECK(try_canned(NULL, 0, NULL, 0, 0, why, sizeof why) == CLOSER_UNREACHED &&
           strstr(why, "closed the connection") != NULL);
 }
