@@ -115,7 +115,11 @@ struct gsess {
     int naddr;
     struct gaddr {
         unsigned short len;
-        unsigned char sa[sizeof(struct sockaddr_in6)];
+        union {                         /* (aligned: the watcher passes it to connect) */
+            struct sockaddr any;
+            struct sockaddr_in in;
+            struct sockaddr_in6 in6;
+        } sa;
     } addr[GUARD_SESSION_ADDRS];        /* the connected server first */
 };
 
@@ -507,7 +511,7 @@ void guard_session_set(zke_guard *g, int base, uint64_t id,
         if (addrs[i].len == 0 || addrs[i].len > sizeof e->addr[n].sa)
             continue;
         e->addr[n].len = (unsigned short)addrs[i].len;
-        memcpy(e->addr[n].sa, &addrs[i].sa, addrs[i].len);
+        memcpy(&e->addr[n].sa, &addrs[i].sa, addrs[i].len);
         n++;
     }
     e->naddr = n;
@@ -1225,7 +1229,7 @@ static pid_t wait_gone(zke_guard *g, int all, int64_t deadline)
 /* One published session: closed, or why not; one line. */
 static void close_one(struct gsess *e, int64_t gone_ns, zke_log_fn *log, void *ud)
 {
-    char msg[700], why[300] = "", first[300] = "";
+    char msg[1024], why[300] = "", first[300] = "";
     uint64_t id = e->id;
     int timeout_ms = e->timeout_ms, naddr = e->naddr;
     if (timeout_ms <= 0 || timeout_ms > GUARD_SESSION_MAX_MS)
@@ -1237,7 +1241,7 @@ static void close_one(struct gsess *e, int64_t gone_ns, zke_log_fn *log, void *u
     int tries = 0;
     while (o == CLOSER_UNREACHED && naddr > 0 && boot_ns() < deadline) {
         for (int i = 0; i < naddr && o == CLOSER_UNREACHED && boot_ns() < deadline; i++) {
-            const struct sockaddr *sa = (const struct sockaddr *)(const void *)e->addr[i].sa;
+            const struct sockaddr *sa = &e->addr[i].sa.any;
             socklen_t len = e->addr[i].len;
             if (!(sa->sa_family == AF_INET && len == sizeof(struct sockaddr_in)) &&
                 !(sa->sa_family == AF_INET6 && len == sizeof(struct sockaddr_in6)))
@@ -1272,8 +1276,8 @@ static void close_one(struct gsess *e, int64_t gone_ns, zke_log_fn *log, void *u
                  naddr == 0 ? "no server address to try" : "no time left of the session's timeout");
     else
         snprintf(msg, sizeof msg, "fail-stop: the agent's session 0x%llx is not closed: no server "
-                 "took the close within the session's remaining %d ms (%d tr%s; first: %s; last: "
-                 "%s); it expires as usual", (unsigned long long)id, timeout_ms, tries,
+                 "took the close within the session's remaining %d ms (%d tr%s; first: %.200s; "
+                 "last: %.200s); it expires as usual", (unsigned long long)id, timeout_ms, tries,
                  tries == 1 ? "y" : "ies", first, why);
     say(log, ud, o == CLOSER_CLOSED ? ZKE_LOG_INFO : ZKE_LOG_WARN, msg);
 }
