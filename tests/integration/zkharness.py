@@ -13,7 +13,9 @@ Each test script is standalone:
         h.run_tests(globals())
 
 Rules kept by everything here:
-  * only 127.0.0.1, one ZooKeeper server per test on its own free port;
+  * only 127.0.0.1, one ZooKeeper server per test on its own free port (a
+    fresh one: the spare a test may get was started during the test before,
+    and no client has used it);
   * every process is started by us, remembered by pid, and killed by pid at
     the end of its test (and at exit, and via PR_SET_PDEATHSIG if the runner
     itself dies);
@@ -28,6 +30,8 @@ Environment:
   ZKH_TEST_TIMEOUT per-test time bound in seconds (default 60)
   ZKH_CDS          0: start ZooKeeper without the class-data archive (a file
                    under $TMPDIR/zkelect-it-cds-UID, written by the first start)
+  ZKH_SPARE        0: no spare server (the next test's, started during the
+                   test before: a test then waits for its server's start-up)
   ZKELECT_WRAP     a command line every zkelect process is started under, e.g.
                    "valgrind --error-exitcode=99 --leak-check=full
                    --errors-for-leak-kinds=definite,indirect --child-silent-after-fork=yes
@@ -330,14 +334,52 @@ def crash_markers(text):
 # --------------------------------------------------------------------------
 # ZooKeeper server
 
+# The next test's server, started while a test runs (ZKH_SPARE=0: none): a
+# test that asks for a server of the default configuration (started, tick
+# 200, no extra_cfg) gets the spare, which no client has used, and the wait
+# for its start-up (0.5-1 s of every test) overlaps the test before. Started
+# while run_tests has tests left to run in this process; the last one is
+# SIGKILLed at exit.
+SPARE = os.environ.get("ZKH_SPARE") != "0"
+_spare = {"zk": None, "left": 0}
+
+
+def _start_spare():
+    if SPARE and _spare["zk"] is None and _spare["left"] > 0:
+        _spare["zk"] = ZooKeeper(spare=True)
+
+
+def _drop_spare():
+    zk, _spare["zk"] = _spare["zk"], None
+    if zk is not None:
+        zk.kill()
+        zk._cds_keep()
+        if not KEEP:
+            shutil.rmtree(zk.dir, ignore_errors=True)
+
+
 class ZooKeeper:
     """A standalone ZooKeeper 3.8 server on a free loopback port."""
 
-    def __init__(self, start=True, tick=200, startup_timeout=30.0, extra_cfg=()):
-        """extra_cfg: more zoo.cfg lines, e.g. ("enforce.auth.enabled=true",)."""
+    def __init__(self, start=True, tick=200, startup_timeout=30.0, extra_cfg=(), spare=False):
+        """extra_cfg: more zoo.cfg lines, e.g. ("enforce.auth.enabled=true",).
+        spare: the next test's server (_start_spare), launched, not waited for."""
+        default = start and tick == 200 and not extra_cfg and not spare
+        if default and _spare["zk"] is not None:
+            zk, _spare["zk"] = _spare["zk"], None
+            if zk.running():
+                self.__dict__.update(zk.__dict__)
+                self.startup_timeout = startup_timeout
+                _tmpdirs.append(self.dir)
+                _servers.append(self)
+                self._await()
+                _start_spare()
+                return
+            _spare["zk"] = zk
+            _drop_spare()           # it died: a server of this test's own instead
         self.port = free_port()
         self.tick = tick
-        self.dir = mkdtemp("zk")
+        self.dir = tempfile.mkdtemp(prefix="zkelect-it-zk-") if spare else mkdtemp("zk")
         self.datadir = os.path.join(self.dir, "data")
         os.makedirs(self.datadir)
         self.cfg = os.path.join(self.dir, "zoo.cfg")
@@ -361,9 +403,14 @@ class ZooKeeper:
                 "maxSessionTimeout=20000",
                 "autopurge.purgeInterval=0",
             ] + list(extra_cfg) + [""]))
+        if spare:
+            self._launch()
+            return
         _servers.append(self)
         if start:
             self.start()
+        if default:
+            _start_spare()
 
     @property
     def hostport(self):
@@ -373,6 +420,10 @@ class ZooKeeper:
         return "ZooKeeper(%s pid=%s)" % (self.hostport, self.pid)
 
     def start(self):
+        self._launch()
+        return self._await()
+
+    def _launch(self):
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self.starts += 1
         logf = open(self.log, "ab")
@@ -402,6 +453,8 @@ class ZooKeeper:
                                      cwd=self.dir, env=_child_env(), preexec_fn=_pdeathsig)
         logf.close()
         self.pid = self.proc.pid
+
+    def _await(self):
         try:
             wait_until(self._serving, timeout=self.startup_timeout,
                        desc="ZooKeeper to serve on %s" % self.hostport, interval=0.05)
@@ -1240,6 +1293,7 @@ def _teardown():
 
 
 atexit.register(_teardown)
+atexit.register(_drop_spare)
 
 
 class _TestTimeout(BaseException):
@@ -1285,7 +1339,8 @@ def run_tests(g, timeout=None):
     script = os.path.basename(g.get("__file__", "?"))
     failed = []
     t_all = time.monotonic()
-    for name in order:
+    for i, name in enumerate(order):
+        _spare["left"] = len(order) - 1 - i
         t0 = time.monotonic()
         err = None
         signal.setitimer(signal.ITIMER_REAL, bound)
