@@ -394,8 +394,14 @@ def test_zk_scheme_extra_colon_and_unresolvable_name():
                          ("zk1:2181,zk2:2181:2182", ["'zk2:2181:2182'", "more than one ':'"])):
             _, line, _ = expect(base + ["--zk", z], 64, *names, kind="zk-mistake " + cmd)
             assert "chroot '" not in line, line
-        name = "no-such-host.invalid"
-        rc, out, err, _ = h.run(base + ["--zk", name + ":2181"], timeout=15)
+    # the name that does not resolve: the three commands at once (each waits
+    # out its connect timeout)
+    name = "no-such-host.invalid"
+    res = h.run_together([(argv() if cmd == "run" else
+                           [h.ZKELECT_BIN, cmd, "--zk", "127.0.0.1:1", "--path", "/e",
+                            "--connect-timeout", "1500"]) + ["--zk", name + ":2181"]
+                          for cmd in ("run", "status", "watch")], timeout=15)
+    for cmd, (rc, out, err, _) in zip(("run", "status", "watch"), res):
         lines = [l for l in err.splitlines() if l.strip() and "ZOO_ERROR" not in l]
         assert rc == 69, (cmd, rc, err)
         assert "No such file or directory" not in err, err
@@ -423,21 +429,26 @@ def test_zookeeper_refused_said_once_and_alike():
     line, naming the socket's error ("connection refused"); the client's own
     lines (one a second, then: "ZOO_ERROR@check_events ... errno=111") are
     folded into one warning; status gives up after its short default (5 s,
-    not the 15 s of run and watch)."""
+    not the 15 s of run and watch). The four commands run at once, each
+    waiting out its own time."""
     zkhosts = "127.0.0.1:1"
     want = ("cannot connect to ZooKeeper at '%s' within 3000 ms: ZooKeeper %s: connection refused"
             % (zkhosts, zkhosts))
-    for cmd in ("run", "watch", "status"):
-        args = argv(connect_timeout="3000") if cmd == "run" else \
-            [h.ZKELECT_BIN, cmd, "--zk", zkhosts, "--path", "/e", "--connect-timeout", "3000"]
-        rc, out, err, dt = h.run(args, timeout=15)
+    cmds = ("run", "watch", "status")
+    default = [h.ZKELECT_BIN, "status", "--zk", zkhosts, "--path", "/e"]
+    res = h.run_together([argv(connect_timeout="3000") if cmd == "run" else
+                          [h.ZKELECT_BIN, cmd, "--zk", zkhosts, "--path", "/e", "--connect-timeout", "3000"]
+                          for cmd in cmds] + [default], timeout=20)
+    for cmd, (rc, out, err, dt) in zip(cmds, res):
         lines = [l for l in err.splitlines() if l.strip()]
         assert rc == 69 and lines and lines[-1] == "zkelect: error: " + want, (cmd, rc, err)
         assert "ZOO_" not in err and "zookeeper:" not in err, (cmd, err)
         warned = [l for l in lines if "connection refused; retrying" in l]
         assert len(warned) <= 1, (cmd, err)
-    rc, line, dt = expect([h.ZKELECT_BIN, "status", "--zk", zkhosts, "--path", "/e"], 69,
-                          "within 5000 ms", "connection refused", timeout=20)
+    rc, out, err, dt = res[-1]
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert not h.crash_markers(out + err) and rc == 69 and len(lines) == 1, (rc, out, err)
+    assert "within 5000 ms" in lines[0] and "connection refused" in lines[0], err
     assert 4.5 <= dt < 10, "status gave up after %.1f s (default 5000 ms)" % dt
 
 
@@ -495,12 +506,18 @@ class SilentServer:
 
 
 def test_zookeeper_that_never_answers():
+    """run, status and watch (at once) against a server that takes the
+    connection and never answers: exit 69 naming it, after the connect timeout."""
     srv = SilentServer()
     try:
-        for cmd in ("run", "status", "watch"):
-            args = argv(zk=srv.hostport, connect_timeout="2000") if cmd == "run" else \
-                [h.ZKELECT_BIN, cmd, "--zk", srv.hostport, "--path", "/e", "--connect-timeout", "2000"]
-            rc, line, dt = expect(args, 69, srv.hostport, timeout=30, one_line=False)
+        cmds = ("run", "status", "watch")
+        res = h.run_together([argv(zk=srv.hostport, connect_timeout="2000") if cmd == "run" else
+                              [h.ZKELECT_BIN, cmd, "--zk", srv.hostport, "--path", "/e", "--connect-timeout",
+                               "2000"] for cmd in cmds], timeout=30)
+        for cmd, (rc, out, err, dt) in zip(cmds, res):
+            lines = [l for l in err.splitlines() if l.strip()]
+            assert not h.crash_markers(out + err) and rc == 69 and lines, (cmd, rc, out, err)
+            assert srv.hostport in lines[-1], (cmd, err)
             assert 1.9 <= dt < 15, "%s gave up after %.2fs (--connect-timeout 2000)" % (cmd, dt)
         assert srv.accepted >= 3, "the server saw %d connections" % srv.accepted
     finally:

@@ -1093,6 +1093,46 @@ def run(args, timeout=20.0, env=None, cwd=None, nowrap=False):
         time.monotonic() - t0
 
 
+def run_together(cmds, timeout=20.0):
+    """Runs commands at once, each to completion (bounded): for the cases
+    of a test that each wait out a time of their own. Returns run()'s
+    (code, stdout, stderr, seconds) for each, in order; seconds from the
+    start of all."""
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(wrap(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=_child_env(), preexec_fn=_pdeathsig)
+             for args in cmds]
+    res = [None] * len(procs)
+
+    def reap(i, p):
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate(timeout=10)
+            res[i] = Timeout("%s did not finish within %.1fs; stderr:\n%s"
+                             % (" ".join(cmds[i]), timeout, err.decode("utf-8", "replace")[-3000:]))
+            return
+        res[i] = (p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+                  time.monotonic() - t0)
+    import threading
+    threads = [threading.Thread(target=reap, args=(i, p), daemon=True) for i, p in enumerate(procs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout + 15)
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    for i, r in enumerate(res):
+        if r is None:
+            raise Timeout("%s: no result within %.1fs" % (" ".join(cmds[i]), timeout + 15))
+        if isinstance(r, Timeout):
+            raise r
+    return res
+
+
 def expire_session(zk, session_file, timeout=30.0):
     """Runs zke_expire on a session file written by `--session-file` with
     `--session-file-password` (Agent(session_password=True))."""
