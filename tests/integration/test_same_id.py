@@ -40,8 +40,9 @@ def test_two_agents_with_one_id_both_say_so():
     """a leads as db (with a census); b joins as db too: a warns at once
     (b's node is younger than its own), b after three session timeouts (a's node is older: it
     waits to see that it is no node of its own past). A third one, c, joins
-    as db: a warns at once, c later about a and b both. Nobody warns about
-    d, whose id is its own."""
+    as db right after b (the two wait out their three session timeouts
+    together): a warns at once, c later about a and b both. Nobody warns
+    about d, whose id is its own."""
     with h.ZooKeeper() as zk:
         a = h.Agent(zk, "db", path=PATH, session_timeout=T, extra=CENSUS)
         la = a.wait_for("leader", timeout=10)
@@ -50,15 +51,15 @@ def test_two_agents_with_one_id_both_say_so():
         b = h.Agent(zk, "db", path=PATH, session_timeout=T, extra=CENSUS)
         jb = b.wait_for("joined", timeout=10)
         t0 = time.monotonic()
+        jc = h.Agent(zk, "db", path=PATH, session_timeout=T)       # no census: its listing
         w = wait_dupe(a, jb["node"], 10)[0]
         print("  info: the leader warned %.2f s after the newcomer joined" % (time.monotonic() - t0))
         assert "joined after us" in w["msg"] and "'db'" in w["msg"], w
+        nc = jc.wait_for("joined", timeout=10)["node"]
+        wait_dupe(a, nc, 10)
         w = wait_dupe(b, la["node"], 3 * T / 1000 + 10)[0]
         assert "joined before us" in w["msg"], w
         assert time.monotonic() - t0 >= 3 * T / 1000 - 0.5, "b warned before it could know"
-        jc = h.Agent(zk, "db", path=PATH, session_timeout=T)       # no census: its listing
-        nc = jc.wait_for("joined", timeout=10)["node"]
-        wait_dupe(a, nc, 10)
         wait_dupe(jc, la["node"], 3 * T / 1000 + 10)
         wait_dupe(jc, jb["node"], 5)
         assert not dupe_warnings(d), d.describe()
@@ -75,32 +76,42 @@ def test_a_restarted_agent_is_not_its_own_duplicate():
     session) and started again at once with its id finds its old node (its
     session lives on until it expires): no warning, then or when it looks
     again. With --session-file it says at once that the node is its
-    previous session's."""
+    previous session's. The two cases run side by side, in elections of
+    their own, waiting out the old sessions together."""
     with h.ZooKeeper() as zk:
+        runs = []
         for with_file in (False, True):
             path = PATH + ("/file" if with_file else "/nofile")
             sf = os.path.join(h.mkdtemp("same-id"), "session") if with_file else None
             a = h.Agent(zk, "db", path=path, session_timeout=T, session_file=sf)
-            la = a.wait_for("leader", timeout=10)
-            b = h.Agent(zk, "peer", path=path, session_timeout=T)
-            b.wait_for("follower", timeout=10)
-            if with_file:
-                h.wait_until(lambda: os.path.exists(sf), 5, "the session file")
-            a.kill9_with_keeper()
-            a2 = h.Agent(zk, "db", path=path, session_timeout=T, session_file=sf,
-                         extra=["--log-level", "debug"])
+            runs.append({"with_file": with_file, "path": path, "sf": sf, "a": a})
+        for r in runs:
+            r["la"] = r["a"].wait_for("leader", timeout=10)
+            r["b"] = h.Agent(zk, "peer", path=r["path"], session_timeout=T)
+        for r in runs:
+            r["b"].wait_for("follower", timeout=10)
+            if r["with_file"]:
+                h.wait_until(lambda: os.path.exists(r["sf"]), 5, "the session file")
+        for r in runs:
+            r["a"].kill9_with_keeper()
+            r["a2"] = h.Agent(zk, "db", path=r["path"], session_timeout=T, session_file=r["sf"],
+                              extra=["--log-level", "debug"])
+        for r in runs:
+            a2, b, la = r["a2"], r["b"], r["la"]
             j2 = a2.wait_for("joined", timeout=10)
             assert j2["node"] != la["node"], (j2, la)
 
             def said(text):
                 return a2.wait_for(lambda e: text in str(e.get("msg", "")) and
                                    la["node"] in str(e.get("msg", "")), timeout=4 * T / 1000 + 10)
-            if with_file:
+            if r["with_file"]:
                 said("is our previous session's")       # at once, from the file
             else:
                 said("has our id and is older than ours")
                 said("is gone: it was our previous session's")     # looked at again: gone
             b.wait_for("leader", timeout=3 * T / 1000 + 5)      # its session expired
+        for r in runs:
+            a2, b = r["a2"], r["b"]
             assert not dupe_warnings(a2), a2.describe(30)
             assert not dupe_warnings(b), b.describe(30)
             for x in (a2, b):
