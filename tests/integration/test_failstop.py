@@ -44,6 +44,10 @@ POLICY = os.path.join(h.POLICIES, "failstop.lua")
 STALL_S = 5.0 * T / 1000     # the stall aimed at: it must block for > 3 x T; the
                              # calibration's fastest timing makes it last at least this
                              # long (12.3-14.6 s measured when 12 s was aimed at)
+STALL_GROUPS_S = 3.0 * T / 1000  # --fail-stop groups: the agent lives through the stall
+                             # and waits it out; the watcher's hard end (under T after
+                             # the stall began) and the successor's lead (about T) come
+                             # well before its end
 _stall_n = {}
 
 
@@ -55,24 +59,24 @@ def _cpu(n):
     return float(m.group(2))
 
 
-def calibrate():
+def calibrate(seconds=STALL_S):
     """Characters that make the policy's string.find block for about
-    STALL_S seconds of CPU in this build (the cost is cubic in them): the
+    `seconds` of CPU in this build (the cost is cubic in them): the
     fastest of three timings, so that a busy machine only makes it longer."""
-    if "n" in _stall_n:
-        return _stall_n["n"]
-    n, cpu = 200, 0.0
-    for _ in range(12):
-        cpu = _cpu(n)
-        if cpu >= 0.3:
-            break
-        n *= 2
-    assert cpu >= 0.3, "the string.find of %d characters took only %.3f s" % (n, cpu)
-    cpu = min([cpu, _cpu(n), _cpu(n)])
-    _stall_n["n"] = int(n * (STALL_S / cpu) ** (1.0 / 3)) + 1
+    if "n" not in _stall_n:
+        n, cpu = 200, 0.0
+        for _ in range(12):
+            cpu = _cpu(n)
+            if cpu >= 0.3:
+                break
+            n *= 2
+        assert cpu >= 0.3, "the string.find of %d characters took only %.3f s" % (n, cpu)
+        _stall_n["n"], _stall_n["cpu"] = n, min([cpu, _cpu(n), _cpu(n)])
+    n, cpu = _stall_n["n"], _stall_n["cpu"]
+    chars = int(n * (seconds / cpu) ** (1.0 / 3)) + 1
     print("  info: %d characters took %.3f s of CPU: the stall uses %d (about %.1f s)"
-          % (n, cpu, _stall_n["n"], STALL_S), flush=True)
-    return _stall_n["n"]
+          % (n, cpu, chars, seconds), flush=True)
+    return chars
 
 
 def script_line(agent, prefix, since=0, timeout=10):
@@ -119,12 +123,12 @@ class Duty:
                 pass
 
 
-def setup(zk, mode, stall_id=None, frozen=False):
+def setup(zk, mode, stall_id=None, frozen=False, stall_s=STALL_S):
     """Leader fa (with the duty) and follower fb; returns (a, b, duty, leader event)."""
     tmp = h.mkdtemp("failstop")
     os.environ["ZKT_DIR"] = tmp
     os.environ["ZKT_STALL_ID"] = stall_id or ""
-    os.environ["ZKT_STALL_N"] = str(calibrate() if stall_id else 0)
+    os.environ["ZKT_STALL_N"] = str(calibrate(stall_s) if stall_id else 0)
     extra = [] if mode is None else ["--fail-stop", mode]
     a = h.Agent(zk, "fa", path=PATH, script=POLICY, session_timeout=T, extra=extra)
     la = a.wait_for("leader", timeout=15)
@@ -184,7 +188,7 @@ def script_lines_after(agent, prefix):
 
 def test_loop_stuck_in_c_groups_only():
     with h.ZooKeeper() as zk:
-        a, b, duty, la = setup(zk, "groups", stall_id="fa")
+        a, b, duty, la = setup(zk, "groups", stall_id="fa", stall_s=STALL_GROUPS_S)
         try:
             mb = b.mark()
             sb = script_line(a, "stall_begin", timeout=10)
@@ -196,7 +200,7 @@ def test_loop_stuck_in_c_groups_only():
             assert "to the agent" not in g["msg"], g
             assert g["mono_ns"] < lb["mono_ns"], (g, lb)
             # the agent lives on: once its call returns it steps down
-            sd = a.wait_for("stepdown", timeout=3 * STALL_S + 10)
+            sd = a.wait_for("stepdown", timeout=3 * STALL_GROUPS_S + 10)
             assert sd["reason"] == "lease" and sd["epoch"] == la["epoch"], sd
             a.wait_for("follower", timeout=15, since=sd["_i"])
             assert h.leaders_now([a, b]) == [b]
