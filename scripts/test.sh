@@ -32,11 +32,20 @@ asan_built() {
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 passed=0 failed=0 rc=0
-# One ctest run; adds its counts to passed/failed.
+# One ctest run; adds its counts to passed/failed; says its time and the CPU
+# its tests used (user + sys of the processes they waited for, by bash's
+# times in ctest's subshell: not the builds going on beside).
+cpu_file=$(mktemp)
 run_ctest() {
   local b=$1; shift
-  out=$( cd "$b" && ctest --output-on-failure --timeout 300 "$@" 2>&1 ); r=$?
+  local t0=$SECONDS
+  : >"$cpu_file"
+  out=$( cd "$b" && { ctest --output-on-failure --timeout 300 "$@" 2>&1; r=$?; times >"$cpu_file"; exit $r; } )
+  r=$?
   printf '%s\n' "$out"
+  awk -v b="$b" -v t=$((SECONDS - t0)) 'NR == 2 { split($1, u, "m"); split($2, s, "m")
+    c = u[1] * 60 + u[2] + s[1] * 60 + s[2]
+    printf "ctest in %s: %d s, %.0f s of CPU (%.2f cores)\n", b, t, c, t ? c / t : 0 }' "$cpu_file"
   line=$(printf '%s\n' "$out" | grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' | tail -n1)
   if [ -n "$line" ]; then
     total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
@@ -54,7 +63,7 @@ run_ctest() {
 # they do not add their two minutes to the run. Their output is printed
 # when they are done.
 side=$(mktemp -d)
-trap 'rm -rf "$side" "$asan_log"' EXIT
+trap 'rm -rf "$side" "$asan_log" "$cpu_file"' EXIT
 side_pid=
 start_side() {
   [ $# -eq 0 ] || return 0
