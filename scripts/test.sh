@@ -95,10 +95,11 @@ for b in build build-asan; do
       run_ctest "$b" -j4 -E '^chaos\.suite$'
     else
       # under ASan, all but the tests labelled asan_excluded (the install,
-      # the demo, PostgreSQL, HAProxy, Curator, the every-flag sweeps):
-      # their C paths are run by the tests that stay, and fuzz_flags sweeps
-      # the flag parser under ASan+UBSan; they take a quarter of the ASan
-      # run. ZKELECT_ASAN_ALL=1 runs them too.
+      # the demo, PostgreSQL, HAProxy, Curator, the every-flag sweeps, the
+      # schedule checks, and the tests that run no line of C the others do
+      # not): their C paths are run by the tests that stay, and fuzz_flags
+      # sweeps the flag parser under ASan+UBSan; they take a quarter of the
+      # ASan run. ZKELECT_ASAN_ALL=1 runs them too.
       run_ctest "$b" -j4 -E '^chaos\.suite$' -LE asan_excluded
     fi
   fi
