@@ -55,6 +55,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -1102,6 +1103,7 @@ def run_together(cmds, timeout=20.0):
     procs = [subprocess.Popen(wrap(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, env=_child_env(), preexec_fn=_pdeathsig)
              for args in cmds]
+    _spawned.extend(procs)      # (stopped at the teardown of a test cut short)
     res = [None] * len(procs)
 
     def reap(i, p):
@@ -1115,7 +1117,6 @@ def run_together(cmds, timeout=20.0):
             return
         res[i] = (p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
                   time.monotonic() - t0)
-    import threading
     threads = [threading.Thread(target=reap, args=(i, p), daemon=True) for i, p in enumerate(procs)]
     for t in threads:
         t.start()
