@@ -119,7 +119,7 @@ def wait_records(log, kind, n=1, timeout=10.0, **match):
 
 
 def agent(zk, id, cmd, log, mode, extra=(), **kw):
-    return h.Agent(zk, id, path=PATH, extra=list(extra) + ["--", "python3", cmd, log, mode, "arg with space"],
+    return h.Agent(zk, id, path=PATH, extra=list(extra) + ["--", sys.executable, cmd, log, mode, "arg with space"],
                    **kw)
 
 
@@ -194,7 +194,7 @@ def test_a_crashing_command_is_restarted_with_backoff():
     with h.ZooKeeper() as zk:
         a = agent(zk, "r1", script, log, "exit:0:3", extra=["--restart", "on-failure"])
         lead = a.wait_for("leader", timeout=15)
-        rs = wait_records(log, "start", n=5, timeout=15)
+        rs = wait_records(log, "start", n=5, timeout=40)
         # same term, one at a time, each delay at least the doubling backoff's
         # (200, 400, 800, 1600 ms; lower bounds only)
         assert {r["epoch"] for r in rs} == {str(lead["epoch"])}, rs
