@@ -466,7 +466,11 @@ def test_a_stopped_watcher_fails_closed():
     fast path, long before any lease could run out; the stopped watcher is
     killed and another started. Freezing the agent then overlaps nothing."""
     with h.ZooKeeper() as zk:
-        a = h.Agent(zk, "ka", path=PATH, session_timeout=T, extra=["--", "sh", "-c", STATE_DUTY])
+        # (a step-down budget of 600 ms: the command's grace before its
+        # SIGKILL is 225 ms, not 75; its trap's shell was SIGKILLed before
+        # it ran once beside the suite, outside the budget assumption)
+        a = h.Agent(zk, "ka", path=PATH, session_timeout=T,
+                    extra=["--stepdown-budget", "600", "--", "sh", "-c", STATE_DUTY])
         la = a.wait_for("leader", timeout=15)
         state = os.path.join(a.dir, "state")
         h.wait_until(lambda: os.path.exists(state), 10, "the duty's state")
