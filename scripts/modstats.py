@@ -124,7 +124,7 @@ def functions(path):
 def one_piece(raw, first, last):
     lines = raw.split("\n")
     above = "\n".join(lines[max(0, first - 13):first + 3])
-    return "one piece" in above
+    return "one piece" in above.lower()
 
 
 STRUCT_RE = re.compile(r"^(?:typedef\s+)?struct\s+(\w+)\s*\{", re.M)

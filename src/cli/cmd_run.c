@@ -802,6 +802,26 @@ int run_preflight(struct opts *o)
     return warnings;
 }
 
+/* A cgroup per term for what a term starts (-- CMD, zkelect.spawn and
+ * exec) and per notify call (a daemon cannot leave it); where none can be
+ * made, process groups (said at the start). */
+static void term_cgroups(struct app *app)
+{
+    char why[sizeof app->cgroups_why - 400];
+    app->cgroups = zke_cgroups_new(why, sizeof why);
+    if (app->cgroups != NULL)
+        return;
+    /* the leftovers come to us instead (orphans.h) */
+    app->adopts = orphans_adopt() == 0;
+    snprintf(app->cgroups_why, sizeof app->cgroups_why, "%s: a term's processes are "
+             "followed by process group%s", why, app->adopts
+             ? ", and what they leave in a session of their own (a daemon that called "
+               "setsid(), sudo's command) once its parent exits is adopted by the agent "
+               "and killed at the step-down; a daemon whose parent lives on, and every "
+               "daemon when the agent is killed, outlive the term"
+             : " only, and one that calls setsid() (a daemon, sudo) outlives the term");
+}
+
 int cmd_run(struct opts *o)
 {
     struct app app;
@@ -822,24 +842,8 @@ int cmd_run(struct opts *o)
     const char *control = o->control != NULL ? o->control : def_control;
     struct zke_settings s = agent_settings(o, ascheme, acred, acl, control);
     plan_lease(&app, o, &s, &plan);
-    /* a cgroup per term for what a term starts (-- CMD, zkelect.spawn and
-     * exec) and per notify call (a daemon cannot leave it); where none can
-     * be made, process groups (said at the start) */
-    if (o->cmd_sep || o->script != NULL || o->notify != NULL) {
-        char why[sizeof app.cgroups_why - 400];
-        app.cgroups = zke_cgroups_new(why, sizeof why);
-        if (app.cgroups == NULL) {
-            /* the leftovers come to us instead (orphans.h) */
-            app.adopts = orphans_adopt() == 0;
-            snprintf(app.cgroups_why, sizeof app.cgroups_why, "%s: a term's processes are "
-                     "followed by process group%s", why, app.adopts
-                     ? ", and what they leave in a session of their own (a daemon that called "
-                       "setsid(), sudo's command) once its parent exits is adopted by the agent "
-                       "and killed at the step-down; a daemon whose parent lives on, and every "
-                       "daemon when the agent is killed, outlive the term"
-                     : " only, and one that calls setsid() (a daemon, sudo) outlives the term");
-        }
-    }
+    if (o->cmd_sep || o->script != NULL || o->notify != NULL)
+        term_cgroups(&app);
     /* before the loop and the script: the watcher inherits neither */
     if (o->fail_stop != FAIL_STOP_OFF)
         app.guard = failstop_start((enum fail_stop)o->fail_stop, app.cgroups, &guard_pid);

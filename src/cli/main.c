@@ -14,6 +14,43 @@
 #include "options.h"
 #include "zkelect.h"
 
+/* The standard three open (on /dev/null where they were closed), so that
+ * no descriptor we open (the guard's page, a socket) is one of them, where
+ * a print or a log line would land in it. */
+static void std_fds(void)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0) {
+            int null = open("/dev/null", O_RDWR);
+            if (null >= 0 && null != fd) {
+                (void)dup2(null, fd);
+                (void)close(null);
+            }
+        }
+}
+
+/* run ... -- CMD [ARGS...]: the words after "--" (options.c); check takes
+ * them to check them as run would (runs: the command is one of those two). */
+static void command_words(struct opts *o, int runs)
+{
+    if (o->cmd_sep && !runs)
+        die(EX_USAGE, "'-- %s': only zkelect run runs a command",
+            o->cmd_argc > 0 ? o->cmd_argv[0] : "");
+    /* ZKELECT_COMMAND: "-- /bin/sh -c TEXT" unless "--" was given; the
+     * other commands (a CMD's own zkelect status) leave it alone */
+    static char *shell[] = { "/bin/sh", "-c", NULL, NULL };
+    if (!o->cmd_sep && o->command_env != NULL && runs) {
+        shell[2] = (char *)o->command_env;
+        o->cmd_sep = o->cmd_shell = 1;
+        o->cmd_argc = 3;
+        o->cmd_argv = shell;
+    }
+    if (o->cmd_sep && o->cmd_argc == 0)
+        die(EX_USAGE, "'--' with no command after it (zkelect run ... -- CMD [ARGS...])");
+    if (o->cmd_sep && o->cmd_argv[0][0] == '\0')
+        die(EX_USAGE, "'--' followed by an empty command name");
+}
+
 int main(int argc, char **argv)
 {
     static const struct { const char *name; int (*run)(struct opts *); } commands[] = {
@@ -23,17 +60,7 @@ int main(int argc, char **argv)
     struct opts o;
     char *msg = NULL;
     options_init(&o);
-    /* the standard three are open (on /dev/null where they were closed),
-     * so that no descriptor we open (the guard's page, a socket) is one
-     * of them, where a print or a log line would land in it */
-    for (int fd = 0; fd < 3; fd++)
-        if (fcntl(fd, F_GETFD) < 0) {
-            int null = open("/dev/null", O_RDWR);
-            if (null >= 0 && null != fd) {
-                (void)dup2(null, fd);
-                (void)close(null);
-            }
-        }
+    std_fds();
 
     if (argc < 2)
         die(EX_USAGE, "missing command (run, check, status, watch, ctl or demo)");
@@ -62,24 +89,7 @@ int main(int argc, char **argv)
         rc = options_argv(&o, argc - 1, argv + 1, &msg);
     switch (rc) {
     case OPTIONS_OK:
-        /* run ... -- CMD [ARGS...]: the words after "--" (options.c);
-         * check takes them to check them as run would */
-        if (o.cmd_sep && command != cmd_run && command != cmd_check)
-            die(EX_USAGE, "'-- %s': only zkelect run runs a command",
-                o.cmd_argc > 0 ? o.cmd_argv[0] : "");
-        /* ZKELECT_COMMAND: "-- /bin/sh -c TEXT" unless "--" was given; the
-         * other commands (a CMD's own zkelect status) leave it alone */
-        static char *shell[] = { "/bin/sh", "-c", NULL, NULL };
-        if (!o.cmd_sep && o.command_env != NULL && (command == cmd_run || command == cmd_check)) {
-            shell[2] = (char *)o.command_env;
-            o.cmd_sep = o.cmd_shell = 1;
-            o.cmd_argc = 3;
-            o.cmd_argv = shell;
-        }
-        if (o.cmd_sep && o.cmd_argc == 0)
-            die(EX_USAGE, "'--' with no command after it (zkelect run ... -- CMD [ARGS...])");
-        if (o.cmd_sep && o.cmd_argv[0][0] == '\0')
-            die(EX_USAGE, "'--' followed by an empty command name");
+        command_words(&o, command == cmd_run || command == cmd_check);
         if (o.foreign != NULL) {
             int nomem;
             char *why = options_refusal(&o, &nomem);

@@ -231,63 +231,49 @@ static enum closer_outcome fail(int fd, enum closer_outcome o, char *why, size_t
     return o;
 }
 
-static enum closer_outcome try_close(const struct sockaddr *sa, socklen_t salen, uint64_t id,
-                                     const unsigned char passwd[CLOSER_PASSWD_LEN],
-                                     int64_t deadline_ns, char *why, size_t whylen,
-                                     unsigned char *buf, size_t buflen)
+/* A non-blocking TCP connection to sa, up by deadline_ns: its fd, or -1
+ * with *what ("socket", "connect") and *err (an errno) saying why. */
+static int dial(const struct sockaddr *sa, socklen_t salen, int64_t deadline_ns,
+                const char **what, int *err)
 {
-    char addr[INET6_ADDRSTRLEN + 16];
-    size_t have = 0;
-    closer_addr_text(sa, salen, addr, sizeof addr);
+    *what = "socket";
     int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return fail(-1, CLOSER_UNREACHED, why, whylen, addr, "socket", errno);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    *what = "connect";
     if (connect(fd, sa, salen) != 0) {
-        if (errno != EINPROGRESS)
-            return fail(fd, CLOSER_UNREACHED, why, whylen, addr, "connect", errno);
-        int r = wait_fd(fd, POLLOUT, deadline_ns), e = 0;
-        socklen_t el = sizeof e;
-        if (r <= 0)
-            return fail(fd, CLOSER_UNREACHED, why, whylen, addr, "connect", r == 0 ? ETIMEDOUT : errno);
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0)
-            e = errno;
-        if (e != 0)
-            return fail(fd, CLOSER_UNREACHED, why, whylen, addr, "connect", e);
+        int e = errno;
+        if (e == EINPROGRESS) {
+            int r = wait_fd(fd, POLLOUT, deadline_ns);
+            socklen_t el = sizeof e;
+            if (r <= 0)
+                e = r == 0 ? ETIMEDOUT : errno;
+            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0)
+                e = errno;
+        }
+        if (e != 0) {
+            (void)close(fd);
+            *err = e;
+            return -1;
+        }
     }
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    size_t n = closer_connect_frame(buf, id, passwd, CLOSER_ASK_MS);
-    if (write_all(fd, buf, n, deadline_ns) != 0)
-        return fail(fd, CLOSER_UNREACHED, why, whylen, addr, "sending the session's resumption",
-                    errno);
-    /* the ConnectResponse first: the close is sent only on a session the
-     * server has taken back (an invalid one is answered, then the
-     * connection closed: a close sent meanwhile would be reset away) */
-    int32_t granted = 0;
-    uint64_t got_id = 0;
-    long took;
-    while ((took = closer_parse_connect(buf, have, &granted, &got_id)) == 0) {
-        int r = read_more(fd, buf, &have, buflen, deadline_ns);
-        if (r <= 0)
-            return fail(fd, CLOSER_UNREACHED, why, whylen, addr,
-                        r == 0 ? "the server closed the connection (not serving, or read-only)"
-                               : "waiting for the session's resumption", r == 0 ? 0 : errno);
-    }
-    if (took < 0)
-        return fail(fd, CLOSER_UNREACHED, why, whylen, addr, "not a ZooKeeper answer", 0);
-    if (granted <= 0 || got_id != id)
-        return fail(fd, CLOSER_GONE, why, whylen, addr,
-                    "the server knows no such live session (expired or closed already)", 0);
-    memmove(buf, buf + took, have - (size_t)took);
-    have -= (size_t)took;
-    unsigned char req[CLOSER_CLOSE_LEN];
-    n = closer_close_frame(req, CLOSER_XID);
-    if (write_all(fd, req, n, deadline_ns) != 0)
-        return fail(fd, CLOSER_UNREACHED, why, whylen, addr, "sending the close", errno);
+    return fd;
+}
+
+/* After the close was sent on fd: its answer (buf holds `have` bytes read
+ * past the ConnectResponse), then the server's end of the connection. */
+static enum closer_outcome await_close(int fd, unsigned char *buf, size_t have, size_t buflen,
+                                       int64_t deadline_ns, const char *addr, char *why,
+                                       size_t whylen)
+{
     for (;;) {
         int32_t xid = 0, err = 0;
         int64_t zxid = 0;
-        took = closer_parse_reply(buf, have, &xid, &zxid, &err);
+        long took = closer_parse_reply(buf, have, &xid, &zxid, &err);
         if (took < 0)
             return fail(fd, CLOSER_UNREACHED, why, whylen, addr, "not a ZooKeeper answer", 0);
         if (took == 0) {
@@ -319,6 +305,50 @@ static enum closer_outcome try_close(const struct sockaddr *sa, socklen_t salen,
         snprintf(why, whylen, "%s", addr);
         return CLOSER_CLOSED;
     }
+}
+
+static enum closer_outcome try_close(const struct sockaddr *sa, socklen_t salen, uint64_t id,
+                                     const unsigned char passwd[CLOSER_PASSWD_LEN],
+                                     int64_t deadline_ns, char *why, size_t whylen,
+                                     unsigned char *buf, size_t buflen)
+{
+    char addr[INET6_ADDRSTRLEN + 16];
+    size_t have = 0;
+    closer_addr_text(sa, salen, addr, sizeof addr);
+    const char *what;
+    int e = 0;
+    int fd = dial(sa, salen, deadline_ns, &what, &e);
+    if (fd < 0)
+        return fail(-1, CLOSER_UNREACHED, why, whylen, addr, what, e);
+    size_t n = closer_connect_frame(buf, id, passwd, CLOSER_ASK_MS);
+    if (write_all(fd, buf, n, deadline_ns) != 0)
+        return fail(fd, CLOSER_UNREACHED, why, whylen, addr, "sending the session's resumption",
+                    errno);
+    /* the ConnectResponse first: the close is sent only on a session the
+     * server has taken back (an invalid one is answered, then the
+     * connection closed: a close sent meanwhile would be reset away) */
+    int32_t granted = 0;
+    uint64_t got_id = 0;
+    long took;
+    while ((took = closer_parse_connect(buf, have, &granted, &got_id)) == 0) {
+        int r = read_more(fd, buf, &have, buflen, deadline_ns);
+        if (r <= 0)
+            return fail(fd, CLOSER_UNREACHED, why, whylen, addr,
+                        r == 0 ? "the server closed the connection (not serving, or read-only)"
+                               : "waiting for the session's resumption", r == 0 ? 0 : errno);
+    }
+    if (took < 0)
+        return fail(fd, CLOSER_UNREACHED, why, whylen, addr, "not a ZooKeeper answer", 0);
+    if (granted <= 0 || got_id != id)
+        return fail(fd, CLOSER_GONE, why, whylen, addr,
+                    "the server knows no such live session (expired or closed already)", 0);
+    memmove(buf, buf + took, have - (size_t)took);
+    have -= (size_t)took;
+    unsigned char req[CLOSER_CLOSE_LEN];
+    n = closer_close_frame(req, CLOSER_XID);
+    if (write_all(fd, req, n, deadline_ns) != 0)
+        return fail(fd, CLOSER_UNREACHED, why, whylen, addr, "sending the close", errno);
+    return await_close(fd, buf, have, buflen, deadline_ns, addr, why, whylen);
 }
 
 int closer_hosts(const char *hosts, struct closer_addr *out, int max)

@@ -960,48 +960,72 @@ static void drain_output(int fd, char *buf, size_t len, size_t *n, long long *mo
     }
 }
 
-/* Runs the fence (zke_guard_set_fence) for a term that ended without its
- * step-down, and waits for it within its budget; logs the outcome. 1 when
- * it succeeded or there is none, 0 when it failed (or could not run). */
-static int run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_fn *log,
-                      void *ud)
-{
-    char words[ZKE_GUARD_FENCE_MAX], ep[24], v_ep[48], v_reason[48], msg[400];
+/* The fence's command as the agent set it (zke_guard_set_fence), read
+ * under its seqlock into words, and its argv (the command's words, the
+ * epoch, the reason) and environment additions (its own, then
+ * ZKELECT_EVENT/EPOCH/REASON) pointing into words and the caller's buffers
+ * of struct fence_cmd. 0 when there is no fence. */
+struct fence_cmd {
+    char words[ZKE_GUARD_FENCE_MAX], ep[24], v_ep[48], v_reason[48];
+    char v_event[sizeof "ZKELECT_EVENT=fence"];
     char *argv[ZKE_GUARD_FENCE_WORDS + 3], *vars[ZKE_GUARD_FENCE_WORDS + 4];
-    char v_event[] = "ZKELECT_EVENT=fence";
-    int len = 0, budget = 0, argc = 0, k = 0, nv = 0;
+    int budget;             /* ms */
+};
+
+static int fence_read(zke_guard *g, int64_t epoch, const char *reason, struct fence_cmd *f)
+{
+    int len = 0, argc = 0, k = 0, nv = 0;
     for (int tries = 0; tries < 1000; tries++) {
         unsigned gen = atomic_load(&g->fence_gen);
         len = atomic_load(&g->fence_len);
-        budget = atomic_load(&g->fence_ms);
+        f->budget = atomic_load(&g->fence_ms);
         argc = atomic_load(&g->fence_argc);
-        if (!(gen & 1) && len > 0 && len <= (int)sizeof words)
-            memcpy(words, g->fence, (size_t)len);
+        if (!(gen & 1) && len > 0 && len <= (int)sizeof f->words)
+            memcpy(f->words, g->fence, (size_t)len);
         atomic_thread_fence(memory_order_seq_cst);
         if (!(gen & 1) && atomic_load(&g->fence_gen) == gen)
             break;
         len = 0;
     }
-    if (len <= 0 || len > (int)sizeof words)
-        return 1;
-    words[len - 1] = '\0';
+    if (len <= 0 || len > (int)sizeof f->words)
+        return 0;
+    f->words[len - 1] = '\0';
     for (int off = 0; off < len && k + nv < 2 * ZKE_GUARD_FENCE_WORDS;
-         off += (int)strlen(words + off) + 1) {
+         off += (int)strlen(f->words + off) + 1) {
         if (k < argc)
-            argv[k++] = words + off;
+            f->argv[k++] = f->words + off;
         else
-            vars[nv++] = words + off;
+            f->vars[nv++] = f->words + off;
     }
-    snprintf(ep, sizeof ep, "%lld", (long long)epoch);
-    argv[k++] = ep;
-    argv[k++] = (char *)reason;
-    argv[k] = NULL;
-    snprintf(v_ep, sizeof v_ep, "ZKELECT_EPOCH=%lld", (long long)epoch);
-    snprintf(v_reason, sizeof v_reason, "ZKELECT_REASON=%s", reason);
-    vars[nv++] = v_event;
-    vars[nv++] = v_ep;
-    vars[nv++] = v_reason;
-    vars[nv] = NULL;
+    snprintf(f->ep, sizeof f->ep, "%lld", (long long)epoch);
+    f->argv[k++] = f->ep;
+    f->argv[k++] = (char *)reason;
+    f->argv[k] = NULL;
+    snprintf(f->v_ep, sizeof f->v_ep, "ZKELECT_EPOCH=%lld", (long long)epoch);
+    snprintf(f->v_reason, sizeof f->v_reason, "ZKELECT_REASON=%s", reason);
+    memcpy(f->v_event, "ZKELECT_EVENT=fence", sizeof f->v_event);
+    f->vars[nv++] = f->v_event;
+    f->vars[nv++] = f->v_ep;
+    f->vars[nv++] = f->v_reason;
+    f->vars[nv] = NULL;
+    return 1;
+}
+
+/* How a fence's run went (fence_run). */
+struct fence_run {
+    pid_t r;                /* waitpid's answer: the pid once it was reaped */
+    int st, timed_out;
+    long long ms;
+    char text[600];         /* the first of its output, for the log */
+    size_t tn;
+    long long more;         /* bytes past that */
+};
+
+/* Runs f in a process group of its own and waits for it within its budget
+ * (then SIGKILLs the group), keeping the first of its output. -1 (errno)
+ * when it could not start. */
+static int fence_run(const struct fence_cmd *f, struct fence_run *o)
+{
     int pfd[2];
     if (pipe(pfd) != 0) {
         pfd[0] = pfd[1] = -1;
@@ -1012,68 +1036,89 @@ static int run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_fn
     int64_t t0 = boot_ns();
     pid_t pid = fork();
     if (pid == 0)
-        fence_child(argv, vars, pfd[1]);
+        fence_child(f->argv, f->vars, pfd[1]);
+    int saved = errno;
     if (pfd[1] >= 0)
         (void)close(pfd[1]);
     if (pfd[0] >= 0)
         (void)fcntl(pfd[0], F_SETFL, O_NONBLOCK);
-    char text[600];             /* the first of its output, for the log */
-    size_t tn = 0;
-    long long more = 0;         /* bytes past that */
+    o->tn = 0;
+    o->more = 0;
+    o->st = 0;
+    o->timed_out = 0;
     if (pid < 0) {
         if (pfd[0] >= 0)
             (void)close(pfd[0]);
+        errno = saved;
+        return -1;
+    }
+    (void)setpgid(pid, pid);
+    while ((o->r = waitpid(pid, &o->st, WNOHANG)) == 0 && !o->timed_out) {
+        if (boot_ns() - t0 >= (int64_t)f->budget * 1000000) {
+            o->timed_out = 1;
+            (void)kill(-pid, SIGKILL);
+            do
+                o->r = waitpid(pid, &o->st, 0);
+            while (o->r < 0 && errno == EINTR);
+            break;
+        }
+        /* (no heartbeat meanwhile: it watches nothing else, so a silence
+         * of more than 1 s leaves the agents without a lease) */
+        drain_output(pfd[0], o->text, sizeof o->text, &o->tn, &o->more);
+        struct timespec two_ms = { 0, 2000000 };
+        (void)nanosleep(&two_ms, NULL);
+    }
+    (void)kill(-pid, SIGKILL);          /* what it left in its group */
+    drain_output(pfd[0], o->text, sizeof o->text, &o->tn, &o->more);
+    if (pfd[0] >= 0)
+        (void)close(pfd[0]);
+    o->ms = (long long)((boot_ns() - t0) / 1000000);
+    if (o->r != pid)
+        o->r = -1;
+    return 0;
+}
+
+/* Runs the fence (zke_guard_set_fence) for a term that ended without its
+ * step-down, and waits for it within its budget; logs the outcome. 1 when
+ * it succeeded or there is none, 0 when it failed (or could not run). */
+static int run_fence(zke_guard *g, int64_t epoch, const char *reason, zke_log_fn *log,
+                      void *ud)
+{
+    char msg[400];
+    struct fence_cmd f;
+    struct fence_run o;
+    if (!fence_read(g, epoch, reason, &f))
+        return 1;
+    if (fence_run(&f, &o) != 0) {
         snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) could not start: "
                  "fork: %s", (long long)epoch, reason, strerror(errno));
         say(log, ud, ZKE_LOG_ERROR, msg);
         return 0;
     }
-    (void)setpgid(pid, pid);
-    int st = 0, timed_out = 0;
-    pid_t r;
-    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && !timed_out) {
-        if (boot_ns() - t0 >= (int64_t)budget * 1000000) {
-            timed_out = 1;
-            (void)kill(-pid, SIGKILL);
-            do
-                r = waitpid(pid, &st, 0);
-            while (r < 0 && errno == EINTR);
-            break;
-        }
-        /* (no heartbeat meanwhile: it watches nothing else, so a silence
-         * of more than 1 s leaves the agents without a lease) */
-        drain_output(pfd[0], text, sizeof text, &tn, &more);
-        struct timespec two_ms = { 0, 2000000 };
-        (void)nanosleep(&two_ms, NULL);
-    }
-    (void)kill(-pid, SIGKILL);          /* what it left in its group */
-    drain_output(pfd[0], text, sizeof text, &tn, &more);
-    if (pfd[0] >= 0)
-        (void)close(pfd[0]);
-    long long ms = (long long)((boot_ns() - t0) / 1000000);
-    int ok = !timed_out && r == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    if (timed_out)
+    int exited = o.r > 0 && WIFEXITED(o.st);
+    int ok = !o.timed_out && exited && WEXITSTATUS(o.st) == 0;
+    if (o.timed_out)
         snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) ran past its %d ms "
-                 "and was killed", (long long)epoch, reason, budget);
-    else if (r == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                 "and was killed", (long long)epoch, reason, f.budget);
+    else if (ok)
         snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) succeeded in %lld ms",
-                 (long long)epoch, reason, ms);
-    else if (r == pid && WIFEXITED(st))
+                 (long long)epoch, reason, o.ms);
+    else if (exited)
         snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) failed: exit %d in "
-                 "%lld ms%s", (long long)epoch, reason, WEXITSTATUS(st), ms,
-                 WEXITSTATUS(st) == 127 ? " (127: it could not be run?)" : "");
+                 "%lld ms%s", (long long)epoch, reason, WEXITSTATUS(o.st), o.ms,
+                 WEXITSTATUS(o.st) == 127 ? " (127: it could not be run?)" : "");
     else
         snprintf(msg, sizeof msg, "fail-stop: the fence for term %lld (%s) failed: signal %d "
-                 "in %lld ms", (long long)epoch, reason, r == pid ? WTERMSIG(st) : 0, ms);
+                 "in %lld ms", (long long)epoch, reason, o.r > 0 ? WTERMSIG(o.st) : 0, o.ms);
     say(log, ud, ok ? ZKE_LOG_WARN : ZKE_LOG_ERROR, msg);
-    while (tn > 0 && (text[tn - 1] == '\n' || text[tn - 1] == '\r'))
-        tn--;
-    if (tn > 0) {
-        char out[sizeof text + 160];
-        snprintf(out, sizeof out, "fail-stop: the fence for term %lld wrote: %.*s%s", (long long)epoch,
-                 (int)tn, text, more > 0 ? " [...]" : "");
-        if (more > 0)
-            snprintf(out + strlen(out), sizeof out - strlen(out), " (%lld bytes more)", more);
+    while (o.tn > 0 && (o.text[o.tn - 1] == '\n' || o.text[o.tn - 1] == '\r'))
+        o.tn--;
+    if (o.tn > 0) {
+        char out[sizeof o.text + 160];
+        snprintf(out, sizeof out, "fail-stop: the fence for term %lld wrote: %.*s%s",
+                 (long long)epoch, (int)o.tn, o.text, o.more > 0 ? " [...]" : "");
+        if (o.more > 0)
+            snprintf(out + strlen(out), sizeof out - strlen(out), " (%lld bytes more)", o.more);
         say(log, ud, ZKE_LOG_INFO, out);
     }
     return ok;
@@ -1313,17 +1358,30 @@ static void close_sessions(zke_guard *g, int64_t gone_ns, const char *over, zke_
     }
 }
 
-int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
+/* One watcher's state (zke_guard_watch), on its stack. */
+struct watch {
+    zke_guard *g;
+    pid_t agent;
+    int flags;
+    zke_log_fn *log;
+    void *ud;
+    timer_t boot_timer;
+    int have_timer;
+    int64_t fired;          /* the hard end it fired for (it fires once per end) */
+    int64_t termed;         /* the soft end it sent SIGTERM for */
+    int killed_agent;
+};
+
+/* The wake-up signal, the parent's death as that signal, and the timer on
+ * CLOCK_BOOTTIME. -1 when the signal cannot be had. */
+static int watch_setup(struct watch *w)
 {
     char msg[400];
-    if (g == NULL)
-        return -1;
-    pid_t agent = (pid_t)atomic_load(&g->agent_pid);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_wake;             /* no SA_RESTART: the futex wait returns */
     sigemptyset(&sa.sa_mask);
-    watched = g;
+    watched = w->g;
     if (sigaction(WAKE_SIGNAL, &sa, NULL) != 0 ||
         prctl(PR_SET_PDEATHSIG, WAKE_SIGNAL) != 0)
         return -1;
@@ -1331,124 +1389,140 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
      * while the host is suspended: a timer at the absolute end on
      * CLOCK_BOOTTIME sends WAKE_SIGNAL instead, as soon as the host runs
      * again after an end passed during a suspend */
-    timer_t boot_timer;
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_SIGNAL;
     sev.sigev_signo = WAKE_SIGNAL;
-    int have_timer = timer_create(CLOCK_BOOTTIME, &sev, &boot_timer) == 0;
-    if (!have_timer) {
+    w->have_timer = timer_create(CLOCK_BOOTTIME, &sev, &w->boot_timer) == 0;
+    if (!w->have_timer) {
         snprintf(msg, sizeof msg, "fail-stop: no timer on CLOCK_BOOTTIME (%s): an end that "
                  "passes while the host is suspended is acted on late", strerror(errno));
-        say(log, ud, ZKE_LOG_WARN, msg);
+        say(w->log, w->ud, ZKE_LOG_WARN, msg);
     }
-    int64_t fired = 0;      /* the hard end it fired for (it fires once per end) */
-    int64_t termed = 0;     /* the soft end it sent SIGTERM for */
-    int killed_agent = 0;
-    while (getppid() == agent) {
-        atomic_store(&g->beat, boot_ns());
-        unsigned s = atomic_load(&g->seq);
-        int soft_slot = 0;
-        int64_t d = earliest(g), now = boot_ns(), sd = earliest_soft(g, &soft_slot);
-        if (d != 0 && d != fired && now >= d) {
-            int kill_agent = (flags & ZKE_GUARD_KILL_AGENT) != 0;
-            int n = kill_groups(g, kill_agent);
-            if (kill_agent)
-                killed_agent = kill(agent, SIGKILL) == 0;     /* also when it is stopped */
-            fired = d;
-            snprintf(msg, sizeof msg, "fail-stop: a term outlived its lease: its hard end "
-                     "(lease end + step-down budget) passed %lld ms ago and the agent has not "
-                     "ended it (its loop is stalled in one call, or the process is frozen): "
-                     "SIGKILL to %d process group%s%s", (long long)((now - d) / 1000000), n,
-                     n == 1 ? "" : "s", kill_agent ? " and to the agent" : "");
-            if (kill_agent)
-                snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (pid %d)", (int)agent);
-            say(log, ud, ZKE_LOG_ERROR, msg);
-            /* each term whose hard end passed: its state's undoing, once
-             * its processes are gone (at most 1 s: a process in an
-             * uninterruptible call dies only when it returns) */
-            (void)wait_gone(g, kill_agent, boot_ns() + GUARD_GONE_WAIT_NS / 2);
-            for (int i = 0, top = atomic_load(&g->top); i < top; i++) {
-                int64_t di = end_of(g, &g->slot[i], &g->slot[i].hard);
-                if (di != 0 && di <= now)
-                    (void)fence_once(g, i, "hard_end", log, ud);
-            }
-            continue;
-        }
-        if (sd != 0 && sd != termed && now >= sd) {
-            int n = term_groups(g, soft_slot, sd);
-            termed = sd;
-            if (end_of(g, &g->slot[soft_slot], &g->slot[soft_slot].soft) == sd) {
-                snprintf(msg, sizeof msg, "fail-stop: a term's lease ran out and the agent has "
-                         "not begun its step-down %lld ms past its soft end (lease end + half the "
-                         "margin; its loop is stalled in one call, or the process is frozen): "
-                         "SIGTERM to %d process group%s; SIGKILL at the hard end",
-                         (long long)((now - sd) / 1000000), n, n == 1 ? "" : "s");
-                say(log, ud, ZKE_LOG_ERROR, msg);
-            }
-            continue;
-        }
-        int64_t target = d != 0 && d != fired ? d : 0;
-        if (sd != 0 && sd != termed && (target == 0 || sd < target))
-            target = sd;
-        /* on standby, with no end to wait for (or one further than the
-         * standby's period), look again within half the shortest gap a
-         * starting term's hard end has: the term's arming then needs no
-         * wake-up (guard_slot_arm wakes only for an end before this one) */
-        int64_t gap = standby_gap(g);
-        if (gap > 0 && (target == 0 || target > now + gap / 2))
-            target = now + gap / 2;
-        /* and within a heartbeat, however far the end */
-        if (target == 0 || target > now + GUARD_BEAT_NS)
-            target = now + GUARD_BEAT_NS;
-        atomic_store(&g->waiting_for, target);
-        if (atomic_load(&g->seq) != s || earliest(g) != d || earliest_soft(g, &soft_slot) != sd)
-            continue;       /* moved meanwhile */
-        struct timespec rel, *tp = NULL;
-        if (target != 0) {
-            int64_t left = target - boot_ns();
-            if (left <= 0)
-                continue;
-            rel.tv_sec = (time_t)(left / 1000000000);
-            rel.tv_nsec = (long)(left % 1000000000);
-            tp = &rel;
-        }
-        if (have_timer) {
-            /* (a target of 0 disarms it) */
-            struct itimerspec at = { { 0, 0 }, { (time_t)(target / 1000000000),
-                                                 (long)(target % 1000000000) } };
-            (void)timer_settime(boot_timer, TIMER_ABSTIME, &at, NULL);
-        }
-        /* woken early (the timer, a signal) or late, the loop compares
-         * with CLOCK_BOOTTIME again */
-        int e = futex(&g->seq, FUTEX_WAIT, s, tp) != 0 ? errno : 0;
-        if (have_timer) {
-            /* disarmed while it acts: no stray signal in a fence's wait */
-            struct itimerspec off = { { 0, 0 }, { 0, 0 } };
-            (void)timer_settime(boot_timer, 0, &off, NULL);
-        }
-        if (e != 0 && e != EAGAIN && e != EINTR && e != ETIMEDOUT) {
-            struct timespec pause = { 0, 20000000 };  /* unexpected: do not spin */
-            (void)nanosleep(&pause, NULL);
-        }
+    return 0;
+}
+
+/* A hard end `d` passed (now): every group (and the agent, with
+ * ZKE_GUARD_KILL_AGENT) SIGKILLed, then each term whose hard end passed
+ * fenced once its processes are gone. */
+static void watch_hard_end(struct watch *w, int64_t d, int64_t now)
+{
+    char msg[400];
+    zke_guard *g = w->g;
+    int kill_agent = (w->flags & ZKE_GUARD_KILL_AGENT) != 0;
+    int n = kill_groups(g, kill_agent);
+    if (kill_agent)
+        w->killed_agent = kill(w->agent, SIGKILL) == 0;     /* also when it is stopped */
+    w->fired = d;
+    snprintf(msg, sizeof msg, "fail-stop: a term outlived its lease: its hard end "
+             "(lease end + step-down budget) passed %lld ms ago and the agent has not "
+             "ended it (its loop is stalled in one call, or the process is frozen): "
+             "SIGKILL to %d process group%s%s", (long long)((now - d) / 1000000), n,
+             n == 1 ? "" : "s", kill_agent ? " and to the agent" : "");
+    if (kill_agent)
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (pid %d)", (int)w->agent);
+    say(w->log, w->ud, ZKE_LOG_ERROR, msg);
+    /* each term whose hard end passed: its state's undoing, once its
+     * processes are gone (at most 1 s: a process in an uninterruptible
+     * call dies only when it returns) */
+    (void)wait_gone(g, kill_agent, boot_ns() + GUARD_GONE_WAIT_NS / 2);
+    for (int i = 0, top = atomic_load(&g->top); i < top; i++) {
+        int64_t di = end_of(g, &g->slot[i], &g->slot[i].hard);
+        if (di != 0 && di <= now)
+            (void)fence_once(g, i, "hard_end", w->log, w->ud);
     }
-    /* the agent is gone (killed, crashed, exited): what it left dies now */
+}
+
+/* A soft end `sd` (slot soft_slot's) passed: SIGTERM to its groups. */
+static void watch_soft_end(struct watch *w, int soft_slot, int64_t sd, int64_t now)
+{
+    char msg[400];
+    zke_guard *g = w->g;
+    int n = term_groups(g, soft_slot, sd);
+    w->termed = sd;
+    if (end_of(g, &g->slot[soft_slot], &g->slot[soft_slot].soft) == sd) {
+        snprintf(msg, sizeof msg, "fail-stop: a term's lease ran out and the agent has "
+                 "not begun its step-down %lld ms past its soft end (lease end + half the "
+                 "margin; its loop is stalled in one call, or the process is frozen): "
+                 "SIGTERM to %d process group%s; SIGKILL at the hard end",
+                 (long long)((now - sd) / 1000000), n, n == 1 ? "" : "s");
+        say(w->log, w->ud, ZKE_LOG_ERROR, msg);
+    }
+}
+
+/* Sleeps until the next end to act on (d: the hard end, sd: the soft one,
+ * as read under seq s), a standby's look or a heartbeat, whichever comes
+ * first, or until a change of the page wakes it. */
+static void watch_sleep(struct watch *w, unsigned s, int64_t d, int64_t sd, int64_t now)
+{
+    zke_guard *g = w->g;
+    int soft_slot = 0;
+    int64_t target = d != 0 && d != w->fired ? d : 0;
+    if (sd != 0 && sd != w->termed && (target == 0 || sd < target))
+        target = sd;
+    /* on standby, with no end to wait for (or one further than the
+     * standby's period), look again within half the shortest gap a
+     * starting term's hard end has: the term's arming then needs no
+     * wake-up (guard_slot_arm wakes only for an end before this one) */
+    int64_t gap = standby_gap(g);
+    if (gap > 0 && (target == 0 || target > now + gap / 2))
+        target = now + gap / 2;
+    /* and within a heartbeat, however far the end */
+    if (target == 0 || target > now + GUARD_BEAT_NS)
+        target = now + GUARD_BEAT_NS;
+    atomic_store(&g->waiting_for, target);
+    if (atomic_load(&g->seq) != s || earliest(g) != d || earliest_soft(g, &soft_slot) != sd)
+        return;             /* moved meanwhile */
+    struct timespec rel, *tp = NULL;
+    if (target != 0) {
+        int64_t left = target - boot_ns();
+        if (left <= 0)
+            return;
+        rel.tv_sec = (time_t)(left / 1000000000);
+        rel.tv_nsec = (long)(left % 1000000000);
+        tp = &rel;
+    }
+    if (w->have_timer) {
+        /* (a target of 0 disarms it) */
+        struct itimerspec at = { { 0, 0 }, { (time_t)(target / 1000000000),
+                                             (long)(target % 1000000000) } };
+        (void)timer_settime(w->boot_timer, TIMER_ABSTIME, &at, NULL);
+    }
+    /* woken early (the timer, a signal) or late, the loop compares with
+     * CLOCK_BOOTTIME again */
+    int e = futex(&g->seq, FUTEX_WAIT, s, tp) != 0 ? errno : 0;
+    if (w->have_timer) {
+        /* disarmed while it acts: no stray signal in a fence's wait */
+        struct itimerspec off = { { 0, 0 }, { 0, 0 } };
+        (void)timer_settime(w->boot_timer, 0, &off, NULL);
+    }
+    if (e != 0 && e != EAGAIN && e != EINTR && e != ETIMEDOUT) {
+        struct timespec pause = { 0, 20000000 };  /* unexpected: do not spin */
+        (void)nanosleep(&pause, NULL);
+    }
+}
+
+/* The agent is gone (killed, crashed, exited): what it left dies now;
+ * once its processes are gone (at most 2 s), each term it held (not
+ * fenced at its hard end already) is fenced, then its sessions closed:
+ * only once every term is over (order is the promise: the successor may
+ * start the moment the nodes go). */
+static void watch_agent_gone(struct watch *w)
+{
+    char msg[400];
+    zke_guard *g = w->g;
     int64_t gone_ns = boot_ns();
     int n = kill_groups(g, 1);
     int cg_empty = cg_clean(g);
-    if (n > 0 && !killed_agent) {       /* (if it did, its line said it all) */
+    if (n > 0 && !w->killed_agent) {    /* (if it did, its line said it all) */
         snprintf(msg, sizeof msg, "fail-stop: the agent (pid %d) is gone: SIGKILL to the %d "
-                 "process group%s it left", (int)agent, n, n == 1 ? "" : "s");
-        say(log, ud, ZKE_LOG_WARN, msg);
+                 "process group%s it left", (int)w->agent, n, n == 1 ? "" : "s");
+        say(w->log, w->ud, ZKE_LOG_WARN, msg);
     }
-    /* once its processes are gone (at most 2 s), each term it held (not
-     * fenced at its hard end already), then its sessions: closed only once
-     * every term is over (order is the promise: the successor may start
-     * the moment the nodes go) */
     pid_t left = wait_gone(g, 1, boot_ns() + GUARD_GONE_WAIT_NS);
     int64_t bad_epoch = 0;
     for (int i = 0, top = atomic_load(&g->top); i < top; i++)
-        if (atomic_load(&g->slot[i].hard) != 0 && !fence_once(g, i, "agent_gone", log, ud))
+        if (atomic_load(&g->slot[i].hard) != 0 && !fence_once(g, i, "agent_gone", w->log, w->ud))
             bad_epoch = atomic_load(&g->slot[i].epoch);
     char over[200];
     if (!cg_empty || left < 0)
@@ -1463,9 +1537,32 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
         snprintf(over, sizeof over, "a process group could not be registered with the watcher "
                  "(its table was full), so it cannot vouch that the terms are over");
     close_sessions(g, gone_ns, !cg_empty || left != 0 || bad_epoch != 0 ||
-                   atomic_load(&g->unheld) ? over : NULL, log, ud);
-    if (have_timer)
-        (void)timer_delete(boot_timer);
+                   atomic_load(&g->unheld) ? over : NULL, w->log, w->ud);
+}
+
+int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
+{
+    if (g == NULL)
+        return -1;
+    struct watch w = { .g = g, .agent = (pid_t)atomic_load(&g->agent_pid), .flags = flags,
+                       .log = log, .ud = ud };
+    if (watch_setup(&w) != 0)
+        return -1;
+    while (getppid() == w.agent) {
+        atomic_store(&g->beat, boot_ns());
+        unsigned s = atomic_load(&g->seq);
+        int soft_slot = 0;
+        int64_t d = earliest(g), now = boot_ns(), sd = earliest_soft(g, &soft_slot);
+        if (d != 0 && d != w.fired && now >= d)
+            watch_hard_end(&w, d, now);
+        else if (sd != 0 && sd != w.termed && now >= sd)
+            watch_soft_end(&w, soft_slot, sd, now);
+        else
+            watch_sleep(&w, s, d, sd, now);
+    }
+    watch_agent_gone(&w);
+    if (w.have_timer)
+        (void)timer_delete(w.boot_timer);
     watched = NULL;
     return 0;
 }

@@ -380,10 +380,9 @@ int settings_lease_plan(const struct zke_settings *s, int T, int tick_ms,
     return lease_plan(s, T, tick_ms, out, err, errlen, 1);
 }
 
-/* settings_lease_plan; advise: a refusal of a short lease says what would
- * fit (budget_max's own tries do not). */
-static int lease_plan(const struct zke_settings *s, int T, int tick_ms,
-                      struct zke_lease_plan *out, char *err, size_t errlen, int advise)
+/* The plan's values before its checks: each set value, else its default
+ * for T; the server tick as settings_lease_plan's tick_ms says. */
+static void plan_values(const struct zke_settings *s, int T, int tick_ms, struct zke_lease_plan *pp)
 {
     struct zke_lease_plan p;
     memset(&p, 0, sizeof p);
@@ -419,6 +418,16 @@ static int lease_plan(const struct zke_settings *s, int T, int tick_ms,
         if (quarter >= step && lease0 - 2 * quarter >= T / 5 && lease0 - p.confirm_ms >= 2 * quarter)
             p.renew_ms = (int)quarter;
     }
+    *pp = p;
+}
+
+/* settings_lease_plan; advise: a refusal of a short lease says what would
+ * fit (budget_max's own tries do not). */
+static int lease_plan(const struct zke_settings *s, int T, int tick_ms,
+                      struct zke_lease_plan *out, char *err, size_t errlen, int advise)
+{
+    struct zke_lease_plan p;
+    plan_values(s, T, tick_ms, &p);
     if (out != NULL)
         *out = p;
     if (T <= 0) {
