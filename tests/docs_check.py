@@ -6,8 +6,14 @@
 Fails (exit 1, one line per finding) when README.md has more than 250 lines
 or does not start with its two commands; when a relative Markdown link or a
 backticked repository path in README.md, docs/*.md, HACKING.md or
-CHANGELOG.md names a file that does not exist; when one of them, or a
-source, script or test, mentions DESIGN.md or anchors-*.md; when the sample between the embed markers of
+CHANGELOG.md names a file that does not exist; when a relative link in any
+other Markdown file of the tree names a file or a heading (#anchor) that does
+not exist; when a source, script, test or document cites a section of a
+document by its title (docs/design.md "The promise") that is not a heading of
+it (or, in another document than design.md, not in its text); when one of
+them mentions DESIGN.md or anchors-*.md; when tests/INDEX.md is not what
+scripts/testindex.py prints, or a test file has no description (its
+docstring, or its leading comment); when the sample between the embed markers of
 docs/embedding.md differs from the file it names; when README's C sample
 does not compile (-fsyntax-only against include/) or its Lua policy does not
 load (luac5.4 -p, else lua5.4, else `zkelect check --script` with the
@@ -64,6 +70,69 @@ def source_files(repo):
     return sorted(out)
 
 
+def other_markdown(repo):
+    """The Markdown files outside doc_files: the READMEs of tests/, bench/
+    and examples/, tests/INDEX.md (their links are checked, not their
+    backticked words, which name files relative to their own folders)."""
+    out = []
+    for top in ("tests", "bench", "examples", "contrib"):
+        for dirpath, _, names in os.walk(os.path.join(repo, top)):
+            out += [os.path.relpath(os.path.join(dirpath, n), repo) for n in names if n.endswith(".md")]
+    return sorted(out)
+
+
+def headings(path):
+    """The text of a Markdown file's headings (code blocks left out)."""
+    text = re.sub(r"```.*?```", "", open(path).read(), flags=re.S)
+    return [m.group(1).strip() for m in re.finditer(r"^#+ (.*)$", text, re.M)]
+
+
+# a document's section cited by its title: docs/design.md "The promise",
+# HACKING.md "Layout", docs/operations.md, "Mixed elections" (across comment lines)
+CITE_RE = re.compile(r'\b((?:docs/)?[A-Za-z_]+\.md),? "([^"\n]{3,80})"')
+CONTINUATION_RE = re.compile(r"\n[ \t]*(?:\*|#|--|//)?[ \t]*")
+
+
+def check_citations(repo, rel, text, problems):
+    """Each cited title is a heading of the document (design.md), or one of
+    its headings or a phrase of its text (the other documents: a comment may
+    quote a bold paragraph's lead)."""
+    text = CONTINUATION_RE.sub(" ", text)
+    for m in CITE_RE.finditer(text):
+        doc, title = m.group(1), m.group(2).rstrip(".,:;")
+        full = os.path.join(repo, doc) if "/" in doc or doc in ("README.md", "HACKING.md") \
+            else os.path.join(repo, "docs", doc)
+        if not os.path.isfile(full) or os.path.abspath(full) == os.path.join(repo, rel):
+            continue
+        heads = [h.lower() for h in headings(full)]
+        if title.lower() in heads:
+            continue
+        if not full.endswith(os.path.join("docs", "design.md")):
+            body = " ".join(open(full).read().split()).lower()
+            if title.lower() in body.replace("**", ""):
+                continue
+        problems.append('%s: cites %s "%s", which is not a heading of %s' % (rel, doc, title, doc))
+
+
+def check_index(repo, problems):
+    """tests/INDEX.md is what scripts/testindex.py prints, every test file
+    has a description."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("testindex", os.path.join(repo, "scripts", "testindex.py"))
+    testindex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(testindex)
+    text, missing = testindex.render(repo)
+    for rel in missing:
+        problems.append("%s: no description (a module docstring or a leading comment) for "
+                        "tests/INDEX.md" % rel)
+    try:
+        current = open(os.path.join(repo, testindex.INDEX)).read()
+    except OSError:
+        current = None
+    if current != text:
+        problems.append("%s is not current: run python3 scripts/testindex.py --write" % testindex.INDEX)
+
+
 def anchors(path):
     """GitHub's heading anchors of a Markdown file: lower case, punctuation
     dropped, blanks made hyphens."""
@@ -75,7 +144,7 @@ def anchors(path):
     return out
 
 
-def check_paths(repo, rel, text, problems):
+def check_paths(repo, rel, text, problems, words=True):
     base = os.path.dirname(os.path.join(repo, rel))
     for m in LINK_RE.finditer(text):
         target = m.group(1)
@@ -87,6 +156,8 @@ def check_paths(repo, rel, text, problems):
             problems.append("%s: link to %s: no such file" % (rel, target))
         elif anchor and full.endswith(".md") and anchor not in anchors(full):
             problems.append("%s: link to %s: no such heading" % (rel, target))
+    if not words:
+        return
     text = re.sub(r"```.*?```", "", text, flags=re.S)   # code blocks hold commands, not references
     for m in TICK_RE.finditer(text):
         word = m.group(1).rstrip(".,:;")
@@ -206,12 +277,16 @@ def main():
             if word in text:
                 problems.append("%s: mentions %s, which is not in the repository" % (rel, word))
         check_paths(repo, rel, text, problems)
+        check_citations(repo, rel, text, problems)
+    for rel in other_markdown(repo):
+        check_paths(repo, rel, open(os.path.join(repo, rel)).read(), problems, words=False)
     # comments are documentation too: sources, scripts and tests
-    for rel in source_files(repo):
+    for rel in source_files(repo) + ["CMakeLists.txt"]:
         try:
             text = open(os.path.join(repo, rel), errors="replace").read()
         except OSError:
             continue
+        check_citations(repo, rel, text, problems)
         for word in FORBIDDEN:
             if word in text:
                 problems.append("%s: mentions %s, which is not in the repository" % (rel, word))
@@ -245,6 +320,8 @@ def main():
         text = open(os.path.join(repo, rel), errors="replace").read()
         for m in re.finditer(r"\bissue \d+", text):
             problems.append("%s: speaks of %r (the project's history; say what is)" % (rel, m.group(0)))
+
+    check_index(repo, problems)
 
     if zkelect_bin:
         check_help_defaults(repo, zkelect_bin, problems)
