@@ -11,8 +11,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "conn.h"
 #include "guard.h"
+#include "leasewatch.h"
 #include "bootwait.h"
 #include "probe.h"
+#include "renewplan.h"
 #include "rng.h"
 #include "settings.h"
 #include "touch.h"
@@ -54,21 +56,10 @@ struct conn_member {
     unsigned due : 1;           /* in c->due */
     unsigned detached : 1;      /* conn_detach'd under a scan: freed after it */
     unsigned wanting : 1;       /* started, not stopping: counted in c->wanting */
-    /* its demand on the renewal stream (conn_agent_renew) */
-    unsigned rlevel : 2, rsync : 1;
-    int rperiod, rread, rlease;
+    struct renew_demand rd;     /* its demand on the renewal stream (conn_agent_renew) */
     int renewer_at;             /* index in c->renewers, -1 when it asks nothing */
     int rider_at;               /* index in c->riders, -1 when it waits for no tick */
     int64_t ride_after;         /* the first tick after this (sess_now_ns) is its */
-};
-
-/* A small multiset of positive ints (the periods the agents ask for), for
- * its minimum. Values beyond its slots merge into the largest one when
- * they are smaller (renewing more often is always safe). */
-#define VALS_SLOTS 8
-struct vals {
-    int v[VALS_SLOTS], n[VALS_SLOTS];
-    int k;
 };
 
 /* A growable array of member pointers. */
@@ -98,23 +89,12 @@ struct zke_conn {
     struct mvec due;            /* members to pump (unsorted) */
     struct mvec leasers;        /* members whose lease is checked */
     struct mvec dead;           /* detached under a scan: freed when it ends */
-    int64_t lease_base_seen;    /* the session's lease base at the last full check */
-    int64_t lease_next;         /* the earliest time a leaser asked to be checked at */
-    int64_t lease_min_off;      /* the least (time asked - the base it was asked at): the
-                                 * earliest lease end is always the base plus this */
+    struct leasewatch lw;       /* when the leasers must be checked (leasewatch.h) */
     int64_t lease_armed;        /* when lease_to fires (INT64_MAX: not armed) */
-    int lease_dirty;            /* a leaser dropped under a walk, or a new one moved: all again */
-    int lease_new_from;         /* leasers from this index on were added since the last walk */
-    int lease_waiters;          /* leasers that wait on a move of the base (INT64_MAX last time) */
-    int lease_followers;        /* leasers that follow each move of the base (their guard) */
     /* the session's one renewal stream (conn_agent_renew) */
-    ev_timer renew;
-    struct vals rperiod, rread, rlease;     /* of the members at each level */
-    int n_lease, n_read, n_write;   /* members at RENEW_LEASE, RENEW_READ; those wanting a write */
+    ev_timer renew;             /* its repeat is rp.repeat */
+    struct renewplan rp;        /* the demand and the stream's decisions (renewplan.h) */
     struct mvec renewers;       /* members asking anything (their nodes name the requests) */
-    int renewing;               /* a renewal or read in flight */
-    int renew_missed;           /* its period came while one was in flight: send on its answer */
-    int64_t renew_prev_ns;      /* send time of the last renewal answered in turn, or 0 */
     struct mvec riders;         /* members whose next request goes with the next tick */
     zke_log_fn *log;            /* shared conn: the host's */
     void *ud;
@@ -130,7 +110,6 @@ struct zke_conn {
     int guard_users;            /* agents arming relative to it */
     int64_t guard_base_ns;      /* the base it holds, 0: none yet */
     unsigned guard_gen;         /* bumped when a new handle opens: the base froze (conn_open) */
-    int guard_silent;           /* the guard's watcher had no heartbeat at the last check */
     ev_timer reopen, disc_to;
     double reopen_delay;
     double auth_retry;          /* runtime authentication failures: 1 s doubling to 30 s */
@@ -369,28 +348,24 @@ void conn_pump_all(zke_conn *c)
 static void leaser_drop(zke_conn *c, conn_member *m)
 {
     int i = mvec_unlink(&c->leasers, m, offsetof(conn_member, lease_at));
-    if (i < 0)
-        return;
-    if (c->in_cb > 0 || (i < c->lease_new_from && c->leasers.n >= c->lease_new_from))
-        c->lease_dirty = 1;     /* (a new one moved among the checked: all again) */
-    if (c->lease_new_from > c->leasers.n)
-        c->lease_new_from = c->leasers.n;
+    if (i >= 0)
+        leasewatch_dropped(&c->lw, i, c->leasers.n, c->in_cb > 0);
 }
 
 /* (A member dropped under check_cb's walk may make it skip one other this
- * time: lease_dirty has them all checked again in the next iteration.) */
+ * time: leasewatch_dropped has them all checked again in the next iteration.) */
 void conn_agent_lease_watch(zke_conn *c, conn_member *m)
 {
     if (m->lease_at >= 0 || m->detached)
         return;
     if (mvec_push(&c->leasers, m) != 0)
         return;         /* no memory: the agent's own checks (on_leader, its term) still run */
-    m->lease_at = c->leasers.n - 1;     /* beyond lease_new_from: checked next iteration */
+    m->lease_at = c->leasers.n - 1;     /* beyond new_from: checked next iteration */
 }
 
 void conn_lease_recheck(zke_conn *c)
 {
-    c->lease_dirty = 1;
+    leasewatch_recheck(&c->lw);
 }
 
 void conn_agent_lease_wait(zke_conn *c, conn_member *m)
@@ -400,51 +375,13 @@ void conn_agent_lease_wait(zke_conn *c, conn_member *m)
     if (m->lease_at < 0)
         conn_agent_lease_watch(c, m);   /* ticked next iteration: a waiter then */
     else
-        c->lease_waiters++;             /* (a count too high only checks more often) */
+        leasewatch_wait(&c->lw);
 }
 
-/* Whether the lease base moved so that every leaser must be checked: a
- * move back (a new session), any move while one waits for it (a term that
- * starts once its lease is), and, while a leaser follows the base (its
- * fail-stop guard holds its lease end), a move of LEASE_MOVE_NS or more. A
- * move forward only lengthens leases, and every lease end a leaser asks to
- * be checked at is the base plus its lease (conn_agent_ops.lease_tick): the
- * earliest end moves with the base (lease_due), so nobody else needs a
- * walk for it. (A walk of all E leaders at each renewal made the idle cost
- * of a process grow with E; one at every publish's answer in a mass
- * takeover was O(E^2).) */
-#define LEASE_MOVE_NS 10000000
-static int base_moved(const zke_conn *c, int64_t base)
+/* lease_tick of leasers[from..], the base at `base`, folded into t. */
+static void leasers_tick(zke_conn *c, int from, int64_t base, struct leasewatch_sum *t)
 {
-    if (base == c->lease_base_seen)
-        return 0;
-    return base < c->lease_base_seen || c->lease_waiters > 0 ||
-           (c->lease_followers > 0 && base - c->lease_base_seen >= LEASE_MOVE_NS);
-}
-
-/* When the leasers must be checked next, with the base now at `base`: the
- * earliest lease end as the base has moved it, or, while one follows the
- * base, the earliest time asked at the last check (the base moves it only
- * through a walk then). */
-static int64_t lease_due(const zke_conn *c, int64_t base)
-{
-    if (c->lease_followers == 0 && c->lease_min_off != INT64_MAX && base > 0 &&
-        base >= c->lease_base_seen)
-        return base + c->lease_min_off;
-    return c->lease_next;
-}
-
-struct tick_sum {
-    int64_t next;               /* the earliest time asked, or INT64_MAX */
-    int64_t min_off;            /* the least (time asked - base) */
-    int waiters, followers;
-};
-
-/* lease_tick of leasers[from..] (all when from is 0), the base at `base`. */
-static void leasers_tick(zke_conn *c, int from, int64_t base, struct tick_sum *t)
-{
-    t->next = t->min_off = INT64_MAX;
-    t->waiters = t->followers = 0;
+    leasewatch_sum_init(t);
     c->in_cb++;
     for (int i = from; i < c->leasers.n;) {
         conn_member *m = c->leasers.v[i];
@@ -454,13 +391,7 @@ static void leasers_tick(zke_conn *c, int from, int64_t base, struct tick_sum *t
             leaser_drop(c, m);      /* the last one moved into slot i */
             continue;
         }
-        t->followers += follows != 0;
-        if (at == INT64_MAX)
-            t->waiters++;
-        else if (at - base < t->min_off)
-            t->min_off = at - base;
-        if (at < t->next)
-            t->next = at;
+        leasewatch_sum_add(t, at, follows, base);
         i++;
     }
     c->in_cb--;
@@ -479,24 +410,9 @@ static void lease_arm(zke_conn *c, int64_t due)
         bootwait_stop(&c->lease_to);
 }
 
-/* Why check_cb checks every leaser (its debug line). */
-static const char *walk_reason(const zke_conn *c, int64_t base)
-{
-    if (c->lease_dirty)
-        return "a leaser changed";
-    if (c->guard_silent == 1)
-        return "the fail-stop watcher went silent";
-    if (!base_moved(c, base))
-        return "a lease end came";
-    if (base < c->lease_base_seen)
-        return "the base moved back";
-    return c->lease_waiters > 0 ? "the base moved, a term waits for it" : "the base moved, a guard follows it";
-}
-
-/* First thing after a poll (top priority): while nothing moved that needs
- * it (lease_base_moved), nothing was added and no lease end came, a few
- * comparisons; else every leaser's check. Then the timer at the next time
- * a check is due. */
+/* First thing after a poll (top priority): what leasewatch_begin says
+ * (nothing, the new leasers, or all), then the timer at the next time a
+ * check is due. */
 static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
 {
     zke_conn *c = w->data;
@@ -506,45 +422,23 @@ static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
     if (c->leasers.n == 0)
         return;
     int64_t base = session_lease_base_ns(c->sess), now = sess_now_ns();
-    struct tick_sum t;
     /* the watcher's heartbeat stopped: every leaser checks once (a leader
-     * has no lease without it: agent_guard_watching), then again only at
-     * its next lease end or move (2: checked) */
+     * has no lease without it: agent_guard_watching) */
     int silent = c->guard != NULL && !guard_watcher_live(c->guard, now);
-    c->guard_silent = !silent ? 0 : c->guard_silent == 0 ? 1 : 2;
-    if (!base_moved(c, base) && !c->lease_dirty && now < lease_due(c, base) &&
-        c->guard_silent != 1) {
-        if (c->lease_new_from < c->leasers.n) {
-            /* only the leasers added since the last walk */
-            leasers_tick(c, c->lease_new_from, base, &t);
-            c->lease_waiters += t.waiters;
-            c->lease_followers += t.followers;
-            if (t.min_off < c->lease_min_off)
-                c->lease_min_off = t.min_off;
-            if (t.next < c->lease_next)
-                c->lease_next = t.next;
-            c->lease_new_from = c->leasers.n;
-            bury(c);
-        }
-    } else {
-        clog_(c, ZKE_LOG_DEBUG, "lease check of all %d leasers: %s", c->leasers.n, walk_reason(c, base));
-        c->lease_base_seen = base;
-        c->lease_dirty = 0;
-        if (c->guard_silent == 1)
-            c->guard_silent = 2;
-        leasers_tick(c, 0, base, &t);
-        c->lease_waiters = t.waiters;
-        c->lease_followers = t.followers;
-        c->lease_min_off = t.min_off;
-        c->lease_next = t.next;
-        c->lease_new_from = c->leasers.n;
+    int from;
+    const char *why;
+    enum leasewatch_pass pass = leasewatch_begin(&c->lw, base, now, silent, c->leasers.n, &from, &why);
+    if (pass == LEASEWATCH_ALL)
+        clog_(c, ZKE_LOG_DEBUG, "lease check of all %d leasers: %s", c->leasers.n, why);
+    if (pass != LEASEWATCH_NONE) {
+        struct leasewatch_sum t;
+        leasers_tick(c, from, base, &t);
+        leasewatch_end(&c->lw, pass, &t, c->leasers.n);
         bury(c);
     }
-    int64_t due = lease_due(c, base);
-    int64_t pend = c->guard != NULL && c->guard_silent == 0 ? guard_watcher_pending(c->guard) : 0;
-    if (pend > 0 && pend + 1000000 < due)
-        due = pend + 1000000;   /* the watcher's silence confirmed (or not) then */
-    lease_arm(c, due);
+    int64_t pend = c->guard != NULL && c->lw.guard == LEASEWATCH_GUARD_HEARD
+                       ? guard_watcher_pending(c->guard) : 0;
+    lease_arm(c, leasewatch_next(&c->lw, base, pend));
 }
 
 static void wake_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -672,7 +566,7 @@ static void step_cb(struct clockstep *w, int64_t step_ns)
           lost / 1000000);
     session_lose_time(c->sess, lost);
     (void)conn_guard_push(c);               /* the guard's ends move back with it, now */
-    c->lease_dirty = 1;
+    leasewatch_recheck(&c->lw);
     /* every leaser checked now, before the callbacks of lower priority of
      * this iteration (answers, the terms' timers and hooks): this
      * iteration's check ran before this callback */
@@ -681,173 +575,59 @@ static void step_cb(struct clockstep *w, int64_t step_ns)
 
 /* --- the session's renewal stream -------------------------------------- */
 
-static void vals_add(struct vals *v, int x)
+/* What the planner reads of the session and the timer, now. */
+static struct renew_now renew_facts(zke_conn *c)
 {
-    for (int i = 0; i < v->k; i++) {
-        if (v->v[i] == x) {
-            v->n[i]++;
-            return;
-        }
+    struct renew_now t = { 0 };
+    t.now = sess_now_ns();
+    if (c->sess != NULL) {
+        t.base = session_lease_base_ns(c->sess);
+        t.pair_gap_ns = session_pair_gap_ns(c->sess);
+        t.timeout_ms = session_timeout_ms(c->sess);
     }
-    if (v->k < VALS_SLOTS) {
-        v->v[v->k] = x;
-        v->n[v->k++] = 1;
-        return;
-    }
-    int big = 0;
-    for (int i = 1; i < v->k; i++)
-        if (v->v[i] > v->v[big])
-            big = i;
-    if (x < v->v[big])
-        v->v[big] = x;
-    v->n[big]++;
-}
-
-static void vals_remove(struct vals *v, int x)
-{
-    int at = -1;
-    for (int i = 0; i < v->k; i++)
-        if (v->v[i] == x)
-            at = i;
-    if (at < 0) {
-        /* merged into a smaller value (vals_add): take one off the
-         * smallest value above x's place, the one it went into */
-        for (int i = 0; i < v->k; i++)
-            if (v->v[i] < x && (at < 0 || v->v[i] > v->v[at]))
-                at = i;
-        if (at < 0)
-            return;
-    }
-    if (--v->n[at] == 0) {
-        v->v[at] = v->v[--v->k];
-        v->n[at] = v->n[v->k];
-    }
-}
-
-static int vals_min(const struct vals *v)
-{
-    int m = 0;
-    for (int i = 0; i < v->k; i++)
-        if (m == 0 || v->v[i] < m)
-            m = v->v[i];
-    return m;
-}
-
-/* How long after an answer a renewal confirms it (one assumed server tick x
- * (1 + drift), plus a tenth, at least 10 ms, for the round trip), in ms. */
-static int confirm_step_ms(const zke_conn *c)
-{
-    int gap = (int)(session_pair_gap_ns(c->sess) / 1000000) + 1;
-    return gap + (gap / 10 > 10 ? gap / 10 : 10);
-}
-
-/* The lease has more than one renewal period left (the shortest period and
- * lease any agent asks for). */
-static int lease_fresh(const zke_conn *c)
-{
-    int64_t base = session_lease_base_ns(c->sess);
-    return base > 0 && base + (int64_t)vals_min(&c->rlease) * 1000000 - sess_now_ns() >
-                           (int64_t)vals_min(&c->rperiod) * 1000000;
-}
-
-/* The longest gap the stream leaves between two requests: just under the
- * client library's ping period (a third of the timeout), which it would
- * otherwise fill with a ping of its own; in s. */
-static double ping_gap(const zke_conn *c)
-{
-    double third = session_timeout_ms(c->sess) / 3000.0;
-    return third - (third / 50 > 0.005 ? third / 50 : 0.005);
-}
-
-/* The uneven schedule of a leader's stream, or 0 (even periods). A crashed
- * client's session expires one timeout after the last request the server
- * heard; a plain client's last ping is half its ping period old on average,
- * a stream of even periods p half a period (p < ping period: younger, so a
- * later expiry). What bounds the lease is the age of its base, the send of
- * the renewal before the last answered one: any two gaps in a row, at most
- * 2p. Gaps that alternate between the ping gap and 2p minus it keep that
- * bound and the same number of requests, and a request is then older at a
- * crash (gaps g1, g2: (g1^2 + g2^2) / 2 (g1 + g2) on average, more than p/2).
- * Only where the short gap is still a confirmation step after its
- * predecessor's answer, with room for twice the round trip `rtt` just seen
- * (a renewal goes no sooner than a step after the answer it pairs with: a
- * slower answer would stretch the short gap, and the two with it). `last`:
- * the gap from the renewal before to the one just answered, in s (0:
- * none). */
-static double uneven_gap(const zke_conn *c, double last, double rtt)
-{
-    double p = c->renew.repeat, lng = ping_gap(c), shrt = 2 * p - lng;
-    if (c->n_lease == 0 || lng <= p || shrt < confirm_step_ms(c) / 1000.0 + 2 * rtt ||
-        last <= 0.)
-        return 0.;
-    /* after an even or long gap a short one, after a short one a long one:
-     * never more than 2p for the two */
-    double g = last >= (shrt + p) / 2 ? shrt : 2 * p - last;
-    return g < lng ? g : lng;
+    t.active = ev_is_active(&c->renew);
+    t.remaining = t.active ? ev_timer_remaining(c->loop, &c->renew) : 0.;
+    return t;
 }
 
 static void renew_arm(zke_conn *c, double after)
 {
     ev_timer_stop(c->loop, &c->renew);
-    ev_timer_set(&c->renew, after > 0 ? after : 0., c->renew.repeat);
+    ev_timer_set(&c->renew, after > 0 ? after : 0., c->rp.repeat);
     ev_timer_start(c->loop, &c->renew);
 }
 
 static void renew_send(zke_conn *c);
 
+/* Does what the planner decided. */
+static void renew_apply(zke_conn *c, struct renew_step s)
+{
+    switch (s.act) {
+    case RENEW_KEEP:
+        break;
+    case RENEW_ARM:
+        renew_arm(c, s.after);
+        break;
+    case RENEW_STOP:
+        ev_timer_stop(c->loop, &c->renew);
+        break;
+    case RENEW_SEND:
+        renew_send(c);
+        break;
+    }
+}
+
 static void renew_done(void *arg, const struct sess_result *r)
 {
     zke_conn *c = arg;
-    c->renewing = 0;
-    if (r->rc == SESS_CLOSING)
+    if (r->rc == SESS_CLOSING) {
+        renewplan_unanswered(&c->rp);
         return;
-    int64_t now = sess_now_ns(), base = session_lease_base_ns(c->sess);
+    }
+    struct renew_now t = renew_facts(c);
     clog_(c, ZKE_LOG_DEBUG, "renewal answered in %" PRId64 " us; the lease base is %" PRId64 " ms old",
-          (now - r->sent_ns) / 1000, base > 0 ? (now - base) / 1000000 : -1);
-    if (c->renew_missed) {
-        /* the period came while this one was on its way (a slow or stalled
-         * connection): the renewal it skipped goes now, so that the next
-         * one confirms a request of now, not of a period back */
-        c->renew_missed = 0;
-        renew_send(c);
-        return;
-    }
-    if (c->n_lease == 0)
-        return;
-    double step = confirm_step_ms(c) / 1000.0;
-    if ((double)(sess_now_ns() - r->sent_ns) / 1e9 > step / 2 && c->renew.repeat >= step) {
-        /* a late answer (a stalled connection, a slow server): what it and
-         * the next renewal can confirm is as old as its send, from before
-         * the stall. A renewal now, so that the one a step after it
-         * confirms a request of now */
-        renew_send(c);
-        return;
-    }
-    /* a renewal confirms only what was answered a confirmation step before
-     * it was sent: where each renewal pairs with the one before it (the
-     * period is at least a step), one due sooner after this answer would
-     * confirm nothing newer; it goes once it can confirm this one */
-    if (c->renew.repeat >= step && ev_is_active(&c->renew) &&
-        ev_timer_remaining(c->loop, &c->renew) < step)
-        renew_arm(c, step);
-    int64_t prev = c->renew_prev_ns;
-    c->renew_prev_ns = r->sent_ns;
-    if (lease_fresh(c)) {
-        double gap = uneven_gap(c, prev > 0 ? (double)(r->sent_ns - prev) / 1e9 : 0.,
-                                (double)(sess_now_ns() - r->sent_ns) / 1e9);
-        if (gap > 0.) {
-            double at = (double)(r->sent_ns - sess_now_ns()) / 1e9 + gap;
-            renew_arm(c, at > step ? at : step);
-        }
-        return;
-    }
-    /* not fresh yet (a new next in line, a term waiting for its lease, a
-     * reconnect): the next renewal as soon as it can confirm this one's
-     * answer, not a whole period on */
-    double soon = ((double)r->sent_ns / 1e9 + confirm_step_ms(c) / 1000.0) - (double)sess_now_ns() / 1e9;
-    double left = ev_timer_remaining(c->loop, &c->renew);
-    if (!ev_is_active(&c->renew) || soon < left)
-        renew_arm(c, soon);
+          (t.now - r->sent_ns) / 1000, t.base > 0 ? (t.now - t.base) / 1000000 : -1);
+    renew_apply(c, renewplan_answered(&c->rp, &t, r->sent_ns));
 }
 
 /* A renewal (or, further back, a read) on the session, naming a node of
@@ -855,10 +635,9 @@ static void renew_done(void *arg, const struct sess_result *r)
  * tries the next agent's node the next time). */
 static void renew_send(zke_conn *c)
 {
-    if (c->renewing) {
-        c->renew_missed = 1;
-        return;
-    }
+    enum renew_send kind = renewplan_send(&c->rp);
+    if (kind == RENEW_SEND_LATER)
+        return;     /* on the answer of the one in flight */
     if (!session_connected(c->sess) || c->renewers.n == 0)
         return;
     char *path = NULL;
@@ -878,20 +657,20 @@ static void renew_send(zke_conn *c)
      * still had its quorum. Further back, a plain read: an answer for the
      * first renewal after a promotion to confirm. Ahead of queued requests. */
     session_priority(c->sess);
-    int rc = c->n_lease == 0 ? session_exists(c->sess, path, 0, renew_done, c)
-             : c->n_write > 0 ? session_commit(c->sess, path, renew_done, c)
-                              : session_sync(c->sess, path, renew_done, c);
+    int rc = kind == RENEW_SEND_READ ? session_exists(c->sess, path, 0, renew_done, c)
+             : kind == RENEW_SEND_WRITE ? session_commit(c->sess, path, renew_done, c)
+                                        : session_sync(c->sess, path, renew_done, c);
     free(path);
     if (rc == 0)
-        c->renewing = 1;
+        renewplan_sent(&c->rp);
 }
 
 int conn_agent_ride(zke_conn *c, conn_member *m, int64_t after_ns, int within_ms)
 {
-    /* the longest gap between two ticks */
-    double period = uneven_gap(c, c->renew.repeat, 0.) > 0. ? ping_gap(c) : c->renew.repeat;
-    if (m->detached || !ev_is_active(&c->renew) || period <= 0. || !session_connected(c->sess) ||
-        (double)(after_ns - sess_now_ns()) / 1e6 + period * 1000.0 > within_ms)
+    if (m->detached || !ev_is_active(&c->renew) || !session_connected(c->sess))
+        return -1;
+    struct renew_now t = renew_facts(c);
+    if (!renewplan_ride_ok(&c->rp, &t, after_ns, within_ms))
         return -1;
     if (m->rider_at < 0) {
         if (mvec_push(&c->riders, m) != 0)
@@ -910,14 +689,14 @@ void conn_agent_unride(zke_conn *c, conn_member *m)
 /* The riders' turn, right after the tick's own request: theirs are sent
  * in the same loop iteration, behind it, and (the server answers a
  * session in order, a read after a write once the write is done) their
- * answers come right after its answer, read in the same wake-up. A rider goes at the tick nearest its time (half a period early at
- * most: a period is never shorter than a tick's timer jitter). Those that
- * go leave the list first: a rider may ask again from its call. */
+ * answers come right after its answer, read in the same wake-up. A rider
+ * goes at the tick nearest its time (renewplan_ride_by). Those that go
+ * leave the list first: a rider may ask again from its call. */
 static void riders_go(zke_conn *c)
 {
     if (c->riders.n == 0)
         return;
-    int64_t by = sess_now_ns() + (int64_t)(c->renew.repeat * 5e8);
+    int64_t by = renewplan_ride_by(&c->rp, sess_now_ns());
     struct mvec go = { NULL, 0, 0 };
     for (int i = 0; i < c->riders.n;) {
         conn_member *m = c->riders.v[i];
@@ -947,45 +726,16 @@ static void renew_cb(struct ev_loop *loop, ev_timer *w, int revents)
     riders_go(c);
 }
 
-/* The stream's period after a change of demand: renewals at the shortest
- * period asked while any agent needs the lease, else reads at the shortest
- * read period, else nothing. A timer that runs keeps its next fire (its
- * phase): only the periods after it change. */
+/* The stream's period after a change of demand (renewplan_replan). */
 static void renew_plan(zke_conn *c, int urgent)
 {
-    int p = c->n_lease > 0 ? vals_min(&c->rperiod) : c->n_read > 0 ? vals_min(&c->rread) : 0;
-    if (p <= 0) {
-        ev_timer_stop(c->loop, &c->renew);
-        c->renew.repeat = 0.;
-        return;
-    }
-    double rep = p / 1000.0;
-    if (!ev_is_active(&c->renew)) {
-        c->renew.repeat = rep;
-        renew_arm(c, c->n_lease > 0 ? 0. : rep);    /* a lease is wanted now; reads can wait */
-        return;
-    }
-    if (rep != c->renew.repeat) {
-        double left = ev_timer_remaining(c->loop, &c->renew);
-        c->renew.repeat = rep;
-        renew_arm(c, left < rep ? left : rep);
-    }
-    if (urgent && !c->renewing)
-        renew_arm(c, 0.);
+    struct renew_now t = renew_facts(c);
+    renew_apply(c, renewplan_replan(&c->rp, urgent, &t));
 }
 
 static void renew_drop(zke_conn *c, conn_member *m)
 {
-    if (m->rlevel == RENEW_LEASE) {
-        c->n_lease--;
-        c->n_write -= !m->rsync;
-        vals_remove(&c->rperiod, m->rperiod);
-        vals_remove(&c->rlease, m->rlease);
-    } else if (m->rlevel == RENEW_READ) {
-        c->n_read--;
-        vals_remove(&c->rread, m->rread);
-    }
-    m->rlevel = RENEW_NONE;
+    renewplan_drop(&c->rp, &m->rd);
     (void)mvec_unlink(&c->renewers, m, offsetof(conn_member, renewer_at));
 }
 
@@ -994,30 +744,14 @@ void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int p
 {
     if (m->detached)
         return;
-    if (period_ms < 1)
-        period_ms = 1;
-    if (read_ms < 1)
-        read_ms = 1;
-    if (m->rlevel == level && m->rperiod == period_ms && m->rread == read_ms &&
-        m->rlease == lease_ms && m->rsync == (by_sync != 0))
+    struct renew_demand d = renew_demand_of(level, period_ms, read_ms, lease_ms, by_sync);
+    if (renew_demand_same(&m->rd, &d, level))
         return;
     renew_drop(c, m);
-    m->rperiod = period_ms;
-    m->rread = read_ms;
-    m->rlease = lease_ms;
-    m->rsync = by_sync != 0;
+    m->rd = d;
     if (level != RENEW_NONE && mvec_push(&c->renewers, m) == 0) {
         m->renewer_at = c->renewers.n - 1;
-        m->rlevel = level;
-        if (level == RENEW_LEASE) {
-            c->n_lease++;
-            c->n_write += !m->rsync;
-            vals_add(&c->rperiod, period_ms);
-            vals_add(&c->rlease, lease_ms);
-        } else {
-            c->n_read++;
-            vals_add(&c->rread, read_ms);
-        }
+        renewplan_add(&c->rp, &m->rd, level);
     }
     /* a promotion from reads keeps the phase (renew_plan): no write of its
      * own; a term that needs a confirmed lease at once asks (conn_renew_now) */
@@ -1026,25 +760,17 @@ void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int p
 
 void conn_renew_now(zke_conn *c)
 {
-    if (c->n_lease > 0)
+    if (renewplan_leasing(&c->rp))
         renew_plan(c, 1);
 }
 
 void conn_renew_soon(zke_conn *c)
 {
-    if (c->n_lease == 0)
+    if (!renewplan_leasing(&c->rp))
         return;
     renew_plan(c, 0);
-    if (c->renewing)
-        return;     /* its answer arms the next one (renew_done) */
-    int64_t last = session_last_renewal_ns(c->sess);
-    double wait = 0.;
-    if (last > 0)
-        wait = (double)(last + (int64_t)confirm_step_ms(c) * 1000000 - sess_now_ns()) / 1e9;
-    if (wait < 0.)
-        wait = 0.;
-    if (!ev_is_active(&c->renew) || ev_timer_remaining(c->loop, &c->renew) > wait)
-        renew_arm(c, wait);
+    struct renew_now t = renew_facts(c);
+    renew_apply(c, renewplan_soon(&c->rp, &t, session_last_renewal_ns(c->sess)));
 }
 
 void conn_lose(zke_conn *c, const char *event_reason, const char *why)
@@ -1363,9 +1089,8 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     }
     if (c->free_requested && c->n == 0 && c->in_cb == 0)
         destroy(c);
-    else if ((c->due.n > 0 || (c->leasers.n > 0 && (base_moved(c, session_lease_base_ns(c->sess)) ||
-                                                     c->lease_dirty ||
-                                                     c->lease_new_from < c->leasers.n))) &&
+    else if ((c->due.n > 0 ||
+              leasewatch_pending(&c->lw, session_lease_base_ns(c->sess), c->leasers.n)) &&
              !ev_is_active(&c->kick))
         /* made due after the pumps, or the lease base moved after this
          * iteration's check (which runs first after a poll, before the
@@ -1449,7 +1174,8 @@ static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings 
     clockstep_init(&c->step, loop, step_cb);
     ev_timer_init(&c->renew, renew_cb, 0., 0.);
     c->renew.data = c;
-    c->lease_next = c->lease_min_off = c->lease_armed = INT64_MAX;
+    leasewatch_init(&c->lw);
+    c->lease_armed = INT64_MAX;
     ev_timer_init(&c->reopen, reopen_cb, 0., 0.);
     ev_timer_init(&c->disc_to, disc_to_cb, 0., 0.);
     c->reopen.data = c->disc_to.data = c;
@@ -1642,7 +1368,7 @@ void conn_detach(zke_conn *c, conn_member *m)
     if (c->in_cb == 0 && !m->due)
         free(m);
     else if (mvec_push(&c->dead, m) != 0)
-        c->lease_dirty = 1;     /* no memory: leaked, never touched again (detached) */
+        leasewatch_recheck(&c->lw);     /* no memory: leaked, never touched again (detached) */
     if (c->owner == a) {
         c->owner = NULL;        /* its log is gone */
         c->owner_ops = NULL;

@@ -21,6 +21,7 @@
 #ifndef ZKELECT_CONN_H
 #define ZKELECT_CONN_H
 
+#include "renewplan.h"
 #include "session.h"
 #include "zkelect.h"
 
@@ -173,8 +174,8 @@ unsigned conn_guard_gen(const zke_conn *c);
  * phase (the first renewal comes when the next read would have), so a
  * promotion to next in line costs no write of its own. The first agent to
  * need the lease on a session with no stream starts it at once. O(1)
- * when nothing changed; call after each of the agent's state changes. */
-enum renew_level { RENEW_NONE, RENEW_READ, RENEW_LEASE };
+ * when nothing changed; call after each of the agent's state changes.
+ * (enum renew_level and the decisions: renewplan.h.) */
 void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int period_ms,
                       int read_ms, int lease_ms, int by_sync);
 /* The agent needs a confirmed lease now (a term won on a listing waits for
