@@ -16,6 +16,7 @@
 #include "probe.h"
 #include "renewplan.h"
 #include "rng.h"
+#include "sessionfile.h"
 #include "settings.h"
 #include "touch.h"
 #include "xstr.h"
@@ -788,6 +789,22 @@ void conn_lose(zke_conn *c, const char *event_reason, const char *why)
         reopen_later(c);
 }
 
+/* The session file for the session just connected (sessionfile.h). */
+static int write_session_file(const zke_conn *c)
+{
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+    unsigned char pw[16];
+    uint64_t id = 0;
+    if (session_credentials(c->sess, &id, pw, &peer, &peer_len) != 0)
+        return -1;
+    int rc = sessionfile_write(c->session_file, id, pw, c->session_file_password);
+    volatile unsigned char *v = pw;     /* (our copy of the secret) */
+    for (size_t i = 0; i < sizeof pw; i++)
+        v[i] = 0;
+    return rc;
+}
+
 static void sess_state_cb(void *ud, enum sess_state st)
 {
     zke_conn *c = ud;
@@ -804,8 +821,7 @@ static void sess_state_cb(void *ud, enum sess_state st)
         uint64_t sid = session_id(c->sess);
         c->reopen_delay = 0;
         ev_timer_stop(c->loop, &c->disc_to);
-        if (sid != c->last_session && c->session_file != NULL &&
-            session_write_file(c->sess, c->session_file, c->session_file_password) != 0)
+        if (sid != c->last_session && c->session_file != NULL && write_session_file(c) != 0)
             clog_(c, ZKE_LOG_WARN, "cannot write session file %s", c->session_file);
         c->last_session = sid;
         guard_publish(c);       /* (again at each connection: the server may have changed) */
@@ -1120,26 +1136,6 @@ static void disc_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     conn_lose(c, "expired", "lost: no contact with ZooKeeper for a whole session timeout");
 }
 
-/* The session id at the start of the session file ("0x<id>", or "0x<id>
- * <password>"), written by an earlier run; 0 when there is none or it is not
- * one. */
-static uint64_t read_previous_session(const char *file)
-{
-    char line[128];
-    FILE *f = file != NULL ? fopen(file, "re") : NULL;
-    if (f == NULL)
-        return 0;
-    char *got = fgets(line, sizeof line, f);
-    fclose(f);
-    if (got == NULL || strncmp(line, "0x", 2) != 0)
-        return 0;
-    char *end;
-    errno = 0;
-    unsigned long long id = strtoull(line + 2, &end, 16);
-    return errno == 0 && end > line + 2 && (*end == ' ' || *end == '\n' || *end == '\0')
-               ? (uint64_t)id : 0;
-}
-
 uint64_t conn_previous_session(const zke_conn *c)
 {
     return c->prev_session;
@@ -1186,7 +1182,7 @@ static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings 
         snprintf(c->err, sizeof c->err, "out of memory");
         return c;
     }
-    c->prev_session = read_previous_session(c->session_file);
+    c->prev_session = sessionfile_read(c->session_file);
     if (settings_check_conn(s, c->err, sizeof c->err) != 0)
         return c;
     struct sess_cbs scb = { sess_state_cb, sess_watch_cb, sess_log_cb };
