@@ -51,12 +51,8 @@ struct conn_member {
     unsigned hash;              /* of the election path */
     unsigned pumped;            /* 1 + the loop iteration it was last pumped in */
     int lease_at;               /* index in c->leasers, -1 when not watched */
-    unsigned running : 1;       /* started, not done: in the path index, counted */
-    unsigned pumping : 1;       /* from conn_agent_start to conn_agent_quiet: holds a
-                                 * reference on the loop */
-    unsigned due : 1;           /* in c->due */
-    unsigned detached : 1;      /* conn_detach'd under a scan: freed after it */
-    unsigned wanting : 1;       /* started, not stopping: counted in c->wanting */
+    enum conn_member_life life;
+    unsigned due : 1;           /* in c->due (a fact of the pump's list, not of its life) */
     struct renew_demand rd;     /* its demand on the renewal stream (conn_agent_renew) */
     int renewer_at;             /* index in c->renewers, -1 when it asks nothing */
     int rider_at;               /* index in c->riders, -1 when it waits for no tick */
@@ -118,21 +114,15 @@ struct zke_conn {
     uint64_t rng;
     uint64_t last_session;      /* id of the session the file was written for */
     uint64_t prev_session;      /* the file's session when the conn was made, or 0 */
-    /* Three independent facts, not one lifecycle: idle_closing is about the
-     * close under way (the handle closes on the next flush, and a starting
-     * agent may keep it), auth_dead about opening a new handle; both can
-     * hold at once (an idle close asked after the refusal, before the
-     * handle went), and free_requested (the conn's own end, under in_cb)
-     * may come in any session state. */
-    int idle_closing;           /* closed because no agent runs: may be taken back */
-    int auth_dead;              /* credentials refused: no new handle until an agent starts */
-    int in_cb, free_requested;
-    int was_open;               /* the handle was open at the last flush */
+    enum conn_life life;        /* conn.h */
+    int in_cb;                  /* depth of the scans and callbacks under way: no destroy, no
+                                 * free of a member until it is 0 again */
+    int was_open;               /* the handle was open at the last flush (its close is seen once) */
     /* the tick probe (probe.h): once a conn, at its first open, where no
      * agent stated the servers' tick. The first SESS_S_CONNECTED waits for
      * its answer (the agents plan their lease with it), its deadline at most */
-    struct probe *probe;
-    int probed, probe_over, probe_held;
+    struct probe *probe;        /* while ASKING, HOLDING or ANSWERED */
+    enum conn_probe probe_state;
     char verr[512];             /* why the settings were refused, "" if they were not */
     char err[512];              /* the last error: that, or a refused zke_conn_free */
 };
@@ -153,7 +143,7 @@ static void clog_(zke_conn *c, enum zke_log_level lvl, const char *fmt, ...)
             c->owner_ops->log(c->owner, lvl, buf);
         return;
     }
-    if (c->log == NULL || c->free_requested)
+    if (c->log == NULL || c->life == CONN_FREEING)
         return;
     size_t n = strlen(buf) + 1;
     struct logline *l = malloc(sizeof *l + n);
@@ -169,12 +159,135 @@ static void clog_(zke_conn *c, enum zke_log_level lvl, const char *fmt, ...)
     c->ltail = l;
 }
 
+/* --- the conn's life ----------------------------------------------------- */
+
+const char *conn_life_name(enum conn_life l)
+{
+    switch (l) {
+    case CONN_LIVE:
+        return "live";
+    case CONN_IDLE_CLOSING:
+        return "idle_closing";
+    case CONN_AUTH_DEAD:
+        return "auth_dead";
+    case CONN_FREEING:
+        return "freeing";
+    }
+    return "?";
+}
+
+const char *conn_probe_name(enum conn_probe p)
+{
+    switch (p) {
+    case PROBE_UNASKED:
+        return "unasked";
+    case PROBE_ASKING:
+        return "asking";
+    case PROBE_HOLDING:
+        return "holding";
+    case PROBE_ANSWERED:
+        return "answered";
+    case PROBE_OVER:
+        return "over";
+    }
+    return "?";
+}
+
+const char *conn_state_name_of(const zke_conn *c)
+{
+    return conn_life_name(c->life);
+}
+
+/* FREEING is the end: nothing leaves it. One debug line a move. */
+static void conn_to(zke_conn *c, enum conn_life to)
+{
+    if (c->life == to || c->life == CONN_FREEING)
+        return;
+    clog_(c, ZKE_LOG_DEBUG, "the connection: %s -> %s", conn_life_name(c->life), conn_life_name(to));
+    c->life = to;
+}
+
+/* --- a member's life ---------------------------------------------------- */
+
+const char *conn_member_life_name(enum conn_member_life l)
+{
+    switch (l) {
+    case CM_ATTACHED:
+        return "attached";
+    case CM_RUNNING:
+        return "running";
+    case CM_STOPPING:
+        return "stopping";
+    case CM_DONE:
+        return "done";
+    case CM_QUIET:
+        return "quiet";
+    case CM_DETACHED:
+        return "detached";
+    }
+    return "?";
+}
+
+const char *conn_member_state_name(const conn_member *m)
+{
+    return conn_member_life_name(m->life);
+}
+
+/* In the path index and counted in nrunning: started, not done. */
+static int life_runs(enum conn_member_life l)
+{
+    return l == CM_RUNNING || l == CM_STOPPING;
+}
+
+/* Counted in c->wanting: started, not stopping. */
+static int life_wants(enum conn_member_life l)
+{
+    return l == CM_RUNNING;
+}
+
+/* Pumped when due, holding a reference on the loop: started, not quiet. */
+static int life_pumped(enum conn_member_life l)
+{
+    return l == CM_RUNNING || l == CM_STOPPING || l == CM_DONE;
+}
+
+static int member_gone(const conn_member *m)
+{
+    return m->life == CM_DETACHED;
+}
+
+static void index_remove(zke_conn *c, conn_member *m);
+
+/* Moves m to `to`, keeping what its life is counted in: c->wanting, the
+ * path index (leaving it; conn_agent_start adds it before, as the add may
+ * fail), the loop's reference. One debug line, but not for the last two
+ * steps: the agent reports on_stopped right after going quiet, and is
+ * being freed when it detaches. */
+static void member_to(zke_conn *c, conn_member *m, enum conn_member_life to)
+{
+    enum conn_member_life from = m->life;
+    if (from == to)
+        return;
+    if (life_wants(from) != life_wants(to))
+        c->wanting += life_wants(to) ? 1 : -1;
+    if (life_runs(from) && !life_runs(to))
+        index_remove(c, m);
+    if (life_pumped(from) && !life_pumped(to))
+        ev_unref(c->loop);
+    else if (!life_pumped(from) && life_pumped(to))
+        ev_ref(c->loop);        /* a started agent keeps the loop alive until it is quiet */
+    m->life = to;
+    if (to != CM_QUIET && to != CM_DETACHED)
+        clog_(c, ZKE_LOG_DEBUG, "agent %s on the connection: %s -> %s", m->ops->id(m->a),
+              conn_member_life_name(from), conn_member_life_name(to));
+}
+
 /* --- session callbacks (inside the ZooKeeper library) ------------------ */
 
 static int any_wanting(const zke_conn *c)
 {
     for (const conn_member *m = c->first; m != NULL; m = m->next)
-        if (!m->detached && m->ops->wants_session(m->a))
+        if (!member_gone(m) && m->ops->wants_session(m->a))
             return 1;
     return 0;
 }
@@ -182,7 +295,7 @@ static int any_wanting(const zke_conn *c)
 static int any_settled(const zke_conn *c)
 {
     for (const conn_member *m = c->first; m != NULL; m = m->next)
-        if (!m->detached && m->ops->running(m->a) && m->ops->ever_settled(m->a))
+        if (!member_gone(m) && m->ops->running(m->a) && m->ops->ever_settled(m->a))
             return 1;
     return 0;
 }
@@ -202,7 +315,7 @@ static void fan_state(zke_conn *c, enum sess_state st)
 {
     c->in_cb++;
     for (conn_member *m = c->first; m != NULL; m = m->next)
-        if (!m->detached && m->ops->running(m->a))
+        if (!member_gone(m) && m->ops->running(m->a))
             m->ops->session_state(m->a, st);
     c->in_cb--;
 }
@@ -289,7 +402,7 @@ static void pump_agents(zke_conn *c)
         int later = 0;
         for (int i = 0; i < c->due.n; i++) {
             conn_member *m = c->due.v[i];
-            if (m->detached || !m->pumping) {
+            if (member_gone(m) || !life_pumped(m->life)) {
                 m->due = 0;
             } else if (m->pumped == iter) {
                 c->due.v[later++] = m;          /* next iteration */
@@ -308,7 +421,7 @@ static void pump_agents(zke_conn *c)
             qsort(batch.v, (size_t)batch.n, sizeof(conn_member *), by_order);
         for (int i = 0; i < batch.n; i++) {
             conn_member *m = batch.v[i];
-            if (m->detached || !m->pumping || m->pumped == iter)
+            if (member_gone(m) || !life_pumped(m->life) || m->pumped == iter)
                 continue;
             m->pumped = iter;
             m->ops->pump(m->a);
@@ -323,7 +436,7 @@ static void pump_agents(zke_conn *c)
 
 void conn_agent_due(zke_conn *c, conn_member *m)
 {
-    if (m->due || m->detached)
+    if (m->due || member_gone(m))
         return;
     if (mvec_push(&c->due, m) != 0) {
         /* no memory for the list: the kick makes the loop turn, and a
@@ -340,7 +453,7 @@ void conn_agent_due(zke_conn *c, conn_member *m)
 void conn_pump_all(zke_conn *c)
 {
     for (conn_member *m = c->first; m != NULL; m = m->next)
-        if (!m->detached && m->pumping)
+        if (!member_gone(m) && life_pumped(m->life))
             conn_agent_due(c, m);
 }
 
@@ -357,7 +470,7 @@ static void leaser_drop(zke_conn *c, conn_member *m)
  * time: leasewatch_dropped has them all checked again in the next iteration.) */
 void conn_agent_lease_watch(zke_conn *c, conn_member *m)
 {
-    if (m->lease_at >= 0 || m->detached)
+    if (m->lease_at >= 0 || member_gone(m))
         return;
     if (mvec_push(&c->leasers, m) != 0)
         return;         /* no memory: the agent's own checks (on_leader, its term) still run */
@@ -371,7 +484,7 @@ void conn_lease_recheck(zke_conn *c)
 
 void conn_agent_lease_wait(zke_conn *c, conn_member *m)
 {
-    if (m->detached)
+    if (member_gone(m))
         return;
     if (m->lease_at < 0)
         conn_agent_lease_watch(c, m);   /* ticked next iteration: a waiter then */
@@ -387,7 +500,7 @@ static void leasers_tick(zke_conn *c, int from, int64_t base, struct leasewatch_
     for (int i = from; i < c->leasers.n;) {
         conn_member *m = c->leasers.v[i];
         int follows = 0;
-        int64_t at = m->detached ? 0 : m->ops->lease_tick(m->a, &follows);
+        int64_t at = member_gone(m) ? 0 : m->ops->lease_tick(m->a, &follows);
         if (at == 0) {
             leaser_drop(c, m);      /* the last one moved into slot i */
             continue;
@@ -646,7 +759,7 @@ static void renew_send(zke_conn *c)
         /* start where the last one left: a node that is gone is not asked again */
         int k = (int)((c->rng >> 33) % (uint64_t)c->renewers.n + (uint64_t)i) % c->renewers.n;
         conn_member *m = c->renewers.v[k];
-        if (!m->detached)
+        if (!member_gone(m))
             path = m->ops->node_path(m->a);
     }
     c->rng = c->rng * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -668,7 +781,7 @@ static void renew_send(zke_conn *c)
 
 int conn_agent_ride(zke_conn *c, conn_member *m, int64_t after_ns, int within_ms)
 {
-    if (m->detached || !ev_is_active(&c->renew) || !session_connected(c->sess))
+    if (member_gone(m) || !ev_is_active(&c->renew) || !session_connected(c->sess))
         return -1;
     struct renew_now t = renew_facts(c);
     if (!renewplan_ride_ok(&c->rp, &t, after_ns, within_ms))
@@ -711,7 +824,7 @@ static void riders_go(zke_conn *c)
     }
     c->in_cb++;
     for (int i = 0; i < go.n; i++)
-        if (!go.v[i]->detached)
+        if (!member_gone(go.v[i]))
             go.v[i]->ops->ride(go.v[i]->a);
     c->in_cb--;
     mvec_free(&go);
@@ -743,7 +856,7 @@ static void renew_drop(zke_conn *c, conn_member *m)
 void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int period_ms,
                       int read_ms, int lease_ms, int by_sync)
 {
-    if (m->detached)
+    if (member_gone(m))
         return;
     struct renew_demand d = renew_demand_of(level, period_ms, read_ms, lease_ms, by_sync);
     if (renew_demand_same(&m->rd, &d, level))
@@ -779,12 +892,13 @@ void conn_lose(zke_conn *c, const char *event_reason, const char *why)
     ev_timer_stop(c->loop, &c->disc_to);
     c->in_cb++;
     for (conn_member *m = c->first; m != NULL; m = m->next)
-        if (!m->detached && m->ops->running(m->a))
+        if (!member_gone(m) && m->ops->running(m->a))
             m->ops->session_lost(m->a, event_reason, why);
     c->in_cb--;
     guard_unpublish(c);
     session_request_close(c->sess);
-    c->idle_closing = 0;
+    if (c->life == CONN_IDLE_CLOSING)
+        conn_to(c, CONN_LIVE);
     if (any_wanting(c))
         reopen_later(c);
 }
@@ -808,15 +922,17 @@ static int write_session_file(const zke_conn *c)
 static void sess_state_cb(void *ud, enum sess_state st)
 {
     zke_conn *c = ud;
-    if (st == SESS_S_CONNECTED && c->probe != NULL && !c->probe_over) {
-        c->probe_held = 1;      /* passed on when the probe is done (probe_done) */
+    if (st == SESS_S_CONNECTED &&
+        (c->probe_state == PROBE_ASKING || c->probe_state == PROBE_HOLDING)) {
+        c->probe_state = PROBE_HOLDING;     /* passed on when the probe is done (probe_done) */
         return;
     }
-    if (st == SESS_S_DISCONNECTED && c->probe_held) {
-        c->probe_held = 0;      /* the agents were not told of the connection */
+    if (st == SESS_S_DISCONNECTED && c->probe_state == PROBE_HOLDING) {
+        c->probe_state = PROBE_ASKING;      /* the agents were not told of the connection */
         return;
     }
-    c->probe_held = 0;
+    if (c->probe_state == PROBE_HOLDING)
+        c->probe_state = PROBE_ASKING;
     if (st == SESS_S_CONNECTED) {
         uint64_t sid = session_id(c->sess);
         c->reopen_delay = 0;
@@ -866,11 +982,10 @@ static void sess_state_cb(void *ud, enum sess_state st)
          * would be refused the same way: no reopen */
         ev_timer_stop(c->loop, &c->disc_to);
         ev_timer_stop(c->loop, &c->reopen);
-        c->auth_dead = 1;
+        conn_to(c, CONN_AUTH_DEAD);
         fan_state(c, st);
         guard_unpublish(c);
         session_request_close(c->sess);
-        c->idle_closing = 0;
     }
 }
 
@@ -921,15 +1036,12 @@ static int index_add(zke_conn *c, conn_member *m)
     conn_member **slot = &c->index[m->hash & (c->index_size - 1)];
     m->hnext = *slot;
     *slot = m;
-    m->running = 1;
     c->nrunning++;
     return 0;
 }
 
 static void index_remove(zke_conn *c, conn_member *m)
 {
-    if (!m->running)
-        return;
     for (conn_member **p = &c->index[m->hash & (c->index_size - 1)]; *p != NULL; p = &(*p)->hnext) {
         if (*p == m) {
             *p = m->hnext;
@@ -937,7 +1049,6 @@ static void index_remove(zke_conn *c, conn_member *m)
         }
     }
     m->hnext = NULL;
-    m->running = 0;
     c->nrunning--;
 }
 
@@ -950,7 +1061,7 @@ static void sess_watch_cb(void *ud, enum sess_watch type, const char *path)
     size_t plen = (size_t)(slash - path);
     /* election paths are unique among the running agents of a conn */
     conn_member *m = index_find(c, path, plen, path_hash(path, plen));
-    if (m != NULL && !m->detached && m->ops->running(m->a))
+    if (m != NULL && !member_gone(m) && m->ops->running(m->a))
         m->ops->session_watch(m->a, type, path);
 }
 
@@ -976,7 +1087,8 @@ static void probe_done(void *ud, int granted_ms)
     zke_conn *c = ud;
     if (c->probe == NULL)
         return;         /* the conn's teardown */
-    c->probe_over = 1;  /* freed at the next prepare */
+    int held = c->probe_state == PROBE_HOLDING;
+    c->probe_state = PROBE_ANSWERED;    /* freed at the next prepare */
     int half = session_timeout_ms(c->sess) / 2, tick = granted_ms / 2;
     if (tick > 0 && tick < half) {
         session_set_tick_bound(c->sess, tick);
@@ -986,8 +1098,7 @@ static void probe_done(void *ud, int granted_ms)
         clog_(c, ZKE_LOG_DEBUG, "no shorter server tick learned (a session that asked for "
               "%d ms was granted %d ms)", probe_ask_ms(c), granted_ms);
     }
-    if (c->probe_held) {
-        c->probe_held = 0;
+    if (held) {
         if (session_connected(c->sess))
             sess_state_cb(c, SESS_S_CONNECTED);
     }
@@ -996,7 +1107,8 @@ static void probe_done(void *ud, int granted_ms)
 static void conn_open(zke_conn *c)
 {
     ev_timer_stop(c->loop, &c->reopen);
-    c->idle_closing = 0;
+    if (c->life == CONN_IDLE_CLOSING)
+        conn_to(c, CONN_LIVE);
     /* the terms of the session that ended keep the ends they have: the
      * new session's base must not move them later (agents armed with
      * absolute ends see the generation and keep theirs) */
@@ -1011,11 +1123,13 @@ static void conn_open(zke_conn *c)
         reopen_later(c);
         return;
     }
-    if (!c->probed && session_tick_unstated(c->sess)) {
+    if (c->probe_state == PROBE_UNASKED && session_tick_unstated(c->sess)) {
         int ask = probe_ask_ms(c);
-        c->probed = 1;
+        c->probe_state = PROBE_OVER;
         if (ask >= 10)
             c->probe = probe_start(c->loop, c->hosts, ask, ask > 250 ? ask : 250, probe_done, c);
+        if (c->probe != NULL)
+            c->probe_state = PROBE_ASKING;
     }
 }
 
@@ -1038,6 +1152,7 @@ static void destroy(zke_conn *c)
     ev_timer_stop(c->loop, &c->disc_to);
     struct probe *p = c->probe;
     c->probe = NULL;
+    c->probe_state = PROBE_OVER;
     probe_free(p);
     /* completions of the close reach no agent through us (none is left:
      * a shared conn is destroyed once its last agent went, a private one
@@ -1073,15 +1188,16 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     (void)loop;
     (void)revents;
     pump_agents(c);
-    if (c->free_requested && c->n == 0 && c->in_cb == 0) {
+    if (c->life == CONN_FREEING && c->n == 0 && c->in_cb == 0) {
         destroy(c);
         return;
     }
-    if (c->probe != NULL && (c->probe_over || !any_wanting(c))) {
+    if (c->probe != NULL && (c->probe_state == PROBE_ANSWERED || !any_wanting(c))) {
         /* done, or of no more use (its timers would hold a host's loop):
          * done() comes first if it had not, and passes a held connect on */
         probe_free(c->probe);
         c->probe = NULL;
+        c->probe_state = PROBE_OVER;
     }
     session_flush(c->sess);
     int open = session_is_open(c->sess);
@@ -1090,9 +1206,9 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         c->close_owed = 0;      /* the close released their nodes */
     }
     c->was_open = open;
-    if (!open && !c->auth_dead && !ev_is_active(&c->reopen) && any_wanting(c))
+    if (!open && c->life != CONN_AUTH_DEAD && !ev_is_active(&c->reopen) && any_wanting(c))
         conn_open(c);
-    while (c->lhead != NULL && !c->free_requested) {
+    while (c->lhead != NULL && c->life != CONN_FREEING) {
         struct logline *l = c->lhead;
         c->lhead = l->next;
         if (c->lhead == NULL)
@@ -1103,7 +1219,7 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         c->in_cb--;
         free(l);
     }
-    if (c->free_requested && c->n == 0 && c->in_cb == 0)
+    if (c->life == CONN_FREEING && c->n == 0 && c->in_cb == 0)
         destroy(c);
     else if ((c->due.n > 0 ||
               leasewatch_pending(&c->lw, session_lease_base_ns(c->sess), c->leasers.n)) &&
@@ -1121,7 +1237,7 @@ static void reopen_cb(struct ev_loop *loop, ev_timer *w, int revents)
     zke_conn *c = w->data;
     (void)loop;
     (void)revents;
-    if (session_is_open(c->sess) || c->auth_dead || !any_wanting(c))
+    if (session_is_open(c->sess) || c->life == CONN_AUTH_DEAD || !any_wanting(c))
         return;
     conn_open(c);
 }
@@ -1253,59 +1369,46 @@ int conn_agent_start(zke_conn *c, conn_member *m, char *err, size_t errlen)
     const char *path = m->ops->path(a);
     size_t plen = strlen(path);
     m->hash = path_hash(path, plen);
-    conn_member *o = m->running ? NULL : index_find(c, path, plen, m->hash);
+    conn_member *o = life_runs(m->life) ? NULL : index_find(c, path, plen, m->hash);
     if (o != NULL && o != m) {
         snprintf(err, errlen, "another agent on this connection ('%s') runs the election "
                  "'%s': one candidate per election path and session", o->ops->id(o->a),
                  o->ops->path(o->a));
         return -1;
     }
-    if (!m->running && index_add(c, m) != 0) {
+    if (!life_runs(m->life) && index_add(c, m) != 0) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (!m->wanting) {
-        m->wanting = 1;
-        c->wanting++;
-    }
-    if (!m->pumping) {
-        m->pumping = 1;
-        ev_ref(c->loop);        /* a started agent keeps the loop alive until it is quiet */
-    }
+    member_to(c, m, CM_RUNNING);
     conn_agent_due(c, m);       /* a pump running now reaches it in this iteration */
-    c->auth_dead = 0;           /* an agent started again: try again */
+    if (c->life == CONN_AUTH_DEAD)
+        conn_to(c, CONN_LIVE);  /* an agent started again: try again */
     /* a close under way is taken back, unless nodes are left for it to
      * release: then a new handle follows it */
-    if (session_is_open(c->sess) && c->idle_closing && c->close_owed == 0 &&
+    if (session_is_open(c->sess) && c->life == CONN_IDLE_CLOSING && c->close_owed == 0 &&
         session_keep(c->sess) == 0) {
-        c->idle_closing = 0;
+        conn_to(c, CONN_LIVE);
         guard_publish(c);       /* ours again */
     }
     if (!session_is_open(c->sess)) {
         if (!ev_is_active(&c->reopen))
             conn_open(c);
-    } else if (session_connected(c->sess) && !c->probe_held) {
+    } else if (session_connected(c->sess) && c->probe_state != PROBE_HOLDING) {
         m->ops->session_state(a, SESS_S_CONNECTED);
     }
     return 0;
 }
 
-static void unwant(zke_conn *c, conn_member *m)
-{
-    if (m->wanting) {
-        m->wanting = 0;
-        c->wanting--;
-    }
-}
-
 void conn_agent_stopping(zke_conn *c, conn_member *m)
 {
-    unwant(c, m);
+    if (m->life == CM_RUNNING)
+        member_to(c, m, CM_STOPPING);
 }
 
 int conn_release_by_close(zke_conn *c, conn_member *m)
 {
-    if (m->wanting || c->wanting > 0 || !session_is_open(c->sess))
+    if (life_wants(m->life) || c->wanting > 0 || !session_is_open(c->sess))
         return 0;
     c->close_owed++;
     return 1;
@@ -1313,35 +1416,34 @@ int conn_release_by_close(zke_conn *c, conn_member *m)
 
 int conn_others_running(const zke_conn *c, const conn_member *m)
 {
-    return c->nrunning - (m != NULL && m->running ? 1 : 0) > 0;
+    return c->nrunning - (m != NULL && life_runs(m->life) ? 1 : 0) > 0;
 }
 
 void conn_agent_done(zke_conn *c, conn_member *m)
 {
-    unwant(c, m);
-    index_remove(c, m);
+    if (life_runs(m->life))
+        member_to(c, m, CM_DONE);
     if (c->nrunning > 0 || !session_is_open(c->sess))
         return;
     guard_unpublish(c);         /* we close it ourselves */
     session_request_close(c->sess);
-    c->idle_closing = 1;
+    if (c->life == CONN_LIVE)
+        conn_to(c, CONN_IDLE_CLOSING);
     ev_timer_stop(c->loop, &c->reopen);
     ev_timer_stop(c->loop, &c->disc_to);
 }
 
 void conn_agent_quiet(zke_conn *c, conn_member *m)
 {
-    if (m != NULL && m->pumping) {
-        m->pumping = 0;
-        ev_unref(c->loop);
-    }
+    /* (after conn_agent_done, as the agent does it: one still running
+     * would also leave the path index and stop wanting the session) */
+    if (m != NULL && life_pumped(m->life))
+        member_to(c, m, CM_QUIET);
 }
 
 void conn_detach(zke_conn *c, conn_member *m)
 {
-    conn_agent_quiet(c, m);
-    unwant(c, m);
-    index_remove(c, m);
+    member_to(c, m, CM_DETACHED);
     leaser_drop(c, m);
     renew_drop(c, m);
     conn_agent_unride(c, m);
@@ -1356,7 +1458,6 @@ void conn_detach(zke_conn *c, conn_member *m)
     else
         c->last = m->prev;
     c->n--;
-    m->detached = 1;
     guard_publish(c);
     zke_agent *a = m->a;
     /* a pump or a check running may hold it, and the due list until the
@@ -1369,7 +1470,7 @@ void conn_detach(zke_conn *c, conn_member *m)
         c->owner = NULL;        /* its log is gone */
         c->owner_ops = NULL;
         c->log = NULL;
-        c->free_requested = 1;
+        conn_to(c, CONN_FREEING);
         if (c->in_cb == 0)
             destroy(c);         /* else when pump_agents returns */
         return;
@@ -1377,9 +1478,10 @@ void conn_detach(zke_conn *c, conn_member *m)
     if (c->sess != NULL && c->nrunning == 0 && session_is_open(c->sess)) {
         guard_unpublish(c);
         session_request_close(c->sess);
-        c->idle_closing = 1;
+        if (c->life == CONN_LIVE)
+            conn_to(c, CONN_IDLE_CLOSING);
     }
-    if (c->free_requested && c->n == 0 && c->in_cb == 0)
+    if (c->life == CONN_FREEING && c->n == 0 && c->in_cb == 0)
         destroy(c);
 }
 
@@ -1439,7 +1541,7 @@ int zke_conn_set_log_level(zke_conn *c, enum zke_log_level min)
 
 int zke_conn_free(zke_conn *c)
 {
-    if (c == NULL || c->free_requested)
+    if (c == NULL || c->life == CONN_FREEING)
         return 0;
     if (c->owner != NULL) {
         snprintf(c->err, sizeof c->err, "this connection belongs to its agent (zke_agent_new): "
@@ -1448,14 +1550,14 @@ int zke_conn_free(zke_conn *c)
     }
     int live = 0;
     for (const conn_member *m = c->first; m != NULL; m = m->next)
-        if (!m->detached && !m->ops->free_requested(m->a))
+        if (!member_gone(m) && !m->ops->free_requested(m->a))
             live++;
     if (live > 0) {
         snprintf(c->err, sizeof c->err, "%d agent%s still on this connection: zke_agent_free "
                  "%s first", live, live == 1 ? " is" : "s are", live == 1 ? "it" : "them");
         return -1;
     }
-    c->free_requested = 1;
+    conn_to(c, CONN_FREEING);
     if (c->n == 0 && c->in_cb == 0)
         destroy(c);             /* else: when the last deferred agent free ends, or the log
                                  * callback returns (prepare_cb) */

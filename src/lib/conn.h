@@ -44,9 +44,52 @@ uint64_t conn_previous_session(const zke_conn *c);
  * sets its own level here (zke_agent_set_log_level). Any time. */
 void conn_set_log_level(zke_conn *c, enum zke_log_level min);
 
+/* The conn's life (what the handle may do next; the handle's own state,
+ * connecting or connected, is the session's):
+ *  LIVE          it serves its agents: a handle is open while one wants it,
+ *                reopened after a loss;
+ *  IDLE_CLOSING  no agent runs: the handle closes at the next flush, and an
+ *                agent that starts before may take the close back (unless
+ *                stopped agents left their nodes to it: conn_release_by_close);
+ *  AUTH_DEAD     the credentials were refused before any role: no new
+ *                handle until an agent starts (back to LIVE); an idle close
+ *                asked meanwhile stays AUTH_DEAD (a dead handle is not kept);
+ *  FREEING       zke_conn_free, or its owner's detach: destroyed once no
+ *                agent and no callback holds it (the end: nothing leaves it).
+ * Independent of it: in_cb (a depth of scans under way), was_open (a memo
+ * of the last flush), the tick probe's own life (enum conn_probe). */
+enum conn_life { CONN_LIVE, CONN_IDLE_CLOSING, CONN_AUTH_DEAD, CONN_FREEING };
+/* The probe of the servers' tick (probe.h), once a conn: not asked yet;
+ * asking; asking with the first SESS_S_CONNECTED held for its answer;
+ * answered (freed at the next prepare); over (freed, or never needed). */
+enum conn_probe { PROBE_UNASKED, PROBE_ASKING, PROBE_HOLDING, PROBE_ANSWERED, PROBE_OVER };
+/* "live", "idle_closing", "auth_dead", "freeing"; "unasked", "asking",
+ * "holding", "answered", "over". Constant strings. */
+const char *conn_life_name(enum conn_life l);
+const char *conn_probe_name(enum conn_probe p);
+/* The name of c's life now (for the status). Any time before its free. */
+const char *conn_state_name_of(const zke_conn *c);
+
 /* An agent's place on its conn (conn_attach), owned by the conn: valid from
  * conn_attach() until conn_detach(). */
 typedef struct conn_member conn_member;
+
+/* A member's life on the conn, in order (conn_agent_start goes back to
+ * RUNNING from any state but DETACHED; the others only move forward):
+ *  ATTACHED  conn_attach: not started;
+ *  RUNNING   conn_agent_start: in the path index, wants the session (the
+ *            handle stays open or reopens for it), pumped when due, holds
+ *            a reference on the loop;
+ *  STOPPING  conn_agent_stopping: running, but no longer wants the session;
+ *  DONE      conn_agent_done: out of the index (the handle may close),
+ *            pumped still (it waits for the close to report on_stopped);
+ *  QUIET     conn_agent_quiet: no more pumps, no reference on the loop;
+ *  DETACHED  conn_detach: gone (freed once no scan holds it). */
+enum conn_member_life { CM_ATTACHED, CM_RUNNING, CM_STOPPING, CM_DONE, CM_QUIET, CM_DETACHED };
+/* "attached", "running", "stopping", "done", "quiet", "detached". */
+const char *conn_member_life_name(enum conn_member_life l);
+/* The name of m's life now (for the status). While attached. */
+const char *conn_member_state_name(const conn_member *m);
 
 /* What a conn asks of each agent on it, registered by conn_attach() (the
  * table is the agent's, static, and outlives the attachment). Each is
