@@ -1,8 +1,11 @@
 /*
- * session.h - one ZooKeeper session on a libev loop (libzookeeper_st pump).
+ * session.h - one ZooKeeper client handle (libzookeeper_st) on a libev loop.
+ * The handle opens and keeps a ZooKeeper session; conn.h's zke_conn is that
+ * session as the agents share it.
  *
- * The only module that includes <zookeeper/zookeeper.h>. It owns the handle,
- * the io and timer watchers, and maps the library's codes to enum sess_rc.
+ * The only module that includes <zookeeper/zookeeper.h> (its files:
+ * session_int.h). It owns the handle, the loop's watchers (session_loop.h,
+ * session_libev.c), and maps the library's codes to enum sess_rc.
  *
  * Calling rules:
  *  - All calls from the loop thread.
@@ -44,6 +47,23 @@ enum sess_state {
                             * session_auth_error() says which. Reopening fails again. */
 };
 
+/* The handle's lifecycle (session_life()). */
+enum sess_life {
+    SESS_LIFE_CLOSED,      /* no handle: never opened, or closed (session_open makes one) */
+    SESS_LIFE_CONNECTING,  /* a handle that has not connected yet: no session exists yet */
+    SESS_LIFE_CONNECTED,   /* connected (first time or again) */
+    SESS_LIFE_SUSPENDED,   /* connected once, the connection lost: the session may live on,
+                            * the library reconnects */
+    SESS_LIFE_CLOSING,     /* a close was requested (session_request_close), not performed
+                            * yet: answers in flight drain, at most 0.5 s, then closed at a
+                            * session_flush(); session_keep() takes it back */
+    SESS_LIFE_EXPIRED,     /* dead: the server expired the session (or the handle became
+                            * unusable); the owner closes it */
+    SESS_LIFE_AUTH_FAILED, /* dead: credentials rejected or required (SESS_S_AUTH_FAILED) */
+    SESS_LIFE_COUNT
+};
+const char *sess_life_name(enum sess_life l);
+
 enum sess_watch { SESS_W_CREATED, SESS_W_DELETED, SESS_W_CHANGED, SESS_W_CHILD, SESS_W_OTHER };
 
 /* Borrowed for the duration of the completion. */
@@ -63,6 +83,9 @@ struct sess_result {
     const char *const *children;
     int nchildren;
     int64_t sent_ns;               /* when the request was handed to the library */
+    int64_t read_ns;               /* CLOCK_MONOTONIC when the loop read this answer (the
+                                    * wake-up of the io callback), 0 when the client made it
+                                    * up itself (a close, a lost connection) */
 };
 
 typedef void sess_done_fn(void *arg, const struct sess_result *r);
@@ -108,11 +131,20 @@ void session_request_close(session *s);
 /* Takes back a close request that was not performed yet (the handle is
  * still usable: not expired, not dead). 0, or -1 if there is no live handle. */
 int session_keep(session *s);
+/* Where the handle is in its lifecycle; every change is a debug line
+ * ("handle: connecting -> connected"). Any time. */
+enum sess_life session_life(const session *s);
+/* sess_life_name(session_life(s)): "closed", "connecting", "connected",
+ * "suspended", "closing", "expired", "auth_failed" (constant strings; for
+ * status documents). Any time. */
+const char *session_life_name(const session *s);
+/* session_life(s) is not SESS_LIFE_CLOSED. */
 int session_is_open(const session *s);
 /* A close was requested (session_request_close) and not taken back. */
 int session_closing(const session *s);
 void session_flush(session *s);
 
+/* Connected (also while closing: answers still come in). */
 int session_connected(const session *s);
 uint64_t session_id(const session *s);
 int session_timeout_ms(const session *s);     /* negotiated, or requested before */
@@ -156,7 +188,7 @@ int session_write_file(const session *s, const char *file, int password);
  * once, and the owner may be freed right after the cancel. Not from inside
  * a completion of that owner's. Untagged requests are never cancelled. */
 struct sess_owner {
-    struct req *head;           /* private to session.c */
+    struct req *head;           /* private to session_req.c */
 };
 void session_tag(session *s, struct sess_owner *owner);
 void session_cancel(session *s, struct sess_owner *owner);
@@ -237,7 +269,8 @@ int64_t session_last_renewal_ns(const session *s);
 /* CLOCK_MONOTONIC (ns) at which the io callback that is now running
  * zookeeper_process() for some session woke up, i.e. when the bytes whose
  * completions and watches are being delivered were read; 0 outside that
- * call. Process-wide (one loop thread). */
+ * call. Process-wide (one loop thread): for the watch and state callbacks,
+ * which carry no stamp (a completion has its own, sess_result.read_ns). */
 int64_t session_reading_ns(void);
 
 /* Process-wide counters of requests sent (all sessions): for i in
