@@ -1,13 +1,15 @@
 /*
  * test_requests.c - the request counters (zke_agent_requests,
- * zke_request_op_name, session_requests): no ZooKeeper; a handle that
- * connects nowhere still counts what it was handed.
+ * zke_request_op_name, session_requests) and the handle's lifecycle
+ * (session_life): no ZooKeeper; a handle that connects nowhere still
+ * counts what it was handed and moves through its states.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "session.h"
 #include "zkelect.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include <ev.h>
@@ -92,9 +94,55 @@ static void test_agent(void)
     ev_loop_destroy(loop);
 }
 
+static char last_handle_line[128];
+
+static void life_log(void *ud, enum zke_log_level l, const char *m)
+{
+    (void)ud;
+    (void)l;
+    if (strncmp(m, "handle: ", 8) == 0)
+        snprintf(last_handle_line, sizeof last_handle_line, "%s", m);
+}
+
+/* closed -> connecting -> closing -> (kept) connecting -> closing -> closed,
+ * each change one debug line */
+static void test_lifecycle(void)
+{
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct sess_cbs cbs = { st_cb, w_cb, life_log };
+    session *s = session_new(loop, "127.0.0.1:1", 10000, &cbs, NULL);
+    CHECK(s != NULL);
+    CHECK(session_life(s) == SESS_LIFE_CLOSED && strcmp(session_life_name(s), "closed") == 0);
+    CHECK(!session_is_open(s) && !session_connected(s) && !session_closing(s));
+    CHECK(session_keep(s) == -1);
+    CHECK(session_open(s) == 0);
+    CHECK(session_life(s) == SESS_LIFE_CONNECTING && session_is_open(s) && !session_connected(s));
+    CHECK(strcmp(last_handle_line, "handle: closed -> connecting") == 0);
+    CHECK(session_open(s) == -1);       /* one handle at a time */
+    session_request_close(s);
+    CHECK(session_life(s) == SESS_LIFE_CLOSING && session_closing(s) && session_is_open(s));
+    CHECK(strcmp(last_handle_line, "handle: connecting -> closing") == 0);
+    CHECK(session_keep(s) == 0);
+    CHECK(session_life(s) == SESS_LIFE_CONNECTING && !session_closing(s));
+    CHECK(strcmp(last_handle_line, "handle: closing -> connecting") == 0);
+    session_request_close(s);
+    session_flush(s);                   /* never connected: closed at once */
+    CHECK(session_life(s) == SESS_LIFE_CLOSED && !session_is_open(s));
+    CHECK(strcmp(last_handle_line, "handle: closing -> closed") == 0);
+    CHECK(session_keep(s) == -1);
+    session_free(s);
+    for (int i = 0; i < SESS_LIFE_COUNT; i++)
+        for (int j = 0; j < i; j++)
+            CHECK(strcmp(sess_life_name((enum sess_life)i), sess_life_name((enum sess_life)j)) != 0);
+    CHECK(strcmp(sess_life_name(SESS_LIFE_AUTH_FAILED), "auth_failed") == 0);
+    CHECK(strcmp(sess_life_name(SESS_LIFE_COUNT), "?") == 0);
+    ev_loop_destroy(loop);
+}
+
 int main(void)
 {
     RUN(test_names);
+    RUN(test_lifecycle);
     RUN(test_session_counts);
     RUN(test_agent);
     return check_done();
