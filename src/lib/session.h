@@ -171,12 +171,6 @@ char *session_unreachable(const session *s, int waited_ms);
  * Any length: a child's name is another client's bytes, and ZooKeeper takes
  * names of any length up to its packet limit. Pure; any thread. */
 char *sess_child_path(const char *dir, const char *name);
-/* Writes "0x<id>\n" for tooling, or with password set "0x<id> <password
- * hex>\n" for tooling that must resume or expire this session (whoever holds
- * both can close it): always a new mode-0600 inode created here (a unique
- * temporary name, O_EXCL) renamed over file, never written through a link.
- * 0, or -1 (errno from the failed call). */
-int session_write_file(const session *s, const char *file, int password);
 
 /* Several owners (agents) may share one session. Each embeds a struct
  * sess_owner (zeroed) and calls session_tag(s, &owner) right before each of
