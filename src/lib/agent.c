@@ -31,53 +31,10 @@
 #include <unistd.h>
 
 
-const char *zke_version(void) { return ZKELECT_VERSION; }
-
-
-const char *zke_role_name(enum zke_role r)
-{
-    return r == ZKE_ROLE_LEADER ? "leader" : r == ZKE_ROLE_FOLLOWER ? "follower" : "idle";
-}
-
-
-const char *zke_event_name(enum zke_event_type t)
-{
-    static const char *n[] = { "leader", "follower", "predecessor_change", "stepdown",
-                               "session", "joined", "stopped", "suspend", "resume",
-                               "leader_change" };
-    return (unsigned)t < ZKE_EV_COUNT ? n[t] : "?";
-}
-
-
-const char *zke_log_level_name(enum zke_log_level l)
-{
-    static const char *n[] = { "debug", "info", "warn", "error" };
-    return (unsigned)l <= ZKE_LOG_ERROR ? n[l] : "?";
-}
-
-
 static int agent_ever_settled(const zke_agent *a)
 {
     return a->ever_settled;
 }
-
-
-void agent_life_to(zke_agent *a, enum agent_life to)
-{
-    if (to > a->life)
-        a->life = to;
-    if (a->life >= AL_STOPPING && a->cm != NULL)
-        conn_agent_stopping(a->conn, a->cm);
-    if (to >= AL_STOPPING && to < AL_FREEING && a->handover != NULL)
-        agent_handover_abort(a, "stopped", 0);      /* their callbacks run from the loop */
-}
-
-
-int agent_started(const zke_agent *a) { return a->life >= AL_RUNNING; }
-
-int agent_stopping(const zke_agent *a) { return a->life >= AL_STOPPING; }
-
-int agent_done(const zke_agent *a) { return a->life >= AL_DONE; }
 
 
 static int agent_running(const zke_agent *a)
@@ -90,17 +47,6 @@ static int agent_wants_session(const zke_agent *a)
 {
     return a->life == AL_RUNNING;
 }
-
-
-int agent_free_requested(const zke_agent *a)
-{
-    return dispatch_free_requested(&a->q);
-}
-
-
-const char *agent_id(const zke_agent *a) { return a->set.id; }
-
-const char *agent_path(const zke_agent *a) { return a->set.path; }
 
 
 static const struct conn_agent_ops agent_conn_ops = {
@@ -121,32 +67,6 @@ static const struct conn_agent_ops agent_conn_ops = {
 };
 
 
-static void stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    zke_agent *a = w->data;
-    (void)loop;
-    (void)revents;
-    if (agent_done(a))
-        return;
-    if (a->term.scope != NULL) {
-        /* on_stepdown must run before the node goes: the term's drain is
-         * bounded (grace, SIGKILL, 1 s), wait for it */
-        ev_timer_set(&a->stop_to, 0.25, 0.);
-        ev_timer_start(a->loop, &a->stop_to);
-        return;
-    }
-    if (conn_is_private(a->conn))
-        agent_alog(a, ZKE_LOG_WARN, "stop: could not release our node in time; closing the session "
-                              "(the server removes the node)");
-    else
-        agent_alog(a, ZKE_LOG_WARN, "stop: could not release our node in time; it stays until the "
-                              "shared session ends or a later delete of it gets through");
-    agent_life_to(a, AL_DONE);
-    conn_agent_done(a->conn, a->cm);
-    agent_kick_now(a);
-}
-
-
 
 /* The watchers and the FIFO, first: real_free() stops them whatever fails
  * after. */
@@ -161,7 +81,7 @@ static void init_watchers(zke_agent *a, struct ev_loop *loop)
     dispatch_init(&a->q, loop);
     ev_timer_init(&a->backoff, agent_backoff_cb, 0., 0.);
     ev_timer_init(&a->connect_to, agent_connect_to_cb, 0., 0.);
-    ev_timer_init(&a->stop_to, stop_to_cb, 0., 0.);
+    ev_timer_init(&a->stop_to, agent_stop_to_cb, 0., 0.);
     ev_timer_init(&a->hold_to, agent_hold_to_cb, 0., 0.);
     a->hold_to.data = a;
     a->backoff.data = a->connect_to.data = a->stop_to.data = a;
@@ -293,6 +213,25 @@ static int make_election(zke_agent *a, const struct zke_settings *s)
 }
 
 
+static void agent_teardown(zke_agent *a);
+
+
+/* zke_agent_stop (or a fatal error) began the stop: a hand-over under way
+ * ends with "stopped", its callback from the loop. */
+static void stopping_hook(zke_agent *a)
+{
+    if (a->handover != NULL)
+        agent_handover_abort(a, "stopped", 0);
+}
+
+
+/* How the core (agent_core.c) reaches this file and the features. */
+static const struct agent_hooks agent_hooks = {
+    .teardown = agent_teardown,
+    .stopping = stopping_hook,
+};
+
+
 /* Everything but the conn's part; a->conn is set (or NULL: out of memory).
  * Whatever fails, the agent is returned with the reason in a->err: only
  * zke_agent_start refuses it. */
@@ -303,6 +242,7 @@ static zke_agent *make_agent(struct ev_loop *loop, zke_conn *shared, const struc
     if (a == NULL)
         return NULL;
     a->loop = loop;
+    a->hooks = &agent_hooks;
     if (cb != NULL)
         a->cb = *cb;
     a->ud = ud;
@@ -368,29 +308,6 @@ int zke_agent_start(zke_agent *a)
         return -1;
     }
     return 0;
-}
-
-
-void zke_agent_stop(zke_agent *a)
-{
-    if (a->life != AL_RUNNING)
-        return;
-    agent_life_to(a, AL_STOPPING);
-    ev_timer_stop(a->loop, &a->connect_to);
-    if (!session_is_open(a->sess)) {
-        agent_life_to(a, AL_DONE);
-        conn_agent_done(a->conn, a->cm);
-    } else {
-        el_stop(a->el);
-        int ms = session_timeout_ms(a->sess);
-        ms = ms < 1000 ? 1000 : ms > 5000 ? 5000 : ms;
-        /* room for the step-down: the term's children, then on_stepdown */
-        if (ms < a->plan.stepdown_budget_ms + 2000)
-            ms = a->plan.stepdown_budget_ms + 2000;
-        ev_timer_set(&a->stop_to, ms / 1000.0, 0.);
-        ev_timer_start(a->loop, &a->stop_to);
-    }
-    agent_kick_now(a);
 }
 
 
@@ -463,7 +380,7 @@ static void real_free(zke_agent *a)
 
 /* Ends the term and the agent for the host: an on_stepdown for a sitting
  * leader and the one on_stopped, then releases everything. */
-void agent_teardown(zke_agent *a)
+static void agent_teardown(zke_agent *a)
 {
     struct zke_event ev;
     scope_free(a->term.scope);      /* the term ends before on_stepdown */
@@ -581,12 +498,6 @@ int zke_agent_requests(const zke_agent *a, struct zke_requests *out)
     }
     session_requests(a->sess, out);
     return 0;
-}
-
-
-const char *zke_agent_errstr(const zke_agent *a)
-{
-    return a->err != NULL ? a->err : a->err_oom ? "out of memory" : "";
 }
 
 

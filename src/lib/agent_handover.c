@@ -100,11 +100,7 @@ static int deliver(struct handover *op, int freeing)
         op_free(op);
     if (freeing)
         return 0;
-    if (dispatch_leave(&a->q)) {
-        agent_teardown(a);
-        return 1;
-    }
-    return 0;
+    return agent_host_leave(a);
 }
 
 /* The outcome is known: the callback runs from the loop. msg is taken. */

@@ -3,6 +3,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "agent_priv.h"
+#include "settings.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -248,4 +249,50 @@ void agent_update_renew(zke_agent *a)
         a->guard_standby_ns = gap;
         guard_slot_standby(a->guard, a->guard_slot, gap);
     }
+}
+
+
+void agent_term_drained_cb(void *ud, int forced)
+{
+    zke_agent *a = ud;
+    term_drained(&a->term);
+    if (forced)
+        agent_alog(a, ZKE_LOG_ERROR, "term: a child process was not reaped within 1 s of SIGKILL; "
+                               "going on without it");
+    agent_kick_now(a);
+}
+
+
+/* Ends the host's term now: its timers stop, its children get SIGTERM (and
+ * SIGKILL after half the stepdown budget). Idempotent. */
+void agent_revoke_term(zke_agent *a)
+{
+    if (term_revoke(&a->term)) {
+        if (a->term.scope != NULL)
+            scope_cancel(a->term.scope, agent_term_drained_cb, a);
+        agent_guard_sync(a);        /* no soft end: the step-down has begun */
+    }
+}
+
+
+int agent_replan(zke_agent *a, char *why, size_t whylen)
+{
+    int T = session_timeout_ms(a->sess);
+    struct zke_lease_plan np;
+    /* the tick the session pairs renewals with: the longest any of its
+     * agents assumes, stated or learned from the servers (probe.h) */
+    if (settings_lease_plan(&a->set, T, session_pair_tick_ms(a->sess), &np, why, whylen) != 0)
+        return -1;
+    a->plan = np;
+    conn_note_margin(a->conn, np.margin_ms);
+    a->plan_unchecked = 0;
+    conn_lease_recheck(a->conn);    /* its lease end is the base plus a new lease */
+    agent_alog(a, ZKE_LOG_INFO, "lease %d ms (session %d ms, stepdown budget %d ms, margin %d "
+         "ms, renewal every %d ms, confirmed by a renewal %d ms later; server tick %d ms, "
+         "%s)", np.lease_ms, T, np.stepdown_budget_ms, np.margin_ms, np.renew_ms,
+         np.confirm_ms, np.server_tick_ms, np.server_tick_ms == a->set.server_tick_ms ? "stated"
+         : a->set.server_tick_ms > 0 ? "stated longer by another agent on the session"
+         : np.server_tick_ms < T / 2 ? "at most half a probe session's grant"
+         : "at most half the session timeout");
+    return 0;
 }

@@ -126,6 +126,7 @@ struct zke_agent {
     struct term term;           /* the term: its lifecycle, epoch, node, holds, guard ends (term.h) */
     struct dispatch q;          /* the FIFO; its guard defers zke_agent_free in a callback */
     enum agent_life life;
+    const struct agent_hooks *hooks;    /* agent.c's (zke_agent_new) */
     int ever_connected;
     int ever_settled;           /* took a role once: later permission errors are runtime ones */
     char *denied;               /* the permission error being retried, logged once; NULL if none */
@@ -157,11 +158,19 @@ struct zke_agent {
 };
 
 
+/* How the core reaches what sits above it: agent.c registers these at
+ * zke_agent_new (a->hooks), and no other way leads from agent_core.c up. */
+struct agent_hooks {
+    /* the host freed the agent inside a callback: end it and free it */
+    void (*teardown)(zke_agent *a);
+    /* the agent's life reached AL_STOPPING or AL_DONE (agent_life_to) */
+    void (*stopping)(zke_agent *a);
+};
+
 /* agent_resign.c */
 void agent_free_withdraw_holds(zke_agent *a);
 
-/* agent.c */
-void agent_teardown(zke_agent *a);
+/* agent_core.c: what every agent file may call */
 /* Moves a->life on to `to`; a state already past it stays. */
 void agent_life_to(zke_agent *a, enum agent_life to);
 /* zke_agent_start succeeded (whatever came after). */
@@ -171,26 +180,38 @@ int agent_started(const zke_agent *a);
 int agent_stopping(const zke_agent *a);
 /* The node is released or given up on: nothing more is sent. */
 int agent_done(const zke_agent *a);
-
-/* agent_queue.c */
+void agent_stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents);
+/* A join error that retrying cannot fix (a->err says which): stop without
+ * going through the election, close, report `reason`. */
+void agent_fail_now(zke_agent *a, const char *reason);
+/* Makes the loop turn (and the FIFO drain) soon, without blocking first. */
 void agent_kick_now(zke_agent *a);
 void agent_alog(zke_agent *a, enum zke_log_level lvl, const char *fmt, ...);
 /* Sets the agent's error (zke_agent_errstr) to the formatted text, whole;
  * on no memory to "out of memory". */
 void agent_err(zke_agent *a, const char *fmt, ...);
 void agent_queue_log(zke_agent *a, enum zke_log_level lvl, const char *msg);
+void agent_queue_event(zke_agent *a, const struct zke_event *ev);
 void agent_queue_session_event(zke_agent *a, const char *reason, uint64_t sid);
-void agent_el_event_cb(void *ud, const struct zke_event *ev);
 void agent_base_event(const zke_agent *a, enum zke_event_type t, const char *reason, struct zke_event *ev);
+char *agent_full_path(zke_agent *a, const char *node);
+char *agent_node_path(const zke_agent *a);
+/* The host freed the agent in a callback (dispatch_leave said so): ends
+ * it now (the teardown hook). a is gone when it returns. */
+void agent_teardown_now(zke_agent *a);
+/* Leaves a host callback entered with dispatch_enter(&a->q): 1 when the
+ * host freed the agent in it (then it is gone: torn down), else 0. */
+int agent_host_leave(zke_agent *a);
+
+/* agent_queue.c */
+void agent_el_event_cb(void *ud, const struct zke_event *ev);
 void agent_el_request_cb(void *ud, const struct el_req *r);
 void agent_pump(zke_agent *a);
 void agent_el_log_cb(void *ud, enum zke_log_level lvl, const char *msg);
 
 /* agent_request.c */
-void agent_fail_now(zke_agent *a, const char *reason);
 /* Hands r to the session: 0, or -1 when it refused it (a retry is armed). */
 int agent_submit(zke_agent *a, const struct el_req *r);
-char *agent_full_path(zke_agent *a, const char *node);
 
 /* agent_session.c */
 void agent_connect_to_cb(struct ev_loop *loop, ev_timer *w, int revents);
@@ -198,10 +219,6 @@ void agent_session_lost(zke_agent *a, const char *event_reason, const char *why)
 void agent_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void agent_session_watch(zke_agent *a, enum sess_watch type, const char *path);
 void agent_session_state(zke_agent *a, enum sess_state st);
-/* Plans the lease again for the session's granted timeout and the tick it
- * pairs with (and logs it); -1 with why when the settings do not fit (the
- * plan stays). */
-int agent_replan(zke_agent *a, char *why, size_t whylen);
 
 /* agent_lease.c */
 int agent_guard_watching(const zke_agent *a);
@@ -214,14 +231,17 @@ void agent_guard_sync(zke_agent *a);
  * froze when a new handle opened, conn_open): from now on, until the term
  * is over, they are the absolute ends they had then (term_freeze). */
 void agent_guard_freeze_check(zke_agent *a);
-char *agent_node_path(const zke_agent *a);
 int64_t agent_lease_remaining_ms(const zke_agent *a);
 int agent_lease_ready(const zke_agent *a);
+/* Plans the lease again for the session's granted timeout and the tick it
+ * pairs with (and logs it); -1 with why when the settings do not fit (the
+ * plan stays). */
+int agent_replan(zke_agent *a, char *why, size_t whylen);
+void agent_revoke_term(zke_agent *a);
+void agent_term_drained_cb(void *ud, int forced);
 
 /* agent_term.c */
 void agent_hold_to_cb(struct ev_loop *loop, ev_timer *w, int revents);
-void agent_revoke_term(zke_agent *a);
-void agent_term_drained_cb(void *ud, int forced);
 int agent_call_host(zke_agent *a, const struct zke_event *in);
 void agent_end_hold(zke_agent *a);
 

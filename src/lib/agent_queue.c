@@ -12,141 +12,6 @@
 #include <string.h>
 
 
-/* A log line for the host; never cut (names in it are other clients'
- * bytes, of any length). */
-void agent_alog(zke_agent *a, enum zke_log_level lvl, const char *fmt, ...)
-{
-    char buf[600];
-    va_list ap;
-    if (a->cb.log == NULL || lvl < a->log_min)
-        return;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n >= (int)sizeof buf) {
-        char *big = malloc((size_t)n + 1);
-        if (big != NULL) {
-            va_start(ap, fmt);
-            vsnprintf(big, (size_t)n + 1, fmt, ap);
-            va_end(ap);
-            agent_queue_log(a, lvl, big);
-            free(big);
-            return;
-        }
-    }
-    agent_queue_log(a, lvl, buf);
-}
-
-
-void agent_err(zke_agent *a, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *e = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (e != NULL) {
-        va_start(ap, fmt);
-        vsnprintf(e, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
-    free(a->err);
-    a->err = e;
-    a->err_oom = e == NULL;
-}
-
-
-/* Makes the loop turn (and run_pending) soon, without blocking first. */
-void agent_kick_now(zke_agent *a)
-{
-    if (a->life != AL_FREEING && a->cm != NULL)
-        conn_agent_due(a->conn, a->cm);
-}
-
-
-
-
-
-static void enqueue(zke_agent *a, struct item *it)
-{
-    dispatch_push(&a->q, &it->link);
-}
-
-
-/* An event of this agent with no election fields (session, stopped). */
-void agent_base_event(const zke_agent *a, enum zke_event_type t, const char *reason,
-                       struct zke_event *ev)
-{
-    memset(ev, 0, sizeof *ev);
-    ev->type = t;
-    ev->id = a->set.id;
-    ev->path = a->set.path;
-    ev->reason = reason;
-    ev->seq = -1;
-    ev->position = -1;
-}
-
-
-void agent_queue_log(zke_agent *a, enum zke_log_level lvl, const char *msg)
-{
-    if (a->life == AL_FREEING || a->cb.log == NULL || lvl < a->log_min)
-        return;
-    size_t n = strlen(msg) + 1;
-    struct item *it = malloc(sizeof *it + n);
-    if (it == NULL)
-        return;
-    memset(it, 0, sizeof *it);
-    it->kind = IT_LOG;
-    it->lvl = lvl;
-    memcpy(it->buf, msg, n);
-    enqueue(a, it);
-    agent_kick_now(a);
-}
-
-
-static void queue_event(zke_agent *a, const struct zke_event *ev)
-{
-    const struct zke_event *e = ev;
-    size_t n = xstr_size(e->id) + xstr_size(e->path) + xstr_size(e->node) + xstr_size(e->reason) + xstr_size(e->previous) +
-               xstr_size(e->leader) + xstr_size(e->leader_data) + xstr_size(e->leader_node) + xstr_size(e->predecessor) +
-               xstr_size(e->old_pred) + xstr_size(e->new_pred);
-    if (a->life == AL_FREEING)
-        return;
-    struct item *it = malloc(sizeof *it + n);
-    if (it == NULL) {
-        agent_alog(a, ZKE_LOG_ERROR, "out of memory: %s event lost", zke_event_name(ev->type));
-        return;
-    }
-    char *p = it->buf;
-    it->kind = IT_EVENT;
-    it->ev = *ev;
-    if (it->ev.cause_ns == 0)
-        it->ev.cause_ns = session_reading_ns();
-    it->ev.id = xstr_put(&p, e->id);
-    it->ev.path = xstr_put(&p, e->path);
-    it->ev.node = xstr_put(&p, e->node);
-    it->ev.reason = xstr_put(&p, e->reason);
-    it->ev.previous = xstr_put(&p, e->previous);
-    it->ev.leader = xstr_put(&p, e->leader);
-    it->ev.leader_data = xstr_put(&p, e->leader_data);
-    it->ev.leader_node = xstr_put(&p, e->leader_node);
-    it->ev.predecessor = xstr_put(&p, e->predecessor);
-    it->ev.old_pred = xstr_put(&p, e->old_pred);
-    it->ev.new_pred = xstr_put(&p, e->new_pred);
-    enqueue(a, it);
-    agent_kick_now(a);
-}
-
-
-void agent_queue_session_event(zke_agent *a, const char *reason, uint64_t sid)
-{
-    struct zke_event ev;
-    agent_base_event(a, ZKE_EV_SESSION, reason, &ev);
-    ev.session = sid;
-    queue_event(a, &ev);
-}
-
-
 /* election -> agent */
 void agent_el_request_cb(void *ud, const struct el_req *r)
 {
@@ -174,7 +39,7 @@ void agent_el_request_cb(void *ud, const struct el_req *r)
         memcpy(p, r->data, r->datalen);
         it->req.data = p;
     }
-    enqueue(a, it);
+    dispatch_push(&a->q, &it->link);
 }
 
 
@@ -191,7 +56,7 @@ void agent_el_event_cb(void *ud, const struct zke_event *ev)
         a->ever_settled = 1;
     if (ev->type == ZKE_EV_LEADER && a->cm != NULL)
         conn_agent_lease_watch(a->conn, a->cm);    /* checked every iteration it matters */
-    queue_event(a, ev);
+    agent_queue_event(a, ev);
 }
 
 
@@ -207,11 +72,7 @@ static int call_log(zke_agent *a, enum zke_log_level lvl, const char *msg)
         return 0;
     dispatch_enter(&a->q);
     a->cb.log(a->ud, lvl, msg);
-    if (dispatch_leave(&a->q)) {
-        agent_teardown(a);
-        return -1;
-    }
-    return 0;
+    return agent_host_leave(a) ? -1 : 0;
 }
 
 

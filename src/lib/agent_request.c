@@ -29,24 +29,6 @@ static enum el_rc to_el_rc(enum sess_rc rc)
 }
 
 
-/* "<election path>/<node>", malloc'd (sess_child_path: any length). */
-char *agent_full_path(zke_agent *a, const char *node)
-{
-    return sess_child_path(a->set.path, node != NULL ? node : "");
-}
-
-
-/* conn_agent_ops.node_path: our node's full path, NULL without one. */
-char *agent_node_path(const zke_agent *a)
-{
-    struct zke_status st;
-    if (a->el == NULL)
-        return NULL;
-    el_status(a->el, &st);
-    return st.node != NULL ? sess_child_path(a->set.path, st.node) : NULL;
-}
-
-
 /* The predecessor we watch is a persistent node (no ephemeralOwner): no
  * session ends it, so this candidate (and everyone behind it) follows it
  * until someone deletes it. Said once per node; its name is any bytes, so
@@ -153,30 +135,6 @@ static int denied(zke_agent *a, struct rctx *c)
 out:
     free(what);
     return rc;          /* 0: on to the election as EL_DENIED */
-}
-
-
-/* A join error that retrying cannot fix (a->err says which): stop without
- * going through the election (we hold no node), close, report `reason`. */
-void agent_fail_now(zke_agent *a, const char *reason)
-{
-    struct zke_status st;
-    a->stop_reason = reason;
-    ev_timer_stop(a->loop, &a->connect_to);
-    el_status(a->el, &st);
-    if (!conn_is_private(a->conn) && !agent_stopping(a) && st.node != NULL && session_connected(a->sess)) {
-        /* a shared session stays: release our node the normal way */
-        agent_life_to(a, AL_STOPPING);
-        el_stop(a->el);
-        ev_timer_set(&a->stop_to, 5.0, 0.);
-        ev_timer_start(a->loop, &a->stop_to);
-        agent_kick_now(a);
-        return;
-    }
-    agent_life_to(a, AL_DONE);
-    ev_timer_stop(a->loop, &a->backoff);
-    conn_agent_done(a->conn, a->cm);    /* a private session closes, and its node goes with it */
-    agent_kick_now(a);
 }
 
 

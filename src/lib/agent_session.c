@@ -3,7 +3,6 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "agent_priv.h"
-#include "settings.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -22,29 +21,6 @@ void agent_session_lost(zke_agent *a, const char *event_reason, const char *why)
     agent_alog(a, ZKE_LOG_WARN, "session 0x%" PRIx64 " %s", a->last_session, why);
     el_on_session(a->el, EL_SESS_EXPIRED, 0);
     agent_kick_now(a);
-}
-
-
-int agent_replan(zke_agent *a, char *why, size_t whylen)
-{
-    int T = session_timeout_ms(a->sess);
-    struct zke_lease_plan np;
-    /* the tick the session pairs renewals with: the longest any of its
-     * agents assumes, stated or learned from the servers (probe.h) */
-    if (settings_lease_plan(&a->set, T, session_pair_tick_ms(a->sess), &np, why, whylen) != 0)
-        return -1;
-    a->plan = np;
-    conn_note_margin(a->conn, np.margin_ms);
-    a->plan_unchecked = 0;
-    conn_lease_recheck(a->conn);    /* its lease end is the base plus a new lease */
-    agent_alog(a, ZKE_LOG_INFO, "lease %d ms (session %d ms, stepdown budget %d ms, margin %d "
-         "ms, renewal every %d ms, confirmed by a renewal %d ms later; server tick %d ms, "
-         "%s)", np.lease_ms, T, np.stepdown_budget_ms, np.margin_ms, np.renew_ms,
-         np.confirm_ms, np.server_tick_ms, np.server_tick_ms == a->set.server_tick_ms ? "stated"
-         : a->set.server_tick_ms > 0 ? "stated longer by another agent on the session"
-         : np.server_tick_ms < T / 2 ? "at most half a probe session's grant"
-         : "at most half the session timeout");
-    return 0;
 }
 
 void agent_session_state(zke_agent *a, enum sess_state st)

@@ -12,30 +12,6 @@
 #include <stdlib.h>
 
 
-
-void agent_term_drained_cb(void *ud, int forced)
-{
-    zke_agent *a = ud;
-    term_drained(&a->term);
-    if (forced)
-        agent_alog(a, ZKE_LOG_ERROR, "term: a child process was not reaped within 1 s of SIGKILL; "
-                               "going on without it");
-    agent_kick_now(a);
-}
-
-
-/* Ends the host's term now: its timers stop, its children get SIGTERM (and
- * SIGKILL after half the stepdown budget). Idempotent. */
-void agent_revoke_term(zke_agent *a)
-{
-    if (term_revoke(&a->term)) {
-        if (a->term.scope != NULL)
-            scope_cancel(a->term.scope, agent_term_drained_cb, a);
-        agent_guard_sync(a);        /* no soft end: the step-down has begun */
-    }
-}
-
-
 scope *agent_term(zke_agent *a)
 {
     if (a->term.life != TERM_ACTING || a->term.scope == NULL)
@@ -138,7 +114,7 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
         ev_timer_start(a->loop, &a->hold_to);
     }
     if (gone) {
-        agent_teardown(a);
+        agent_teardown_now(a);
         return -1;
     }
     agent_guard_sync(a);                  /* disarmed once a step-down has finished */
