@@ -72,24 +72,18 @@ static const struct conn_agent_ops agent_conn_ops = {
  * after. */
 static void init_watchers(zke_agent *a, struct ev_loop *loop)
 {
-    ev_timer_init(&a->census, agent_census_cb, 0., 0.);
-    ev_timer_init(&a->prio, agent_prio_cb, 0., 0.);
-    a->prio.data = a;
-    a->election_size = -1;
-    a->census_position = -1;
-    a->census.data = a;
+    agent_census_init(a);
+    agent_prio_init(a);
     dispatch_init(&a->q, loop);
-    ev_timer_init(&a->backoff, agent_backoff_cb, 0., 0.);
-    ev_timer_init(&a->connect_to, agent_connect_to_cb, 0., 0.);
-    ev_timer_init(&a->stop_to, agent_stop_to_cb, 0., 0.);
-    ev_timer_init(&a->hold_to, agent_hold_to_cb, 0., 0.);
-    a->hold_to.data = a;
-    a->backoff.data = a->connect_to.data = a->stop_to.data = a;
+    agent_link_init(a);
+    ev_timer_init(&a->stop.to, agent_stop_to_cb, 0., 0.);
+    a->stop.to.data = a;
+    agent_hold_init(a);
 }
 
 
 /* Attaches a to `shared`, or to a private conn made from s. 0, or -1 with
- * the reason in a->err (a->conn is then set, or NULL: out of memory). */
+ * the reason in a->err.text (a->conn is then set, or NULL: out of memory). */
 static int join_conn(zke_agent *a, struct ev_loop *loop, zke_conn *shared,
                      const struct zke_settings *s)
 {
@@ -129,7 +123,7 @@ static int join_conn(zke_agent *a, struct ev_loop *loop, zke_conn *shared,
 
 
 /* a->set: the conn's part from the conn, the rest copied from s (strings
- * owned), then checked. 0, or -1 with the reason in a->err. */
+ * owned), then checked. 0, or -1 with the reason in a->err.text. */
 static int take_settings(zke_agent *a, const struct zke_settings *s)
 {
     a->set.session_timeout_ms = conn_requested_timeout_ms(a->conn);
@@ -176,7 +170,7 @@ static int take_settings(zke_agent *a, const struct zke_settings *s)
 
 
 /* The lease plan and the election, from a->set and s's compat mode. 0, or
- * -1 with the reason in a->err. */
+ * -1 with the reason in a->err.text. */
 static int make_election(zke_agent *a, const struct zke_settings *s)
 {
     /* The plan for the requested timeout; the server may grant another
@@ -185,12 +179,12 @@ static int make_election(zke_agent *a, const struct zke_settings *s)
      * timeout is too short for the defaults, the server's grant decides:
      * it is at least twice its tickTime. */
     char why[4096];
-    if (zke_lease_check(&a->set, a->set.session_timeout_ms, &a->plan, why, sizeof why) != 0) {
+    if (zke_lease_check(&a->set, a->set.session_timeout_ms, &a->lease.plan, why, sizeof why) != 0) {
         if (settings_lease_given(&a->set)) {
             agent_err(a, "%s", why);
             return -1;
         }
-        a->plan_unchecked = 1;
+        a->lease.unchecked = 1;
     }
     struct el_ops eops = { agent_el_request_cb, agent_el_event_cb, agent_el_log_cb };
     struct timespec ts;
@@ -233,7 +227,7 @@ static const struct agent_hooks agent_hooks = {
 
 
 /* Everything but the conn's part; a->conn is set (or NULL: out of memory).
- * Whatever fails, the agent is returned with the reason in a->err: only
+ * Whatever fails, the agent is returned with the reason in a->err.text: only
  * zke_agent_start refuses it. */
 static zke_agent *make_agent(struct ev_loop *loop, zke_conn *shared, const struct zke_settings *s,
                              const struct zke_callbacks *cb, void *ud)
@@ -269,7 +263,7 @@ zke_agent *zke_agent_new_on(zke_conn *c, const struct zke_settings *s,
 
 int zke_agent_start(zke_agent *a)
 {
-    if (a->err != NULL || a->err_oom || a->el == NULL || a->sess == NULL)
+    if (a->err.text != NULL || a->err.oom || a->el == NULL || a->sess == NULL)
         return -1;
     if (agent_started(a)) {
         agent_err(a, "agent already started");
@@ -279,32 +273,23 @@ int zke_agent_start(zke_agent *a)
     /* the session keeps the most cautious tick of the agents sharing it:
      * when that changes, the others plan their leases again */
     int tick = session_pair_tick_ms(a->sess);
-    session_set_server_tick(a->sess, a->set.server_tick_ms, a->plan.drift);
-    conn_note_margin(a->conn, a->plan.margin_ms);
+    session_set_server_tick(a->sess, a->set.server_tick_ms, a->lease.plan.drift);
+    conn_note_margin(a->conn, a->lease.plan.margin_ms);
     if (session_pair_tick_ms(a->sess) != tick)
         conn_pump_all(a->conn);
     if (a->set.connect_timeout_ms > 0) {
-        ev_timer_set(&a->connect_to, a->set.connect_timeout_ms / 1000.0, 0.);
-        ev_timer_start(a->loop, &a->connect_to);
+        ev_timer_set(&a->link.connect_to, a->set.connect_timeout_ms / 1000.0, 0.);
+        ev_timer_start(a->loop, &a->link.connect_to);
     }
-    if (a->set.census_interval_ms > 0) {
-        /* a random phase: candidates started together do not census together */
-        double iv = a->set.census_interval_ms / 1000.0;
-        ev_timer_set(&a->census, 0.05 + iv * rng_unit(&a->rng), 0.);
-        ev_timer_start(a->loop, &a->census);
-    }
-    if (a->set.preempt) {
-        double iv = a->set.preempt_check_ms / 1000.0;
-        ev_timer_set(&a->prio, iv * (0.5 + 0.5 * rng_unit(&a->rng)), iv);
-        ev_timer_start(a->loop, &a->prio);
-    }
+    agent_census_start(a);
+    agent_prio_start(a);
     char why[1024];
     if (conn_agent_start(a->conn, a->cm, why, sizeof why) != 0) {
         agent_err(a, "%s", why);
         a->life = AL_NEW;             /* the one step back: it may be started again */
-        ev_timer_stop(a->loop, &a->connect_to);
-        ev_timer_stop(a->loop, &a->census);
-        ev_timer_stop(a->loop, &a->prio);
+        ev_timer_stop(a->loop, &a->link.connect_to);
+        agent_census_stop(a);
+        agent_prio_stop(a);
         return -1;
     }
     return 0;
@@ -320,25 +305,22 @@ static void forget_done(void *arg, const struct sess_result *r)
 
 static void real_free(zke_agent *a)
 {
-    nodedata_clear(&a->census_lead);
-    free(a->persistent_warned);
-    free(a->denied);
+    agent_census_free(a);
+    agent_req_free(a);
     agent_free_withdraw_holds(a);
-    ev_timer_stop(a->loop, &a->census);
-    ev_timer_stop(a->loop, &a->prio);
     agent_prio_free(a);
-    ev_timer_stop(a->loop, &a->hold_to);
+    ev_timer_stop(a->loop, &a->hold.to);
     scope_free(a->term.scope);      /* SIGKILL to what is left, no wait */
     a->term.scope = NULL;
-    if (a->guard != NULL)
-        guard_slot_release(a->guard, a->guard_slot);
-    if (a->guard_base > 0)
+    if (a->guard.g != NULL)
+        guard_slot_release(a->guard.g, a->guard.slot);
+    if (a->guard.base > 0)
         conn_guard_release(a->conn);
-    a->guard_base = 0;
-    a->guard = NULL;
-    ev_timer_stop(a->loop, &a->backoff);
-    ev_timer_stop(a->loop, &a->connect_to);
-    ev_timer_stop(a->loop, &a->stop_to);
+    a->guard.base = 0;
+    a->guard.g = NULL;
+    ev_timer_stop(a->loop, &a->link.backoff);
+    ev_timer_stop(a->loop, &a->link.connect_to);
+    ev_timer_stop(a->loop, &a->stop.to);
     int started = agent_started(a);
     agent_handover_abort(a, "freed", 1);    /* their callbacks run now */
     agent_life_to(a, AL_FREEING);
@@ -352,7 +334,7 @@ static void real_free(zke_agent *a)
          * delete each would hold that close back: 5000 of them kept it
          * waiting past its bound, and it was lost) */
         struct zke_status st;
-        if (a->el != NULL && started && !a->node_to_close)
+        if (a->el != NULL && started && !a->stop.node_to_close)
             el_status(a->el, &st);
         else
             st.node = NULL;
@@ -373,7 +355,7 @@ static void real_free(zke_agent *a)
     free((char *)a->set.id);
     free((char *)a->set.data);
     term_clear(&a->term);
-    free(a->err);
+    free(a->err.text);
     free(a);
 }
 
@@ -393,7 +375,7 @@ static void agent_teardown(zke_agent *a)
         agent_base_event(a, ZKE_EV_STEPDOWN, "shutdown", &ev);
         ev.node = a->term.node;
         ev.seq = a->term.node && el_parse_seq(a->term.node, &seq) == 0 ? seq : -1;
-        ev.session = a->last_session;
+        ev.session = a->link.last_session;
         ev.epoch = a->term.epoch;
         dispatch_enter(&a->q);      /* a zke_agent_free() in it is the one running */
         a->cb.on_stepdown(a, &ev, a->ud);
@@ -443,22 +425,22 @@ int zke_agent_set_log_level(zke_agent *a, enum zke_log_level min)
 int zke_agent_set_guard(zke_agent *a, zke_guard *g)
 {
     int slot = -1;
-    if (a == NULL || a->life == AL_FREEING || g == a->guard)
+    if (a == NULL || a->life == AL_FREEING || g == a->guard.g)
         return a == NULL || a->life == AL_FREEING ? -1 : 0;
     if (g != NULL && (slot = guard_slot_take(g)) < 0) {
         agent_err(a, "the fail-stop guard has no free agent slot (make it with "
                  "zke_guard_new_for for as many agents as it guards)");
         return -1;
     }
-    if (a->guard != NULL)
-        guard_slot_release(a->guard, a->guard_slot);
-    if (a->guard_base > 0)
+    if (a->guard.g != NULL)
+        guard_slot_release(a->guard.g, a->guard.slot);
+    if (a->guard.base > 0)
         conn_guard_release(a->conn);
-    a->guard = g;
-    a->guard_slot = slot;
-    a->guard_base = g != NULL && a->conn != NULL ? conn_guard_base(a->conn, g) : 0;
+    a->guard.g = g;
+    a->guard.slot = slot;
+    a->guard.base = g != NULL && a->conn != NULL ? conn_guard_base(a->conn, g) : 0;
     term_unarm(&a->term);
-    a->guard_standby_ns = 0;
+    a->guard.standby_ns = 0;
     agent_guard_sync(a);                  /* a term already running is armed now */
     if (a->cm != NULL)
         conn_lease_recheck(a->conn);      /* it follows each move of the base from now on */
@@ -467,11 +449,11 @@ int zke_agent_set_guard(zke_agent *a, zke_guard *g)
 
 void zke_agent_guard_down(zke_agent *a, int down)
 {
-    if (a == NULL || a->life == AL_FREEING || a->guard_down == (down != 0))
+    if (a == NULL || a->life == AL_FREEING || a->guard.down == (down != 0))
         return;
-    a->guard_down = down != 0;
-    if (!down && a->guard != NULL)
-        guard_watcher_forget(a->guard);   /* a new watcher: a silence seen was the old one's */
+    a->guard.down = down != 0;
+    if (!down && a->guard.g != NULL)
+        guard_watcher_forget(a->guard.g);   /* a new watcher: a silence seen was the old one's */
     agent_alog(a, down ? ZKE_LOG_ERROR : ZKE_LOG_INFO, "%s", down
                ? "the fail-stop watcher does not watch: no term acts until it is back"
                : "the fail-stop watcher watches again: terms may act");
@@ -485,7 +467,7 @@ int zke_agent_plan(const zke_agent *a, struct zke_lease_plan *out)
 {
     if (a == NULL || out == NULL || !agent_started(a))
         return -1;
-    *out = a->plan;
+    *out = a->lease.plan;
     return 0;
 }
 

@@ -73,7 +73,7 @@ const char *agent_id(const zke_agent *a) { return a->set.id; }
 const char *agent_path(const zke_agent *a) { return a->set.path; }
 
 
-/* The stop's bound (a->stop_to): the node is given up on. */
+/* The stop's bound (a->stop.to): the node is given up on. */
 void agent_stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     zke_agent *a = w->data;
@@ -84,8 +84,8 @@ void agent_stop_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     if (a->term.scope != NULL) {
         /* on_stepdown must run before the node goes: the term's drain is
          * bounded (grace, SIGKILL, 1 s), wait for it */
-        ev_timer_set(&a->stop_to, 0.25, 0.);
-        ev_timer_start(a->loop, &a->stop_to);
+        ev_timer_set(&a->stop.to, 0.25, 0.);
+        ev_timer_start(a->loop, &a->stop.to);
         return;
     }
     if (conn_is_private(a->conn))
@@ -105,7 +105,7 @@ void zke_agent_stop(zke_agent *a)
     if (a->life != AL_RUNNING)
         return;
     agent_life_to(a, AL_STOPPING);
-    ev_timer_stop(a->loop, &a->connect_to);
+    ev_timer_stop(a->loop, &a->link.connect_to);
     if (!session_is_open(a->sess)) {
         agent_life_to(a, AL_DONE);
         conn_agent_done(a->conn, a->cm);
@@ -114,10 +114,10 @@ void zke_agent_stop(zke_agent *a)
         int ms = session_timeout_ms(a->sess);
         ms = ms < 1000 ? 1000 : ms > 5000 ? 5000 : ms;
         /* room for the step-down: the term's children, then on_stepdown */
-        if (ms < a->plan.stepdown_budget_ms + 2000)
-            ms = a->plan.stepdown_budget_ms + 2000;
-        ev_timer_set(&a->stop_to, ms / 1000.0, 0.);
-        ev_timer_start(a->loop, &a->stop_to);
+        if (ms < a->lease.plan.stepdown_budget_ms + 2000)
+            ms = a->lease.plan.stepdown_budget_ms + 2000;
+        ev_timer_set(&a->stop.to, ms / 1000.0, 0.);
+        ev_timer_start(a->loop, &a->stop.to);
     }
     agent_kick_now(a);
 }
@@ -125,7 +125,7 @@ void zke_agent_stop(zke_agent *a)
 
 const char *zke_agent_errstr(const zke_agent *a)
 {
-    return a->err != NULL ? a->err : a->err_oom ? "out of memory" : "";
+    return a->err.text != NULL ? a->err.text : a->err.oom ? "out of memory" : "";
 }
 
 
@@ -167,9 +167,9 @@ void agent_err(zke_agent *a, const char *fmt, ...)
         vsnprintf(e, (size_t)n + 1, fmt, ap);
         va_end(ap);
     }
-    free(a->err);
-    a->err = e;
-    a->err_oom = e == NULL;
+    free(a->err.text);
+    a->err.text = e;
+    a->err.oom = e == NULL;
 }
 
 
@@ -279,25 +279,25 @@ char *agent_node_path(const zke_agent *a)
 }
 
 
-/* A join error that retrying cannot fix (a->err says which): stop without
+/* A join error that retrying cannot fix (a->err.text says which): stop without
  * going through the election (we hold no node), close, report `reason`. */
 void agent_fail_now(zke_agent *a, const char *reason)
 {
     struct zke_status st;
-    a->stop_reason = reason;
-    ev_timer_stop(a->loop, &a->connect_to);
+    a->stop.reason = reason;
+    ev_timer_stop(a->loop, &a->link.connect_to);
     el_status(a->el, &st);
     if (!conn_is_private(a->conn) && !agent_stopping(a) && st.node != NULL && session_connected(a->sess)) {
         /* a shared session stays: release our node the normal way */
         agent_life_to(a, AL_STOPPING);
         el_stop(a->el);
-        ev_timer_set(&a->stop_to, 5.0, 0.);
-        ev_timer_start(a->loop, &a->stop_to);
+        ev_timer_set(&a->stop.to, 5.0, 0.);
+        ev_timer_start(a->loop, &a->stop.to);
         agent_kick_now(a);
         return;
     }
     agent_life_to(a, AL_DONE);
-    ev_timer_stop(a->loop, &a->backoff);
+    ev_timer_stop(a->loop, &a->link.backoff);
     conn_agent_done(a->conn, a->cm);    /* a private session closes, and its node goes with it */
     agent_kick_now(a);
 }

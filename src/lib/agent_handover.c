@@ -187,7 +187,7 @@ static void decide(struct handover *op, const struct zke_census *c)
     agent_alog(a, ZKE_LOG_INFO, "resigning for %s, next in line", op->to);
     op->res.resigned = 1;
     op->state = OS_WATCH;
-    int bound = 4 * a->plan.session_ms > HANDOVER_MIN_MS ? 4 * a->plan.session_ms : HANDOVER_MIN_MS;
+    int bound = 4 * a->lease.plan.session_ms > HANDOVER_MIN_MS ? 4 * a->lease.plan.session_ms : HANDOVER_MIN_MS;
     op->deadline_ns = sess_now_ns() + (int64_t)bound * 1000000;
     ev_timer_set(&op->t, HANDOVER_POLL_S, 0.);
     ev_timer_start(op->loop, &op->t);

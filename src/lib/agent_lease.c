@@ -13,8 +13,8 @@
  * (zke_agent_guard_down) and its heartbeat is fresh. */
 int agent_guard_watching(const zke_agent *a)
 {
-    return a->guard == NULL ||
-           (!a->guard_down && guard_watcher_live(a->guard, sess_now_ns()));
+    return a->guard.g == NULL ||
+           (!a->guard.down && guard_watcher_live(a->guard.g, sess_now_ns()));
 }
 
 
@@ -22,7 +22,7 @@ int agent_guard_watching(const zke_agent *a)
 static int64_t lease_end_confirmed(const zke_agent *a)
 {
     int64_t base = session_lease_base_ns(a->sess);
-    return base > 0 ? base + (int64_t)a->plan.lease_ms * 1000000 : 0;
+    return base > 0 ? base + (int64_t)a->lease.plan.lease_ms * 1000000 : 0;
 }
 
 /* The lease as it stands now: from the send time of the latest request of
@@ -38,7 +38,7 @@ int64_t agent_lease_end(const zke_agent *a)
  * gap plus a tenth, at least 10 ms, for the round trip). */
 static int confirm_step_ms(const zke_agent *a)
 {
-    int c = a->plan.confirm_ms;
+    int c = a->lease.plan.confirm_ms;
     return c + (c / 10 > 10 ? c / 10 : 10);
 }
 
@@ -46,7 +46,7 @@ static int confirm_step_ms(const zke_agent *a)
 /* Enough lease to start acting: more than one leader renewal period. */
 int agent_lease_ready(const zke_agent *a)
 {
-    return agent_lease_end(a) - sess_now_ns() > (int64_t)a->plan.renew_ms * 1000000;
+    return agent_lease_end(a) - sess_now_ns() > (int64_t)a->lease.plan.renew_ms * 1000000;
 }
 
 
@@ -69,31 +69,31 @@ int64_t agent_lease_remaining_ms(const zke_agent *a)
  * to the hard end) to undo their state. */
 void agent_guard_freeze_check(zke_agent *a)
 {
-    if (a->guard == NULL || !term_needs_freeze(&a->term, conn_guard_gen(a->conn)))
+    if (a->guard.g == NULL || !term_needs_freeze(&a->term, conn_guard_gen(a->conn)))
         return;
     /* armed in a session that has ended: relative ends were made absolute
      * by guard_base_freeze, absolute ones are what they were; until this
      * term is over they may only shrink (its soft end cleared), never
      * follow the next session's lease */
-    term_freeze(&a->term, guard_slot_end(a->guard, a->guard_slot, 0),
-                guard_slot_end(a->guard, a->guard_slot, 1));
+    term_freeze(&a->term, guard_slot_end(a->guard.g, a->guard.slot, 0),
+                guard_slot_end(a->guard.g, a->guard.slot, 1));
 }
 
 void agent_guard_sync(zke_agent *a)
 {
-    if (a->guard == NULL)
+    if (a->guard.g == NULL)
         return;
     agent_guard_freeze_check(a);
-    struct term_lease l = {a->plan.lease_ms, a->plan.stepdown_budget_ms, a->plan.margin_ms, 0, 0};
+    struct term_lease l = {a->lease.plan.lease_ms, a->lease.plan.stepdown_budget_ms, a->lease.plan.margin_ms, 0, 0};
     if (term_armed(&a->term) && !a->term.frozen) {
-        if (a->guard_base > 0 && conn_guard_push(a->conn) > 0)
-            l.base = a->guard_base;
+        if (a->guard.base > 0 && conn_guard_push(a->conn) > 0)
+            l.base = a->guard.base;
         else
             l.end_ns = agent_lease_end(a);
     }
     struct term_ends e = term_ends_for(&a->term, &l);
     if (term_arm(&a->term, &e, conn_guard_gen(a->conn)))
-        guard_slot_arm_at(a->guard, a->guard_slot, e.base, a->term.epoch, e.soft_ns, e.hard_ns);
+        guard_slot_arm_at(a->guard.g, a->guard.slot, e.base, a->term.epoch, e.soft_ns, e.hard_ns);
 }
 
 
@@ -123,7 +123,7 @@ int64_t agent_lease_tick(zke_agent *a)
         agent_revoke_term(a);
         if (leading && !watching) {
             agent_alog(a, ZKE_LOG_ERROR, "the fail-stop watcher does not watch (%s): stepping "
-                       "down, no term acts unguarded", a->guard_down ? "it died or was stopped"
+                       "down, no term acts unguarded", a->guard.down ? "it died or was stopped"
                        : "no heartbeat: stopped, gone, or never started");
             (void)el_lease_expired(a->el, "guard");
             agent_kick_now(a);
@@ -132,14 +132,14 @@ int64_t agent_lease_tick(zke_agent *a)
             agent_alog(a, ZKE_LOG_WARN, "lease ran out %" PRId64 " ms ago (last request confirmed by "
                  "the quorum leader sent %" PRId64 " ms ago, lease %d ms): stepping down before "
                  "the session can expire", (now - end) / 1000000,
-                 base ? (now - base) / 1000000 : -1, a->plan.lease_ms);
+                 base ? (now - base) / 1000000 : -1, a->lease.plan.lease_ms);
             (void)el_lease_expired(a->el, "lease");
             agent_kick_now(a);
         }
         return INT64_MAX;       /* the step-down runs from the FIFO; 0 once it has */
     }
-    if (end != a->armed_end_ns) {   /* a renewal moved the end */
-        a->armed_end_ns = end;
+    if (end != a->lease.armed_end_ns) {   /* a renewal moved the end */
+        a->lease.armed_end_ns = end;
         agent_guard_sync(a);
     }
     return end;
@@ -150,7 +150,7 @@ int64_t agent_lease_tick(zke_agent *a)
 int64_t agent_lease_tick_op(zke_agent *a, int *follows)
 {
     /* (one relative to the session's base in the guard needs no walk) */
-    *follows = a->guard != NULL && a->guard_base == 0;
+    *follows = a->guard.g != NULL && a->guard.base == 0;
     return agent_lease_tick(a);
 }
 
@@ -171,8 +171,8 @@ static int behind(const struct zke_status *st)
  * then). */
 static int read_period(const zke_agent *a)
 {
-    int q = a->plan.session_ms / 3;
-    int room = a->plan.lease_ms - a->plan.renew_ms - confirm_step_ms(a);
+    int q = a->lease.plan.session_ms / 3;
+    int room = a->lease.plan.lease_ms - a->lease.plan.renew_ms - confirm_step_ms(a);
     if (q > room)
         q = room;
     return q > 10 ? q : 10;
@@ -188,7 +188,7 @@ static int read_period(const zke_agent *a)
  * client; its lease then stays above twice the leader's period. */
 static int renew_period(const zke_agent *a, int leading)
 {
-    int p = a->plan.renew_ms;
+    int p = a->lease.plan.renew_ms;
     if (leading) {
         /* A renewal confirms the latest request answered a confirmation
          * gap (c) before it was sent. Renewing every p < c pairs each with
@@ -196,7 +196,7 @@ static int renew_period(const zke_agent *a, int leading)
          * to c + 2p; renewing just over c (c + e, e for the round trip)
          * pairs each with the previous one: a lag of up to 2 (c + e), the
          * better schedule when that is shorter (a short server tick). */
-        int c = a->plan.confirm_ms, step = confirm_step_ms(a);
+        int c = a->lease.plan.confirm_ms, step = confirm_step_ms(a);
         if (p < step && 2 * step < c + 2 * p)
             p = step;
         return p;
@@ -205,8 +205,8 @@ static int renew_period(const zke_agent *a, int leading)
      * answered renewal, which may be 1.5 periods old (a renewal is skipped
      * while the last one is younger than half a period), and requests are a
      * period apart: keep lease - gap - 2.5 q >= 2 p */
-    int q = a->plan.session_ms / 3;
-    int room = (a->plan.lease_ms - a->plan.confirm_ms - 2 * p) * 2 / 5;
+    int q = a->lease.plan.session_ms / 3;
+    int room = (a->lease.plan.lease_ms - a->lease.plan.confirm_ms - 2 * p) * 2 / 5;
     if (q > room)
         q = room;
     return q > p ? q : p;
@@ -224,10 +224,10 @@ void agent_update_renew(zke_agent *a)
     /* another agent that came to the session states a longer tick: the
      * session pairs with it, and this lease lags as much */
     int tick = session_pair_tick_ms(a->sess);
-    if (a->ever_connected && session_connected(a->sess) && tick != a->plan.server_tick_ms &&
-        tick != a->replan_tried) {
+    if (a->link.ever_connected && session_connected(a->sess) && tick != a->lease.plan.server_tick_ms &&
+        tick != a->lease.replan_tried) {
         char why[1024];
-        a->replan_tried = tick;
+        a->lease.replan_tried = tick;
         if (agent_replan(a, why, sizeof why) != 0)
             agent_alog(a, ZKE_LOG_WARN, "the lease cannot follow the session's server tick of "
                        "%d ms: %s", tick, why);
@@ -237,17 +237,17 @@ void agent_update_renew(zke_agent *a)
                (st.role == ZKE_ROLE_LEADER || st.role == ZKE_ROLE_FOLLOWER);
     enum renew_level level = !want ? RENEW_NONE : behind(&st) ? RENEW_READ : RENEW_LEASE;
     conn_agent_renew(a->conn, a->cm, level, renew_period(a, st.role == ZKE_ROLE_LEADER),
-                     read_period(a), a->plan.lease_ms, a->set.renewal == ZKE_RENEW_SYNC);
+                     read_period(a), a->lease.plan.lease_ms, a->set.renewal == ZKE_RENEW_SYNC);
     /* the guard's standby: next in line (or won, waiting for the lease), a
      * term may start any moment, and it starts only with more than a
      * renewal period of lease (agent_lease_ready), so its hard end is at
      * least that plus the step-down budget and half the margin away */
     int standby = level == RENEW_LEASE && !term_leads(&a->term);
-    int64_t gap = standby ? ((int64_t)a->plan.renew_ms + a->plan.stepdown_budget_ms +
-                             a->plan.margin_ms / 2) * 1000000 : 0;
-    if (a->guard != NULL && gap != a->guard_standby_ns) {
-        a->guard_standby_ns = gap;
-        guard_slot_standby(a->guard, a->guard_slot, gap);
+    int64_t gap = standby ? ((int64_t)a->lease.plan.renew_ms + a->lease.plan.stepdown_budget_ms +
+                             a->lease.plan.margin_ms / 2) * 1000000 : 0;
+    if (a->guard.g != NULL && gap != a->guard.standby_ns) {
+        a->guard.standby_ns = gap;
+        guard_slot_standby(a->guard.g, a->guard.slot, gap);
     }
 }
 
@@ -283,9 +283,9 @@ int agent_replan(zke_agent *a, char *why, size_t whylen)
      * agents assumes, stated or learned from the servers (probe.h) */
     if (settings_lease_plan(&a->set, T, session_pair_tick_ms(a->sess), &np, why, whylen) != 0)
         return -1;
-    a->plan = np;
+    a->lease.plan = np;
     conn_note_margin(a->conn, np.margin_ms);
-    a->plan_unchecked = 0;
+    a->lease.unchecked = 0;
     conn_lease_recheck(a->conn);    /* its lease end is the base plus a new lease */
     agent_alog(a, ZKE_LOG_INFO, "lease %d ms (session %d ms, stepdown budget %d ms, margin %d "
          "ms, renewal every %d ms, confirmed by a renewal %d ms later; server tick %d ms, "

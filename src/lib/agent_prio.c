@@ -11,6 +11,7 @@
 #include "agent_priv.h"
 #include "census.h"
 #include "prio.h"
+#include "rng.h"
 #include "xstr.h"
 
 #include <inttypes.h>
@@ -59,8 +60,9 @@ void agent_line_free(struct line_read *rd)
 
 void agent_prio_free(zke_agent *a)
 {
-    agent_line_free(a->prio_last);
-    a->prio_last = NULL;
+    ev_timer_stop(a->loop, &a->prio.timer);
+    agent_line_free(a->prio.last);
+    a->prio.last = NULL;
 }
 
 static int by_seq(const void *x, const void *y)
@@ -115,7 +117,7 @@ void agent_line_view(const struct line_read *rd, struct zke_census *out)
 static void decide(zke_agent *a, struct line_read *rd, void *ud)
 {
     (void)ud;
-    a->prio_pending = 0;
+    a->prio.pending = 0;
     if (rd == NULL)
         return;
     if (agent_done(a)) {
@@ -140,8 +142,8 @@ static void decide(zke_agent *a, struct line_read *rd, void *ud)
         int live = !self && !s->gone && s->nd.id != NULL && s->owner != 0;
         c[i] = (struct prio_cand){ rd->pub[i].seq, s->nd.priority, s->mtime, live };
     }
-    agent_line_free(a->prio_last);
-    a->prio_last = rd;
+    agent_line_free(a->prio.last);
+    a->prio.last = rd;
     /* the servers' clock now, never ahead of it: our node's write (when the
      * term published its epoch, before the host was told) plus the local
      * time since the host was told */
@@ -240,12 +242,12 @@ int agent_line_read(zke_agent *a, line_fn *fn, void *ud)
 }
 
 /* The preempt timer: a leader whose host leads reads the line. */
-void agent_prio_cb(struct ev_loop *loop, ev_timer *w, int revents)
+static void prio_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     zke_agent *a = w->data;
     (void)loop;
     (void)revents;
-    if (a->prio_pending || agent_done(a) || a->life != AL_RUNNING || !term_leads(&a->term) ||
+    if (a->prio.pending || agent_done(a) || a->life != AL_RUNNING || !term_leads(&a->term) ||
         !session_connected(a->sess))
         return;
     struct zke_status st;
@@ -253,12 +255,35 @@ void agent_prio_cb(struct ev_loop *loop, ev_timer *w, int revents)
     if (st.role != ZKE_ROLE_LEADER || st.suspended)
         return;
     if (agent_line_read(a, decide, NULL) == 0)
-        a->prio_pending = 1;
+        a->prio.pending = 1;
 }
+
+void agent_prio_init(zke_agent *a)
+{
+    ev_timer_init(&a->prio.timer, prio_cb, 0., 0.);
+    a->prio.timer.data = a;
+}
+
+
+void agent_prio_start(zke_agent *a)
+{
+    if (a->set.preempt) {
+        double iv = a->set.preempt_check_ms / 1000.0;
+        ev_timer_set(&a->prio.timer, iv * (0.5 + 0.5 * rng_unit(&a->rng)), iv);
+        ev_timer_start(a->loop, &a->prio.timer);
+    }
+}
+
+
+void agent_prio_stop(zke_agent *a)
+{
+    ev_timer_stop(a->loop, &a->prio.timer);
+}
+
 
 int zke_agent_candidates(zke_agent *a, struct zke_census *out, int64_t *age_ms)
 {
-    const struct line_read *rd = a->prio_last;
+    const struct line_read *rd = a->prio.last;
     memset(out, 0, sizeof *out);
     if (rd == NULL) {
         out->reason = "not_read";

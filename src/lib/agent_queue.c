@@ -26,9 +26,9 @@ void agent_el_request_cb(void *ud, const struct el_req *r)
     struct item *it = malloc(sizeof *it + xstr_size(r->node) + r->datalen + 1);
     if (it == NULL) {
         agent_alog(a, ZKE_LOG_ERROR, "out of memory queueing a request; retrying later");
-        ev_timer_stop(a->loop, &a->backoff);
-        ev_timer_set(&a->backoff, 0.5, 0.);
-        ev_timer_start(a->loop, &a->backoff);
+        ev_timer_stop(a->loop, &a->link.backoff);
+        ev_timer_set(&a->link.backoff, 0.5, 0.);
+        ev_timer_start(a->loop, &a->link.backoff);
         return;
     }
     char *p = it->buf;
@@ -215,12 +215,12 @@ static int run_pending(zke_agent *a)
         if (a->life == AL_DONE &&
             (!session_is_open(a->sess) || conn_others_running(a->conn, a->cm))) {
             session_cancel(a->sess, &a->sown);
-            ev_timer_stop(a->loop, &a->census);
-            ev_timer_stop(a->loop, &a->stop_to);
-            ev_timer_stop(a->loop, &a->backoff);
-            ev_timer_stop(a->loop, &a->connect_to);
+            agent_census_stop(a);
+            ev_timer_stop(a->loop, &a->stop.to);
+            ev_timer_stop(a->loop, &a->link.backoff);
+            ev_timer_stop(a->loop, &a->link.connect_to);
             conn_agent_quiet(a->conn, a->cm);
-            if (emit_stopped(a, a->stop_reason ? a->stop_reason : "stop") < 0)
+            if (emit_stopped(a, a->stop.reason ? a->stop.reason : "stop") < 0)
                 return -1;
         }
         if (dispatch_peek(&a->q) == NULL || a->term.life == TERM_HELD)

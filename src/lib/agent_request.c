@@ -10,6 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One request of the election on its way: the completion's argument. */
+struct rctx {
+    zke_agent *a;
+    enum el_req_type type;
+    uint32_t token;
+    size_t ensure_pos;          /* ENSURE: end of the prefix being created */
+    char node[];                /* the child it is about, whole ("" for none) */
+};
+
 static void ensure_step(struct rctx *c);
 
 
@@ -35,11 +44,11 @@ static enum el_rc to_el_rc(enum sess_rc rc)
  * the message is built whole (alog escapes it in the log line). */
 static void warn_persistent(zke_agent *a, const char *node)
 {
-    if (a->persistent_warned != NULL && strcmp(a->persistent_warned, node) == 0)
+    if (a->req.persistent_warned != NULL && strcmp(a->req.persistent_warned, node) == 0)
         return;
-    free(a->persistent_warned);
-    free(a->denied);
-    a->persistent_warned = xstrdup(node);
+    free(a->req.persistent_warned);
+    free(a->req.denied);
+    a->req.persistent_warned = xstrdup(node);
     agent_alog(a, ZKE_LOG_WARN, "the candidate ahead of this one, '%s', is a persistent node, not an "
          "ephemeral one: no session holds it, so it leads (or blocks) this election until someone "
          "deletes it; if it is not a candidate (a leftover of a test or an old tool), delete it",
@@ -121,12 +130,12 @@ static int denied(zke_agent *a, struct rctx *c)
         rc = 1;
         goto out;
     }
-    if (a->denied == NULL || strcmp(a->denied, what) != 0) {
-        free(a->denied);
-        a->denied = what;
+    if (a->req.denied == NULL || strcmp(a->req.denied, what) != 0) {
+        free(a->req.denied);
+        a->req.denied = what;
         what = NULL;
-        a->denied_type = c->type;
-        agent_alog(a, ZKE_LOG_WARN, "permission denied: %s for %s (an ACL changed?): %s", a->denied,
+        a->req.denied_type = c->type;
+        agent_alog(a, ZKE_LOG_WARN, "permission denied: %s for %s (an ACL changed?): %s", a->req.denied,
              session_auth_who(a->sess),
              c->type == EL_REQ_GET_LEADER ? "the leader's data is unknown"
              : c->type == EL_REQ_PUBLISH ? "our leader data is not published"
@@ -160,8 +169,8 @@ static void to_el_result(const struct rctx *c, const struct sess_result *r, stru
 
 
 /* An answer that shows a configuration error retrying cannot fix: 1 with
- * the reason in a->err (the caller stops the agent), else 0. A missing
- * parent without a chroot is not one: a->err says so, and the election
+ * the reason in a->err.text (the caller stops the agent), else 0. A missing
+ * parent without a chroot is not one: a->err.text says so, and the election
  * goes on. plen: strlen(a->set.path). */
 static int config_error(zke_agent *a, const struct rctx *c, const struct sess_result *r,
                         size_t plen)
@@ -216,12 +225,12 @@ static void req_done(void *arg, const struct sess_result *r)
         free(c);
         return;
     }
-    if (r->rc == SESS_OK && a->denied != NULL &&
-        (c->type == a->denied_type || (c->type == EL_REQ_CREATE && a->denied_type == EL_REQ_ENSURE))) {
+    if (r->rc == SESS_OK && a->req.denied != NULL &&
+        (c->type == a->req.denied_type || (c->type == EL_REQ_CREATE && a->req.denied_type == EL_REQ_ENSURE))) {
         /* the kind of request that was denied went through again */
-        agent_alog(a, ZKE_LOG_INFO, "permission granted again (%s was denied before)", a->denied);
-        free(a->denied);
-        a->denied = NULL;
+        agent_alog(a, ZKE_LOG_INFO, "permission granted again (%s was denied before)", a->req.denied);
+        free(a->req.denied);
+        a->req.denied = NULL;
     }
     if (config_error(a, c, r, plen)) {
         free(c);
@@ -270,9 +279,9 @@ static void ensure_step(struct rctx *c)
         agent_alog(a, ZKE_LOG_WARN, "%s", session_error(a->sess));
         /* report through the election (deferred to keep el_* non-reentrant) */
         free(c);
-        ev_timer_stop(a->loop, &a->backoff);
-        ev_timer_set(&a->backoff, 0.2, 0.);
-        ev_timer_start(a->loop, &a->backoff);
+        ev_timer_stop(a->loop, &a->link.backoff);
+        ev_timer_set(&a->link.backoff, 0.2, 0.);
+        ev_timer_start(a->loop, &a->link.backoff);
     }
 }
 
@@ -284,9 +293,9 @@ int agent_submit(zke_agent *a, const struct el_req *r)
     struct rctx *c;
 
     if (r->type == EL_REQ_BACKOFF) {
-        ev_timer_stop(a->loop, &a->backoff);
-        ev_timer_set(&a->backoff, r->delay_ms / 1000.0, 0.);
-        ev_timer_start(a->loop, &a->backoff);
+        ev_timer_stop(a->loop, &a->link.backoff);
+        ev_timer_set(&a->link.backoff, r->delay_ms / 1000.0, 0.);
+        ev_timer_start(a->loop, &a->link.backoff);
         return 0;
     }
     if (r->type == EL_REQ_DONE) {
@@ -338,7 +347,7 @@ int agent_submit(zke_agent *a, const struct el_req *r)
              * with the others', one transaction for all (a graceful stop
              * costs no delete of its own) */
             agent_alog(a, ZKE_LOG_DEBUG, "our node %s goes with the session's close", r->node);
-            a->node_to_close = 1;
+            a->stop.node_to_close = 1;
             free(c);
             free(path);
             agent_life_to(a, AL_DONE);
@@ -369,9 +378,16 @@ int agent_submit(zke_agent *a, const struct el_req *r)
 retry:
     /* The handle refused the request (closed, expired, out of memory): the
      * session event or this timer (el_kick) drives the retry. */
-    if (!ev_is_active(&a->backoff)) {
-        ev_timer_set(&a->backoff, 0.2, 0.);
-        ev_timer_start(a->loop, &a->backoff);
+    if (!ev_is_active(&a->link.backoff)) {
+        ev_timer_set(&a->link.backoff, 0.2, 0.);
+        ev_timer_start(a->loop, &a->link.backoff);
     }
     return -1;
+}
+
+
+void agent_req_free(zke_agent *a)
+{
+    free(a->req.persistent_warned);
+    free(a->req.denied);
 }

@@ -16,9 +16,9 @@
  * conn closes the handle and opens a new one unless nobody wants it. */
 void agent_session_lost(zke_agent *a, const char *event_reason, const char *why)
 {
-    ev_timer_stop(a->loop, &a->backoff);       /* its retry belongs to the old session */
-    agent_queue_session_event(a, event_reason, a->last_session);
-    agent_alog(a, ZKE_LOG_WARN, "session 0x%" PRIx64 " %s", a->last_session, why);
+    ev_timer_stop(a->loop, &a->link.backoff);       /* its retry belongs to the old session */
+    agent_queue_session_event(a, event_reason, a->link.last_session);
+    agent_alog(a, ZKE_LOG_WARN, "session 0x%" PRIx64 " %s", a->link.last_session, why);
     el_on_session(a->el, EL_SESS_EXPIRED, 0);
     agent_kick_now(a);
 }
@@ -27,37 +27,37 @@ void agent_session_state(zke_agent *a, enum sess_state st)
 {
     if (st == SESS_S_CONNECTED) {
         uint64_t sid = session_id(a->sess);
-        int first = !a->ever_connected;
-        a->ever_connected = 1;
-        ev_timer_stop(a->loop, &a->connect_to);
-        ev_timer_stop(a->loop, &a->backoff);   /* el_on_session() below re-drives */
-        agent_queue_session_event(a, sid == a->last_session ? "reconnected" : "connected", sid);
+        int first = !a->link.ever_connected;
+        a->link.ever_connected = 1;
+        ev_timer_stop(a->loop, &a->link.connect_to);
+        ev_timer_stop(a->loop, &a->link.backoff);   /* el_on_session() below re-drives */
+        agent_queue_session_event(a, sid == a->link.last_session ? "reconnected" : "connected", sid);
         int T = session_timeout_ms(a->sess);
         if (first && T != a->set.session_timeout_ms)
             agent_alog(a, ZKE_LOG_WARN, "session timeout: asked %d ms, server granted %d ms",
                  a->set.session_timeout_ms, T);
-        if (T != a->plan.session_ms || session_pair_tick_ms(a->sess) != a->plan.server_tick_ms ||
-            a->plan_unchecked) {
+        if (T != a->lease.plan.session_ms || session_pair_tick_ms(a->sess) != a->lease.plan.server_tick_ms ||
+            a->lease.unchecked) {
             char why[1024];
             if (agent_replan(a, why, sizeof why) != 0) {
                 agent_err(a, "the server granted a session timeout of %d ms "
                          "(asked %d ms): %s", T, a->set.session_timeout_ms, why);
-                a->last_session = sid;
+                a->link.last_session = sid;
                 agent_fail_now(a, "config");
                 return;
             }
         }
-        a->last_session = sid;
+        a->link.last_session = sid;
         el_on_session(a->el, EL_SESS_CONNECTED, sid);
         agent_kick_now(a);
     } else if (st == SESS_S_DISCONNECTED) {
-        agent_queue_session_event(a, "disconnected", a->last_session);
-        el_on_session(a->el, EL_SESS_DISCONNECTED, a->last_session);
+        agent_queue_session_event(a, "disconnected", a->link.last_session);
+        el_on_session(a->el, EL_SESS_DISCONNECTED, a->link.last_session);
         agent_kick_now(a);
     } else if (st == SESS_S_AUTH_FAILED) {
         /* fatal: a new handle would be refused the same way */
         agent_err(a, "%s", session_auth_error(a->sess));
-        a->stop_reason = "auth";
+        a->stop.reason = "auth";
         agent_session_lost(a, "auth_failed", "is dead: authentication failed");
         zke_agent_stop(a);
     }
@@ -78,7 +78,7 @@ void agent_session_watch(zke_agent *a, enum sess_watch type, const char *path)
 }
 
 
-void agent_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
+static void backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     zke_agent *a = w->data;
     (void)loop;
@@ -88,12 +88,12 @@ void agent_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 
-void agent_connect_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
+static void connect_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     zke_agent *a = w->data;
     (void)loop;
     (void)revents;
-    if (a->ever_connected)
+    if (a->link.ever_connected)
         return;
     char *msg = a->sess != NULL ? session_unreachable(a->sess, a->set.connect_timeout_ms) : NULL;
     if (msg != NULL)
@@ -102,6 +102,14 @@ void agent_connect_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
         agent_err(a, "cannot connect to ZooKeeper at '%s' within %d ms", a->set.zk,
                   a->set.connect_timeout_ms);
     free(msg);
-    a->stop_reason = "unreachable";
+    a->stop.reason = "unreachable";
     zke_agent_stop(a);
+}
+
+
+void agent_link_init(zke_agent *a)
+{
+    ev_timer_init(&a->link.backoff, backoff_cb, 0., 0.);
+    ev_timer_init(&a->link.connect_to, connect_to_cb, 0., 0.);
+    a->link.backoff.data = a->link.connect_to.data = a;
 }

@@ -22,12 +22,12 @@
 static void census_get_done(void *arg, const struct sess_result *r)
 {
     zke_agent *a = arg;
-    a->census_pending = 0;
-    nodedata_clear(&a->census_lead);
-    if (r->rc == SESS_OK && nodedata_decode(r->data, r->datalen, &a->census_lead) == 0)
+    a->census.pending = 0;
+    nodedata_clear(&a->census.lead);
+    if (r->rc == SESS_OK && nodedata_decode(r->data, r->datalen, &a->census.lead) == 0)
         return;
-    a->census_node[0] = '\0';
-    a->census_listed = 0;          /* gone meanwhile (or no memory): list again next time */
+    a->census.node[0] = '\0';
+    a->census.listed = 0;          /* gone meanwhile (or no memory): list again next time */
 }
 
 
@@ -36,13 +36,13 @@ static void census_list_done(void *arg, const struct sess_result *r)
     zke_agent *a = arg;
     const char *best = NULL;
     int32_t bs = 0, s;
-    a->census_pending = 0;
+    a->census.pending = 0;
     if (r->rc != SESS_OK) {
-        a->census_listed = 0;
+        a->census.listed = 0;
         return;
     }
-    a->census_listed_n = r->nchildren;
-    a->census_stale = 0;
+    a->census.listed_n = r->nchildren;
+    a->census.stale = 0;
     struct zke_status st;
     el_status(a->el, &st);
     int before = 0;
@@ -56,15 +56,15 @@ static void census_list_done(void *arg, const struct sess_result *r)
         if (st.node != NULL && s < st.seq)
             before++;
     }
-    a->census_position = st.node != NULL ? before : -1;
-    nodedata_clear(&a->census_lead);
-    a->census_node[0] = '\0';
-    if (best == NULL || strlen(best) >= sizeof a->census_node)
+    a->census.position = st.node != NULL ? before : -1;
+    nodedata_clear(&a->census.lead);
+    a->census.node[0] = '\0';
+    if (best == NULL || strlen(best) >= sizeof a->census.node)
         return;
-    snprintf(a->census_node, sizeof a->census_node, "%s", best);
+    snprintf(a->census.node, sizeof a->census.node, "%s", best);
     char *path = agent_full_path(a, best);
     if (path != NULL && session_get(SESS(a), path, 0, census_get_done, a) == 0)
-        a->census_pending = 1;
+        a->census.pending = 1;
     free(path);
 }
 
@@ -72,10 +72,10 @@ static void census_list_done(void *arg, const struct sess_result *r)
 static void census_done(void *arg, const struct sess_result *r)
 {
     zke_agent *a = arg;
-    a->census_pending = 0;
+    a->census.pending = 0;
     if (r->rc != SESS_OK || !r->has_stat)
         return;
-    a->election_size = r->numchildren;
+    a->census.election_size = r->numchildren;
     agent_dupe_census(a, r->cversion, r->numchildren);     /* a new one with our id? */
     /* Who leads and where we stand, read again after a change of
      * membership, is what only a reader of a follower's view needs: the
@@ -85,19 +85,19 @@ static void census_done(void *arg, const struct sess_result *r)
      * reader a listing older than the change is only marked stale (not
      * shown), and a reader's first look sends a census at once
      * (zke_agent_view). A leader's status never shows the listing. */
-    if (sess_now_ns() >= a->view_until_ns || el_role(a->el) == ZKE_ROLE_LEADER) {
-        if (a->census_listed && r->cversion != a->census_cversion)
-            a->census_stale = 1;
+    if (sess_now_ns() >= a->census.view_until_ns || el_role(a->el) == ZKE_ROLE_LEADER) {
+        if (a->census.listed && r->cversion != a->census.cversion)
+            a->census.stale = 1;
         return;
     }
     /* the membership changed since our last reading: who leads now? */
-    if (a->census_listed && r->cversion == a->census_cversion) {
+    if (a->census.listed && r->cversion == a->census.cversion) {
         /* same members, but a zkelect leader read before it published (a
          * data change does not move cversion): read it again */
-        if (a->census_node[0] != '\0' && a->census_lead.ours && a->census_lead.epoch == 0) {
-            char *path = agent_full_path(a, a->census_node);
+        if (a->census.node[0] != '\0' && a->census.lead.ours && a->census.lead.epoch == 0) {
+            char *path = agent_full_path(a, a->census.node);
             if (path != NULL && session_get(SESS(a), path, 0, census_get_done, a) == 0)
-                a->census_pending = 1;
+                a->census.pending = 1;
             free(path);
         }
         return;
@@ -108,19 +108,19 @@ static void census_done(void *arg, const struct sess_result *r)
      * (at most CENSUS_MAX_GAP_S); candidates stays fresh from the stat, the
      * leader and position may be that old meanwhile. */
     int64_t now = sess_now_ns();
-    if (a->census_listed && a->census_listed_n > CENSUS_BIG && now < a->census_next_ns)
+    if (a->census.listed && a->census.listed_n > CENSUS_BIG && now < a->census.next_ns)
         return;
-    a->census_listed = 1;
-    a->census_cversion = r->cversion;
+    a->census.listed = 1;
+    a->census.cversion = r->cversion;
     if (session_list(SESS(a), a->set.path, 0, census_list_done, a) == 0)
-        a->census_pending = 1;
+        a->census.pending = 1;
     double gap = 0;
     if (r->numchildren > CENSUS_BIG) {
         gap = a->set.census_interval_ms / 1000.0 * r->numchildren / CENSUS_BIG;
         if (gap > CENSUS_MAX_GAP_S)
             gap = CENSUS_MAX_GAP_S;
     }
-    a->census_next_ns = now + (int64_t)(gap * 1e9);
+    a->census.next_ns = now + (int64_t)(gap * 1e9);
 }
 
 
@@ -130,14 +130,14 @@ static void census_done(void *arg, const struct sess_result *r)
 static void census_plan(zke_agent *a)
 {
     int iv_ms = a->set.census_interval_ms;
-    ev_timer_stop(a->loop, &a->census);
+    ev_timer_stop(a->loop, &a->census.timer);
     if (conn_agent_ride(a->conn, a->cm, sess_now_ns() + (int64_t)iv_ms * 1000000, 2 * iv_ms) == 0) {
-        a->census_riding = 1;
-        ev_timer_set(&a->census, 2 * iv_ms / 1000.0, 0.);
+        a->census.riding = 1;
+        ev_timer_set(&a->census.timer, 2 * iv_ms / 1000.0, 0.);
     } else {
-        ev_timer_set(&a->census, iv_ms / 1000.0, 0.);
+        ev_timer_set(&a->census.timer, iv_ms / 1000.0, 0.);
     }
-    ev_timer_start(a->loop, &a->census);
+    ev_timer_start(a->loop, &a->census.timer);
 }
 
 /* The election's size for status readers: the leader and the followers far
@@ -147,8 +147,8 @@ static void census_plan(zke_agent *a)
  * often (census_plan): the process then wakes for one answer, not two. */
 static void census_go(zke_agent *a)
 {
-    if (a->census_riding) {
-        a->census_riding = 0;
+    if (a->census.riding) {
+        a->census.riding = 0;
         conn_agent_unride(a->conn, a->cm);
     }
     if (agent_done(a))
@@ -158,35 +158,68 @@ static void census_go(zke_agent *a)
          * delay is random so that a fleet reconnecting together after a
          * server restart does not list the election all at once */
         double iv = a->set.census_interval_ms / 1000.0;
-        ev_timer_stop(a->loop, &a->census);
-        ev_timer_set(&a->census, 0.1 + iv * rng_unit(&a->rng), 0.);
-        ev_timer_start(a->loop, &a->census);
+        ev_timer_stop(a->loop, &a->census.timer);
+        ev_timer_set(&a->census.timer, 0.1 + iv * rng_unit(&a->rng), 0.);
+        ev_timer_start(a->loop, &a->census.timer);
         return;
     }
-    if (!a->census_pending && session_exists(SESS(a), a->set.path, 0, census_done, a) == 0)
-        a->census_pending = 1;
+    if (!a->census.pending && session_exists(SESS(a), a->set.path, 0, census_done, a) == 0)
+        a->census.pending = 1;
     census_plan(a);
 }
 
-void agent_census_cb(struct ev_loop *loop, ev_timer *w, int revents)
+static void census_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
     census_go(w->data);
 }
 
+void agent_census_init(zke_agent *a)
+{
+    ev_timer_init(&a->census.timer, census_cb, 0., 0.);
+    a->census.timer.data = a;
+    a->census.election_size = -1;
+    a->census.position = -1;
+}
+
+
+void agent_census_start(zke_agent *a)
+{
+    if (a->set.census_interval_ms > 0) {
+        /* a random phase: candidates started together do not census together */
+        double iv = a->set.census_interval_ms / 1000.0;
+        ev_timer_set(&a->census.timer, 0.05 + iv * rng_unit(&a->rng), 0.);
+        ev_timer_start(a->loop, &a->census.timer);
+    }
+}
+
+
+void agent_census_stop(zke_agent *a)
+{
+    ev_timer_stop(a->loop, &a->census.timer);
+}
+
+
+void agent_census_free(zke_agent *a)
+{
+    nodedata_clear(&a->census.lead);
+    ev_timer_stop(a->loop, &a->census.timer);
+}
+
+
 void agent_census_ride(zke_agent *a)
 {
-    a->census_riding = 0;
-    if (ev_is_active(&a->census))      /* else stopped meanwhile (stopping, done) */
+    a->census.riding = 0;
+    if (ev_is_active(&a->census.timer))      /* else stopped meanwhile (stopping, done) */
         census_go(a);
 }
 
 
 void agent_census_moved(zke_agent *a)
 {
-    if (a->census_listed)
-        a->census_stale = 1;
+    if (a->census.listed)
+        a->census.stale = 1;
 }
 
 
@@ -199,25 +232,25 @@ int zke_agent_status(zke_agent *a, struct zke_status *out)
     el_status(a->el, out);
     out->connected = session_connected(a->sess);
     out->lease_ms = out->role == ZKE_ROLE_LEADER ? agent_lease_remaining_ms(a) : -1;
-    out->election_size = a->election_size;
-    out->short_terms = a->short_terms;
-    out->withdrawn_by = a->withdrawn_by;
+    out->election_size = a->census.election_size;
+    out->short_terms = a->flap.terms;
+    out->withdrawn_by = a->withdraw.by;
     /* a follower's own view of the leader is its last listing, which only
      * changes when its predecessor does; the census's, while a reader looks
      * (census_done), is read again after every change of membership
      * (within one interval), and not shown once a change made it stale */
-    if (out->role != ZKE_ROLE_LEADER && a->census_listed && !a->census_stale &&
-        a->census_node[0] != '\0' && a->census_lead.id != NULL) {
+    if (out->role != ZKE_ROLE_LEADER && a->census.listed && !a->census.stale &&
+        a->census.node[0] != '\0' && a->census.lead.id != NULL) {
         /* the same leader node: whichever read saw its published epoch */
-        int same = out->leader_node != NULL && strcmp(out->leader_node, a->census_node) == 0;
-        if (!same || a->census_lead.epoch > out->leader_epoch) {
-            out->leader = a->census_lead.id;
-            out->leader_data = a->census_lead.data;
-            out->leader_epoch = a->census_lead.epoch;
-            out->leader_node = a->census_node;
+        int same = out->leader_node != NULL && strcmp(out->leader_node, a->census.node) == 0;
+        if (!same || a->census.lead.epoch > out->leader_epoch) {
+            out->leader = a->census.lead.id;
+            out->leader_data = a->census.lead.data;
+            out->leader_epoch = a->census.lead.epoch;
+            out->leader_node = a->census.node;
         }
-        if (out->role == ZKE_ROLE_FOLLOWER && a->census_position > 0)
-            out->position = a->census_position;
+        if (out->role == ZKE_ROLE_FOLLOWER && a->census.position > 0)
+            out->position = a->census.position;
     }
     return 0;
 }
@@ -230,15 +263,15 @@ int zke_agent_view(zke_agent *a, struct zke_status *out)
         double keep = 10.0 * a->set.census_interval_ms / 1000.0;
         if (keep < VIEW_WANTED_S)
             keep = VIEW_WANTED_S;
-        int idle = now >= a->view_until_ns;
-        a->view_until_ns = now + (int64_t)(keep * 1e9);
+        int idle = now >= a->census.view_until_ns;
+        a->census.view_until_ns = now + (int64_t)(keep * 1e9);
         /* the first look after none, or a follower's look at a view that
          * our own step-down or withdrawal made stale: a census now, not at
          * its time (the view it finds is then fresh for the looks that
          * follow; a leader never lists) */
-        int stale = a->census_stale && el_role(a->el) != ZKE_ROLE_LEADER;
-        if ((idle ? !a->census_listed || a->census_stale : stale) && !a->census_pending &&
-            ev_is_active(&a->census))
+        int stale = a->census.stale && el_role(a->el) != ZKE_ROLE_LEADER;
+        if ((idle ? !a->census.listed || a->census.stale : stale) && !a->census.pending &&
+            ev_is_active(&a->census.timer))
             census_go(a);
     }
     return zke_agent_status(a, out);

@@ -75,7 +75,7 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
             return 0;
         }
         scope_free(a->term.scope);
-        a->term.scope = scope_new(a->loop, a->plan.stepdown_budget_ms / 2);
+        a->term.scope = scope_new(a->loop, a->lease.plan.stepdown_budget_ms / 2);
         if (a->term.scope == NULL)
             agent_alog(a, ZKE_LOG_ERROR, "out of memory: this term cannot start timers or processes");
         term_begin(&a->term, in->epoch, xstrdup(in->node), sess_now_ns(), a->term.scope != NULL);
@@ -108,10 +108,10 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
          * hook that waits): the rest of the FIFO, our node's release
          * first, waits for it, within the second half of the budget (the
          * first half went to the term's processes) */
-        int ms = a->plan.stepdown_budget_ms / 2 > 0 ? a->plan.stepdown_budget_ms / 2 : 1;
-        ev_timer_stop(a->loop, &a->hold_to);
-        ev_timer_set(&a->hold_to, ms / 1000.0, 0.);
-        ev_timer_start(a->loop, &a->hold_to);
+        int ms = a->lease.plan.stepdown_budget_ms / 2 > 0 ? a->lease.plan.stepdown_budget_ms / 2 : 1;
+        ev_timer_stop(a->loop, &a->hold.to);
+        ev_timer_set(&a->hold.to, ms / 1000.0, 0.);
+        ev_timer_start(a->loop, &a->hold.to);
     }
     if (gone) {
         agent_teardown_now(a);
@@ -126,7 +126,7 @@ void agent_end_hold(zke_agent *a)
 {
     term_hold_over(&a->term);
     agent_guard_sync(a);
-    ev_timer_stop(a->loop, &a->hold_to);
+    ev_timer_stop(a->loop, &a->hold.to);
     agent_kick_now(a);
 }
 
@@ -137,18 +137,18 @@ static void holders(const zke_agent *a, char *out, size_t len)
     size_t n = 0;
     int named = 0;
     out[0] = '\0';
-    for (int i = 0; i < a->hold_named && n < len; i++)
-        if (a->hold_what[i][0] != '\0')
+    for (int i = 0; i < a->hold.named && n < len; i++)
+        if (a->hold.what[i][0] != '\0')
             n += (size_t)snprintf(out + n, len - n, "%s%s", named++ > 0 ? ", " : "",
-                                  a->hold_what[i]);
-    if (a->hold_unnamed > 0 && n < len)
+                                  a->hold.what[i]);
+    if (a->hold.unnamed > 0 && n < len)
         (void)snprintf(out + n, len - n, "%s%d unnamed hold%s", named > 0 ? " and " : "",
-                       a->hold_unnamed, a->hold_unnamed == 1 ? "" : "s");
+                       a->hold.unnamed, a->hold.unnamed == 1 ? "" : "s");
     else if (named == 0)
         (void)snprintf(out, len, "on_stepdown");
 }
 
-void agent_hold_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
+static void hold_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     zke_agent *a = w->data;
     char who[AGENT_HOLD_NAMES * (AGENT_HOLD_NAME_LEN + 2) + 40];
@@ -158,8 +158,15 @@ void agent_hold_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
         return;
     holders(a, who, sizeof who);
     agent_alog(a, ZKE_LOG_WARN, "still holding our node after half the step-down budget (%d ms): "
-         "%s; releasing it now", a->plan.stepdown_budget_ms / 2, who);
+         "%s; releasing it now", a->lease.plan.stepdown_budget_ms / 2, who);
     agent_end_hold(a);
+}
+
+
+void agent_hold_init(zke_agent *a)
+{
+    ev_timer_init(&a->hold.to, hold_to_cb, 0., 0.);
+    a->hold.to.data = a;
 }
 
 
@@ -176,16 +183,16 @@ int zke_agent_hold_node_for(zke_agent *a, const char *what)
     int tt = term_hold(&a->term);
     if (tt == 0)
         return 0;
-    if (a->hold_gen != tt) {        /* the first hold of this step-down */
-        a->hold_gen = tt;
-        a->hold_named = a->hold_unnamed = 0;
+    if (a->hold.gen != tt) {        /* the first hold of this step-down */
+        a->hold.gen = tt;
+        a->hold.named = a->hold.unnamed = 0;
     }
-    if (a->hold_named >= AGENT_HOLD_NAMES) {
-        a->hold_unnamed++;
+    if (a->hold.named >= AGENT_HOLD_NAMES) {
+        a->hold.unnamed++;
         return tt * AGENT_HOLD_SLOTS + AGENT_HOLD_NAMES + 1;
     }
-    int k = a->hold_named++;
-    snprintf(a->hold_what[k], sizeof a->hold_what[k], "%s",
+    int k = a->hold.named++;
+    snprintf(a->hold.what[k], sizeof a->hold.what[k], "%s",
              what != NULL && what[0] != '\0' ? what : "on_stepdown");
     return tt * AGENT_HOLD_SLOTS + k + 1;
 }
@@ -197,15 +204,15 @@ void zke_agent_release_node(zke_agent *a, int token)
         return;
     /* slot 1..NAMES: a named hold, NAMES + 1: an unnamed one */
     int tt = token / AGENT_HOLD_SLOTS, slot = token % AGENT_HOLD_SLOTS;
-    int mine = tt == a->hold_gen;   /* (another step-down's: term_release finds it stale) */
-    if (mine && slot >= 1 && slot <= a->hold_named) {
-        if (a->hold_what[slot - 1][0] == '\0')
+    int mine = tt == a->hold.gen;   /* (another step-down's: term_release finds it stale) */
+    if (mine && slot >= 1 && slot <= a->hold.named) {
+        if (a->hold.what[slot - 1][0] == '\0')
             return;             /* released already */
-        a->hold_what[slot - 1][0] = '\0';
+        a->hold.what[slot - 1][0] = '\0';
     } else if (mine && slot == AGENT_HOLD_NAMES + 1) {
-        if (a->hold_unnamed == 0)
+        if (a->hold.unnamed == 0)
             return;             /* the unnamed holds given back already */
-        a->hold_unnamed--;
+        a->hold.unnamed--;
     } else if (mine) {
         return;                 /* a slot never handed out: nothing to give back */
     }

@@ -26,7 +26,7 @@ static void test_a_hold_given_back_twice_counts_once(void)
     for (int i = 0; i < AGENT_HOLD_NAMES + 3; i++)
         tok[i] = zke_agent_hold_node_for(&a, "the test");
     CHECK(a.term.holds == AGENT_HOLD_NAMES + 3);
-    CHECK(a.hold_named == AGENT_HOLD_NAMES && a.hold_unnamed == 3);
+    CHECK(a.hold.named == AGENT_HOLD_NAMES && a.hold.unnamed == 3);
     /* the unnamed ones share a token: each release counts, but no more
      * than were taken */
     int unnamed = tok[AGENT_HOLD_NAMES];
@@ -56,10 +56,10 @@ static void test_a_token_never_handed_out_counts_nothing(void)
     zke_agent_release_node(&a, 0);
     zke_agent_release_node(&a, -t);
     CHECK(a.term.holds == 2);
-    CHECK(strcmp(a.hold_what[0], "on_stepdown") == 0);          /* NULL names on_stepdown */
-    CHECK(strcmp(a.hold_what[1], "the --notify stepdown call") == 0);
+    CHECK(strcmp(a.hold.what[0], "on_stepdown") == 0);          /* NULL names on_stepdown */
+    CHECK(strcmp(a.hold.what[1], "the --notify stepdown call") == 0);
     zke_agent_release_node(&a, t);
-    CHECK(a.term.holds == 1 && a.hold_what[0][0] == '\0');
+    CHECK(a.term.holds == 1 && a.hold.what[0][0] == '\0');
 }
 
 int main(void)
