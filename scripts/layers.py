@@ -6,6 +6,14 @@ one line per violation.
   scripts/layers.py            check
   scripts/layers.py --graph    print the module graph (one "a -> b, c" line
                                per module) and check
+  scripts/layers.py --files    print the file edges of each module cut into
+                               files ("a.c -> b.c: f, g" lines) and check
+
+Inside a module cut into files (FILE_ORDER: the agent, the Lua core), a file
+names (calls, or takes the address of) a function another of its files
+defines only where the module's table allows it; with one_way the table has
+no cycle, so no two files call each other. Edges are found by functions, not
+includes: every file of such a module includes its shared private header.
 
 The rule:
   - layers, one direction: cli -> lua -> lib. A file in src/lib includes only
@@ -33,7 +41,115 @@ LIB_ORDER = {"session": {"agent", "conn", "election"},
              "election": {"agent", "conn"},
              # the term is pure, like the election: the agent asks it
              "term": {"agent", "conn", "session", "election", "scope", "guard"}}
+# The Lua core's files. Its table is permissive for now (every file may call
+# every other: today four pairs of them call each other both ways, and
+# src/lua is being cut again); replace it by the order, as for the agent,
+# and set one_way.
+LUA_FILES = ["script.c", "hookrun.c", "registrar.c", "proc.c", "sandbox.c", "policy.c",
+             "handle.c", "timer.c", "termcg.c", "json.c"]
+LUA_ALLOWED = {f: set(LUA_FILES) for f in LUA_FILES}
+# Modules cut into files: which file may call which (by the functions each
+# defines, not static). A file missing from its table is a violation: a new
+# file is placed in the order when it is added.
+FILE_ORDER = {
+    # The agent: agent_core.c is what every file may call, and it calls none
+    # of them (it reaches up only through the hooks agent.c registers,
+    # struct agent_hooks); each feature calls the core and the features
+    # listed for it; agent.c, the top, assembles them (zke_agent_new, start,
+    # free, the conn's ops table, the hooks).
+    "agent": {
+        "dir": "src/lib",
+        "files": r"agent(_\w+)?\.c",
+        "one_way": True,
+        "allowed": {
+            "agent_core.c": set(),
+            "agent_dupe.c": {"agent_core.c"},
+            "agent_lease.c": {"agent_core.c"},
+            "agent_term.c": {"agent_core.c", "agent_lease.c"},
+            "agent_session.c": {"agent_core.c", "agent_lease.c"},
+            "agent_request.c": {"agent_core.c", "agent_dupe.c"},
+            "agent_status.c": {"agent_core.c", "agent_dupe.c", "agent_lease.c"},
+            "agent_resign.c": {"agent_core.c", "agent_status.c"},
+            "agent_prio.c": {"agent_core.c", "agent_resign.c"},
+            "agent_handover.c": {"agent_core.c", "agent_prio.c", "agent_resign.c"},
+            "agent_queue.c": {"agent_core.c", "agent_lease.c", "agent_term.c", "agent_request.c",
+                              "agent_status.c"},
+            "agent.c": {"agent_core.c", "agent_dupe.c", "agent_lease.c", "agent_term.c",
+                        "agent_session.c", "agent_request.c", "agent_status.c",
+                        "agent_resign.c", "agent_prio.c", "agent_handover.c", "agent_queue.c"},
+        },
+    },
+    # The Lua core (LUA_ALLOWED, permissive for now).
+    "lua": {
+        "dir": "src/lua",
+        "files": "|".join(re.escape(f) for f in LUA_FILES),
+        "one_way": False,
+        "allowed": LUA_ALLOWED,
+    },
+}
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+
+
+COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*|\"(?:\\\\.|[^\"\\\\\n])*\"|'(?:\\\\.|[^'\\\\\n])*'", re.S)
+# a definition: at the start of a line, not static, a parameter list, a body
+DEF_RE = re.compile(r"^(?!static\b)[A-Za-z_][\w \t\*]*?\b(\w+)\s*\([^;{}()]*(?:\([^;{}]*\)[^;{}()]*)*\)\s*\{", re.M)
+IDENT_RE = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def file_edges(rule):
+    """{(a, b): {functions}}: file a names a function that file b defines."""
+    d = os.path.join(ROOT, rule["dir"])
+    names = sorted(n for n in os.listdir(d) if re.fullmatch(rule["files"], n))
+    text = {}
+    for n in names:
+        raw = open(os.path.join(d, n), encoding="utf-8").read()
+        text[n] = COMMENT_RE.sub(lambda m: " " if m.group(0)[0] == "/" else '""', raw)
+    defs = {}
+    for n in names:
+        for m in DEF_RE.finditer(text[n]):
+            defs.setdefault(m.group(1), n)
+    edges = {}
+    for n in names:
+        for ident in set(IDENT_RE.findall(text[n])):
+            owner = defs.get(ident)
+            if owner is not None and owner != n:
+                edges.setdefault((n, owner), set()).add(ident)
+    return names, edges
+
+
+def check_files(bad, show):
+    for mod, rule in FILE_ORDER.items():
+        names, edges = file_edges(rule)
+        allowed = rule["allowed"]
+        where = rule["dir"]
+        for n in names:
+            if n not in allowed:
+                bad.append(f"{where}/{n}: not in FILE_ORDER[{mod!r}] (place it in the order)")
+        for (a, b), fns in sorted(edges.items()):
+            if show:
+                print(f"{mod}: {a} -> {b}: {', '.join(sorted(fns))}")
+            if a in allowed and b not in allowed[a]:
+                bad.append(f"{where}/{a}: calls {b} ({', '.join(sorted(fns))}); FILE_ORDER[{mod!r}] "
+                           f"does not allow it")
+        if show:
+            pairs = {tuple(sorted(e)) for e in edges if (e[1], e[0]) in edges}
+            print(f"{mod}: {len(edges)} file edges, {len(pairs)} two-way pairs")
+        if rule["one_way"]:
+            # the table itself: no cycle (so no two files call each other)
+            state = {}
+
+            def visit(n, path):
+                state[n] = 1
+                for m in sorted(allowed.get(n, ())):
+                    if state.get(m) == 1:
+                        cycle = path[path.index(m):] + [m]
+                        bad.append(f"FILE_ORDER[{mod!r}] has a cycle: " + " -> ".join(cycle))
+                    elif m not in state:
+                        visit(m, path + [m])
+                state[n] = 2
+            for n in sorted(allowed):
+                if n not in state:
+                    visit(n, [n])
 
 
 def files():
@@ -56,6 +172,7 @@ def module_of(path, stems):
 
 def main():
     graph_out = "--graph" in sys.argv[1:]
+    files_out = "--files" in sys.argv[1:]
     all_files = files()
     stems = {}
     for f in all_files:
@@ -127,6 +244,7 @@ def main():
             if key not in cycles:
                 cycles.add(key)
                 bad.append("cycle: " + " -> ".join(path or [m]))
+    check_files(bad, files_out)
     if graph_out:
         for m in sorted(edges):
             print(f"{m} -> {', '.join(sorted(edges[m])) or '(nothing)'}")
