@@ -56,6 +56,51 @@ static void warn_persistent(zke_agent *a, const char *node)
 }
 
 
+/* What a NOAUTH answer to c was refused (into what, wl bytes), the
+ * permission it lacked, and whether it is fatal (fatal: on entry, whether
+ * one before the first role is). 0, or -1 when there is nothing to say
+ * (exists and stale deletes). */
+static int denied_what(const zke_agent *a, const struct rctx *c, char *what, size_t wl,
+                       const char **perm, int *fatal)
+{
+    switch (c->type) {
+    case EL_REQ_CREATE:
+        *perm = "CREATE";
+        snprintf(what, wl, "CREATE on '%s'", a->set.path);
+        return 0;
+    case EL_REQ_ENSURE: {
+        /* the component at ensure_pos could not be created in its parent */
+        size_t p = c->ensure_pos;
+        while (p > 0 && a->set.path[p - 1] != '/')
+            p--;
+        *perm = "CREATE";
+        snprintf(what, wl, "CREATE on '%.*s'", p > 1 ? (int)(p - 1) : 1, a->set.path);
+        return 0;
+    }
+    case EL_REQ_LIST:
+        snprintf(what, wl, "READ on '%s'", a->set.path);
+        return 0;
+    case EL_REQ_WATCH:
+    case EL_REQ_GET_LEADER:
+        snprintf(what, wl, "READ on '%s/%s'", a->set.path, c->node);
+        *fatal = *fatal && c->type == EL_REQ_WATCH;
+        return 0;
+    case EL_REQ_DELETE:
+        *perm = "DELETE";
+        snprintf(what, wl, "DELETE on '%s'", a->set.path);
+        *fatal = 0;
+        return 0;
+    case EL_REQ_PUBLISH:
+        *perm = "WRITE";
+        snprintf(what, wl, "WRITE on '%s/%s'", a->set.path, c->node);
+        *fatal = 0;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+
 /* A NOAUTH answer: the ACL of `path` does not give our identity `perm`.
  * Before the candidate ever took a role this is a configuration error: the
  * agent stops (reason "auth", exit 77). Later (an ACL changed while running)
@@ -77,41 +122,8 @@ static int denied(zke_agent *a, struct rctx *c)
     int fatal = !a->ever_settled;
     if (!el_wants(a->el, c->type, c->token))
         goto out;       /* stale: the election drops it */
-    switch (c->type) {
-    case EL_REQ_CREATE:
-        perm = "CREATE";
-        snprintf(what, wl, "CREATE on '%s'", a->set.path);
-        break;
-    case EL_REQ_ENSURE: {
-        /* the component at ensure_pos could not be created in its parent */
-        size_t p = c->ensure_pos;
-        while (p > 0 && a->set.path[p - 1] != '/')
-            p--;
-        perm = "CREATE";
-        snprintf(what, wl, "CREATE on '%.*s'", p > 1 ? (int)(p - 1) : 1, a->set.path);
-        break;
-    }
-    case EL_REQ_LIST:
-        snprintf(what, wl, "READ on '%s'", a->set.path);
-        break;
-    case EL_REQ_WATCH:
-    case EL_REQ_GET_LEADER:
-        snprintf(what, wl, "READ on '%s/%s'", a->set.path, c->node);
-        fatal = fatal && c->type == EL_REQ_WATCH;
-        break;
-    case EL_REQ_DELETE:
-        perm = "DELETE";
-        snprintf(what, wl, "DELETE on '%s'", a->set.path);
-        fatal = 0;
-        break;
-    case EL_REQ_PUBLISH:
-        perm = "WRITE";
-        snprintf(what, wl, "WRITE on '%s/%s'", a->set.path, c->node);
-        fatal = 0;
-        break;
-    default:
+    if (denied_what(a, c, what, wl, &perm, &fatal) != 0)
         goto out;       /* exists and stale deletes: nothing to say */
-    }
     if (fatal) {
         const char *who = session_auth_who(a->sess);
         agent_err(a, "permission denied: %s for %s: its ACL does not grant %s "
@@ -286,6 +298,56 @@ static void ensure_step(struct rctx *c)
 }
 
 
+/* Hands r to the session (c: its completion's context, path: its node's
+ * full path, borrowed): the session's refusal (0: sent, or nothing to send:
+ * c then freed, as with a node left to the session's close). */
+static int send_req(zke_agent *a, const struct el_req *r, struct rctx *c, const char *path)
+{
+    switch (r->type) {
+    case EL_REQ_CREATE:
+        return session_create(SESS(a), path, r->data, r->datalen, SESS_EPHEMERAL_SEQ, req_done, c);
+    case EL_REQ_ENSURE:
+        ensure_step(c);
+        return 0;
+    case EL_REQ_LIST:
+        return session_list(SESS(a), a->set.path, 0, req_done, c);
+    case EL_REQ_CONFIRM:
+    case EL_REQ_ADOPT_STAT:
+        return session_exists(SESS(a), path, 0, req_done, c);
+    case EL_REQ_WATCH_SELF:
+        return session_exists(SESS(a), path, 1, req_done, c);
+    case EL_REQ_WATCH:
+        return session_get(SESS(a), path, 1, req_done, c);
+    case EL_REQ_GET_LEADER:
+        return session_get(SESS(a), path, 0, req_done, c);
+    case EL_REQ_DELETE:
+        if (agent_stopping(a) && conn_release_by_close(a->conn, a->cm)) {
+            /* nobody on the session wants it any more: its close, which
+             * follows once every agent on it is done, releases our node
+             * with the others', one transaction for all (a graceful stop
+             * costs no delete of its own) */
+            agent_alog(a, ZKE_LOG_DEBUG, "our node %s goes with the session's close", r->node);
+            a->stop.node_to_close = 1;
+            free(c);
+            agent_life_to(a, AL_DONE);
+            conn_agent_done(a->conn, a->cm);
+            agent_kick_now(a);
+            return 0;
+        }
+        return session_delete(SESS(a), path, req_done, c);
+    case EL_REQ_DELETE_STALE:
+        return session_delete(SESS(a), path, req_done, c);
+    case EL_REQ_PUBLISH:
+        /* the leader's publish is a write a quorum commits: it confirms
+         * the lease like a renewal (no renewal of its own at a takeover) */
+        return session_set(SESS(a), path, r->data, r->datalen, r->version, 1, req_done, c);
+    default:
+        free(c);
+        return 0;
+    }
+}
+
+
 int agent_submit(zke_agent *a, const struct el_req *r)
 {
     char *path = NULL;
@@ -316,60 +378,7 @@ int agent_submit(zke_agent *a, const struct el_req *r)
     c->token = r->token;
     c->ensure_pos = 0;
     memcpy(c->node, r->node != NULL ? r->node : "", (r->node != NULL ? strlen(r->node) : 0) + 1);
-    switch (r->type) {
-    case EL_REQ_CREATE:
-        rc = session_create(SESS(a), path, r->data, r->datalen, SESS_EPHEMERAL_SEQ, req_done, c);
-        break;
-    case EL_REQ_ENSURE:
-        free(path);
-        ensure_step(c);
-        return 0;
-    case EL_REQ_LIST:
-        rc = session_list(SESS(a), a->set.path, 0, req_done, c);
-        break;
-    case EL_REQ_CONFIRM:
-    case EL_REQ_ADOPT_STAT:
-        rc = session_exists(SESS(a), path, 0, req_done, c);
-        break;
-    case EL_REQ_WATCH_SELF:
-        rc = session_exists(SESS(a), path, 1, req_done, c);
-        break;
-    case EL_REQ_WATCH:
-        rc = session_get(SESS(a), path, 1, req_done, c);
-        break;
-    case EL_REQ_GET_LEADER:
-        rc = session_get(SESS(a), path, 0, req_done, c);
-        break;
-    case EL_REQ_DELETE:
-        if (agent_stopping(a) && conn_release_by_close(a->conn, a->cm)) {
-            /* nobody on the session wants it any more: its close, which
-             * follows once every agent on it is done, releases our node
-             * with the others', one transaction for all (a graceful stop
-             * costs no delete of its own) */
-            agent_alog(a, ZKE_LOG_DEBUG, "our node %s goes with the session's close", r->node);
-            a->stop.node_to_close = 1;
-            free(c);
-            free(path);
-            agent_life_to(a, AL_DONE);
-            conn_agent_done(a->conn, a->cm);
-            agent_kick_now(a);
-            return 0;
-        }
-        rc = session_delete(SESS(a), path, req_done, c);
-        break;
-    case EL_REQ_DELETE_STALE:
-        rc = session_delete(SESS(a), path, req_done, c);
-        break;
-    case EL_REQ_PUBLISH:
-        /* the leader's publish is a write a quorum commits: it confirms
-         * the lease like a renewal (no renewal of its own at a takeover) */
-        rc = session_set(SESS(a), path, r->data, r->datalen, r->version, 1, req_done, c);
-        break;
-    default:
-        free(c);
-        free(path);
-        return 0;
-    }
+    rc = send_req(a, r, c, path);
     free(path);
     if (rc == 0)
         return 0;
