@@ -16,6 +16,12 @@
  * Re-entrancy: host callbacks may call any zke_agent_* function, including
  * zke_agent_free(), which is then deferred until the callback returns
  * (hiredis IN_CALLBACK/FREEING).
+ *
+ * This file is the agent's top: it assembles the core (agent_core.c) and
+ * the features (agent_*.c) into one candidate (zke_agent_new, start, free,
+ * the conn's ops table, the election's callbacks) and registers the hooks
+ * through which the core reaches up (struct agent_hooks). No agent file
+ * calls it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "agent_priv.h"

@@ -1,5 +1,8 @@
 /*
- * agent_queue.c - the FIFO of events, requests and log lines, and its drain (the conn's pump). See agent.c for the agent's flow.
+ * agent_queue.c - the FIFO's drain (the conn's pump): the election's
+ * callbacks, the term's gate at the FIFO's head, the host's events, log
+ * lines and requests in order (agent_core.c queues the entries). See
+ * agent.c for the agent's flow.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "agent_priv.h"
