@@ -22,6 +22,8 @@ The rule:
   - inside lib: agent -> {conn, election} -> session. session reaches no
     other of the three, conn and election do not reach agent nor each other;
     term (pure, like election) reaches none of them.
+  - the pure modules (PURE: election, term, touch, leasewatch, renewplan)
+    include no ev.h and reach no module with I/O (IMPURE).
   - no cycle between modules. A module is a .c/.h pair; files named
     <module>_<part>.c/.h belong to <module> (agent_int.h to agent).
   - only the session module's files (src/lib/session.c, session_*.c/.h)
@@ -41,6 +43,14 @@ LIB_ORDER = {"session": {"agent", "conn", "election"},
              "election": {"agent", "conn"},
              # the term is pure, like the election: the agent asks it
              "term": {"agent", "conn", "session", "election", "scope", "guard"}}
+# The pure modules: the promise's arithmetic and state machines, no I/O,
+# the time passed in (tests/unit drives them, test_sim in virtual time).
+# None includes ev.h or zookeeper.h, and none reaches these modules.
+PURE = ("election", "term", "touch", "leasewatch", "renewplan")
+IMPURE = {"agent", "conn", "session", "scope", "guard", "dispatch", "census", "observer", "probe",
+          "bootwait"}
+for _m in PURE:
+    LIB_ORDER[_m] = LIB_ORDER.get(_m, set()) | IMPURE
 # The Lua core's files. Its table is permissive for now (every file may call
 # every other: today four pairs of them call each other both ways, and
 # src/lua is being cut again); replace it by the order, as for the agent,
@@ -194,6 +204,8 @@ def main():
         edges.setdefault(me, set())
         text = open(os.path.join(ROOT, f), encoding="utf-8").read()
         for kind, inc in INCLUDE_RE.findall(text):
+            if inc == "ev.h" and me.startswith("lib:") and me[4:] in PURE:
+                bad.append(f"{f}: includes <ev.h>; {me[4:]} is pure (no loop, the time passed in)")
             if "zookeeper" in inc and not re.fullmatch(r"src/lib/session(_\w+)?\.[ch]", f):
                 bad.append(f"{f}: includes <{inc}>; only the session module's files may")
             if kind != '"':
