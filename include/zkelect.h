@@ -331,6 +331,16 @@ struct zke_status {
     unsigned long long short_terms;  /* terms whose promotion failed soon after they began
                                       * (zke_agent_resign_failed): each one more in a row
                                       * rejoins twice as late */
+    /* Lifecycles by name (constant strings, for a reader: `zkelect ctl
+     * status --json`'s "lifecycle"; the debug log names each move):
+     * the ZooKeeper client handle's ("closed", "connecting", "connected",
+     * "suspended", "closing", "expired", "auth_failed"), the connection's
+     * the agent is on ("live", "idle_closing", "auth_dead", "freeing") and
+     * the agent's on that connection ("attached", "running", "stopping",
+     * "done", "quiet", "detached"). */
+    const char *session_state;
+    const char *conn_state;
+    const char *member_state;
 };
 
 const char *zke_version(void);

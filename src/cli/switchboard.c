@@ -102,6 +102,12 @@ static void status(switchboard *sb, unsigned long token)
     char session[24];
     snprintf(session, sizeof session, "0x%llx", (unsigned long long)st.session);
     cJSON_AddStringToObject(o, "session", session);
+    cJSON *life = cJSON_AddObjectToObject(o, "lifecycle");
+    if (life != NULL) {
+        add_str(life, "session", st.session_state);
+        add_str(life, "conn", st.conn_state);
+        add_str(life, "member", st.member_state);
+    }
     answer(sb, token, o, EX_OK);
 }
 

@@ -235,6 +235,9 @@ int zke_agent_status(zke_agent *a, struct zke_status *out)
     out->election_size = a->census.election_size;
     out->short_terms = a->flap.terms;
     out->withdrawn_by = a->withdraw.by;
+    out->session_state = a->sess != NULL ? session_life_name(a->sess) : "closed";
+    out->conn_state = a->conn != NULL ? conn_state_name_of(a->conn) : "freeing";
+    out->member_state = a->cm != NULL ? conn_member_state_name(a->cm) : "detached";
     /* a follower's own view of the leader is its last listing, which only
      * changes when its predecessor does; the census's, while a reader looks
      * (census_done), is read again after every change of membership

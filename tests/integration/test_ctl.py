@@ -68,6 +68,8 @@ def test_status_resign_and_mode():
         sa = status(a)
         assert sa["ok"] and sa["role"] == "leader" and sa["id"] == "sa" and sa["path"] == PATH, sa
         assert sa["leader"] == "sa" and sa["epoch"] == lead["epoch"] and sa["lease_ms"] > 0, sa
+        # the lifecycles by name (docs/operations.md "ctl")
+        assert sa["lifecycle"] == {"session": "connected", "conn": "live", "member": "running"}, sa
         sb = status(b)
         assert sb["role"] == "follower" and sb["leader"] == "sa" and sb["lease_ms"] is None, sb
         assert sb["epoch"] == lead["epoch"], sb
