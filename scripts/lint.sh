@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Static analysis: the layering rule of the include graph (scripts/layers.py),
+# the length of functions (scripts/modstats.py --check),
 # clang-tidy (checks in .clang-tidy) and cppcheck (checks and suppressions in
 # .cppcheck-suppressions) over src/, examples/, bench/ and tests/tools/. Any
 # finding fails the run (exit 1); exit 0 when clean.
@@ -25,6 +26,12 @@ rc=0
 # --- the layering rule: cli -> lua -> lib, no module cycle (HACKING.md)
 if ! python3 scripts/layers.py; then
   echo "lint: the include graph breaks the layering rule (above)" >&2
+  rc=1
+fi
+
+# --- no function over 80 lines in src/ without a comment saying why it is one piece
+if ! python3 scripts/modstats.py --check; then
+  echo "lint: a long function says nothing of why it is one piece (above; scripts/modstats.py)" >&2
   rc=1
 fi
 
