@@ -234,8 +234,8 @@ void agent_queue_event(zke_agent *a, const struct zke_event *ev)
     char *p = it->buf;
     it->kind = IT_EVENT;
     it->ev = *ev;
-    if (it->ev.cause_ns == 0)
-        it->ev.cause_ns = session_reading_ns();
+    if (it->ev.cause_ns == 0 && a->sess != NULL)
+        it->ev.cause_ns = session_reading_ns(a->sess);
     it->ev.id = xstr_put(&p, e->id);
     it->ev.path = xstr_put(&p, e->path);
     it->ev.node = xstr_put(&p, e->node);

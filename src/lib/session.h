@@ -260,12 +260,12 @@ int64_t session_base_moved_read_ns(const session *s);
  * newer than its answer will (conn_renew_soon). */
 int64_t session_last_renewal_ns(const session *s);
 
-/* CLOCK_MONOTONIC (ns) at which the io callback that is now running
- * zookeeper_process() for some session woke up, i.e. when the bytes whose
- * completions and watches are being delivered were read; 0 outside that
- * call. Process-wide (one loop thread): for the watch and state callbacks,
- * which carry no stamp (a completion has its own, sess_result.read_ns). */
-int64_t session_reading_ns(void);
+/* CLOCK_MONOTONIC (ns) at which the loop read the message of s whose
+ * completions and watches are being delivered now (inside its
+ * zookeeper_process() call), 0 outside that call: for the watch and state
+ * callbacks, which carry no stamp (a completion has its own,
+ * sess_result.read_ns). */
+int64_t session_reading_ns(const session *s);
 
 /* Process-wide counters of requests sent (all sessions): for i in
  * 0..SESS_OPS-1 the op's name ("create", "delete", "exists", "get", "list",

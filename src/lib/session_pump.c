@@ -177,14 +177,10 @@ static void rearm(session *s)
     s->pump.ops->timer(s->pump.loop, after, 0);
 }
 
-/* The stamp of the zookeeper_process() call running now, for
- * session_reading_ns(): process-wide because that accessor takes no
- * session (its caller, agent_queue.c, has none at hand). The completions
- * of this module do not read it: they get their handle's own stamp
- * (s->pump.reading_ns, sess_result.read_ns). */
-static int64_t reading_now;
-
-int64_t session_reading_ns(void) { return reading_now; }
+int64_t session_reading_ns(const session *s)
+{
+    return s->pump.reading_ns;
+}
 
 void session_loop_ready(session *s, int fd, int events)
 {
@@ -220,13 +216,11 @@ void session_loop_ready(session *s, int fd, int events)
         }
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t outer_reading = reading_now;
-        s->pump.reading_ns = reading_now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        s->pump.reading_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
         session *outer = sess_route_enter(s);
         rc = zookeeper_process(s->zh, zev);
         sess_route_leave(outer);
         s->pump.reading_ns = 0;
-        reading_now = outer_reading;
         if (s->life == SESS_LIFE_CLOSED || s->life == SESS_LIFE_CLOSING || sess_dead(s))
             break;
         zev = ZOOKEEPER_READ;
