@@ -164,6 +164,7 @@ struct server {
     unsigned att_gen[MAXC];
     uint64_t att_sid[MAXC];
     uint64_t touched[MAXSESS];  /* a follower's touches not reported yet */
+    ns_t touched_at[MAXSESS];   /* ... and when it heard each last */
     int ntouched;
     int following;              /* a follower: 1 while it follows the leader */
     ns_t cut_until;             /* its link to the leader is cut until then */
@@ -215,6 +216,7 @@ struct msg {
     int created;                /* CONNECTED: a new session */
     struct txn tx;              /* COMMIT */
     uint64_t touched[MAXSESS];  /* PING_REPLY */
+    ns_t touched_at[MAXSESS];
     int ntouched;
 };
 
@@ -267,6 +269,9 @@ struct cand {
     int srv;
     unsigned gen;
     ns_t last_recv;             /* local */
+    ns_t last_send;             /* local: the client library pings after T/3 idle */
+    int procs, holding;         /* the host's duty: the term's processes run; on_stepdown
+                                 * holds (ground truth, whatever term.c says) */
     int64_t seen_zxid;
     struct touch_log touch;
     unsigned sess_gen;
@@ -288,6 +293,7 @@ struct cand {
     unsigned timer_gen[NTIMERS];
     unsigned guard_gen;
     ns_t stall_until, cut_until;
+    ns_t stall_next;            /* K_STALL: the freeze to start then, this long */
     ns_t cdelay_max;            /* this candidate's connection: its slowest answer */
     int cur_term;               /* the term whose duty is open, or -1 */
 };
@@ -326,7 +332,7 @@ static void stat_end(const char *how)
 /* the event queue                                                      */
 
 enum ekind { K_MSG, K_TIMER, K_GUARD, K_LPING, K_LTICK, K_FAULT, K_LEAVE, K_REJOIN, K_RESTART,
-             K_UNSTALL };
+             K_STALL };
 
 struct event {
     ns_t at;
@@ -347,6 +353,8 @@ struct sim {
     int T, tick_ms, nc;
     struct zke_lease_plan plan;
     int64_t gap_ns;             /* the pairing gap: tick x (1 + drift) */
+    int sharp;                  /* the server expires at the earliest moment the proof allows */
+    int tight_pct;              /* % of a leader's confirmed renewals followed by a cut */
     struct server srv[NSRV];
     struct zsession sess[MAXSESS];
     int nsess;
@@ -534,7 +542,7 @@ static void timer_stop(struct cand *c, enum ctimer w)
 /* channels                                                             */
 
 /* to a client, from its server, or to a server, from a client */
-static void client_send(struct cand *c, struct msg *m, int to_client)
+static ns_t client_send(struct cand *c, struct msg *m, int to_client)
 {
     ns_t d = rrange(50000, c->cdelay_max);
     if (chance(2))
@@ -543,8 +551,8 @@ static void client_send(struct cand *c, struct msg *m, int to_client)
     if (at < c->cut_until)
         at = c->cut_until + rrange(0, MS);
     m->cand = c->idx;
-    (void)to_client;
     push(at, K_MSG, to_client, 0, 0, m);
+    return at;
 }
 
 /* on the follower's link (up: to the leader) */
@@ -695,15 +703,23 @@ static ns_t bucket(ns_t t)
     return (t / tick + 1) * tick;
 }
 
-static void leader_touch(uint64_t sid)
+/* The leader's countdown from a touch heard at `at`: ZooKeeper's (the
+ * first tick bucket after at + T, at counted when the leader reads the
+ * touch), or, in the seeds that run the sharp server, exactly T after the
+ * follower heard the request: the earliest expiry the proof allows (F2). */
+static void leader_touch_at(uint64_t sid, ns_t at)
 {
     struct zsession *z = zsess(sid);
     if (z != NULL && z->alive) {
-        ns_t e = bucket(S->now + (ns_t)S->T * MS);
-        if (e > z->expire_at)
+        ns_t e = S->sharp ? at + (ns_t)S->T * MS : bucket(S->now + (ns_t)S->T * MS);
+        if (e > z->expire_at) {
             z->expire_at = e;
+            push(e, K_LTICK, 0, 0, 0, NULL);
+        }
     }
 }
+
+static void leader_touch(uint64_t sid) { leader_touch_at(sid, S->now); }
 
 static void check_expiry_invariant(uint64_t sid);
 
@@ -735,7 +751,6 @@ static void leader_tick(void)
             commit(&t);
         }
     }
-    push(S->now + (ns_t)S->tick_ms * MS, K_LTICK, 0, 0, 0, NULL);
 }
 
 static void leader_pings(void)
@@ -817,6 +832,7 @@ static void leader_write(struct msg *req, int origin)
     m->cand = req->cand;
     m->gen = req->gen;
     m->reqid = req->reqid;
+    m->op = req->op;
     m->rc = ans->rc;
     m->stat = ans->stat;
     msg_free(ans);
@@ -861,10 +877,14 @@ static void server_touch(int si, uint64_t sid)
     }
     struct server *s = &S->srv[si];
     for (int i = 0; i < s->ntouched; i++)
-        if (s->touched[i] == sid)
+        if (s->touched[i] == sid) {
+            s->touched_at[i] = S->now;
             return;
-    if (s->ntouched < MAXSESS)
+        }
+    if (s->ntouched < MAXSESS) {
+        s->touched_at[s->ntouched] = S->now;
         s->touched[s->ntouched++] = sid;
+    }
 }
 
 static void leader_connect(struct msg *m, int origin);
@@ -995,13 +1015,47 @@ static void leader_from_link(struct msg *m)
     }
     if (m->type == M_PING_REPLY) {
         for (int i = 0; i < m->ntouched; i++)
-            leader_touch(m->touched[i]);
+            leader_touch_at(m->touched[i], m->touched_at[i]);
     } else if (m->type == M_CONNECT) {
         leader_connect(m, m->srv);
     } else if (m->type == M_REQ) {
         leader_write(m, m->srv);
     }
     msg_free(m);
+}
+
+static void isolate(int f, ns_t lo, ns_t hi)
+{
+    struct server *s = &S->srv[f];
+    if (!s->following || s->cut_until > S->now)
+        return;
+    ns_t lim = (ns_t)SYNC_LIMIT * S->tick_ms * MS;
+    s->cut_until = S->now + rrange(lo > lim ? lo : lim, hi > lim ? hi : lim);
+    tr("FAULT server %d cut from the leader for %.3f ms", f, (double)(s->cut_until - S->now) / 1e6);
+    push(S->now + lim, K_LEAVE, f, 0, s->link_gen, NULL);
+    push(s->cut_until, K_REJOIN, f, 0, 0, NULL);
+}
+
+/* The case the proof is about: a leader's renewal was just confirmed
+ * through this follower; the follower's report of that renewal's own touch
+ * is lost (cut from the leader now), and the leader, frozen or cut off
+ * from the servers, cannot revalidate its session elsewhere: the session's
+ * countdown runs from the touches the leader heard before the renewal. */
+static void tight_cut(int f, struct cand *c, const struct msg *m, ns_t delivered)
+{
+    if (m->rc != EL_OK || (m->op != OP_CHECK && m->op != OP_SET) || !term_leads(&c->term) ||
+        !chance(S->tight_pct))
+        return;
+    ns_t T = (ns_t)S->T * MS;
+    isolate(f, 0, T);
+    if (chance(50)) {
+        c->stall_next = rrange(T / 2, 2 * T);
+        push(delivered + 1, K_STALL, c->idx, 0, 0, NULL);
+    } else {
+        c->cut_until = S->now + rrange(T / 2, 2 * T);
+        tr("FAULT c%d cut from the servers for %.3f ms", c->idx,
+           (double)(c->cut_until - S->now) / 1e6);
+    }
 }
 
 /* a follower reads its link */
@@ -1016,6 +1070,7 @@ static void follower_from_link(struct msg *m)
     if (m->type == M_LPING) {
         struct msg *r = msg_new(M_PING_REPLY);
         memcpy(r->touched, s->touched, sizeof s->touched);
+        memcpy(r->touched_at, s->touched_at, sizeof s->touched_at);
         r->ntouched = s->ntouched;
         s->ntouched = 0;
         link_send(si, r, 1);
@@ -1030,7 +1085,8 @@ static void follower_from_link(struct msg *m)
             a->reqid = m->reqid;
             a->srv = si;
             a->zxid = s->zxid;
-            client_send(&S->c[m->cand], a, 1);
+            ns_t at = client_send(&S->c[m->cand], a, 1);
+            tight_cut(si, &S->c[m->cand], m, at);
         }
     } else if (m->type == M_CONNECT_OK) {
         if (m->rc == EL_EXPIRED) {
@@ -1081,6 +1137,8 @@ static void duty_end(struct cand *c, const char *how)
 {
     if (c->cur_term < 0)
         return;
+    if (c->alive && (term_armed(&c->term) || c->procs || c->holding))
+        return;         /* something of it still runs */
     struct termrec *r = &S->terms[c->cur_term];
     r->end = S->now;
     r->how = how;
@@ -1214,6 +1272,7 @@ static void send_req(struct cand *c, enum rkind kind, enum el_req_type type, uin
         push(S->now + 1, K_MSG, 1, 1, 0, m);
         return;
     }
+    c->last_send = lnow(c);
     client_send(c, m, 0);
 }
 
@@ -1334,7 +1393,9 @@ static void revoke(struct cand *c)
     if (term_revoke(&c->term)) {
         tr("c%d: term of epoch %" PRId64 " revoked: its processes end", c->idx, c->term.epoch);
         /* its processes get SIGTERM, SIGKILL at half the budget */
-        timer_after(c, T_DRAIN, rrange(0, (ns_t)S->plan.stepdown_budget_ms * MS / 2));
+        ns_t half = (ns_t)S->plan.stepdown_budget_ms * MS / 2;
+        c->procs = 1;
+        timer_after(c, T_DRAIN, chance(50) ? half - 1000 : rrange(0, half));
         guard_sync(c);
     }
 }
@@ -1434,15 +1495,17 @@ static void call_host(struct cand *c, struct item *it)
         guard_sync(c);
         /* on_stepdown: a hook that waits holds the node */
         if (chance(40)) {
+            /* within its budget: half the step-down budget */
+            ns_t half = (ns_t)S->plan.stepdown_budget_ms * MS / 2;
             c->hold_token = term_hold(&c->term);
-            timer_after(c, T_HOLDREL, rrange(0, (ns_t)S->plan.stepdown_budget_ms * MS * 3 / 4));
+            c->holding = 1;
+            timer_after(c, T_HOLDREL, chance(50) ? half - 2000 : rrange(0, half - 2000));
         }
         if (term_stepdown_returned(&c->term, 1) == TERM_HELD) {
             int ms = S->plan.stepdown_budget_ms / 2 > 0 ? S->plan.stepdown_budget_ms / 2 : 1;
             timer_after(c, T_HOLDTO, (ns_t)ms * MS);
             tr("c%d: on_stepdown returned holding the node", c->idx);
         } else {
-            timer_stop(c, T_HOLDREL);
             duty_end(c, it->reason);
         }
         guard_sync(c);
@@ -1756,6 +1819,7 @@ static void cand_start(struct cand *c)
     term_init(&c->term);
     c->alive = 1;
     c->cur_term = -1;
+    c->procs = c->holding = 0;
     c->fn = c->fhead = 0;
     c->npend = 0;
     c->renewing = c->renew_missed = 0;
@@ -1792,8 +1856,8 @@ static void cand_die(struct cand *c, const char *how)
     if (!c->alive)
         return;
     tr("c%d: dies (%s)", c->idx, how);
-    duty_end(c, how);
     c->alive = 0;
+    duty_end(c, how);
     c->gen++;
     c->guard_gen++;
     for (int w = 0; w < NTIMERS; w++)
@@ -1892,34 +1956,38 @@ static void on_timer(struct cand *c, enum ctimer w)
     case T_LEASE:
         break;          /* the lease check ran first */
     case T_DRAIN:
+        c->procs = 0;
         if (c->term.life == TERM_ENDING)
             term_drained(&c->term);
+        duty_end(c, "processes ended");
         break;
     case T_HOLDREL:
+        c->holding = 0;
         if (term_release(&c->term, c->hold_token)) {
             term_hold_over(&c->term);
             timer_stop(c, T_HOLDTO);
-            duty_end(c, "hold released");
             guard_sync(c);
         }
+        duty_end(c, "hold released");
         break;
     case T_HOLDTO:
         if (c->term.life == TERM_HELD) {
             term_hold_over(&c->term);
-            timer_stop(c, T_HOLDREL);
-            duty_end(c, "hold timed out");
             guard_sync(c);
+            duty_end(c, "hold timed out");
         }
         break;
     case T_PING:
-        if (c->st == CS_CONNECTED) {
+        if (c->st == CS_CONNECTED && lnow(c) - c->last_send >= (ns_t)S->T * MS / 3) {
             struct msg *m = msg_new(M_PING);
             m->sid = c->sid;
             m->gen = c->gen;
             m->srv = c->srv;
+            c->last_send = lnow(c);
             client_send(c, m, 0);
         }
-        timer_after(c, T_PING, (ns_t)S->T * MS / 3);
+        timer_set(c, T_PING, (c->last_send > lnow(c) - (ns_t)S->T * MS / 3 ? c->last_send
+                              : lnow(c)) + (ns_t)S->T * MS / 3);
         break;
     case T_RECV:
         if (c->st != CS_CONNECTED)
@@ -2003,18 +2071,9 @@ static void fault(void)
         k->cut_until = S->now + rrange(T / 10, 2 * T);
         tr("FAULT c%d cut from the servers for %.3f ms", c, (double)(k->cut_until - S->now) / 1e6);
         break;
-    case F_ISOLATE: {
-        int f = (int)rrange(1, NSRV - 1);
-        struct server *s = &S->srv[f];
-        if (!s->following || s->cut_until > S->now)
-            break;
-        ns_t lim = (ns_t)SYNC_LIMIT * S->tick_ms * MS;
-        s->cut_until = S->now + rrange(lim, lim + 2 * T);
-        tr("FAULT server %d cut from the leader for %.3f ms", f, (double)(s->cut_until - S->now) / 1e6);
-        push(S->now + lim, K_LEAVE, f, 0, s->link_gen, NULL);
-        push(s->cut_until, K_REJOIN, f, 0, 0, NULL);
+    case F_ISOLATE:
+        isolate((int)rrange(1, NSRV - 1), 0, 2 * T);
         break;
-    }
     case F_CRASH:
         if (k->alive && chance(50)) {
             tr("FAULT c%d crashes", c);
@@ -2115,6 +2174,14 @@ static void dispatch(const struct event *e)
     case K_RESTART:
         cand_start(&S->c[e->a]);
         break;
+    case K_STALL: {
+        struct cand *c = &S->c[e->a];
+        if (c->alive && c->stall_until < S->now) {
+            c->stall_until = S->now + c->stall_next;
+            tr("FAULT c%d's loop frozen for %.3f ms", c->idx, (double)c->stall_next / 1e6);
+        }
+        break;
+    }
     default:
         break;
     }
@@ -2144,11 +2211,25 @@ static int setup(uint64_t seed, int tracing)
     struct zke_settings set;
     memset(&set, 0, sizeof set);
     set.server_tick_ms = S->tick_ms;
+    /* the defaults, or settings an operator may give (the lease plan
+     * refuses those that leave too little: then the defaults) */
+    if (chance(50))
+        set.lease_margin_ms = (int)rrange(5, 60);
+    if (chance(50))
+        set.drift = (double)rrange(1, 60) / 1000.0;
+    if (chance(30))
+        set.stepdown_budget_ms = (int)rrange(S->T / 40, S->T / 5);
     char err[1024];
     if (settings_lease_plan(&set, S->T, S->tick_ms, &S->plan, err, sizeof err) != 0) {
-        fprintf(stderr, "seed %" PRIu64 ": the plan is refused: %s\n", seed, err);
-        return -1;
+        memset(&set, 0, sizeof set);
+        set.server_tick_ms = S->tick_ms;
+        if (settings_lease_plan(&set, S->T, S->tick_ms, &S->plan, err, sizeof err) != 0) {
+            fprintf(stderr, "seed %" PRIu64 ": the plan is refused: %s\n", seed, err);
+            return -1;
+        }
     }
+    S->sharp = chance(70);
+    S->tight_pct = chance(30) ? 0 : (int)rrange(2, 25);
     S->gap_ns = (int64_t)((double)S->tick_ms * 1e6 * (1.0 + S->plan.drift));
     S->end = (ns_t)S->T * MS * 25;
     for (int i = 0; i < NSRV; i++)
@@ -2158,18 +2239,20 @@ static int setup(uint64_t seed, int tracing)
         struct cand *c = &S->c[i];
         c->idx = i;
         c->cur_term = -1;
-        c->rate = 1.0 + S->plan.drift * 0.999 * ((double)rrange(-1000, 1000) / 1000.0);
+        /* within the drift, often at its edges */
+        int64_t u = chance(40) ? -1000 : chance(66) ? 1000 : rrange(-1000, 1000);
+        c->rate = 1.0 + S->plan.drift * 0.999 * ((double)u / 1000.0);
         c->off = rrange(0, (ns_t)1000 * 1000 * MS);
         c->cdelay_max = rrange(MS / 10, (ns_t)S->T * MS / 50);
         push(rrange(0, (ns_t)S->T * MS / 2), K_RESTART, i, 0, 0, NULL);
     }
     push(0, K_LPING, 0, 0, 0, NULL);
-    push(0, K_LTICK, 0, 0, 0, NULL);
     push((ns_t)S->T * MS * 2, K_FAULT, 0, 0, 0, NULL);
     tr("seed %" PRIu64 ": %d candidates, T %d ms, server tick %d ms, lease %d ms, step-down "
-       "budget %d ms, margin %d ms, renewal %d ms, drift %g", seed, S->nc, S->T, S->tick_ms,
-       S->plan.lease_ms, S->plan.stepdown_budget_ms, S->plan.margin_ms, S->plan.renew_ms,
-       S->plan.drift);
+       "budget %d ms, margin %d ms, renewal %d ms, drift %g; %s expiry, %d%% of confirmed "
+       "renewals cut", seed, S->nc, S->T, S->tick_ms, S->plan.lease_ms,
+       S->plan.stepdown_budget_ms, S->plan.margin_ms, S->plan.renew_ms, S->plan.drift,
+       S->sharp ? "the earliest" : "ZooKeeper's", S->tight_pct);
     return 0;
 }
 
