@@ -1,10 +1,11 @@
 /*
  * test_sim.c - a seeded simulation of the promise (docs/design.md "The
  * promise"), in the spirit of FoundationDB's: N candidates, each driving
- * the REAL election (election.c), term (term.c), touch (touch.c) and lease
- * plan (settings.c) code, against a model of the ZooKeeper servers as the
- * proof states them, in virtual time, with random delays, stalls, cuts,
- * reconnects, expiries, crashes and resigns. It complements the tests
+ * the REAL election (election.c), term (term.c), touch (touch.c), renewal
+ * planner (renewplan.c) and lease plan (settings.c) code, against a model
+ * of the ZooKeeper servers as the proof states them, in virtual time,
+ * with random delays, stalls, cuts, reconnects, expiries, crashes and
+ * resigns. It complements the tests
  * against real ZooKeeper servers (tests/integration, tests/chaos); it never
  * replaces them: what the model leaves out, they cover.
  *
@@ -28,7 +29,9 @@
  *    touch the session at the leader (F2); the leader touches it on its
  *    clients' own requests, on a ping reply and on a revalidation (F4).
  *    The leader expires a session in the first tick bucket after the last
- *    touch + T (ZooKeeper's ExpiryQueue), deletes its ephemerals, and
+ *    touch it read + T (ZooKeeper's ExpiryQueue) or, in most seeds, at the
+ *    earliest moment the proof allows: T after the follower heard the last
+ *    request whose touch reached the leader; it deletes its ephemerals, and
  *    every server fires the deletion's watches as it applies it, ahead of
  *    any later answer on the connection (FIFO channels).
  *  - A follower cut from the leader: every message between them is lost;
@@ -52,14 +55,19 @@
  *    half the step-down budget), on_stepdown and its holds (term_hold: the
  *    node's release waits, at most half the budget), the fail-stop guard
  *    holding term_ends_for's hard end on the candidate's clock (a frozen
- *    loop is killed then), a renewal stream (a write every renewal period
- *    while leading or next in line, a read further back, a renewal at once
- *    after a late answer and a step after an answer while the lease is not
- *    fresh).
+ *    loop is killed then); the session's renewal stream is renewplan.c's
+ *    decisions, applied as conn.c applies them, with agent_lease.c's
+ *    periods and levels (a renewal is the version-check write).
  *  - Faults, at random: a candidate's loop frozen (short, or past its
  *    lease), a candidate cut from the servers, a follower cut from the
  *    leader, slow answers, a crash (the session left to expire) and a
- *    restart, a leader's resign.
+ *    restart, a leader's resign; and, aimed at the proof's tight case, a
+ *    leader's confirmed renewal followed at once by its follower's cut
+ *    (the report of that renewal's touch lost) and the leader frozen or
+ *    cut off. Settings: T 1-6 s, the server tick T/20-T/6 (stated), the
+ *    defaults or an operator's margin, drift and step-down budget that the
+ *    lease plan accepts; clocks often at the drift's edges; the term's
+ *    processes and on_stepdown's holds often use their whole half budget.
  *
  * Invariants, checked as the run goes:
  *  - no two terms act at once: a term acts from on_leader until its
@@ -79,8 +87,8 @@
  * Not modelled: a new quorum leader (F5, its fresh countdowns), the
  * `--renew-by sync` gap (a), the touch-table race (b), local sessions (c),
  * observers; a shared session (one agent per session here: the conn's
- * fan-out, its lease check of many leasers and its uneven renewal gaps are
- * not the code driven, the renewal stream is this file's own); the C
+ * fan-out and leasewatch.c, its check of many leasers, are not driven; the
+ * lease check is agent_lease_tick's, run first in every step); the C
  * client's re-registration of watches on a reconnect (the recipe asks
  * again); host suspends and wall-clock steps (touch_lost); the Lua layer,
  * libev, the session file, the watcher's session close after a crash (the
@@ -96,6 +104,7 @@
 #include <string.h>
 
 #include "election.h"
+#include "renewplan.h"
 #include "settings.h"
 #include "term.h"
 #include "touch.h"
@@ -231,7 +240,6 @@ static const char *const timer_names[NTIMERS] = {
 };
 
 enum rkind { RK_EL, RK_RENEW, RK_READ };
-enum level { RENEW_NONE, RENEW_READ, RENEW_LEASE };   /* what the stream sends */
 
 struct creq {
     int used, id;
@@ -287,7 +295,9 @@ struct cand {
     int npend;
     int pub_epoch;
     ns_t armed_end;
-    int renewing, renew_missed, level, period_ms;
+    struct renewplan rp;        /* the session's renewal stream (conn.c's, one agent) */
+    struct renew_demand rd;     /* the agent's demand in it */
+    ns_t last_renewal;          /* local: the last confirming request sent on this connection */
     int hold_token;
     ns_t timer_at[NTIMERS];     /* local; 0: off */
     unsigned timer_gen[NTIMERS];
@@ -1393,7 +1403,7 @@ static void revoke(struct cand *c)
     if (term_revoke(&c->term)) {
         tr("c%d: term of epoch %" PRId64 " revoked: its processes end", c->idx, c->term.epoch);
         /* its processes get SIGTERM, SIGKILL at half the budget */
-        ns_t half = (ns_t)S->plan.stepdown_budget_ms * MS / 2;
+        ns_t half = (ns_t)(S->plan.stepdown_budget_ms / 2) * MS;   /* (the agent's, in ms) */
         c->procs = 1;
         timer_after(c, T_DRAIN, chance(50) ? half - 1000 : rrange(0, half));
         guard_sync(c);
@@ -1427,6 +1437,8 @@ static int lease_ready(const struct cand *c)
 }
 
 static void renew_send(struct cand *c);
+static void renew_soon(struct cand *c);
+static void renew_answered(struct cand *c, ns_t sent);
 
 /* agent_lease_tick */
 static void lease_check(struct cand *c)
@@ -1496,7 +1508,7 @@ static void call_host(struct cand *c, struct item *it)
         /* on_stepdown: a hook that waits holds the node */
         if (chance(40)) {
             /* within its budget: half the step-down budget */
-            ns_t half = (ns_t)S->plan.stepdown_budget_ms * MS / 2;
+            ns_t half = (ns_t)(S->plan.stepdown_budget_ms / 2) * MS;   /* (the agent's, in ms) */
             c->hold_token = term_hold(&c->term);
             c->holding = 1;
             timer_after(c, T_HOLDREL, chance(50) ? half - 2000 : rrange(0, half - 2000));
@@ -1556,7 +1568,7 @@ static void run_pending(struct cand *c)
             if (sent)
                 c->term.pub_epoch = it->epoch;
             else if (c->term.pub_epoch != it->epoch || !el_publishing(c->el))
-                renew_send(c);
+                renew_soon(c);
             return;
         }
         if (g == TERM_HOLD_DRAIN) {
@@ -1590,75 +1602,117 @@ static int confirm_step_ms(void)
     return cm + (cm / 10 > 10 ? cm / 10 : 10);
 }
 
-static void renew_send(struct cand *c)
+/* What renewplan reads of the session and the timer (conn.c's renew_facts). */
+static struct renew_now renew_facts(const struct cand *c)
 {
-    if (c->renewing) {
-        c->renew_missed = 1;
-        return;
-    }
-    struct zke_status st;
-    el_status(c->el, &st);
-    if (c->st != CS_CONNECTED || st.node == NULL || c->level == RENEW_NONE)
-        return;
-    c->renewing = 1;
-    if (c->level == RENEW_LEASE)
-        send_req(c, RK_RENEW, EL_REQ_COUNT, 0, OP_CHECK, st.node, NULL, 0, -1);
-    else
-        send_req(c, RK_READ, EL_REQ_COUNT, 0, OP_EXISTS, st.node, NULL, 0, -1);
+    struct renew_now t;
+    memset(&t, 0, sizeof t);
+    t.now = lnow(c);
+    t.base = c->touch.confirmed;
+    t.pair_gap_ns = S->gap_ns;
+    t.timeout_ms = S->T;
+    t.active = c->timer_at[T_RENEW] != 0;
+    t.remaining = t.active ? (double)(c->timer_at[T_RENEW] - t.now) / 1e9 : 0.;
+    return t;
 }
 
+static void renew_apply(struct cand *c, struct renew_step st)
+{
+    switch (st.act) {
+    case RENEW_KEEP:
+        break;
+    case RENEW_ARM:
+        timer_set(c, T_RENEW, lnow(c) + (st.after > 0 ? (ns_t)(st.after * 1e9) : 0) + 1);
+        break;
+    case RENEW_STOP:
+        timer_stop(c, T_RENEW);
+        break;
+    case RENEW_SEND:
+        renew_send(c);
+        break;
+    }
+}
+
+/* conn.c's renew_send: the kind renewplan says, on our node */
+static void renew_send(struct cand *c)
+{
+    enum renew_send kind = renewplan_send(&c->rp);
+    if (kind == RENEW_SEND_LATER)
+        return;
+    struct zke_status st;
+    el_status(c->el, &st);
+    if (c->st != CS_CONNECTED || st.node == NULL)
+        return;
+    if (kind == RENEW_SEND_READ) {
+        send_req(c, RK_READ, EL_REQ_COUNT, 0, OP_EXISTS, st.node, NULL, 0, -1);
+    } else {
+        c->last_renewal = lnow(c);
+        send_req(c, RK_RENEW, EL_REQ_COUNT, 0, kind == RENEW_SEND_WRITE ? OP_CHECK : OP_SYNC,
+                 st.node, NULL, 0, -1);
+    }
+    renewplan_sent(&c->rp);
+}
+
+static void renew_answered(struct cand *c, ns_t sent)
+{
+    struct renew_now t = renew_facts(c);
+    renew_apply(c, renewplan_answered(&c->rp, &t, sent));
+}
+
+/* conn_renew_soon: a term waits for its lease */
+static void renew_soon(struct cand *c)
+{
+    if (!renewplan_leasing(&c->rp))
+        return;
+    struct renew_now t = renew_facts(c);
+    renew_apply(c, renewplan_replan(&c->rp, 0, &t));
+    t = renew_facts(c);
+    renew_apply(c, renewplan_soon(&c->rp, &t, c->last_renewal));
+}
+
+/* agent_lease.c's renew_period and read_period */
+static int renew_period(int leading)
+{
+    int p = S->plan.renew_ms;
+    if (leading) {
+        int cm = S->plan.confirm_ms, step = confirm_step_ms();
+        if (p < step && 2 * step < cm + 2 * p)
+            p = step;
+        return p;
+    }
+    int q = S->T / 3, room = (S->plan.lease_ms - S->plan.confirm_ms - 2 * p) * 2 / 5;
+    if (q > room)
+        q = room;
+    return q > p ? q : p;
+}
+
+static int read_period(void)
+{
+    int q = S->T / 3, room = S->plan.lease_ms - S->plan.renew_ms - confirm_step_ms();
+    if (q > room)
+        q = room;
+    return q > 10 ? q : 10;
+}
+
+/* agent_update_renew and conn_agent_renew */
 static void renew_plan(struct cand *c)
 {
     struct zke_status st;
     el_status(c->el, &st);
-    int level = c->st != CS_CONNECTED ? RENEW_NONE
-                : st.role == ZKE_ROLE_LEADER ? RENEW_LEASE
-                : st.role == ZKE_ROLE_FOLLOWER ? (st.position == 1 ? RENEW_LEASE : RENEW_READ)
-                : RENEW_NONE;
-    int p = S->plan.renew_ms;
-    if (level == RENEW_READ)
-        p = S->T / 3;
-    else if (level == RENEW_LEASE && st.role != ZKE_ROLE_LEADER) {
-        int q = S->T / 3, room = (S->plan.lease_ms - S->plan.confirm_ms - 2 * p) * 2 / 5;
-        if (q > room)
-            q = room;
-        p = q > p ? q : p;
-    }
-    int was = c->level;
-    c->level = level;
-    c->period_ms = p;
-    if (level == RENEW_NONE) {
-        timer_stop(c, T_RENEW);
+    int want = st.role == ZKE_ROLE_LEADER || st.role == ZKE_ROLE_FOLLOWER;
+    enum renew_level level = !want ? RENEW_NONE
+                             : st.role == ZKE_ROLE_FOLLOWER && st.position != 1 ? RENEW_READ
+                             : RENEW_LEASE;
+    struct renew_demand d = renew_demand_of(level, renew_period(st.role == ZKE_ROLE_LEADER),
+                                            read_period(), S->plan.lease_ms, 0);
+    if (renew_demand_same(&c->rd, &d, level))
         return;
-    }
-    if (c->timer_at[T_RENEW] == 0 || (was != RENEW_LEASE && level == RENEW_LEASE)) {
-        if (level == RENEW_LEASE)
-            renew_send(c);
-        timer_after(c, T_RENEW, (ns_t)p * MS);
-    }
-}
-
-static void renew_done(struct cand *c, const struct creq *r)
-{
-    c->renewing = 0;
-    if (c->renew_missed) {
-        c->renew_missed = 0;
-        renew_send(c);
-        return;
-    }
-    if (c->level != RENEW_LEASE)
-        return;
-    ns_t step = (ns_t)confirm_step_ms() * MS, now = lnow(c);
-    if (now - r->sent > step / 2 && (ns_t)c->period_ms * MS >= step) {
-        renew_send(c);          /* a late answer: confirms a request of before the stall */
-        return;
-    }
-    if ((ns_t)c->period_ms * MS >= step && c->timer_at[T_RENEW] - now < step)
-        timer_set(c, T_RENEW, now + step);
-    int64_t base = c->touch.confirmed;
-    int fresh = base > 0 && base + (int64_t)S->plan.lease_ms * MS - now > (int64_t)S->plan.renew_ms * MS;
-    if (!fresh && r->sent + step < c->timer_at[T_RENEW])
-        timer_set(c, T_RENEW, r->sent + step);
+    renewplan_drop(&c->rp, &c->rd);
+    c->rd = d;
+    if (level != RENEW_NONE)
+        renewplan_add(&c->rp, &c->rd, level);
+    struct renew_now t = renew_facts(c);
+    renew_apply(c, renewplan_replan(&c->rp, 0, &t));
 }
 
 /* ------------------------------------------------------------------ */
@@ -1696,8 +1750,7 @@ static void fail_inflight(struct cand *c)
             el_on_result(c->el, r->type, &res);
             el_call_end(c);
         } else {
-            c->renewing = 0;
-            c->renew_missed = 0;
+            renew_answered(c, r->sent);     /* (conn.c's renew_done: CONNLOSS too) */
         }
     }
 }
@@ -1777,7 +1830,7 @@ static void on_answer(struct cand *c, struct msg *m)
             touch_answered(&c->touch, q.sent, lnow(c), S->gap_ns);
     }
     if (q.kind != RK_EL) {
-        renew_done(c, &q);
+        renew_answered(c, q.sent);
         return;
     }
     struct el_result res;
@@ -1822,8 +1875,9 @@ static void cand_start(struct cand *c)
     c->procs = c->holding = 0;
     c->fn = c->fhead = 0;
     c->npend = 0;
-    c->renewing = c->renew_missed = 0;
-    c->level = RENEW_NONE;
+    renewplan_init(&c->rp);
+    memset(&c->rd, 0, sizeof c->rd);
+    c->last_renewal = 0;
     c->armed_end = 0;
     for (int i = 0; i < MAXREQ; i++)
         c->reqs[i].used = 0;
@@ -1907,6 +1961,7 @@ static void on_client_msg(struct cand *c, struct msg *m, int local_fail)
         timer_stop(c, T_CONNECT);
         timer_stop(c, T_GIVEUP);
         touch_reset(&c->touch);
+        c->last_renewal = 0;    /* (session.c: what the old one sent pairs with nothing) */
         if (!c->handle_connected)
             touch_grant(&c->touch, c->opened);
         else
@@ -1945,8 +2000,9 @@ static void on_timer(struct cand *c, enum ctimer w)
     c->timer_at[w] = 0;
     switch (w) {
     case T_RENEW:
+        if (c->rp.repeat > 0)
+            timer_after(c, T_RENEW, (ns_t)(c->rp.repeat * 1e9));     /* (its repeat) */
         renew_send(c);
-        timer_after(c, T_RENEW, (ns_t)c->period_ms * MS);
         break;
     case T_BACKOFF:
         el_call_begin(c);
@@ -2016,6 +2072,14 @@ static void on_timer(struct cand *c, enum ctimer w)
     }
 }
 
+static int renewal_answer(const struct cand *c, const struct msg *m)
+{
+    for (int i = 0; i < MAXREQ; i++)
+        if (c->reqs[i].used && c->reqs[i].id == m->reqid)
+            return c->reqs[i].kind != RK_EL;
+    return 0;
+}
+
 /* one step of a candidate's loop: the lease check first, then what came */
 static void cand_step(struct cand *c, const struct event *e)
 {
@@ -2024,6 +2088,10 @@ static void cand_step(struct cand *c, const struct event *e)
     if (e->kind == K_TIMER && e->gen != c->timer_gen[e->b])
         return;
     lease_check(c);
+    /* the conn's stream (its timer, its answers) pumps no agent; the
+     * lease check kicks a term waiting for a lease that is ready now */
+    int pump = !(e->kind == K_TIMER && e->b == T_RENEW) &&
+               !(e->kind == K_MSG && e->m->type == M_ANS && renewal_answer(c, e->m));
     if (e->kind == K_MSG)
         on_client_msg(c, e->m, e->b == 1);
     else if (e->kind == K_TIMER) {
@@ -2031,7 +2099,9 @@ static void cand_step(struct cand *c, const struct event *e)
             tr("c%d: timer %s", c->idx, timer_names[e->b]);
         on_timer(c, (enum ctimer)e->b);
     }
-    if (c->alive)
+    if (!pump && c->alive && c->term.life == TERM_WAITING && lease_ready(c))
+        pump = 1;
+    if (c->alive && pump)
         loop_tail(c);
 }
 
