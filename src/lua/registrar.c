@@ -1,14 +1,14 @@
 /*
- * registrar.c - where the resources a script starts belong (script.h):
- * the term's scope inside leader hooks and their callbacks, the script's own
- * otherwise; whether a scope may still run them; the calls back into Lua
- * their callbacks make; the ZKELECT_* environment of a child. They reach
- * timer.c and proc.c as the function pointers of the script's struct host.
+ * registrar.c - where the resources a script starts belong (script_int.h's
+ * struct registrar): the term's scope inside leader hooks and their
+ * callbacks, the script's own otherwise; whether a scope may still run
+ * them; the calls back into Lua their callbacks make; the ZKELECT_*
+ * environment of a child. They reach timer.c and proc.c as the function
+ * pointers of the script's struct host. Calls budget.c only.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "script.h"
 #include "script_int.h"
-#include "agent_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@
 static int64_t scope_epoch(void *ud, scope *s)
 {
     script *sc = ud;
-    if (s != NULL && s == sc->global)
+    if (s != NULL && s == sc->reg.global)
         return 0;
     if (s != NULL && sc->agent != NULL && s == agent_term(sc->agent))
         return agent_term_epoch(sc->agent);
@@ -30,10 +30,10 @@ static int64_t scope_epoch(void *ud, scope *s)
 static scope *scope_for_epoch(void *ud, int64_t epoch)
 {
     script *sc = ud;
-    if (sc->closing || sc->loop == NULL)
+    if (sc->runs.closing || sc->loop == NULL)
         return NULL;
     if (epoch == 0)
-        return sc->global != NULL && !scope_cancelled(sc->global) ? sc->global : NULL;
+        return sc->reg.global != NULL && !scope_cancelled(sc->reg.global) ? sc->reg.global : NULL;
     if (sc->agent == NULL || agent_term_epoch(sc->agent) != epoch)
         return NULL;
     return agent_term(sc->agent);
@@ -44,7 +44,7 @@ static int scope_live(void *ud, scope *s)
     script *sc = ud;
     if (s == NULL || scope_cancelled(s))
         return 0;
-    if (s == sc->global)
+    if (s == sc->reg.global)
         return 1;
     /* a term's scope lives while it is the agent's term and its lease runs */
     return sc->agent != NULL && agent_term(sc->agent) == s;
@@ -52,9 +52,9 @@ static int scope_live(void *ud, scope *s)
 
 scope *registrar_scope(script *sc)
 {
-    if (sc->loop == NULL || sc->closing)
+    if (sc->loop == NULL || sc->runs.closing)
         return NULL;
-    scope *s = sc->cur ? sc->cur : sc->global;
+    scope *s = sc->reg.cur ? sc->reg.cur : sc->reg.global;
     return scope_live(sc, s) ? s : NULL;
 }
 
@@ -67,12 +67,12 @@ static int call(void *ud, int fn_ref, int nargs, const char *what, scope *ctx)
 {
     script *sc = ud;
     lua_State *L = sc->L;
-    scope *saved = sc->cur;
-    sc->cur = ctx ? ctx : sc->global;
+    scope *saved = sc->reg.cur;
+    sc->reg.cur = ctx ? ctx : sc->reg.global;
     lua_rawgeti(L, LUA_REGISTRYINDEX, fn_ref);
     lua_insert(L, -(nargs + 1));
-    int st = hookrun_trampoline(sc, nargs, what);
-    sc->cur = saved;
+    int st = budget_trampoline(sc, nargs, what);
+    sc->reg.cur = saved;
     return st == LUA_OK ? 0 : -1;
 }
 
@@ -106,16 +106,16 @@ static int child_env(void *ud, scope *s, char (*buf)[HOST_ENV_LEN], int max)
     return n;
 }
 
-void registrar_init(script *sc)
+int registrar_init(script *sc, const struct script_opts *opts)
 {
-    struct host *h = &sc->host;
+    struct host *h = &sc->reg.host;
     h->L = sc->L;
     h->loop = sc->loop;
-    h->allow_processes = sc->allow_processes;
-    h->guard = sc->guard;
-    h->cgroups = sc->cgroups;
-    h->child_output = sc->child_output;
-    h->child_output_ud = sc->child_output_ud;
+    h->allow_processes = opts ? opts->allow_processes : 0;
+    h->guard = opts ? opts->guard : NULL;
+    h->cgroups = opts ? opts->cgroups : NULL;
+    h->child_output = opts ? opts->child_output : NULL;
+    h->child_output_ud = opts ? opts->child_output_ud : NULL;
     h->ud = sc;
     h->scope = current_scope;
     h->scope_live = scope_live;
@@ -123,7 +123,13 @@ void registrar_init(script *sc)
     h->scope_for_epoch = scope_for_epoch;
     h->call = call;
     h->child_env = child_env;
-    h->wait_begin = hookrun_wait_begin;
-    h->wait_thread = hookrun_thread;
-    h->wait_end = hookrun_wait_end;
+    if (sc->loop != NULL && (sc->reg.global = scope_new(sc->loop, 1000)) == NULL)
+        return -1;
+    return 0;
+}
+
+void registrar_free(script *sc)
+{
+    scope_free(sc->reg.global);
+    sc->reg.global = NULL;
 }

@@ -35,8 +35,7 @@ static int l_log(lua_State *L)
     script *sc = script_of(L);
     int lvl = luaL_checkoption(L, 1, NULL, levels);
     const char *msg = luaL_checkstring(L, 2);
-    if (sc->log)
-        sc->log(sc->ud, (enum zke_log_level)lvl, "script", sc->running, msg);
+    script_log(sc, (enum zke_log_level)lvl, "script", sc->budget.running, msg);
     return 0;
 }
 
@@ -54,8 +53,7 @@ static int l_print(lua_State *L)
         luaL_addvalue(&b);
     }
     luaL_pushresult(&b);
-    if (sc->log)
-        sc->log(sc->ud, ZKE_LOG_INFO, "script", sc->running, lua_tostring(L, -1));
+    script_log(sc, ZKE_LOG_INFO, "script", sc->budget.running, lua_tostring(L, -1));
     return 0;
 }
 
@@ -150,8 +148,7 @@ static int l_candidates(lua_State *L)
         lua_pushinteger(L, age);
         return 2;
     }
-    struct hookrun *r = sc->run;
-    if (r == NULL || r->co != L || !r->in_resume || !lua_isyieldable(L) || sc->loop == NULL) {
+    if (!hookrun_may_wait(sc, L)) {
         luaL_pushfail(L);
         lua_pushliteral(L, "no reading of the line yet (outside a hook only a leader with "
                            "priorities has one)");
@@ -383,13 +380,13 @@ static int l_require(lua_State *L)
 static int l_reload(lua_State *L)
 {
     script *sc = script_of(L);
-    if (sc->on_reload == NULL) {
+    if (sc->cb.on_reload == NULL) {
         luaL_pushfail(L);
         lua_pushliteral(L, "reload is not available here");
         lua_pushliteral(L, "ENORELOAD");
         return 3;
     }
-    sc->on_reload(sc->ud);
+    sc->cb.on_reload(sc->cb.ud);
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -527,8 +524,8 @@ int sandbox_open(lua_State *L)
     lua_pushcfunction(L, l_require);
     lua_setglobal(L, "require");
     luaL_newlib(L, zkelect_funcs);
-    timer_open_lua(L, &script_of(L)->host);
-    proc_open_lua(L, &script_of(L)->host);
+    timer_open_lua(L, &script_of(L)->reg.host);
+    proc_open_lua(L, &script_of(L)->reg.host);
     json_open_lua(L);
     lua_pushliteral(L, ZKELECT_VERSION);
     lua_setfield(L, -2, "version");

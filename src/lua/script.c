@@ -1,13 +1,14 @@
 /*
- * script.c - the loader (script.h, script_int.h): reads the file, opens the
- * sandbox (sandbox.c) in a state whose allocator enforces the memory limit,
- * runs the top level under the budget (hookrun.c), collects the hooks and
- * hook_budgets, starts health(); and frees it all.
+ * script.c - script.h, all of it (script_int.h): the loader (reads the
+ * file, opens the sandbox in a state whose allocator enforces the memory
+ * limit, runs the top level under the budget, collects the hooks and
+ * hook_budgets, starts health()), dispatch (an event's ev table, handed to
+ * the hook queue with its term), the setters, and the free. The top of the
+ * module: it calls the others, none calls it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "script.h"
 #include "script_int.h"
-#include "agent_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -27,17 +28,6 @@
 #define ZKELECT_LUA_DIR "/usr/local/share/zkelect/lua"
 #endif
 
-const char *const hook_names[HK_COUNT] = {
-    [ZKE_EV_LEADER] = "on_leader",
-    [ZKE_EV_FOLLOWER] = "on_follower",
-    [ZKE_EV_PREDECESSOR_CHANGE] = "on_predecessor_change",
-    [ZKE_EV_STEPDOWN] = "on_stepdown",
-    [ZKE_EV_SUSPEND] = "on_suspend",
-    [ZKE_EV_RESUME] = "on_resume",
-    [ZKE_EV_LEADER_CHANGE] = "on_leader_change",
-    [HK_HEALTH] = "health",
-};
-
 static void *l_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     script *sc = ud;
@@ -55,8 +45,6 @@ static void *l_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         sc->used = sc->used - osize + nsize;
     return p;
 }
-
-script *script_of(lua_State *L) { return *(script **)lua_getextraspace(L); }
 
 lua_State *script_lua(script *sc) { return sc->L; }
 
@@ -77,31 +65,19 @@ void script_attach(script *sc, zke_agent *a)
     sc->agent = a;
 }
 
-const char *script_id(const script *sc)
-{
-    return sc->id != NULL ? sc->id : sc->agent != NULL ? agent_id(sc->agent) : NULL;
-}
-
-const char *script_path(const script *sc)
-{
-    return sc->path != NULL ? sc->path : sc->agent != NULL ? agent_path(sc->agent) : NULL;
-}
-
 int script_hook_timeout(const script *sc)
 {
-    return sc != NULL ? sc->hook_timeout_ms : 0;
+    return sc != NULL ? sc->budget.hook_timeout_ms : 0;
 }
 
 void script_on_reload(script *sc, void (*fn)(void *ud))
 {
-    sc->on_reload = fn;
+    sc->cb.on_reload = fn;
 }
 
 void script_on_health(script *sc, script_health_fn *fn, int healthy)
 {
-    sc->on_health = fn;
-    sc->healthy = healthy != 0;
-    sc->hfails = sc->hpasses = 0;
+    health_set(&sc->health, fn, healthy);
 }
 
 int script_has_health(const script *sc)
@@ -111,12 +87,12 @@ int script_has_health(const script *sc)
 
 void script_on_failure(script *sc, script_failed_fn *fn)
 {
-    sc->failed = fn;
+    sc->cb.failed = fn;
 }
 
 void script_on_hook_done(script *sc, script_hook_fn *fn)
 {
-    sc->hook_done = fn;
+    sc->cb.hook_done = fn;
 }
 
 static int edit_distance(const char *a, const char *b)
@@ -241,13 +217,12 @@ static int check_hook_names(lua_State *L, script *sc)
                 lua_pushfstring(L, "function '%s' is not a hook and %s is not defined: did you "
                                 "mean %s?", k, hook_names[best], hook_names[best]);
                 lua_rawseti(L, refused, ++nrefused);
-            } else if (!known && !listed && (best >= 0 || strncmp(k, "on_", 3) == 0) &&
-                       sc->log) {
+            } else if (!known && !listed && (best >= 0 || strncmp(k, "on_", 3) == 0)) {
                 char buf[200];
                 snprintf(buf, sizeof buf, "function '%s' is not a hook%s%s%s", k,
                          best >= 0 ? " (did you mean " : "", best >= 0 ? hook_names[best] : "",
                          best >= 0 ? "?)" : "");
-                sc->log(sc->ud, ZKE_LOG_WARN, "hook_warning", NULL, buf);
+                script_log(sc, ZKE_LOG_WARN, "hook_warning", NULL, buf);
             }
         }
         lua_pop(L, 1);
@@ -319,14 +294,7 @@ static int collect_hooks(lua_State *L)
             lua_Number v = lua_tonumberx(L, -1, &isnum);
             if (!isnum || !(v > 0 && v <= 86400))
                 return luaL_error(L, "hook_budgets.%s must be seconds in (0, 86400]", k);
-            int ms = (int)(v * 1000);
-            /* on_stepdown is part of the step-down budget: never more */
-            if (t == ZKE_EV_STEPDOWN && ms > sc->stepdown_timeout_ms)
-                return luaL_error(L, "hook_budgets.on_stepdown %d ms exceeds its share of the "
-                                     "stepdown budget (%d ms)", ms, sc->stepdown_timeout_ms);
-            sc->budgets[t] = ms > 0 ? ms : 1;
-            if (t == ZKE_EV_STEPDOWN)
-                sc->stepdown_declared = sc->budgets[t];
+            budget_declare(L, &sc->budget, t, (int)(v * 1000));
             lua_pop(L, 1);
         }
     }
@@ -394,8 +362,8 @@ static enum zke_policy_error check_file(const char *file, char *err, size_t errl
     return ZKE_POLICY_OK;
 }
 
-/* A script with the options applied (defaults: zkelect.h's ZKE_DEFAULT_*),
- * its own scope and no state yet; NULL when out of memory. */
+/* A script with the options applied (defaults: zkelect.h's ZKE_DEFAULT_*)
+ * and no state yet; NULL when out of memory. */
 static script *script_new(const char *file, const struct script_opts *opts, script_log_fn *log,
                           void *ud)
 {
@@ -410,53 +378,25 @@ static script *script_new(const char *file, const struct script_opts *opts, scri
         free(sc);
         return NULL;
     }
-    sc->log = log;
-    sc->ud = ud;
+    sc->cb.log = log;
+    sc->cb.ud = ud;
     snprintf(sc->lua_dir, sizeof sc->lua_dir, "%s",
              opts && opts->lua_dir ? opts->lua_dir : ZKELECT_LUA_DIR);
     sc->limit = opts && opts->mem_limit ? opts->mem_limit : ZKE_DEFAULT_MEM_LIMIT;
-    sc->hook_timeout_ms = opts && opts->hook_timeout_ms > 0 ? opts->hook_timeout_ms
-                                                            : ZKE_DEFAULT_HOOK_TIMEOUT_MS;
-    sc->stepdown_timeout_ms = opts && opts->stepdown_timeout_ms > 0 &&
-                              opts->stepdown_timeout_ms < sc->hook_timeout_ms
-                                  ? opts->stepdown_timeout_ms : sc->hook_timeout_ms;
     sc->loop = opts ? opts->loop : NULL;
-    sc->allow_processes = opts ? opts->allow_processes : 0;
-    sc->guard = opts ? opts->guard : NULL;
-    sc->cgroups = opts ? opts->cgroups : NULL;
-    sc->child_output = opts ? opts->child_output : NULL;
-    sc->child_output_ud = opts ? opts->child_output_ud : NULL;
-    ev_timer_init(&sc->later, hookrun_later_cb, 0., 0.);
-    sc->later.data = sc;
-    ev_check_init(&sc->warm, hookrun_warm_cb);
-    ev_set_priority(&sc->warm, EV_MINPRI);
-    sc->warm.data = sc;
-    int wb = opts && opts->wait_budget_ms > 0 ? opts->wait_budget_ms : ZKE_DEFAULT_HOOK_BUDGET_MS;
-    sc->wait_budget_ms = wb;
-    for (int i = 0; i < HK_COUNT; i++) {
-        sc->budgets[i] = wb;
+    for (int i = 0; i < HK_COUNT; i++)
         sc->refs[i] = LUA_NOREF;
-    }
-    sc->budgets[ZKE_EV_STEPDOWN] = wb < sc->stepdown_timeout_ms ? wb : sc->stepdown_timeout_ms;
-    sc->healthy = 1;
-    sc->health_fails = opts && opts->health_fails > 0 ? opts->health_fails
-                                                      : ZKE_DEFAULT_HEALTH_FAILS;
-    sc->health_passes = opts && opts->health_passes > 0 ? opts->health_passes
-                                                        : ZKE_DEFAULT_HEALTH_PASSES;
-    if (sc->loop != NULL && (sc->global = scope_new(sc->loop, 1000)) == NULL) {
-        free(sc->file);
-        free(sc->id);
-        free(sc->path);
-        free(sc);
-        return NULL;
-    }
+    budget_init(&sc->budget, opts);
+    health_init(&sc->health, opts);
+    hookrun_init(sc);
+    warm_init(sc);
     return sc;
 }
 
 /* Creates sc's state with the sandbox, then compiles and runs the file's
  * top level and collects the hooks. ZKE_POLICY_OK, or the reason. */
-static enum zke_policy_error open_state(script *sc, char *err, size_t errlen,
-                                        enum zke_policy_error *why)
+static enum zke_policy_error open_state(script *sc, const struct script_opts *opts, char *err,
+                                        size_t errlen, enum zke_policy_error *why)
 {
     const char *file = sc->file;
     lua_State *L = sc->L = lua_newstate(l_alloc, sc);
@@ -464,8 +404,9 @@ static enum zke_policy_error open_state(script *sc, char *err, size_t errlen,
         return fail(err, errlen, why, ZKE_POLICY_NO_MEMORY, "script '%s': %s", file,
                     "cannot create a Lua state");
     *(script **)lua_getextraspace(L) = sc;
-    registrar_init(sc);
-    lua_sethook(L, hookrun_count_hook, LUA_MASKCOUNT, HOOK_COUNT);
+    if (registrar_init(sc, opts) != 0)
+        return fail(err, errlen, why, ZKE_POLICY_NO_MEMORY, "script '%s': %s", file, "out of memory");
+    lua_sethook(L, budget_count_hook, LUA_MASKCOUNT, HOOK_COUNT);
     lua_pushcfunction(L, sandbox_open);
     if (lua_pcall(L, 0, 0, 0) != LUA_OK)
         return fail(err, errlen, why, ZKE_POLICY_NO_MEMORY,
@@ -483,11 +424,11 @@ static enum zke_policy_error open_state(script *sc, char *err, size_t errlen,
     /* the top level, then the hook lookup: failures are load errors */
     lua_pushcfunction(L, run_top_level);
     lua_insert(L, -2);
-    if (hookrun_pcall(sc, 1, "script top level") != LUA_OK)
+    if (budget_pcall(sc, 1, "script top level") != LUA_OK)
         return fail(err, errlen, why, ZKE_POLICY_TOP_LEVEL, "script '%s' failed to load: %s", file,
                     first_line(lua_tostring(L, -1)));
     lua_pushcfunction(L, collect_hooks);
-    if (hookrun_pcall(sc, 0, "hook lookup") != LUA_OK)
+    if (budget_pcall(sc, 0, "hook lookup") != LUA_OK)
         return fail(err, errlen, why, ZKE_POLICY_CONFIG, "script '%s': %s", file,
                     first_line(lua_tostring(L, -1)));
     return ZKE_POLICY_OK;
@@ -507,19 +448,13 @@ script *script_load(const char *file, const struct script_opts *opts, script_log
         fail(err, errlen, why, ZKE_POLICY_NO_MEMORY, "script '%s': %s", file, "out of memory");
         return NULL;
     }
-    if (open_state(sc, err, errlen, why) != ZKE_POLICY_OK) {
+    if (open_state(sc, opts, err, errlen, why) != ZKE_POLICY_OK) {
         script_free(sc);
         return NULL;
     }
-    if (sc->loop != NULL && sc->refs[HK_HEALTH] != LUA_NOREF) {
-        int ms = opts && opts->health_interval_ms > 0 ? opts->health_interval_ms
-                                                      : ZKE_DEFAULT_HEALTH_INTERVAL_MS;
-        double iv = ms / 1000.0;
-        ev_timer_init(&sc->health_timer, hookrun_health_cb, iv, iv);
-        sc->health_timer.data = sc;
-        ev_timer_start(sc->loop, &sc->health_timer);
-        ev_unref(sc->loop);     /* the check alone does not keep the loop alive */
-    }
+    if (sc->loop != NULL && sc->refs[HK_HEALTH] != LUA_NOREF)
+        health_start(&sc->health, sc->loop, opts ? opts->health_interval_ms : 0,
+                     hookrun_health_cb, sc);
     return sc;
 }
 
@@ -530,33 +465,63 @@ void script_free(script *sc)
     /* the hook in progress and the queue, then the script's own resources
      * (their close touches the state), then the state: its collection
      * detaches boxes left in a term scope */
-    sc->failed = NULL;
-    sc->hook_done = NULL;
-    sc->on_health = NULL;
+    sc->cb.failed = NULL;
+    sc->cb.hook_done = NULL;
+    warm_stop(sc);
+    health_stop(&sc->health, sc->loop);
     sc->agent = NULL;           /* may be gone already: holds end with it */
-    if (sc->loop != NULL)
-        ev_timer_stop(sc->loop, &sc->later);
-    if (sc->loop != NULL && ev_is_active(&sc->warm)) {
-        ev_ref(sc->loop);       /* started unreferenced */
-        ev_check_stop(sc->loop, &sc->warm);
-    }
-    if (sc->loop != NULL && ev_is_active(&sc->health_timer)) {
-        ev_ref(sc->loop);
-        ev_timer_stop(sc->loop, &sc->health_timer);
-    }
-    sc->pumping = 1;            /* nothing starts any more */
     hookrun_abort(sc);
-    while (sc->qhead != NULL) {
-        struct qitem *q = sc->qhead;
-        sc->qhead = q->next;
-        free(q);
-    }
-    scope_free(sc->global);
-    sc->global = NULL;
+    registrar_free(sc);
     if (sc->L != NULL)
         lua_close(sc->L);
     free(sc->file);
     free(sc->id);
     free(sc->path);
     free(sc);
+}
+
+int script_dispatch(script *sc, const struct zke_event *ev)
+{
+    if (sc != NULL)
+        warm_start(sc);
+    if (sc == NULL || (unsigned)ev->type >= ZKE_EV_COUNT)
+        return 0;
+    if (sc->refs[ev->type] == LUA_NOREF)
+        return 0;
+    lua_State *L = sc->L;
+    struct qitem *q = calloc(1, sizeof *q);
+    int ev_ref = LUA_NOREF;
+    lua_pushcfunction(L, sandbox_build_ev);
+    lua_pushlightuserdata(L, (void *)ev);
+    lua_pushlightuserdata(L, &ev_ref);
+    if (q == NULL || lua_pcall(L, 2, 1, 0) != LUA_OK) {
+        if (q != NULL)
+            lua_pop(L, 1);
+        free(q);
+        script_log(sc, ZKE_LOG_ERROR, "hook_error", hook_names[ev->type],
+                   "out of memory: event lost");
+        return -1;
+    }
+    lua_pop(L, 1);
+    q->ev_ref = ev_ref;
+    q->type = ev->type;
+    q->epoch = ev->epoch;
+    /* Called from the host's on_stepdown: our node is kept until the hook
+     * has run to its end (waits included), not only to its first wait,
+     * within half the step-down budget (the agent's bound and the hook's) */
+    q->hold = ev->type == ZKE_EV_STEPDOWN && sc->agent != NULL
+                  ? zke_agent_hold_node_for(sc->agent, "the policy's on_stepdown") : 0;
+    hookrun_queue(sc, q);
+    return 0;
+}
+
+int script_busy(const script *sc)
+{
+    return sc != NULL && hookrun_busy(sc);
+}
+
+void script_set_timing(script *sc, int hook_timeout_ms, int stepdown_ms)
+{
+    if (sc != NULL)
+        budget_set_timing(sc, hook_timeout_ms, stepdown_ms);
 }
