@@ -6,9 +6,10 @@
  * it waits). A run's life is one enum hookrun_state, logged at debug
  * ("hook_state") at each change.
  *
- * A leader hook is a resource of the term's scope: ending the term
- * preempts it. Every run that started ends in run_finish, exactly once.
- * Calls budget.c and health.c.
+ * A term hook runs in the scope of the term it was handed with
+ * (registrar.c), and is a resource of it: ending the term preempts it.
+ * Every run that started ends in run_finish, exactly once.
+ * Calls registrar.c, budget.c and health.c.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "script.h"
@@ -351,15 +352,13 @@ static int is_term_hook(int t)
     return t == ZKE_EV_LEADER || t == ZKE_EV_SUSPEND || t == ZKE_EV_RESUME;
 }
 
-/* Whether q's hook runs, and in which scope (*ctx): its term's (a term
- * hook's), else the script's own (NULL without a loop). */
+/* Whether q's hook runs, and in which scope (*ctx): the term it was
+ * handed with (a term hook's), else the script's own (NULL without a loop). */
 static int runs_in(script *sc, const struct qitem *q, scope **ctx)
 {
     *ctx = sc->reg.global;
     if (is_term_hook(q->type) && sc->agent != NULL) {
-        *ctx = agent_term(sc->agent);
-        if (*ctx != NULL && agent_term_epoch(sc->agent) != q->epoch)
-            *ctx = NULL;        /* queued behind a wait, its term is over */
+        *ctx = registrar_term(sc, q->epoch);
         if (*ctx == NULL) {
             /* the term ended before its hook could start, or (a reload's
              * leader event, while the term waits for its lease) has not

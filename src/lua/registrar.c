@@ -4,7 +4,13 @@
  * callbacks, the script's own otherwise; whether a scope may still run
  * them; the calls back into Lua their callbacks make; the ZKELECT_*
  * environment of a child. They reach timer.c and proc.c as the function
- * pointers of the script's struct host. Calls budget.c only.
+ * pointers of the script's struct host.
+ *
+ * The term is the one the script was handed with on_leader (its epoch and
+ * the agent's scope of it, struct term_handle): a resource of that scope
+ * watches it, so that its end clears the handle here. The agent is asked
+ * only how much of the term's lease is left (time passes); never again
+ * which term it is. Calls budget.c only.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "script.h"
@@ -17,13 +23,61 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+/* The term's scope ended (cancelled or freed): the handle lets go of it.
+ * It leaves the scope at once (a cancelled scope drains without it). */
+static void watch_end(struct scope_res *res)
+{
+    struct term_handle *t = (struct term_handle *)res;
+    scope_remove(&t->watch);
+    t->scope = NULL;
+}
+
+static const struct scope_res_ops watch_ops = { watch_end, NULL, watch_end };
+
+void registrar_drop_term(script *sc)
+{
+    struct term_handle *t = &sc->reg.term;
+    scope_remove(&t->watch);
+    t->scope = NULL;
+    t->epoch = 0;
+}
+
+void registrar_handed(script *sc, const struct zke_event *ev, scope *term)
+{
+    struct term_handle *t = &sc->reg.term;
+    if (ev->type != ZKE_EV_LEADER)
+        return;
+    registrar_drop_term(sc);
+    t->sc = sc;
+    t->epoch = ev->epoch;
+    t->watch.ops = &watch_ops;
+    if (term != NULL && scope_add(term, &t->watch) == 0)
+        t->scope = term;
+}
+
+/* The handed term's scope while it acts: not ended, and its lease runs
+ * (the agent's lease check ends the term at the lease's end; until then,
+ * nothing of it may start or run any more). */
+static scope *term_live(script *sc)
+{
+    struct term_handle *t = &sc->reg.term;
+    if (t->scope == NULL || sc->agent == NULL)
+        return NULL;
+    return agent_lease_left_ns(sc->agent, t->scope) > 0 ? t->scope : NULL;
+}
+
+scope *registrar_term(script *sc, int64_t epoch)
+{
+    return sc->reg.term.epoch == epoch ? term_live(sc) : NULL;
+}
+
 static int64_t scope_epoch(void *ud, scope *s)
 {
     script *sc = ud;
     if (s != NULL && s == sc->reg.global)
         return 0;
-    if (s != NULL && sc->agent != NULL && s == agent_term(sc->agent))
-        return agent_term_epoch(sc->agent);
+    if (s != NULL && s == term_live(sc))
+        return sc->reg.term.epoch;
     return -1;
 }
 
@@ -34,9 +88,7 @@ static scope *scope_for_epoch(void *ud, int64_t epoch)
         return NULL;
     if (epoch == 0)
         return sc->reg.global != NULL && !scope_cancelled(sc->reg.global) ? sc->reg.global : NULL;
-    if (sc->agent == NULL || agent_term_epoch(sc->agent) != epoch)
-        return NULL;
-    return agent_term(sc->agent);
+    return registrar_term(sc, epoch);
 }
 
 static int scope_live(void *ud, scope *s)
@@ -46,8 +98,8 @@ static int scope_live(void *ud, scope *s)
         return 0;
     if (s == sc->reg.global)
         return 1;
-    /* a term's scope lives while it is the agent's term and its lease runs */
-    return sc->agent != NULL && agent_term(sc->agent) == s;
+    /* a term's scope lives while it is the handed term and its lease runs */
+    return term_live(sc) == s;
 }
 
 scope *registrar_scope(script *sc)
@@ -91,9 +143,9 @@ static int child_env(void *ud, scope *s, char (*buf)[HOST_ENV_LEN], int max)
         st.role = ZKE_ROLE_IDLE;
     }
     /* leader credentials only for a process that belongs to the term */
-    if (s != NULL && sc->agent != NULL && s == agent_term(sc->agent)) {
+    if (s != NULL && s == term_live(sc)) {
         leader = 1;
-        epoch = agent_term_epoch(sc->agent);
+        epoch = sc->reg.term.epoch;
     }
     if (id != NULL)
         snprintf(buf[n++], HOST_ENV_LEN, "ZKELECT_ID=%s", id);
@@ -109,6 +161,7 @@ static int child_env(void *ud, scope *s, char (*buf)[HOST_ENV_LEN], int max)
 int registrar_init(script *sc, const struct script_opts *opts)
 {
     struct host *h = &sc->reg.host;
+    sc->reg.term.sc = sc;
     h->L = sc->L;
     h->loop = sc->loop;
     h->allow_processes = opts ? opts->allow_processes : 0;
@@ -130,6 +183,7 @@ int registrar_init(script *sc, const struct script_opts *opts)
 
 void registrar_free(script *sc)
 {
+    registrar_drop_term(sc);
     scope_free(sc->reg.global);
     sc->reg.global = NULL;
 }

@@ -62,6 +62,8 @@ int script_has_hook(const script *sc, enum zke_event_type t)
 
 void script_attach(script *sc, zke_agent *a)
 {
+    if (sc->agent != a)
+        registrar_drop_term(sc);    /* another agent's term is none of ours */
     sc->agent = a;
 }
 
@@ -469,6 +471,7 @@ void script_free(script *sc)
     sc->cb.hook_done = NULL;
     warm_stop(sc);
     health_stop(&sc->health, sc->loop);
+    registrar_drop_term(sc);
     sc->agent = NULL;           /* may be gone already: holds end with it */
     hookrun_abort(sc);
     registrar_free(sc);
@@ -486,6 +489,15 @@ int script_dispatch(script *sc, const struct zke_event *ev)
         warm_start(sc);
     if (sc == NULL || (unsigned)ev->type >= ZKE_EV_COUNT)
         return 0;
+    /* on_leader brings its term: the one the agent has just begun for it
+     * (asked here, once, as the event is handed over; its hooks and their
+     * callbacks run in it until its scope ends) */
+    if (ev->type == ZKE_EV_LEADER) {
+        scope *term = sc->agent != NULL ? agent_term(sc->agent) : NULL;
+        if (term != NULL && agent_term_epoch(sc->agent) != ev->epoch)
+            term = NULL;            /* (a term of another epoch: not this event's) */
+        registrar_handed(sc, ev, term);
+    }
     if (sc->refs[ev->type] == LUA_NOREF)
         return 0;
     lua_State *L = sc->L;

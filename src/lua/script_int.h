@@ -10,9 +10,9 @@
  *   sandbox.c    the zkelect.* library, the sandboxed globals, the ev table
  *   hookrun.c    the hook queue, each run in a coroutine, its waits
  *                (struct runs, struct hookrun)
- *   registrar.c  where a resource started now belongs (the term's scope or
- *                the script's own), and the calls back into Lua its
- *                callbacks make (struct registrar)
+ *   registrar.c  where a resource started now belongs: the term the script
+ *                was handed with on_leader, or the script's own scope; the
+ *                calls back into Lua its callbacks make (struct registrar)
  *   budget.c     the instruction-count budget and the calls under it
  *                (struct budget)
  *   health.c     health()'s hysteresis (struct health)
@@ -213,20 +213,39 @@ int hookrun_may_wait(const script *sc, lua_State *L);
 int hookrun_sleep(lua_State *L);
 
 /* --- registrar.c: the scopes of what the script starts ------------------ */
+/* The term the script was handed: on_leader's epoch and the term's scope
+ * (the agent's, borrowed), watched by a resource of that scope so that its
+ * end (cancel, free) clears it here without asking the agent. */
+struct term_handle {
+    struct scope_res watch;     /* first */
+    script *sc;
+    int64_t epoch;
+    scope *scope;               /* NULL: none, or it ended */
+};
+
 struct registrar {
     struct host host;           /* what timer.c and proc.c call */
     scope *global;              /* resources started outside any term */
     scope *cur;                 /* where a resource started now belongs */
+    struct term_handle term;
 };
 
 /* Fills sc->reg.host from the options (after sc->L and sc->loop are set)
  * and makes the script's own scope (with a loop). -1: out of memory. */
 int registrar_init(script *sc, const struct script_opts *opts);
+/* The event ev is handed to the script: on_leader's brings the term (the
+ * agent's scope of it, term: NULL when it has none or it has ended). */
+void registrar_handed(script *sc, const struct zke_event *ev, scope *term);
+/* The live scope of the term of that epoch, or NULL (ended, its lease ran
+ * out, never handed). */
+scope *registrar_term(script *sc, int64_t epoch);
 /* Scope for a resource started now: the term's inside leader hooks and
  * their callbacks, the script's own otherwise; NULL when that scope has
  * ended (or there is no loop). */
 scope *registrar_scope(script *sc);
-/* Frees the script's own scope. */
+/* Forgets the term (the agent changes, the script is freed) and frees the
+ * script's own scope. */
+void registrar_drop_term(script *sc);
 void registrar_free(script *sc);
 
 /* --- warm.c: the standby's warm-up -------------------------------------- */
