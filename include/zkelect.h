@@ -1198,6 +1198,14 @@ int zke_policy_has_health(const zke_policy *p);
 int zke_policy_hook_timeout(const zke_policy *p);
 /* Bytes the policy's Lua state holds now; 0 for NULL. */
 size_t zke_policy_memory(const zke_policy *p);
+/* The hook run in progress, or when none runs the last one that ran: its
+ * hook's name ("on_leader", ..., "health"), and in *state (may be NULL)
+ * its state's name: "running", "waiting" (on zkelect.sleep, exec...),
+ * "stopping" (cancelled: it unwinds), "finishing" (its term ended while it
+ * waited), "closing" (its __close handlers run), "done". NULL (and *state
+ * NULL) when no hook has run since the script was loaded, or for NULL.
+ * Constant strings. */
+const char *zke_policy_hook_run(const zke_policy *p, const char **state);
 /* Ends what the script started outside a term and frees it; NULL is a no-op. */
 void zke_policy_free(zke_policy *p);
 

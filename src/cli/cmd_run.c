@@ -570,7 +570,7 @@ static void start_control(struct app *app, const struct opts *o, const char *pat
         .auth_scheme = ascheme, .auth_credentials = acred,
         .session_timeout_ms = o->session_timeout > 0 ? o->session_timeout
                                                      : ZKE_DEFAULT_SESSION_TIMEOUT_MS,
-        .reload = on_ctl_reload, .ud = app,
+        .reload = on_ctl_reload, .ud = app, .policy = app->policy,
     };
     app->switchboard = switchboard_new(app->loop, &ss);
     if (app->switchboard == NULL)

@@ -21,6 +21,7 @@ struct switchboard {
     int session_ms;
     int (*reload)(void *ud);
     void *ud;
+    const zke_policy *policy;
     /* the hand-over in progress: its request (token 0: none, or answered) */
     unsigned long token;
     /* the reload requests waiting for the reload's outcome (at most one per
@@ -107,6 +108,17 @@ static void status(switchboard *sb, unsigned long token)
         add_str(life, "session", st.session_state);
         add_str(life, "conn", st.conn_state);
         add_str(life, "member", st.member_state);
+    }
+    const char *hstate;
+    const char *hook = zke_policy_hook_run(sb->policy, &hstate);
+    if (hook != NULL) {
+        cJSON *hr = cJSON_AddObjectToObject(o, "hook_run");
+        if (hr != NULL) {
+            cJSON_AddStringToObject(hr, "hook", hook);
+            cJSON_AddStringToObject(hr, "state", hstate);
+        }
+    } else {
+        cJSON_AddNullToObject(o, "hook_run");
     }
     answer(sb, token, o, EX_OK);
 }
@@ -271,6 +283,7 @@ switchboard *switchboard_new(struct ev_loop *loop, const struct switchboard_sett
     sb->session_ms = s->session_timeout_ms;
     sb->reload = s->reload;
     sb->ud = s->ud;
+    sb->policy = s->policy;
     sb->zk = dup_or_null(s->zk);
     sb->path = dup_or_null(s->path);
     sb->id = dup_or_null(s->id);

@@ -44,6 +44,8 @@ struct switchboard_settings {
      * switchboard_reloaded(). */
     int (*reload)(void *ud);
     void *ud;
+    /* NULL, or the policy whose hook run status shows (zke_policy_hook_run) */
+    const zke_policy *policy;
 };
 
 /* NULL when out of memory. Answers through control_answer() on ctl, which

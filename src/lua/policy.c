@@ -312,6 +312,16 @@ size_t zke_policy_memory(const zke_policy *p)
     return p != NULL ? script_memory(p->sc) : 0;
 }
 
+const char *zke_policy_hook_run(const zke_policy *p, const char **state)
+{
+    if (p == NULL) {
+        if (state != NULL)
+            *state = NULL;
+        return NULL;
+    }
+    return script_hook_run(p->sc, state);
+}
+
 void zke_policy_free(zke_policy *p)
 {
     if (p == NULL)

@@ -527,6 +527,14 @@ int script_dispatch(script *sc, const struct zke_event *ev)
     return 0;
 }
 
+const char *script_hook_run(const script *sc, const char **state)
+{
+    const char *hook = sc != NULL ? sc->runs.last : NULL;
+    if (state != NULL)
+        *state = hook != NULL ? hookrun_state_name(sc->runs.last_state) : NULL;
+    return hook;
+}
+
 int script_busy(const script *sc)
 {
     return sc != NULL && hookrun_busy(sc);

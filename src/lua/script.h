@@ -117,6 +117,9 @@ void script_set_timing(script *sc, int hook_timeout_ms, int stepdown_ms);
 int script_hook_timeout(const script *sc);
 int script_dispatch(script *sc, const struct zke_event *ev);
 int script_has_hook(const script *sc, enum zke_event_type t);
+/* The hook run in progress, or the last one: its hook's name and (*state)
+ * hookrun_state_name() of its state; NULL and NULL before the first. */
+const char *script_hook_run(const script *sc, const char **state);
 /* Frees the state. Resources of the script's own scope are ended at once;
  * those in a term scope stay with the term (their Lua side is detached). */
 void script_free(script *sc);

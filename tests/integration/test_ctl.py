@@ -70,6 +70,7 @@ def test_status_resign_and_mode():
         assert sa["leader"] == "sa" and sa["epoch"] == lead["epoch"] and sa["lease_ms"] > 0, sa
         # the lifecycles by name (docs/operations.md "ctl")
         assert sa["lifecycle"] == {"session": "connected", "conn": "live", "member": "running"}, sa
+        assert sa["hook_run"] is None, sa        # no script
         sb = status(b)
         assert sb["role"] == "follower" and sb["leader"] == "sa" and sb["lease_ms"] is None, sb
         assert sb["epoch"] == lead["epoch"], sb
@@ -173,6 +174,7 @@ def test_withdraw_rejoin_reload():
         h.wait_until(lambda: not zk.ephemerals().get(sess), timeout=5, desc="node removed")
         sb = status(b)
         assert sb["role"] == "withdrawn" and sb["withdrawn"] and sb["connected"], sb
+        assert sb["hook_run"] is None, sb        # its script has only on_leader
         assert b.alive()
         rc, out, err = ctl(b, "withdraw")
         assert rc == 75, (rc, err)
@@ -185,6 +187,9 @@ def test_withdraw_rejoin_reload():
         assert rc == 0, (rc, out, err)
         b.wait_for("leader", timeout=10, since=mb)
         assert status(b)["role"] == "leader"
+        # the hook run: on_leader's, ended
+        h.wait_until(lambda: status(b)["hook_run"] == {"hook": "on_leader", "state": "done"},
+                     timeout=5, desc="on_leader's run done")
         rc, out, err = ctl(b, "rejoin")
         assert rc == 75, (rc, err)
         # reload: as SIGHUP
