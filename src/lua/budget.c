@@ -146,6 +146,31 @@ void budget_arm(script *sc, lua_State *L, const char *what, int budget_ms, int64
         lua_sethook(L, budget_count_hook, LUA_MASKCOUNT, HOOK_COUNT);
 }
 
+void budget_arm_slice(script *sc, lua_State *L, const char *what, int budget_ms, int64_t end_ns,
+                      int whole_ms, int64_t lease_left_ns)
+{
+    struct budget *b = &sc->budget;
+    budget_arm(sc, L, what, budget_ms, end_ns, lease_left_ns);
+    if (!b->lease_cut && b->deadline_ns == end_ns)
+        b->ms = whole_ms;           /* the whole budget's message */
+}
+
+void budget_enter(struct budget *b, lua_State *co)
+{
+    b->co = co;
+}
+
+void budget_leave(struct budget *b)
+{
+    b->co = NULL;
+    b->stop = NULL;
+}
+
+void budget_stop(struct budget *b, const char *why)
+{
+    b->stop = why;
+}
+
 void budget_disarm(script *sc)
 {
     struct budget *b = &sc->budget;

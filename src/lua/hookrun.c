@@ -61,7 +61,7 @@ static void set_state(struct hookrun *r, enum hookrun_state s)
     sc->runs.last = r->name;
     sc->runs.last_state = s;
     if (s == HOOKRUN_STOPPING)
-        sc->budget.stop = r->why;
+        budget_stop(&sc->budget, r->why);
     script_log(sc, ZKE_LOG_DEBUG, "hook_state", r->name, state_names[s]);
 }
 
@@ -99,8 +99,8 @@ static void run_finish(struct hookrun *r, int failed)
     /* closing the coroutine runs its pending __close handlers: under a
      * budget, and unable to start anything (no live scope) */
     int nested = sc->budget.state != BUDGET_OFF;
-    if (!nested)
-        budget_arm(sc, r->co, r->name, sc->budget.hook_timeout_ms, 0, -1);   /* lua_resetthread runs them on r->co */
+    if (!nested)    /* lua_resetthread runs them on r->co */
+        budget_arm(sc, r->co, r->name, sc->budget.hook_timeout_ms, 0, -1);
     sc->runs.closing = 1;
     set_state(r, HOOKRUN_CLOSING);  /* its handlers get the budget, not an instant error */
     int cst = lua_resetthread(r->co);
@@ -131,7 +131,7 @@ static void run_finish(struct hookrun *r, int failed)
     }
     free(r);
     if (type == HK_HEALTH) {
-        sc->health.pending = 0;
+        sc->runs.health_queued = 0;
         if (failed)
             health_result(sc, 0, "health() failed");
     } else if (failed && sc->cb.failed != NULL) {
@@ -156,10 +156,8 @@ static int traceback_of(lua_State *L)
 static void arm_slice(struct hookrun *r)
 {
     script *sc = r->sc;
-    budget_arm(sc, r->co, r->name, sc->budget.hook_timeout_ms, r->deadline_ns,
-               budget_lease_left(sc));
-    if (!sc->budget.lease_cut && sc->budget.deadline_ns == r->deadline_ns)
-        sc->budget.ms = r->budget_ms;           /* the whole budget's message */
+    budget_arm_slice(sc, r->co, r->name, sc->budget.hook_timeout_ms, r->deadline_ns,
+                     r->budget_ms, budget_lease_left(sc));
 }
 
 /* r's coroutine raised (status st, its stack intact): logs the error with
@@ -218,21 +216,19 @@ static void run_resume(struct hookrun *r, int nargs)
     if (r->state == HOOKRUN_FINISHING)
         return;                 /* preempted: later_cb finishes it */
     lua_State *L = sc->L;
-    scope *saved = sc->reg.cur;
     int nres = 0;
     sc->runs.run = r;
-    sc->reg.cur = r->ctx;
+    scope *saved = registrar_enter(sc, r->ctx);
     arm_slice(r);
     set_state(r, HOOKRUN_RUNNING);
-    sc->budget.co = r->co;
+    budget_enter(&sc->budget, r->co);
     int st = lua_resume(r->co, L, nargs, &nres);
-    sc->budget.co = NULL;
-    sc->budget.stop = NULL;
+    budget_leave(&sc->budget);
     int stopped = r->state == HOOKRUN_STOPPING;
     if (sc->budget.state == BUDGET_EXPIRED && !stopped)
         r->cause = ZKE_HOOK_TIMEOUT;
     budget_disarm(sc);
-    sc->reg.cur = saved;
+    registrar_leave(sc, saved);
     if (sc->budget.was_cut && !stopped && st != LUA_OK && st != LUA_YIELD) {
         /* cut at its term's lease end: the term is over (the lease check
          * ends it next), as if the step-down had preempted it; not a
@@ -371,7 +367,7 @@ static int runs_in(script *sc, const struct qitem *q, scope **ctx)
         if (q->type == ZKE_EV_LEADER && q->epoch == sc->runs.skip_epoch)
             sc->runs.skip_epoch = 0;
     } else if (q->type == HK_HEALTH && sc->refs[HK_HEALTH] == LUA_NOREF) {
-        sc->health.pending = 0;
+        sc->runs.health_queued = 0;
         return 0;
     } else if (q->type == ZKE_EV_STEPDOWN && q->epoch == sc->runs.skip_epoch && q->epoch != 0) {
         sc->runs.skip_epoch = 0;
@@ -395,7 +391,7 @@ static struct hookrun *new_run(script *sc, struct qitem *q, scope *ctx)
         free(r);
         script_log(sc, ZKE_LOG_ERROR, "hook_error", hook_names[q->type], "out of memory");
         if (q->type == HK_HEALTH)
-            sc->health.pending = 0;
+            sc->runs.health_queued = 0;
         else if (sc->cb.failed)
             sc->cb.failed(sc->cb.ud, (enum zke_event_type)q->type);
         return NULL;
@@ -484,7 +480,7 @@ void hookrun_health_cb(struct ev_loop *loop, ev_timer *w, int revents)
     script *sc = w->data;
     (void)loop;
     (void)revents;
-    if (sc->health.pending || sc->refs[HK_HEALTH] == LUA_NOREF)
+    if (sc->runs.health_queued || sc->refs[HK_HEALTH] == LUA_NOREF)
         return;             /* the previous check is still queued or running */
     struct qitem *q = calloc(1, sizeof *q);
     if (q == NULL)
@@ -492,7 +488,7 @@ void hookrun_health_cb(struct ev_loop *loop, ev_timer *w, int revents)
     q->type = HK_HEALTH;
     q->epoch = 0;
     q->ev_ref = LUA_NOREF;
-    sc->health.pending = 1;
+    sc->runs.health_queued = 1;
     hookrun_queue(sc, q);
 }
 
@@ -581,12 +577,9 @@ int hookrun_sleep(lua_State *L)
 
 void hookrun_init(script *sc)
 {
-    struct host *h = &sc->reg.host;
     ev_timer_init(&sc->runs.later, later_cb, 0., 0.);
     sc->runs.later.data = sc;
-    h->wait_begin = hookrun_wait_begin;
-    h->wait_thread = hookrun_thread;
-    h->wait_end = hookrun_wait_end;
+    registrar_waits(sc, hookrun_wait_begin, hookrun_thread, hookrun_wait_end);
 }
 
 void hookrun_abort(script *sc)

@@ -115,16 +115,27 @@ static scope *current_scope(void *ud)
     return registrar_scope(ud);
 }
 
+scope *registrar_enter(script *sc, scope *ctx)
+{
+    scope *saved = sc->reg.cur;
+    sc->reg.cur = ctx;
+    return saved;
+}
+
+void registrar_leave(script *sc, scope *saved)
+{
+    sc->reg.cur = saved;
+}
+
 static int call(void *ud, int fn_ref, int nargs, const char *what, scope *ctx)
 {
     script *sc = ud;
     lua_State *L = sc->L;
-    scope *saved = sc->reg.cur;
-    sc->reg.cur = ctx ? ctx : sc->reg.global;
+    scope *saved = registrar_enter(sc, ctx ? ctx : sc->reg.global);
     lua_rawgeti(L, LUA_REGISTRYINDEX, fn_ref);
     lua_insert(L, -(nargs + 1));
     int st = budget_trampoline(sc, nargs, what);
-    sc->reg.cur = saved;
+    registrar_leave(sc, saved);
     return st == LUA_OK ? 0 : -1;
 }
 
@@ -179,6 +190,17 @@ int registrar_init(script *sc, const struct script_opts *opts)
     if (sc->loop != NULL && (sc->reg.global = scope_new(sc->loop, 1000)) == NULL)
         return -1;
     return 0;
+}
+
+void registrar_waits(script *sc,
+                     struct hookrun *(*begin)(void *ud, lua_State *co, struct hook_wait *w,
+                                              const char *what),
+                     lua_State *(*thread)(struct hookrun *r),
+                     void (*end)(struct hookrun *r, int nres))
+{
+    sc->reg.host.wait_begin = begin;
+    sc->reg.host.wait_thread = thread;
+    sc->reg.host.wait_end = end;
 }
 
 void registrar_free(script *sc)

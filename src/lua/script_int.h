@@ -18,7 +18,8 @@
  *   health.c     health()'s hysteresis (struct health)
  *
  * Each sub-struct of struct script is written by its own file only (the
- * others may read it); script.c initialises the plain fields.
+ * others may read it, and call its functions); script.c writes the plain
+ * fields (and json.c counts its buffers in used, the allocator's bytes).
  * Loop thread only, like script.h.
  */
 #ifndef ZKELECT_SCRIPT_INT_H
@@ -97,6 +98,16 @@ int64_t budget_now_ns(void);
  * >= 0), no later than the lease's end. */
 void budget_arm(script *sc, lua_State *L, const char *what, int budget_ms, int64_t end_ns,
                 int64_t lease_left_ns);
+/* The same for a slice of a hook run whose whole budget (whole_ms) ends at
+ * end_ns: its message names the whole budget when that end is the one. */
+void budget_arm_slice(script *sc, lua_State *L, const char *what, int budget_ms, int64_t end_ns,
+                      int whole_ms, int64_t lease_left_ns);
+/* A hook's coroutine co is resumed (its threads count each instruction
+ * near the deadline too), and no longer; budget_stop(why): the run was
+ * cancelled while resumed: co raises why at its next check. */
+void budget_enter(struct budget *b, lua_State *co);
+void budget_leave(struct budget *b);
+void budget_stop(struct budget *b, const char *why);
 void budget_disarm(script *sc);
 /* Lease left of the scope the code runs in (registrar's cur): 0 once the
  * lease of the current term has run out; -1 outside the current term. */
@@ -112,7 +123,6 @@ int budget_trampoline(script *sc, int nargs, const char *what);
 /* --- health.c: health()'s hysteresis ------------------------------------ */
 struct health {
     ev_timer timer;             /* every interval: queues health() (hookrun.c's callback) */
-    int pending;                /* a check is queued or running */
     int healthy;
     int fails, passes;          /* in a row */
     int need_fails, need_passes;    /* the thresholds (script_opts) */
@@ -186,11 +196,12 @@ struct runs {
     int closing;                /* a hook's coroutine is being closed: nothing may start */
     ev_timer later;             /* zero-delay: pump and deferred finishes, from the loop */
     int64_t skip_epoch;         /* a term whose on_leader was skipped: skip its on_stepdown */
+    int health_queued;          /* a health() check is queued or running */
     const char *last;           /* the hook of the run in progress or the last one (NULL: none) */
     enum hookrun_state last_state;  /* and its state */
 };
 
-/* Sets the runs up and the host's wait functions (after registrar_init). */
+/* Sets the runs up and the host's wait functions (registrar_waits). */
 void hookrun_init(script *sc);
 /* Queues q (its fields set) and runs queued hooks unless one is in progress. */
 void hookrun_queue(script *sc, struct qitem *q);
@@ -243,8 +254,18 @@ scope *registrar_term(script *sc, int64_t epoch);
  * their callbacks, the script's own otherwise; NULL when that scope has
  * ended (or there is no loop). */
 scope *registrar_scope(script *sc);
-/* Forgets the term (the agent changes, the script is freed) and frees the
- * script's own scope. */
+/* Lua code runs in ctx from now (the scope a resource it starts belongs
+ * to); returns the one before, which registrar_leave restores. */
+scope *registrar_enter(script *sc, scope *ctx);
+void registrar_leave(script *sc, scope *saved);
+/* The host's wait functions (hookrun.c's; set once, at load). */
+void registrar_waits(script *sc,
+                     struct hookrun *(*begin)(void *ud, lua_State *co, struct hook_wait *w,
+                                              const char *what),
+                     lua_State *(*thread)(struct hookrun *r),
+                     void (*end)(struct hookrun *r, int nres));
+/* Forgets the term (the agent changes, the script is freed); and
+ * registrar_free also frees the script's own scope. */
 void registrar_drop_term(script *sc);
 void registrar_free(script *sc);
 
