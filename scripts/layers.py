@@ -19,14 +19,14 @@ The rule:
   - layers, one direction: cli -> lua -> lib. A file in src/lib includes only
     include/zkelect.h and src/lib headers; src/lua also src/lib headers;
     src/cli only include/zkelect.h and src/cli headers (the public API).
-  - inside lib: agent -> {conn, election} -> session. session reaches no
+  - inside lib: agent -> {conn, election} -> zkclient. zkclient reaches no
     other of the three, conn and election do not reach agent nor each other;
     term (pure, like election) reaches none of them.
   - the pure modules (PURE: election, term, touch, leasewatch, renewplan)
     include no ev.h and reach no module with I/O (IMPURE).
   - no cycle between modules. A module is a .c/.h pair; files named
     <module>_<part>.c/.h belong to <module> (agent_int.h to agent).
-  - only the session module's files (src/lib/session.c, session_*.c/.h)
+  - only the zkclient module's files (src/lib/zkclient.c, session_*.c/.h)
     include zookeeper.h.
 """
 import os
@@ -38,16 +38,16 @@ LAYERS = {"include": "api", "src/lib": "lib", "src/lua": "lua", "src/cli": "cli"
 MAY_INCLUDE = {"api": {"api"}, "lib": {"api", "lib"}, "lua": {"api", "lib", "lua"},
                "cli": {"api", "cli"}}
 # inside lib: module -> the modules it must never reach (directly or not)
-LIB_ORDER = {"session": {"agent", "conn", "election"},
+LIB_ORDER = {"zkclient": {"agent", "conn", "election"},
              "conn": {"agent", "election"},
              "election": {"agent", "conn"},
              # the term is pure, like the election: the agent asks it
-             "term": {"agent", "conn", "session", "election", "scope", "guard"}}
+             "term": {"agent", "conn", "zkclient", "election", "scope", "guard"}}
 # The pure modules: the promise's arithmetic and state machines, no I/O,
 # the time passed in (tests/unit drives them, test_sim in virtual time).
 # None includes ev.h or zookeeper.h, and none reaches these modules.
 PURE = ("election", "term", "touch", "leasewatch", "renewplan")
-IMPURE = {"agent", "conn", "session", "scope", "guard", "dispatch", "census", "observer", "probe",
+IMPURE = {"agent", "conn", "zkclient", "scope", "guard", "dispatch", "census", "observer", "probe",
           "bootwait"}
 for _m in PURE:
     LIB_ORDER[_m] = LIB_ORDER.get(_m, set()) | IMPURE
@@ -239,8 +239,8 @@ def main():
         for kind, inc in INCLUDE_RE.findall(text):
             if inc == "ev.h" and me.startswith("lib:") and me[4:] in PURE:
                 bad.append(f"{f}: includes <ev.h>; {me[4:]} is pure (no loop, the time passed in)")
-            if "zookeeper" in inc and not re.fullmatch(r"src/lib/session(_\w+)?\.[ch]", f):
-                bad.append(f"{f}: includes <{inc}>; only the session module's files may")
+            if "zookeeper" in inc and not re.fullmatch(r"src/lib/zkclient(_\w+)?\.[ch]", f):
+                bad.append(f"{f}: includes <{inc}>; only the zkclient module's files may")
             if kind != '"':
                 continue
             target = where.get(os.path.basename(inc))
@@ -267,7 +267,7 @@ def main():
         r = reach("lib:" + low)
         for high in sorted(never):
             if "lib:" + high in r:
-                bad.append(f"src/lib: {low} reaches {high} (the rule: agent -> {{conn, election}} -> session)")
+                bad.append(f"src/lib: {low} reaches {high} (the rule: agent -> {{conn, election}} -> zkclient)")
     cycles = set()
     for m in sorted(edges):
         if m in reach(m):

@@ -123,7 +123,7 @@ static int join_conn(zke_agent *a, struct ev_loop *loop, zke_conn *shared,
         agent_err(a, "%s%s", shared ? "connection: " : "", conn_error(a->conn));
         return -1;
     }
-    a->sess = conn_session(a->conn);
+    a->zkc = conn_session(a->conn);
     return 0;
 }
 
@@ -269,7 +269,7 @@ zke_agent *zke_agent_new_on(zke_conn *c, const struct zke_settings *s,
 
 int zke_agent_start(zke_agent *a)
 {
-    if (a->err.text != NULL || a->err.oom || a->el == NULL || a->sess == NULL)
+    if (a->err.text != NULL || a->err.oom || a->el == NULL || a->zkc == NULL)
         return -1;
     if (agent_started(a)) {
         agent_err(a, "agent already started");
@@ -278,10 +278,10 @@ int zke_agent_start(zke_agent *a)
     agent_life_to(a, AL_RUNNING);
     /* the session keeps the most cautious tick of the agents sharing it:
      * when that changes, the others plan their leases again */
-    int tick = session_pair_tick_ms(a->sess);
-    session_set_server_tick(a->sess, a->set.server_tick_ms, a->lease.plan.drift);
+    int tick = zkclient_pair_tick_ms(a->zkc);
+    zkclient_set_server_tick(a->zkc, a->set.server_tick_ms, a->lease.plan.drift);
     conn_note_margin(a->conn, a->lease.plan.margin_ms);
-    if (session_pair_tick_ms(a->sess) != tick)
+    if (zkclient_pair_tick_ms(a->zkc) != tick)
         conn_pump_all(a->conn);
     if (a->set.connect_timeout_ms > 0) {
         ev_timer_set(&a->link.connect_to, a->set.connect_timeout_ms / 1000.0, 0.);
@@ -302,7 +302,7 @@ int zke_agent_start(zke_agent *a)
 }
 
 
-static void forget_done(void *arg, const struct sess_result *r)
+static void forget_done(void *arg, const struct zkc_result *r)
 {
     (void)arg;
     (void)r;
@@ -330,9 +330,9 @@ static void real_free(zke_agent *a)
     int started = agent_started(a);
     agent_handover_abort(a, "freed", 1);    /* their callbacks run now */
     agent_life_to(a, AL_FREEING);
-    if (a->sess != NULL)
-        session_cancel(a->sess, &a->sown);     /* completions see a->freeing */
-    if (a->conn != NULL && a->sess != NULL && !conn_is_private(a->conn)) {
+    if (a->zkc != NULL)
+        zkclient_cancel(a->zkc, &a->sown);     /* completions see a->freeing */
+    if (a->conn != NULL && a->zkc != NULL && !conn_is_private(a->conn)) {
         /* the shared session stays: a node we still hold would lead (or
          * block) its election until the session ends, so delete it now,
          * without waiting for the answer (untagged: nothing of ours);
@@ -344,8 +344,8 @@ static void real_free(zke_agent *a)
             el_status(a->el, &st);
         else
             st.node = NULL;
-        char *path = st.node != NULL && session_connected(a->sess) ? agent_full_path(a, st.node) : NULL;
-        if (path != NULL && session_delete(a->sess, path, forget_done, NULL) == 0)
+        char *path = st.node != NULL && zkclient_connected(a->zkc) ? agent_full_path(a, st.node) : NULL;
+        if (path != NULL && zkclient_delete(a->zkc, path, forget_done, NULL) == 0)
             agent_alog(a, ZKE_LOG_DEBUG, "freed without a finished stop: deleting %s", st.node);
         free(path);
     }
@@ -353,7 +353,7 @@ static void real_free(zke_agent *a)
         conn_detach(a->conn, a->cm);    /* a private conn closes: completions see a->freeing */
     else if (a->conn != NULL && conn_is_private(a->conn))
         conn_free_unattached(a->conn);  /* its owner never attached (no memory) */
-    agent_dupe_free(a);             /* its completions ran (session_cancel) */
+    agent_dupe_free(a);             /* its completions ran (zkclient_cancel) */
     el_free(a->el);
     dispatch_close(&a->q, NULL);
     free((char *)a->set.zk);
@@ -480,11 +480,11 @@ int zke_agent_plan(const zke_agent *a, struct zke_lease_plan *out)
 
 int zke_agent_requests(const zke_agent *a, struct zke_requests *out)
 {
-    if (a->sess == NULL) {
+    if (a->zkc == NULL) {
         memset(out, 0, sizeof *out);
         return -1;
     }
-    session_requests(a->sess, out);
+    zkclient_requests(a->zkc, out);
     return 0;
 }
 

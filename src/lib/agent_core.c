@@ -106,12 +106,12 @@ void zke_agent_stop(zke_agent *a)
         return;
     agent_life_to(a, AL_STOPPING);
     ev_timer_stop(a->loop, &a->link.connect_to);
-    if (!session_is_open(a->sess)) {
+    if (!zkclient_is_open(a->zkc)) {
         agent_life_to(a, AL_DONE);
         conn_agent_done(a->conn, a->cm);
     } else {
         el_stop(a->el);
-        int ms = session_timeout_ms(a->sess);
+        int ms = zkclient_timeout_ms(a->zkc);
         ms = ms < 1000 ? 1000 : ms > 5000 ? 5000 : ms;
         /* room for the step-down: the term's children, then on_stepdown */
         if (ms < a->lease.plan.stepdown_budget_ms + 2000)
@@ -234,8 +234,8 @@ void agent_queue_event(zke_agent *a, const struct zke_event *ev)
     char *p = it->buf;
     it->kind = IT_EVENT;
     it->ev = *ev;
-    if (it->ev.cause_ns == 0 && a->sess != NULL)
-        it->ev.cause_ns = session_reading_ns(a->sess);
+    if (it->ev.cause_ns == 0 && a->zkc != NULL)
+        it->ev.cause_ns = zkclient_reading_ns(a->zkc);
     it->ev.id = xstr_put(&p, e->id);
     it->ev.path = xstr_put(&p, e->path);
     it->ev.node = xstr_put(&p, e->node);
@@ -261,10 +261,10 @@ void agent_queue_session_event(zke_agent *a, const char *reason, uint64_t sid)
 }
 
 
-/* "<election path>/<node>", malloc'd (sess_child_path: any length). */
+/* "<election path>/<node>", malloc'd (zkc_child_path: any length). */
 char *agent_full_path(zke_agent *a, const char *node)
 {
-    return sess_child_path(a->set.path, node != NULL ? node : "");
+    return zkc_child_path(a->set.path, node != NULL ? node : "");
 }
 
 
@@ -275,7 +275,7 @@ char *agent_node_path(const zke_agent *a)
     if (a->el == NULL)
         return NULL;
     el_status(a->el, &st);
-    return st.node != NULL ? sess_child_path(a->set.path, st.node) : NULL;
+    return st.node != NULL ? zkc_child_path(a->set.path, st.node) : NULL;
 }
 
 
@@ -287,7 +287,7 @@ void agent_fail_now(zke_agent *a, const char *reason)
     a->stop.reason = reason;
     ev_timer_stop(a->loop, &a->link.connect_to);
     el_status(a->el, &st);
-    if (!conn_is_private(a->conn) && !agent_stopping(a) && st.node != NULL && session_connected(a->sess)) {
+    if (!conn_is_private(a->conn) && !agent_stopping(a) && st.node != NULL && zkclient_connected(a->zkc)) {
         /* a shared session stays: release our node the normal way */
         agent_life_to(a, AL_STOPPING);
         el_stop(a->el);

@@ -182,16 +182,16 @@ static struct readctx *readctx(zke_agent *a, const char *node, int32_t seq, uint
     return x;
 }
 
-static void second_look_done(void *arg, const struct sess_result *r)
+static void second_look_done(void *arg, const struct zkc_result *r)
 {
     struct readctx *x = arg;
     zke_agent *a = x->a;
-    if (r->rc == SESS_OK && r->owner == x->owner && !agent_done(a)) {
+    if (r->rc == ZKC_OK && r->owner == x->owner && !agent_done(a)) {
         char when[96];
         snprintf(when, sizeof when, "joined before us, still there %d ms later: not our previous "
-                 "session's", DUPE_RECHECK_TIMEOUTS * session_timeout_ms(a->sess));
+                 "session's", DUPE_RECHECK_TIMEOUTS * zkclient_timeout_ms(a->zkc));
         warn_dupe(a, x->node, r->owner, when);
-    } else if (r->rc == SESS_NONODE && !agent_done(a)) {
+    } else if (r->rc == ZKC_NONODE && !agent_done(a)) {
         agent_alog(a, ZKE_LOG_DEBUG, "node %s with our id is gone: it was our previous "
                    "session's", x->node);
     }
@@ -206,10 +206,10 @@ static void recheck_cb(struct ev_loop *loop, ev_timer *w, int revents)
     struct dupe *d = a->dupe;
     (void)loop;
     (void)revents;
-    for (int i = 0; i < d->nsus && !agent_done(a) && session_connected(a->sess); i++) {
+    for (int i = 0; i < d->nsus && !agent_done(a) && zkclient_connected(a->zkc); i++) {
         struct readctx *x = readctx(a, d->sus[i].node, -1, d->sus[i].owner);
         char *path = x != NULL ? agent_full_path(a, x->node) : NULL;
-        if (path != NULL && session_exists(SESS(a), path, 0, second_look_done, x) == 0)
+        if (path != NULL && zkclient_exists(SESS(a), path, 0, second_look_done, x) == 0)
             x = NULL;
         free(x);
         free(path);
@@ -239,7 +239,7 @@ static void judge(zke_agent *a, const struct readctx *x, uint64_t owner)
     if (d->nsus == DUPE_MAX_SUSPECTS || (d->sus[d->nsus].node = xstrdup(x->node)) == NULL)
         return;
     d->sus[d->nsus++].owner = owner;
-    int ms = DUPE_RECHECK_TIMEOUTS * session_timeout_ms(a->sess);
+    int ms = DUPE_RECHECK_TIMEOUTS * zkclient_timeout_ms(a->zkc);
     agent_alog(a, ZKE_LOG_DEBUG, "node %s (session 0x%" PRIx64 ") has our id and is older than "
                "ours: our previous session's, or another agent's; looked at again in %d ms",
                x->node, owner, ms);
@@ -249,25 +249,25 @@ static void judge(zke_agent *a, const struct readctx *x, uint64_t owner)
     }
 }
 
-static void get_done(void *arg, const struct sess_result *r)
+static void get_done(void *arg, const struct zkc_result *r)
 {
     struct readctx *x = arg;
     zke_agent *a = x->a;
     struct dupe *d = a->dupe;
-    if (r->rc == SESS_CLOSING || agent_done(a)) {
+    if (r->rc == ZKC_CLOSING || agent_done(a)) {
         free(x);
         return;
     }
-    if (r->rc == SESS_OK) {
+    if (r->rc == ZKC_OK) {
         struct nodedata nd;
         if (nodedata_decode(r->data, r->datalen, &nd) == 0) {
-            if (nd.id != NULL && strcmp(nd.id, a->set.id) == 0 && r->owner != session_id(a->sess))
+            if (nd.id != NULL && strcmp(nd.id, a->set.id) == 0 && r->owner != zkclient_id(a->zkc))
                 judge(a, x, r->owner);
             nodedata_clear(&nd);
         } else {
             unask(d, x->seq);
         }
-    } else if (r->rc != SESS_NONODE) {
+    } else if (r->rc != ZKC_NONODE) {
         unask(d, x->seq);       /* a lost connection: read again at the next listing */
     }
     free(x);
@@ -287,7 +287,7 @@ static void read_new(zke_agent *a, const char *const *children, int n)
         struct readctx *x = readctx(a, children[i], seq, 0);
         char *path = x != NULL ? agent_full_path(a, children[i]) : NULL;
         if (path != NULL && ask(d, seq) == 0) {
-            if (session_get(SESS(a), path, 0, get_done, x) == 0)
+            if (zkclient_get(SESS(a), path, 0, get_done, x) == 0)
                 x = NULL;
             else
                 unask(d, seq);
@@ -306,14 +306,14 @@ void agent_dupe_listed(zke_agent *a, const char *const *children, int n)
     read_new(a, children, n);
 }
 
-static void list_done(void *arg, const struct sess_result *r)
+static void list_done(void *arg, const struct zkc_result *r)
 {
     zke_agent *a = arg;
     struct dupe *d = a->dupe;
     d->listing = 0;
-    if (r->rc == SESS_CLOSING || agent_done(a))
+    if (r->rc == ZKC_CLOSING || agent_done(a))
         return;
-    if (r->rc != SESS_OK)
+    if (r->rc != ZKC_OK)
         d->census = 0;          /* the next census lists again */
     else
         read_new(a, r->children, r->nchildren);
@@ -332,9 +332,9 @@ static void leader_list(zke_agent *a)
         return;
     }
     if (d->numchildren > DUPE_MAX_CHILDREN || el_role(a->el) != ZKE_ROLE_LEADER ||
-        agent_done(a) || !session_connected(a->sess) || own_node(a) != 0)
+        agent_done(a) || !zkclient_connected(a->zkc) || own_node(a) != 0)
         return;
-    if (session_list(SESS(a), a->set.path, 0, list_done, a) == 0)
+    if (zkclient_list(SESS(a), a->set.path, 0, list_done, a) == 0)
         d->listing = 1;
     else
         d->census = 0;

@@ -19,7 +19,7 @@ void agent_dupe_listed(zke_agent *a, const char *const *children, int n);
 /* A census found the path at cversion with numchildren: a leader lists the
  * election when it grew, and reads its new candidates. */
 void agent_dupe_census(zke_agent *a, int32_t cversion, int32_t numchildren);
-/* After the session's completions of ours ran (session_cancel). */
+/* After the session's completions of ours ran (zkclient_cancel). */
 void agent_dupe_free(zke_agent *a);
 
 #endif

@@ -188,7 +188,7 @@ static void decide(struct handover *op, const struct zke_census *c)
     op->res.resigned = 1;
     op->state = OS_WATCH;
     int bound = 4 * a->lease.plan.session_ms > HANDOVER_MIN_MS ? 4 * a->lease.plan.session_ms : HANDOVER_MIN_MS;
-    op->deadline_ns = sess_now_ns() + (int64_t)bound * 1000000;
+    op->deadline_ns = zkc_now_ns() + (int64_t)bound * 1000000;
     ev_timer_set(&op->t, HANDOVER_POLL_S, 0.);
     ev_timer_start(op->loop, &op->t);
 }
@@ -203,7 +203,7 @@ static void watch(struct handover *op, const struct zke_census *c)
     int moved = lead != NULL && strcmp(lead->node, op->old_node) != 0 &&
                 (lead->epoch > op->old_epoch || strcmp(lead->kind, "zkelect") != 0);
     if (!moved) {
-        if (sess_now_ns() < op->deadline_ns) {
+        if (zkc_now_ns() < op->deadline_ns) {
             ev_timer_set(&op->t, HANDOVER_POLL_S, 0.);
             ev_timer_start(op->loop, &op->t);
             return;
@@ -269,7 +269,7 @@ static void op_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
     }
     if (op->state != OS_WATCH)
         return;
-    if (!session_connected(op->a->sess) || start_read(op) != 0)
+    if (!zkclient_connected(op->a->zkc) || start_read(op) != 0)
         watch(op, NULL);                /* again later, or the deadline */
 }
 
@@ -310,7 +310,7 @@ static int op_start(zke_agent *a, struct handover *op)
 {
     if (start_read(op) != 0) {
         agent_err(a, "cannot list the election: %s",
-                 session_connected(a->sess) ? "out of memory" : "not connected");
+                 zkclient_connected(a->zkc) ? "out of memory" : "not connected");
         op_free(op);
         return -1;
     }

@@ -14,14 +14,14 @@
 int agent_guard_watching(const zke_agent *a)
 {
     return a->guard.g == NULL ||
-           (!a->guard.down && guard_watcher_live(a->guard.g, sess_now_ns()));
+           (!a->guard.down && guard_watcher_live(a->guard.g, zkc_now_ns()));
 }
 
 
 /* The lease as the quorum leader's confirmations make it, watched or not. */
 static int64_t lease_end_confirmed(const zke_agent *a)
 {
-    int64_t base = session_lease_base_ns(a->sess);
+    int64_t base = zkclient_lease_base_ns(a->zkc);
     return base > 0 ? base + (int64_t)a->lease.plan.lease_ms * 1000000 : 0;
 }
 
@@ -46,13 +46,13 @@ static int confirm_step_ms(const zke_agent *a)
 /* Enough lease to start acting: more than one leader renewal period. */
 int agent_lease_ready(const zke_agent *a)
 {
-    return agent_lease_end(a) - sess_now_ns() > (int64_t)a->lease.plan.renew_ms * 1000000;
+    return agent_lease_end(a) - zkc_now_ns() > (int64_t)a->lease.plan.renew_ms * 1000000;
 }
 
 
 int64_t agent_lease_remaining_ms(const zke_agent *a)
 {
-    return (agent_lease_end(a) - sess_now_ns()) / 1000000;
+    return (agent_lease_end(a) - zkc_now_ns()) / 1000000;
 }
 
 
@@ -111,7 +111,7 @@ int64_t agent_lease_tick(zke_agent *a)
     if (a->life == AL_FREEING || (!leading && !term_leads(&a->term)))
         return 0;
     int watching = agent_guard_watching(a);     /* (one look: the reason below is this one's) */
-    int64_t end = watching ? lease_end_confirmed(a) : 0, now = sess_now_ns();
+    int64_t end = watching ? lease_end_confirmed(a) : 0, now = zkc_now_ns();
     if (a->term.life == TERM_WAITING) {
         /* won, not acting yet: nothing to end; start once the lease is */
         if (!agent_lease_ready(a))
@@ -128,7 +128,7 @@ int64_t agent_lease_tick(zke_agent *a)
             (void)el_lease_expired(a->el, "guard");
             agent_kick_now(a);
         } else if (leading) {
-            int64_t base = session_lease_base_ns(a->sess);
+            int64_t base = zkclient_lease_base_ns(a->zkc);
             agent_alog(a, ZKE_LOG_WARN, "lease ran out %" PRId64 " ms ago (last request confirmed by "
                  "the quorum leader sent %" PRId64 " ms ago, lease %d ms): stepping down before "
                  "the session can expire", (now - end) / 1000000,
@@ -223,8 +223,8 @@ void agent_update_renew(zke_agent *a)
         return;
     /* another agent that came to the session states a longer tick: the
      * session pairs with it, and this lease lags as much */
-    int tick = session_pair_tick_ms(a->sess);
-    if (a->link.ever_connected && session_connected(a->sess) && tick != a->lease.plan.server_tick_ms &&
+    int tick = zkclient_pair_tick_ms(a->zkc);
+    if (a->link.ever_connected && zkclient_connected(a->zkc) && tick != a->lease.plan.server_tick_ms &&
         tick != a->lease.replan_tried) {
         char why[1024];
         a->lease.replan_tried = tick;
@@ -233,7 +233,7 @@ void agent_update_renew(zke_agent *a)
                        "%d ms: %s", tick, why);
     }
     el_status(a->el, &st);
-    int want = !agent_done(a) && session_is_open(a->sess) &&
+    int want = !agent_done(a) && zkclient_is_open(a->zkc) &&
                (st.role == ZKE_ROLE_LEADER || st.role == ZKE_ROLE_FOLLOWER);
     enum renew_level level = !want ? RENEW_NONE : behind(&st) ? RENEW_READ : RENEW_LEASE;
     conn_agent_renew(a->conn, a->cm, level, renew_period(a, st.role == ZKE_ROLE_LEADER),
@@ -277,11 +277,11 @@ void agent_revoke_term(zke_agent *a)
 
 int agent_replan(zke_agent *a, char *why, size_t whylen)
 {
-    int T = session_timeout_ms(a->sess);
+    int T = zkclient_timeout_ms(a->zkc);
     struct zke_lease_plan np;
     /* the tick the session pairs renewals with: the longest any of its
      * agents assumes, stated or learned from the servers (probe.h) */
-    if (settings_lease_plan(&a->set, T, session_pair_tick_ms(a->sess), &np, why, whylen) != 0)
+    if (settings_lease_plan(&a->set, T, zkclient_pair_tick_ms(a->zkc), &np, why, whylen) != 0)
         return -1;
     a->lease.plan = np;
     conn_note_margin(a->conn, np.margin_ms);

@@ -9,7 +9,7 @@
 #ifndef ZKELECT_AGENT_LEASE_H
 #define ZKELECT_AGENT_LEASE_H
 
-#include "session.h"
+#include "zkclient.h"
 #include "zkelect.h"
 
 #include <stddef.h>

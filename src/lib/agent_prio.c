@@ -88,7 +88,7 @@ static int publish(struct line_read *rd)
                                              s->owner, s->ctime, s->gone || s->nd.id == NULL,
                                              s->nd.priority, s->mtime };
     }
-    rd->done_ns = sess_now_ns();
+    rd->done_ns = zkc_now_ns();
     return 0;
 }
 
@@ -163,32 +163,32 @@ static void decide(zke_agent *a, struct line_read *rd, void *ud)
         agent_alog(a, ZKE_LOG_WARN, "handing over failed: %s", zke_agent_errstr(a));
 }
 
-static void get_done(void *arg, const struct sess_result *r)
+static void get_done(void *arg, const struct zkc_result *r)
 {
     struct line_slot *s = arg;
     struct line_read *rd = s->rd;
     zke_agent *a = rd->a;
-    if (r->rc == SESS_OK) {
+    if (r->rc == ZKC_OK) {
         if (nodedata_decode(r->data, r->datalen, &s->nd) != 0)
             rd->failed = 1;
         s->ctime = r->ctime;
         s->mtime = r->mtime;
         s->owner = r->owner;
-    } else if (r->rc == SESS_NONODE) {
+    } else if (r->rc == ZKC_NONODE) {
         s->gone = 1;
     } else {
         rd->failed = 1;
     }
     if (--rd->outstanding > 0)
         return;
-    finish(rd, r->rc != SESS_CLOSING && !agent_done(a) && !agent_free_requested(a));
+    finish(rd, r->rc != ZKC_CLOSING && !agent_done(a) && !agent_free_requested(a));
 }
 
-static void list_done(void *arg, const struct sess_result *r)
+static void list_done(void *arg, const struct zkc_result *r)
 {
     struct line_read *rd = arg;
     zke_agent *a = rd->a;
-    if (r->rc != SESS_OK || agent_done(a) || r->nchildren > LINE_MAX_CHILDREN) {
+    if (r->rc != ZKC_OK || agent_done(a) || r->nchildren > LINE_MAX_CHILDREN) {
         finish(rd, 0);
         return;
     }
@@ -215,7 +215,7 @@ static void list_done(void *arg, const struct sess_result *r)
     rd->outstanding = rd->n + 1;
     for (int i = 0; i < rd->n; i++) {
         char *path = agent_full_path(a, rd->s[i].node);
-        if (path == NULL || session_get(SESS(a), path, 0, get_done, &rd->s[i]) != 0) {
+        if (path == NULL || zkclient_get(SESS(a), path, 0, get_done, &rd->s[i]) != 0) {
             rd->failed = 1;
             rd->outstanding--;
         }
@@ -234,7 +234,7 @@ int agent_line_read(zke_agent *a, line_fn *fn, void *ud)
     rd->fn = fn;
     rd->ud = ud;
     rd->term_began_ns = a->term.began_ns;
-    if (session_list(SESS(a), a->set.path, 0, list_done, rd) != 0) {
+    if (zkclient_list(SESS(a), a->set.path, 0, list_done, rd) != 0) {
         free(rd);
         return -1;
     }
@@ -248,7 +248,7 @@ static void prio_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)loop;
     (void)revents;
     if (a->prio.pending || agent_done(a) || a->life != AL_RUNNING || !term_leads(&a->term) ||
-        !session_connected(a->sess))
+        !zkclient_connected(a->zkc))
         return;
     struct zke_status st;
     el_status(a->el, &st);
@@ -294,6 +294,6 @@ int zke_agent_candidates(zke_agent *a, struct zke_census *out, int64_t *age_ms)
     }
     agent_line_view(rd, out);
     if (age_ms != NULL)
-        *age_ms = (sess_now_ns() - rd->done_ns) / 1000000;
+        *age_ms = (zkc_now_ns() - rd->done_ns) / 1000000;
     return 0;
 }

@@ -33,7 +33,7 @@
 #include "guard.h"
 #include "nodedata.h"
 #include "scope.h"
-#include "session.h"
+#include "zkclient.h"
 #include "term.h"
 
 #include <stdint.h>
@@ -43,8 +43,8 @@
 #define MAX_ROUNDS 16
 /* The agent's session, with the next request marked as this agent's, so
  * that freeing the agent on a shared session can cancel what it still
- * waits for (session_cancel). Every request of the agent goes through it. */
-#define SESS(a) (session_tag((a)->sess, &(a)->sown), (a)->sess)
+ * waits for (zkclient_cancel). Every request of the agent goes through it. */
+#define SESS(a) (zkclient_tag((a)->zkc, &(a)->sown), (a)->zkc)
 
 enum item_kind { IT_REQUEST, IT_EVENT, IT_LOG };
 
@@ -92,8 +92,8 @@ struct zke_agent {
     void *ud;
     zke_conn *conn;             /* private (zke_agent_new) or shared (zke_agent_new_on) */
     conn_member *cm;            /* our place on it (the conn's), NULL until attached */
-    struct sess_owner sown;     /* our requests on the session (SESS, session_cancel) */
-    session *sess;              /* the conn's, borrowed */
+    struct zkc_owner sown;     /* our requests on the session (SESS, zkclient_cancel) */
+    zkclient *zkc;              /* the conn's, borrowed */
     election *el;
     struct dispatch q;          /* the FIFO; its guard defers zke_agent_free in a callback */
     enum agent_life life;

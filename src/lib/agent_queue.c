@@ -107,7 +107,7 @@ static int publish_ahead(zke_agent *a, struct item *head)
         if (it->kind == IT_REQUEST && it->req.type == EL_REQ_PUBLISH &&
             el_wants(a->el, EL_REQ_PUBLISH, it->req.token)) {
             (void)dispatch_unlink_next(&a->q, p);
-            session_priority(a->sess);
+            zkclient_priority(a->zkc);
             int sent = agent_submit(a, &it->req) == 0;
             free(it);
             return sent;
@@ -141,7 +141,7 @@ static int wait_for_lease(zke_agent *a, struct item *it)
         a->term.pub_epoch = it->ev.epoch;
     else if (a->term.pub_epoch != it->ev.epoch || !el_publishing(a->el))
         conn_renew_soon(a->conn);
-    session_flush(a->sess);
+    zkclient_flush(a->zkc);
     agent_update_renew(a);
     return 0;       /* lease_tick kicks the loop when it is */
 }
@@ -181,7 +181,7 @@ static int run_pending(zke_agent *a)
                  * only once everything of the term has ended */
                 agent_revoke_term(a);
                 if (!a->term.drained) {
-                    session_flush(a->sess);
+                    zkclient_flush(a->zkc);
                     agent_update_renew(a);
                     return 0;       /* agent_term_drained_cb kicks the loop */
                 }
@@ -190,7 +190,7 @@ static int run_pending(zke_agent *a)
                 /* a term that waited for its lease was released by the
                  * answer that confirmed it: its message (ev.at) is that
                  * one, not the notification before the wait */
-                int64_t t = session_base_moved_read_ns(a->sess);
+                int64_t t = zkclient_base_moved_read_ns(a->zkc);
                 if (term_unwait(&a->term, it->ev.epoch) && t > it->ev.cause_ns)
                     it->ev.cause_ns = t;
             }
@@ -210,14 +210,14 @@ static int run_pending(zke_agent *a)
                 free(it);
             }
         }
-        session_flush(a->sess);
+        zkclient_flush(a->zkc);
         agent_update_renew(a);
         /* done: on_stopped once the handle is closed, or at once when
          * other agents keep a shared one open (then what we still wait for
-         * is cancelled: each completion runs now, with SESS_CLOSING) */
+         * is cancelled: each completion runs now, with ZKC_CLOSING) */
         if (a->life == AL_DONE &&
-            (!session_is_open(a->sess) || conn_others_running(a->conn, a->cm))) {
-            session_cancel(a->sess, &a->sown);
+            (!zkclient_is_open(a->zkc) || conn_others_running(a->conn, a->cm))) {
+            zkclient_cancel(a->zkc, &a->sown);
             agent_census_stop(a);
             ev_timer_stop(a->loop, &a->stop.to);
             ev_timer_stop(a->loop, &a->link.backoff);

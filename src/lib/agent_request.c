@@ -23,16 +23,16 @@ static void ensure_step(struct rctx *c);
 
 
 
-static enum el_rc to_el_rc(enum sess_rc rc)
+static enum el_rc to_el_rc(enum zkc_rc rc)
 {
     switch (rc) {
-    case SESS_OK: return EL_OK;
-    case SESS_NONODE: return EL_NONODE;
-    case SESS_NODEEXISTS: return EL_NODEEXISTS;
-    case SESS_CONNLOSS: return EL_CONNLOSS;
-    case SESS_EXPIRED: return EL_EXPIRED;
-    case SESS_CLOSING: return EL_CLOSING;
-    case SESS_NOAUTH: return EL_DENIED;
+    case ZKC_OK: return EL_OK;
+    case ZKC_NONODE: return EL_NONODE;
+    case ZKC_NODEEXISTS: return EL_NODEEXISTS;
+    case ZKC_CONNLOSS: return EL_CONNLOSS;
+    case ZKC_EXPIRED: return EL_EXPIRED;
+    case ZKC_CLOSING: return EL_CLOSING;
+    case ZKC_NOAUTH: return EL_DENIED;
     default: return EL_FAILED;
     }
 }
@@ -125,7 +125,7 @@ static int denied(zke_agent *a, struct rctx *c)
     if (denied_what(a, c, what, wl, &perm, &fatal) != 0)
         goto out;       /* exists and stale deletes: nothing to say */
     if (fatal) {
-        const char *who = session_auth_who(a->sess);
+        const char *who = zkclient_auth_who(a->zkc);
         agent_err(a, "permission denied: %s for %s: its ACL does not grant %s "
                  "to this identity (see getAcl)%s", what, who, perm,
                  strncmp(who, "digest:", 7) == 0 ? "; digest auth accepts any password, a wrong "
@@ -136,7 +136,7 @@ static int denied(zke_agent *a, struct rctx *c)
     }
     if (c->type == EL_REQ_DELETE) {
         agent_alog(a, ZKE_LOG_WARN, "permission denied: %s for %s: cannot delete our node; closing the "
-             "session so that the server removes it%s", what, session_auth_who(a->sess),
+             "session so that the server removes it%s", what, zkclient_auth_who(a->zkc),
              conn_is_private(a->conn) ? "" : " (every election on this connection rejoins)");
         conn_lose(a->conn, "closed", "closed by us to release our node");
         rc = 1;
@@ -148,7 +148,7 @@ static int denied(zke_agent *a, struct rctx *c)
         what = NULL;
         a->req.denied_type = c->type;
         agent_alog(a, ZKE_LOG_WARN, "permission denied: %s for %s (an ACL changed?): %s", a->req.denied,
-             session_auth_who(a->sess),
+             zkclient_auth_who(a->zkc),
              c->type == EL_REQ_GET_LEADER ? "the leader's data is unknown"
              : c->type == EL_REQ_PUBLISH ? "our leader data is not published"
                                          : "retrying with backoff (at most every 5 s)");
@@ -160,7 +160,7 @@ out:
 
 
 /* The session's answer as the election reads it; borrows r's strings. */
-static void to_el_result(const struct rctx *c, const struct sess_result *r, struct el_result *res)
+static void to_el_result(const struct rctx *c, const struct zkc_result *r, struct el_result *res)
 {
     memset(res, 0, sizeof *res);
     res->token = c->token;
@@ -184,10 +184,10 @@ static void to_el_result(const struct rctx *c, const struct sess_result *r, stru
  * the reason in a->err.text (the caller stops the agent), else 0. A missing
  * parent without a chroot is not one: a->err.text says so, and the election
  * goes on. plen: strlen(a->set.path). */
-static int config_error(zke_agent *a, const struct rctx *c, const struct sess_result *r,
+static int config_error(zke_agent *a, const struct rctx *c, const struct zkc_result *r,
                         size_t plen)
 {
-    if ((c->type == EL_REQ_ENSURE || c->type == EL_REQ_CREATE) && r->rc == SESS_NOCHILDREN &&
+    if ((c->type == EL_REQ_ENSURE || c->type == EL_REQ_CREATE) && r->rc == ZKC_NOCHILDREN &&
         !a->ever_settled && el_wants(a->el, c->type, c->token)) {
         /* the election path, or one of its parents, is an ephemeral node
          * (a candidate's node, say): it can never have children. Before the
@@ -201,7 +201,7 @@ static int config_error(zke_agent *a, const struct rctx *c, const struct sess_re
                  p > 1 ? (int)(p - 1) : 1, a->set.path, a->set.path);
         return 1;
     }
-    if (c->type == EL_REQ_ENSURE && r->rc == SESS_NONODE && c->ensure_pos <= plen) {
+    if (c->type == EL_REQ_ENSURE && r->rc == ZKC_NONODE && c->ensure_pos <= plen) {
         /* creating top-down, only a missing chroot gives NONODE */
         const char *chroot = strchr(a->set.zk, '/');
         if (chroot != NULL)
@@ -215,29 +215,29 @@ static int config_error(zke_agent *a, const struct rctx *c, const struct sess_re
 }
 
 
-static void req_done(void *arg, const struct sess_result *r)
+static void req_done(void *arg, const struct zkc_result *r)
 {
     struct rctx *c = arg;
     zke_agent *a = c->a;
     struct el_result res;
 
     if (agent_done(a) || a->el == NULL) {       /* AL_FREEING included */
-        free(c);                /* SESS_CLOSING of a cancel or a close, or too late to matter */
+        free(c);                /* ZKC_CLOSING of a cancel or a close, or too late to matter */
         return;
     }
     size_t plen = strlen(a->set.path);
     /* ZooKeeper checks the parent's ACL before existence: NOAUTH on an
      * intermediate component may just mean "exists, not ours to create". */
     if (c->type == EL_REQ_ENSURE && c->ensure_pos < plen &&
-        (r->rc == SESS_OK || r->rc == SESS_NODEEXISTS || r->rc == SESS_NOAUTH)) {
+        (r->rc == ZKC_OK || r->rc == ZKC_NODEEXISTS || r->rc == ZKC_NOAUTH)) {
         ensure_step(c);
         return;
     }
-    if (r->rc == SESS_NOAUTH && denied(a, c)) {
+    if (r->rc == ZKC_NOAUTH && denied(a, c)) {
         free(c);
         return;
     }
-    if (r->rc == SESS_OK && a->req.denied != NULL &&
+    if (r->rc == ZKC_OK && a->req.denied != NULL &&
         (c->type == a->req.denied_type || (c->type == EL_REQ_CREATE && a->req.denied_type == EL_REQ_ENSURE))) {
         /* the kind of request that was denied went through again */
         agent_alog(a, ZKE_LOG_INFO, "permission granted again (%s was denied before)", a->req.denied);
@@ -249,19 +249,19 @@ static void req_done(void *arg, const struct sess_result *r)
         agent_fail_now(a, "config");
         return;
     }
-    if (r->rc != SESS_OK && r->rc != SESS_NONODE && r->rc != SESS_CLOSING)
-        agent_alog(a, r->rc == SESS_CONNLOSS || r->rc == SESS_NOAUTH || r->rc == SESS_AUTHFAILED
+    if (r->rc != ZKC_OK && r->rc != ZKC_NONODE && r->rc != ZKC_CLOSING)
+        agent_alog(a, r->rc == ZKC_CONNLOSS || r->rc == ZKC_NOAUTH || r->rc == ZKC_AUTHFAILED
                     ? ZKE_LOG_DEBUG : ZKE_LOG_WARN,
-             "request %d on %s: %s", (int)c->type, a->set.path, sess_rc_name(r->rc));
+             "request %d on %s: %s", (int)c->type, a->set.path, zkc_rc_name(r->rc));
     to_el_result(c, r, &res);
     if (c->type == EL_REQ_DELETE_STALE) {
         free(c);
         return;
     }
-    if (c->type == EL_REQ_WATCH && r->rc == SESS_OK && r->has_stat && r->owner == 0)
+    if (c->type == EL_REQ_WATCH && r->rc == ZKC_OK && r->has_stat && r->owner == 0)
         warn_persistent(a, c->node);
     el_on_result(a->el, c->type, &res);
-    if (c->type == EL_REQ_LIST && r->rc == SESS_OK && !agent_done(a))
+    if (c->type == EL_REQ_LIST && r->rc == ZKC_OK && !agent_done(a))
         agent_dupe_listed(a, r->children, r->nchildren);   /* anyone else with our id? */
     free(c);
     /* the election may have moved without an event or a request of its
@@ -283,12 +283,12 @@ static void ensure_step(struct rctx *c)
     c->ensure_pos = end;
     memcpy(buf, path, end);
     buf[end] = '\0';
-    if (session_create(SESS(a), buf, NULL, 0, SESS_CONTAINER, req_done, c) != 0) {
-        struct sess_result r;
+    if (zkclient_create(SESS(a), buf, NULL, 0, ZKC_CONTAINER, req_done, c) != 0) {
+        struct zkc_result r;
         memset(&r, 0, sizeof r);
-        r.rc = SESS_FAILED;
+        r.rc = ZKC_FAILED;
         c->ensure_pos = len;
-        agent_alog(a, ZKE_LOG_WARN, "%s", session_error(a->sess));
+        agent_alog(a, ZKE_LOG_WARN, "%s", zkclient_error(a->zkc));
         /* report through the election (deferred to keep el_* non-reentrant) */
         free(c);
         ev_timer_stop(a->loop, &a->link.backoff);
@@ -305,21 +305,21 @@ static int send_req(zke_agent *a, const struct el_req *r, struct rctx *c, const 
 {
     switch (r->type) {
     case EL_REQ_CREATE:
-        return session_create(SESS(a), path, r->data, r->datalen, SESS_EPHEMERAL_SEQ, req_done, c);
+        return zkclient_create(SESS(a), path, r->data, r->datalen, ZKC_EPHEMERAL_SEQ, req_done, c);
     case EL_REQ_ENSURE:
         ensure_step(c);
         return 0;
     case EL_REQ_LIST:
-        return session_list(SESS(a), a->set.path, 0, req_done, c);
+        return zkclient_list(SESS(a), a->set.path, 0, req_done, c);
     case EL_REQ_CONFIRM:
     case EL_REQ_ADOPT_STAT:
-        return session_exists(SESS(a), path, 0, req_done, c);
+        return zkclient_exists(SESS(a), path, 0, req_done, c);
     case EL_REQ_WATCH_SELF:
-        return session_exists(SESS(a), path, 1, req_done, c);
+        return zkclient_exists(SESS(a), path, 1, req_done, c);
     case EL_REQ_WATCH:
-        return session_get(SESS(a), path, 1, req_done, c);
+        return zkclient_get(SESS(a), path, 1, req_done, c);
     case EL_REQ_GET_LEADER:
-        return session_get(SESS(a), path, 0, req_done, c);
+        return zkclient_get(SESS(a), path, 0, req_done, c);
     case EL_REQ_DELETE:
         if (agent_stopping(a) && conn_release_by_close(a->conn, a->cm)) {
             /* nobody on the session wants it any more: its close, which
@@ -334,13 +334,13 @@ static int send_req(zke_agent *a, const struct el_req *r, struct rctx *c, const 
             agent_kick_now(a);
             return 0;
         }
-        return session_delete(SESS(a), path, req_done, c);
+        return zkclient_delete(SESS(a), path, req_done, c);
     case EL_REQ_DELETE_STALE:
-        return session_delete(SESS(a), path, req_done, c);
+        return zkclient_delete(SESS(a), path, req_done, c);
     case EL_REQ_PUBLISH:
         /* the leader's publish is a write a quorum commits: it confirms
          * the lease like a renewal (no renewal of its own at a takeover) */
-        return session_set(SESS(a), path, r->data, r->datalen, r->version, 1, req_done, c);
+        return zkclient_set(SESS(a), path, r->data, r->datalen, r->version, 1, req_done, c);
     default:
         free(c);
         return 0;
@@ -383,7 +383,7 @@ int agent_submit(zke_agent *a, const struct el_req *r)
     if (rc == 0)
         return 0;
     free(c);            /* no completion will come for it */
-    agent_alog(a, ZKE_LOG_DEBUG, "request not sent: %s", session_error(a->sess));
+    agent_alog(a, ZKE_LOG_DEBUG, "request not sent: %s", zkclient_error(a->zkc));
 retry:
     /* The handle refused the request (closed, expired, out of memory): the
      * session event or this timer (el_kick) drives the retry. */

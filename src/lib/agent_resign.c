@@ -33,7 +33,7 @@ static int resign(zke_agent *a, int failed)
     }
     int64_t window = (int64_t)(a->lease.plan.session_ms > 5000 ? a->lease.plan.session_ms : 5000) * 1000000;
     int rejoin = 0;
-    if (failed && term_leads(&a->term) && sess_now_ns() - a->term.began_ns < window) {
+    if (failed && term_leads(&a->term) && zkc_now_ns() - a->term.began_ns < window) {
         a->flap.streak++;
         a->flap.terms++;
         if (a->flap.streak > 1) {

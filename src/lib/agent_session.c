@@ -23,20 +23,20 @@ void agent_session_lost(zke_agent *a, const char *event_reason, const char *why)
     agent_kick_now(a);
 }
 
-void agent_session_state(zke_agent *a, enum sess_state st)
+void agent_session_state(zke_agent *a, enum zkc_state st)
 {
-    if (st == SESS_S_CONNECTED) {
-        uint64_t sid = session_id(a->sess);
+    if (st == ZKC_S_CONNECTED) {
+        uint64_t sid = zkclient_id(a->zkc);
         int first = !a->link.ever_connected;
         a->link.ever_connected = 1;
         ev_timer_stop(a->loop, &a->link.connect_to);
         ev_timer_stop(a->loop, &a->link.backoff);   /* el_on_session() below re-drives */
         agent_queue_session_event(a, sid == a->link.last_session ? "reconnected" : "connected", sid);
-        int T = session_timeout_ms(a->sess);
+        int T = zkclient_timeout_ms(a->zkc);
         if (first && T != a->set.session_timeout_ms)
             agent_alog(a, ZKE_LOG_WARN, "session timeout: asked %d ms, server granted %d ms",
                  a->set.session_timeout_ms, T);
-        if (T != a->lease.plan.session_ms || session_pair_tick_ms(a->sess) != a->lease.plan.server_tick_ms ||
+        if (T != a->lease.plan.session_ms || zkclient_pair_tick_ms(a->zkc) != a->lease.plan.server_tick_ms ||
             a->lease.unchecked) {
             char why[1024];
             if (agent_replan(a, why, sizeof why) != 0) {
@@ -50,13 +50,13 @@ void agent_session_state(zke_agent *a, enum sess_state st)
         a->link.last_session = sid;
         el_on_session(a->el, EL_SESS_CONNECTED, sid);
         agent_kick_now(a);
-    } else if (st == SESS_S_DISCONNECTED) {
+    } else if (st == ZKC_S_DISCONNECTED) {
         agent_queue_session_event(a, "disconnected", a->link.last_session);
         el_on_session(a->el, EL_SESS_DISCONNECTED, a->link.last_session);
         agent_kick_now(a);
-    } else if (st == SESS_S_AUTH_FAILED) {
+    } else if (st == ZKC_S_AUTH_FAILED) {
         /* fatal: a new handle would be refused the same way */
-        agent_err(a, "%s", session_auth_error(a->sess));
+        agent_err(a, "%s", zkclient_auth_error(a->zkc));
         a->stop.reason = "auth";
         agent_session_lost(a, "auth_failed", "is dead: authentication failed");
         zke_agent_stop(a);
@@ -64,7 +64,7 @@ void agent_session_state(zke_agent *a, enum sess_state st)
 }
 
 
-void agent_session_watch(zke_agent *a, enum sess_watch type, const char *path)
+void agent_session_watch(zke_agent *a, enum zkc_watch type, const char *path)
 {
     size_t pl = strlen(a->set.path);
     if (strncmp(path, a->set.path, pl) != 0 || path[pl] != '/')
@@ -72,8 +72,8 @@ void agent_session_watch(zke_agent *a, enum sess_watch type, const char *path)
     /* a term won on the fast path, like one won on a listing, starts only
      * once the lease is fresh (run_pending): one that is short or gone
      * waits there for the publish's answer or a renewal's */
-    el_on_watch(a->el, type == SESS_W_DELETED ? EL_W_DELETED :
-                       type == SESS_W_CHANGED ? EL_W_CHANGED : EL_W_OTHER, path + pl + 1);
+    el_on_watch(a->el, type == ZKC_W_DELETED ? EL_W_DELETED :
+                       type == ZKC_W_CHANGED ? EL_W_CHANGED : EL_W_OTHER, path + pl + 1);
     agent_kick_now(a);          /* as after an answer (req_done) */
 }
 
@@ -95,7 +95,7 @@ static void connect_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     if (a->link.ever_connected)
         return;
-    char *msg = a->sess != NULL ? session_unreachable(a->sess, a->set.connect_timeout_ms) : NULL;
+    char *msg = a->zkc != NULL ? zkclient_unreachable(a->zkc, a->set.connect_timeout_ms) : NULL;
     if (msg != NULL)
         agent_err(a, "%s", msg);
     else

@@ -8,7 +8,7 @@
 #ifndef ZKELECT_AGENT_SESSION_H
 #define ZKELECT_AGENT_SESSION_H
 
-#include "session.h"
+#include "zkclient.h"
 #include "zkelect.h"
 
 #include <stdint.h>
@@ -28,7 +28,7 @@ struct agent_link {
 void agent_link_init(zke_agent *a);
 /* conn_agent_ops.session_lost, .session_watch, .session_state */
 void agent_session_lost(zke_agent *a, const char *event_reason, const char *why);
-void agent_session_watch(zke_agent *a, enum sess_watch type, const char *path);
-void agent_session_state(zke_agent *a, enum sess_state st);
+void agent_session_watch(zke_agent *a, enum zkc_watch type, const char *path);
+void agent_session_state(zke_agent *a, enum zkc_state st);
 
 #endif

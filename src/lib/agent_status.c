@@ -19,25 +19,25 @@
 #define VIEW_WANTED_S 120.0
 
 
-static void census_get_done(void *arg, const struct sess_result *r)
+static void census_get_done(void *arg, const struct zkc_result *r)
 {
     zke_agent *a = arg;
     a->census.pending = 0;
     nodedata_clear(&a->census.lead);
-    if (r->rc == SESS_OK && nodedata_decode(r->data, r->datalen, &a->census.lead) == 0)
+    if (r->rc == ZKC_OK && nodedata_decode(r->data, r->datalen, &a->census.lead) == 0)
         return;
     a->census.node[0] = '\0';
     a->census.listed = 0;          /* gone meanwhile (or no memory): list again next time */
 }
 
 
-static void census_list_done(void *arg, const struct sess_result *r)
+static void census_list_done(void *arg, const struct zkc_result *r)
 {
     zke_agent *a = arg;
     const char *best = NULL;
     int32_t bs = 0, s;
     a->census.pending = 0;
-    if (r->rc != SESS_OK) {
+    if (r->rc != ZKC_OK) {
         a->census.listed = 0;
         return;
     }
@@ -63,17 +63,17 @@ static void census_list_done(void *arg, const struct sess_result *r)
         return;
     snprintf(a->census.node, sizeof a->census.node, "%s", best);
     char *path = agent_full_path(a, best);
-    if (path != NULL && session_get(SESS(a), path, 0, census_get_done, a) == 0)
+    if (path != NULL && zkclient_get(SESS(a), path, 0, census_get_done, a) == 0)
         a->census.pending = 1;
     free(path);
 }
 
 
-static void census_done(void *arg, const struct sess_result *r)
+static void census_done(void *arg, const struct zkc_result *r)
 {
     zke_agent *a = arg;
     a->census.pending = 0;
-    if (r->rc != SESS_OK || !r->has_stat)
+    if (r->rc != ZKC_OK || !r->has_stat)
         return;
     a->census.election_size = r->numchildren;
     agent_dupe_census(a, r->cversion, r->numchildren);     /* a new one with our id? */
@@ -85,7 +85,7 @@ static void census_done(void *arg, const struct sess_result *r)
      * reader a listing older than the change is only marked stale (not
      * shown), and a reader's first look sends a census at once
      * (zke_agent_view). A leader's status never shows the listing. */
-    if (sess_now_ns() >= a->census.view_until_ns || el_role(a->el) == ZKE_ROLE_LEADER) {
+    if (zkc_now_ns() >= a->census.view_until_ns || el_role(a->el) == ZKE_ROLE_LEADER) {
         if (a->census.listed && r->cversion != a->census.cversion)
             a->census.stale = 1;
         return;
@@ -96,7 +96,7 @@ static void census_done(void *arg, const struct sess_result *r)
          * data change does not move cversion): read it again */
         if (a->census.node[0] != '\0' && a->census.lead.ours && a->census.lead.epoch == 0) {
             char *path = agent_full_path(a, a->census.node);
-            if (path != NULL && session_get(SESS(a), path, 0, census_get_done, a) == 0)
+            if (path != NULL && zkclient_get(SESS(a), path, 0, census_get_done, a) == 0)
                 a->census.pending = 1;
             free(path);
         }
@@ -107,12 +107,12 @@ static void census_done(void *arg, const struct sess_result *r)
      * candidate with a census: list it at most every interval * n / 1000
      * (at most CENSUS_MAX_GAP_S); candidates stays fresh from the stat, the
      * leader and position may be that old meanwhile. */
-    int64_t now = sess_now_ns();
+    int64_t now = zkc_now_ns();
     if (a->census.listed && a->census.listed_n > CENSUS_BIG && now < a->census.next_ns)
         return;
     a->census.listed = 1;
     a->census.cversion = r->cversion;
-    if (session_list(SESS(a), a->set.path, 0, census_list_done, a) == 0)
+    if (zkclient_list(SESS(a), a->set.path, 0, census_list_done, a) == 0)
         a->census.pending = 1;
     double gap = 0;
     if (r->numchildren > CENSUS_BIG) {
@@ -131,7 +131,7 @@ static void census_plan(zke_agent *a)
 {
     int iv_ms = a->set.census_interval_ms;
     ev_timer_stop(a->loop, &a->census.timer);
-    if (conn_agent_ride(a->conn, a->cm, sess_now_ns() + (int64_t)iv_ms * 1000000, 2 * iv_ms) == 0) {
+    if (conn_agent_ride(a->conn, a->cm, zkc_now_ns() + (int64_t)iv_ms * 1000000, 2 * iv_ms) == 0) {
         a->census.riding = 1;
         ev_timer_set(&a->census.timer, 2 * iv_ms / 1000.0, 0.);
     } else {
@@ -153,7 +153,7 @@ static void census_go(zke_agent *a)
     }
     if (agent_done(a))
         return;
-    if (!session_connected(a->sess)) {
+    if (!zkclient_connected(a->zkc)) {
         /* soon after the (re)connection, then at the interval again; the
          * delay is random so that a fleet reconnecting together after a
          * server restart does not list the election all at once */
@@ -163,7 +163,7 @@ static void census_go(zke_agent *a)
         ev_timer_start(a->loop, &a->census.timer);
         return;
     }
-    if (!a->census.pending && session_exists(SESS(a), a->set.path, 0, census_done, a) == 0)
+    if (!a->census.pending && zkclient_exists(SESS(a), a->set.path, 0, census_done, a) == 0)
         a->census.pending = 1;
     census_plan(a);
 }
@@ -230,12 +230,12 @@ int zke_agent_status(zke_agent *a, struct zke_status *out)
         return -1;
     }
     el_status(a->el, out);
-    out->connected = session_connected(a->sess);
+    out->connected = zkclient_connected(a->zkc);
     out->lease_ms = out->role == ZKE_ROLE_LEADER ? agent_lease_remaining_ms(a) : -1;
     out->election_size = a->census.election_size;
     out->short_terms = a->flap.terms;
     out->withdrawn_by = a->withdraw.by;
-    out->session_state = a->sess != NULL ? session_life_name(a->sess) : "closed";
+    out->session_state = a->zkc != NULL ? zkclient_life_name(a->zkc) : "closed";
     out->conn_state = a->conn != NULL ? conn_state_name_of(a->conn) : "freeing";
     out->member_state = a->cm != NULL ? conn_member_state_name(a->cm) : "detached";
     /* a follower's own view of the leader is its last listing, which only
@@ -262,7 +262,7 @@ int zke_agent_status(zke_agent *a, struct zke_status *out)
 int zke_agent_view(zke_agent *a, struct zke_status *out)
 {
     if (a->el != NULL && a->set.census_interval_ms > 0) {
-        int64_t now = sess_now_ns();
+        int64_t now = zkc_now_ns();
         double keep = 10.0 * a->set.census_interval_ms / 1000.0;
         if (keep < VIEW_WANTED_S)
             keep = VIEW_WANTED_S;

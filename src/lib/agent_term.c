@@ -18,7 +18,7 @@ scope *agent_term(zke_agent *a)
         return NULL;
     /* asked from inside hooks and callbacks, between two loop iterations:
      * the lease may have run out since the last check */
-    if (sess_now_ns() >= agent_lease_end(a)) {
+    if (zkc_now_ns() >= agent_lease_end(a)) {
         agent_lease_tick(a);
         return NULL;
     }
@@ -30,7 +30,7 @@ int64_t agent_lease_left_ns(const zke_agent *a, const scope *s)
 {
     if (s == NULL || s != a->term.scope || a->term.life != TERM_ACTING)
         return -1;
-    int64_t left = agent_lease_end(a) - sess_now_ns();
+    int64_t left = agent_lease_end(a) - zkc_now_ns();
     return left > 0 ? left : 0;
 }
 
@@ -78,7 +78,7 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
         a->term.scope = scope_new(a->loop, a->lease.plan.stepdown_budget_ms / 2);
         if (a->term.scope == NULL)
             agent_alog(a, ZKE_LOG_ERROR, "out of memory: this term cannot start timers or processes");
-        term_begin(&a->term, in->epoch, xstrdup(in->node), sess_now_ns(), a->term.scope != NULL);
+        term_begin(&a->term, in->epoch, xstrdup(in->node), zkc_now_ns(), a->term.scope != NULL);
         agent_guard_sync(a);              /* armed before the host can start anything */
         copy.lease_ms = left;
         agent_lease_tick(a);

@@ -3,7 +3,7 @@
 #include "census.h"
 #include "election.h"
 #include "nodedata.h"
-#include "session.h"
+#include "zkclient.h"
 #include "xstr.h"
 
 #include <stdio.h>
@@ -14,7 +14,7 @@
 
 struct run {
     struct ev_loop *loop;
-    session *s;
+    zkclient *s;
     char *path;
     char *chroot;               /* the chroot of the connect string (ours), or NULL */
     char *why;                  /* c.errstr (ours) */
@@ -57,7 +57,7 @@ static void finish(struct run *r, enum ob_reason why, const char *msg)
         r->c.errstr = r->why != NULL ? r->why : ob_reason_name(why);
     }
     ev_timer_stop(r->loop, &r->to);
-    session_request_close(r->s);
+    zkclient_request_close(r->s);
     /* report from the loop, after the session is closed */
     ev_timer_set(&r->later, 0., 0.);
     ev_timer_start(r->loop, &r->later);
@@ -71,13 +71,13 @@ static int cmp(const void *a, const void *b)
     return strcmp(x->node, y->node);
 }
 
-static void get_done(void *arg, const struct sess_result *res)
+static void get_done(void *arg, const struct zkc_result *res)
 {
     struct getctx *g = arg;
     struct run *r = g->r;
     struct census_entry *e = &r->c.e[g->i];
     free(g);
-    if (res->rc == SESS_OK) {
+    if (res->rc == ZKC_OK) {
         struct nodedata nd;
         if (nodedata_decode(res->data, res->datalen, &nd) == 0) {
             e->id = nd.id;
@@ -89,15 +89,15 @@ static void get_done(void *arg, const struct sess_result *res)
         e->owner = res->owner;
         e->ctime_ms = res->ctime;
         e->mtime_ms = res->mtime;
-    } else if (res->rc == SESS_NONODE) {
+    } else if (res->rc == ZKC_NONODE) {
         e->gone = 1;
-    } else if (!r->finished && res->rc == SESS_NOAUTH) {
+    } else if (!r->finished && res->rc == ZKC_NOAUTH) {
         char *why = xprintf("permission denied: READ on '%s' for %s", e->node,
-                           session_auth_who(r->s));
+                           zkclient_auth_who(r->s));
         finish(r, OB_AUTH, why != NULL ? why : "permission denied: READ on a candidate's node");
         free(why);
     } else if (!r->finished) {
-        finish(r, res->rc == SESS_AUTHFAILED ? OB_AUTH : OB_UNREACHABLE,
+        finish(r, res->rc == ZKC_AUTHFAILED ? OB_AUTH : OB_UNREACHABLE,
                "cannot read a candidate's node");
     }
     if (--r->pending == 0 && !r->finished) {
@@ -106,46 +106,46 @@ static void get_done(void *arg, const struct sess_result *res)
     }
 }
 
-static void chroot_done(void *arg, const struct sess_result *res)
+static void chroot_done(void *arg, const struct zkc_result *res)
 {
     struct run *r = arg;
     if (r->finished)
         return;
-    if (res->rc == SESS_NONODE) {
+    if (res->rc == ZKC_NONODE) {
         char *why = xprintf("the chroot '%s' in the connect string does not exist", r->chroot);
         finish(r, OB_CONFIG, why != NULL ? why : "the chroot in the connect string does not exist");
         free(why);
-    } else if (res->rc == SESS_OK) {
+    } else if (res->rc == ZKC_OK) {
         finish(r, OB_NO_ELECTION, "no such election path");
     } else {
-        finish(r, res->rc == SESS_AUTHFAILED || res->rc == SESS_NOAUTH ? OB_AUTH : OB_UNREACHABLE,
-               sess_rc_name(res->rc));
+        finish(r, res->rc == ZKC_AUTHFAILED || res->rc == ZKC_NOAUTH ? OB_AUTH : OB_UNREACHABLE,
+               zkc_rc_name(res->rc));
     }
 }
 
-static void list_done(void *arg, const struct sess_result *res)
+static void list_done(void *arg, const struct zkc_result *res)
 {
     struct run *r = arg;
     if (r->finished)
         return;
-    if (res->rc == SESS_NONODE && r->chroot != NULL) {
+    if (res->rc == ZKC_NONODE && r->chroot != NULL) {
         /* "/" is the chroot itself: is it the chroot that is missing? */
-        if (session_exists(r->s, "/", 0, chroot_done, r) != 0)
+        if (zkclient_exists(r->s, "/", 0, chroot_done, r) != 0)
             finish(r, OB_NO_ELECTION, "no such election path");
         return;
     }
-    if (res->rc == SESS_NONODE) {
+    if (res->rc == ZKC_NONODE) {
         finish(r, OB_NO_ELECTION, "no such election path");
         return;
     }
-    if (res->rc == SESS_NOAUTH) {
-        char *why = xprintf("permission denied: READ (list) for %s", session_auth_who(r->s));
+    if (res->rc == ZKC_NOAUTH) {
+        char *why = xprintf("permission denied: READ (list) for %s", zkclient_auth_who(r->s));
         finish(r, OB_AUTH, why != NULL ? why : "permission denied: READ (list)");
         free(why);
         return;
     }
-    if (res->rc != SESS_OK) {
-        finish(r, res->rc == SESS_AUTHFAILED ? OB_AUTH : OB_UNREACHABLE, sess_rc_name(res->rc));
+    if (res->rc != ZKC_OK) {
+        finish(r, res->rc == ZKC_AUTHFAILED ? OB_AUTH : OB_UNREACHABLE, zkc_rc_name(res->rc));
         return;
     }
     int n = 0;
@@ -174,7 +174,7 @@ static void list_done(void *arg, const struct sess_result *res)
     r->pending = n;
     for (int i = 0; i < n; i++) {
         struct getctx *g = malloc(sizeof *g);
-        char *p = r->c.e[i].node != NULL ? sess_child_path(r->path, r->c.e[i].node) : NULL;
+        char *p = r->c.e[i].node != NULL ? zkc_child_path(r->path, r->c.e[i].node) : NULL;
         if (g == NULL || p == NULL) {
             free(g);
             free(p);
@@ -183,7 +183,7 @@ static void list_done(void *arg, const struct sess_result *res)
         }
         g->r = r;
         g->i = i;
-        if (session_get(r->s, p, 0, get_done, g) != 0) {
+        if (zkclient_get(r->s, p, 0, get_done, g) != 0) {
             free(g);
             r->pending--;
         }
@@ -193,17 +193,17 @@ static void list_done(void *arg, const struct sess_result *res)
         finish(r, OB_UNREACHABLE, "cannot send requests");
 }
 
-static void state_cb(void *ud, enum sess_state st)
+static void state_cb(void *ud, enum zkc_state st)
 {
     struct run *r = ud;
     if (r->finished)
         return;
-    if (st == SESS_S_CONNECTED) {
-        if (session_list(r->s, r->path, 0, list_done, r) != 0)
-            finish(r, OB_UNREACHABLE, session_error(r->s));
-    } else if (st == SESS_S_AUTH_FAILED) {
-        finish(r, OB_AUTH, session_auth_error(r->s));
-    } else if (st == SESS_S_EXPIRED) {
+    if (st == ZKC_S_CONNECTED) {
+        if (zkclient_list(r->s, r->path, 0, list_done, r) != 0)
+            finish(r, OB_UNREACHABLE, zkclient_error(r->s));
+    } else if (st == ZKC_S_AUTH_FAILED) {
+        finish(r, OB_AUTH, zkclient_auth_error(r->s));
+    } else if (st == ZKC_S_EXPIRED) {
         finish(r, OB_UNREACHABLE, "session expired");
     }
 }
@@ -213,7 +213,7 @@ static void to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     struct run *r = w->data;
     (void)loop;
     (void)revents;
-    char *msg = session_unreachable(r->s, r->timeout_ms);
+    char *msg = zkclient_unreachable(r->s, r->timeout_ms);
     finish(r, OB_UNREACHABLE, msg != NULL ? msg : "no answer from ZooKeeper in time");
     free(msg);
 }
@@ -222,15 +222,15 @@ static void prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
     (void)loop;
     (void)revents;
-    session_flush(((struct run *)w->data)->s);
+    zkclient_flush(((struct run *)w->data)->s);
 }
 
 static void later_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct run *r = w->data;
     (void)revents;
-    session_flush(r->s);            /* performs the close */
-    if (session_is_open(r->s)) {
+    zkclient_flush(r->s);            /* performs the close */
+    if (zkclient_is_open(r->s)) {
         ev_timer_set(&r->later, 0.01, 0.);
         ev_timer_start(loop, &r->later);
         return;
@@ -244,7 +244,7 @@ static void later_cb(struct ev_loop *loop, ev_timer *w, int revents)
     }
     free(r->c.e);
     free(r->c.other);
-    session_free(r->s);
+    zkclient_free(r->s);
     free(r->path);
     free(r->chroot);
     free(r->why);
@@ -257,7 +257,7 @@ int census_run(struct ev_loop *loop, const char *zk, const char *path, int sessi
                census_done_fn *done, void *ud)
 {
     struct run *r = calloc(1, sizeof *r);
-    struct sess_cbs cbs = { state_cb, NULL, NULL };     /* no watch is set; no log wanted */
+    struct zkc_cbs cbs = { state_cb, NULL, NULL };     /* no watch is set; no log wanted */
     if (r == NULL || (r->path = strdup(path)) == NULL) {
         free(r);
         return -1;
@@ -265,13 +265,13 @@ int census_run(struct ev_loop *loop, const char *zk, const char *path, int sessi
     r->loop = loop;
     r->done = done;
     r->ud = ud;
-    r->s = session_new(loop, zk, session_ms > 0 ? session_ms : ZKE_DEFAULT_SESSION_TIMEOUT_MS,
+    r->s = zkclient_new(loop, zk, session_ms > 0 ? session_ms : ZKE_DEFAULT_SESSION_TIMEOUT_MS,
                        &cbs, r);
     if (strchr(zk, '/') != NULL)
         r->chroot = strdup(strchr(zk, '/'));
-    if (r->s == NULL || session_set_auth(r->s, auth_scheme, auth_credentials) != 0 ||
+    if (r->s == NULL || zkclient_set_auth(r->s, auth_scheme, auth_credentials) != 0 ||
         (strchr(zk, '/') != NULL && r->chroot == NULL)) {
-        session_free(r->s);
+        zkclient_free(r->s);
         free(r->chroot);
         free(r->path);
         free(r);
@@ -285,10 +285,10 @@ int census_run(struct ev_loop *loop, const char *zk, const char *path, int sessi
     if (timeout_ms >= 0)
         ev_timer_start(loop, &r->to);
     r->timeout_ms = timeout_ms;
-    if (session_open(r->s) != 0) {
+    if (zkclient_open(r->s) != 0) {
         /* a host name that does not resolve: said at once */
-        char *msg = session_open_error(r->s) != NULL ? session_unreachable(r->s, -1) : NULL;
-        finish(r, OB_UNREACHABLE, msg != NULL ? msg : session_error(r->s));
+        char *msg = zkclient_open_error(r->s) != NULL ? zkclient_unreachable(r->s, -1) : NULL;
+        finish(r, OB_UNREACHABLE, msg != NULL ? msg : zkclient_error(r->s));
         free(msg);
     }
     return 0;

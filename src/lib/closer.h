@@ -13,7 +13,7 @@
  * knows no such live session: expired, closed, or the password is wrong)
  * and a ReplyHeader (err 0: closed).
  *
- * Why not the client library (session.c): the watcher may be a forked
+ * Why not the client library (zkclient.c): the watcher may be a forked
  * child of a multi-threaded host, where only async-signal-safe calls are
  * allowed; the library allocates, resolves names and starts its own
  * connection logic. This module allocates nothing and makes only socket,

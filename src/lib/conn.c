@@ -171,7 +171,7 @@ static void reopen_later(zke_conn *c)
     ev_timer_start(c->loop, &c->rt.reopen);
 }
 
-static void fan_state(zke_conn *c, enum sess_state st)
+static void fan_state(zke_conn *c, enum zkc_state st)
 {
     c->in_cb++;
     for (conn_member *m = c->ms.first; m != NULL; m = m->next)
@@ -190,7 +190,7 @@ void conn_lose(zke_conn *c, const char *event_reason, const char *why)
             m->ops->session_lost(m->a, event_reason, why);
     c->in_cb--;
     conn_guard_unpublish(c);
-    session_request_close(c->sess);
+    zkclient_request_close(c->zkc);
     if (c->life == CONN_IDLE_CLOSING)
         conn_to(c, CONN_LIVE);
     if (any_wanting(c))
@@ -204,7 +204,7 @@ static int write_session_file(const zke_conn *c)
     socklen_t peer_len;
     unsigned char pw[16];
     uint64_t id = 0;
-    if (session_credentials(c->sess, &id, pw, &peer, &peer_len) != 0)
+    if (zkclient_credentials(c->zkc, &id, pw, &peer, &peer_len) != 0)
         return -1;
     int rc = sessionfile_write(c->cfg.session_file, id, pw, c->cfg.session_file_password);
     volatile unsigned char *v = pw;     /* (our copy of the secret) */
@@ -213,22 +213,22 @@ static int write_session_file(const zke_conn *c)
     return rc;
 }
 
-static void sess_state_cb(void *ud, enum sess_state st)
+static void zkc_state_cb(void *ud, enum zkc_state st)
 {
     zke_conn *c = ud;
-    if (st == SESS_S_CONNECTED &&
+    if (st == ZKC_S_CONNECTED &&
         (c->pr.state == PROBE_ASKING || c->pr.state == PROBE_HOLDING)) {
         c->pr.state = PROBE_HOLDING;     /* passed on when the probe is done (probe_done) */
         return;
     }
-    if (st == SESS_S_DISCONNECTED && c->pr.state == PROBE_HOLDING) {
+    if (st == ZKC_S_DISCONNECTED && c->pr.state == PROBE_HOLDING) {
         c->pr.state = PROBE_ASKING;      /* the agents were not told of the connection */
         return;
     }
     if (c->pr.state == PROBE_HOLDING)
         c->pr.state = PROBE_ASKING;
-    if (st == SESS_S_CONNECTED) {
-        uint64_t sid = session_id(c->sess);
+    if (st == ZKC_S_CONNECTED) {
+        uint64_t sid = zkclient_id(c->zkc);
         c->rt.reopen_delay = 0;
         ev_timer_stop(c->loop, &c->rt.disc_to);
         if (sid != c->cfg.last_session && c->cfg.session_file != NULL && write_session_file(c) != 0)
@@ -239,16 +239,16 @@ static void sess_state_cb(void *ud, enum sess_state st)
         /* a reconnected session's lease moves with the first renewal on the
          * new connection (touch.h): send it now, not a period on */
         conn_renew_now(c);
-    } else if (st == SESS_S_DISCONNECTED) {
+    } else if (st == ZKC_S_DISCONNECTED) {
         fan_state(c, st);
         /* The client notices a dead connection up to 2/3 of the timeout
          * after the server last heard from us, and the server may expire us
          * one timeout after that last contact: one more timeout from here
          * is past that, so the session is as good as gone by then. */
         ev_timer_stop(c->loop, &c->rt.disc_to);
-        ev_timer_set(&c->rt.disc_to, session_timeout_ms(c->sess) / 1000.0, 0.);
+        ev_timer_set(&c->rt.disc_to, zkclient_timeout_ms(c->zkc) / 1000.0, 0.);
         ev_timer_start(c->loop, &c->rt.disc_to);
-    } else if (st == SESS_S_EXPIRED) {
+    } else if (st == ZKC_S_EXPIRED) {
         conn_lose(c, "expired", "expired");
     } else if (any_settled(c)) {
         /* After a role was taken, one server rejecting us (a rolling change
@@ -264,7 +264,7 @@ static void sess_state_cb(void *ud, enum sess_state st)
         if (c->rt.auth_retry > 30.0)
             c->rt.auth_retry = 30.0;
         conn_logf(c, ZKE_LOG_ERROR, "%s (after the first role: retrying in %.0f s)",
-                   session_auth_error(c->sess), c->rt.auth_retry);
+                   zkclient_auth_error(c->zkc), c->rt.auth_retry);
         conn_lose(c, "auth_failed", "is dead: authentication failed");
         if (ev_is_active(&c->rt.reopen)) {
             ev_timer_stop(c->loop, &c->rt.reopen);
@@ -279,12 +279,12 @@ static void sess_state_cb(void *ud, enum sess_state st)
         conn_to(c, CONN_AUTH_DEAD);
         fan_state(c, st);
         conn_guard_unpublish(c);
-        session_request_close(c->sess);
+        zkclient_request_close(c->zkc);
     }
 }
 
 
-static void sess_watch_cb(void *ud, enum sess_watch type, const char *path)
+static void zkc_watch_cb(void *ud, enum zkc_watch type, const char *path)
 {
     zke_conn *c = ud;
     const char *slash = strrchr(path, '/');
@@ -297,14 +297,14 @@ static void sess_watch_cb(void *ud, enum sess_watch type, const char *path)
         m->ops->session_watch(m->a, type, path);
 }
 
-static void sess_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
+static void zkc_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
 {
     conn_logf(ud, lvl, "%s", msg);
 }
 
 /* --- loop glue ---------------------------------------------------------- */
 
-static void sess_state_cb(void *ud, enum sess_state st);
+static void zkc_state_cb(void *ud, enum zkc_state st);
 
 /* What the probe asks for: a quarter of the timeout, so that a grant below
  * half of it bounds the tick tighter than the main session's grant (the
@@ -321,9 +321,9 @@ static void probe_done(void *ud, int granted_ms)
         return;         /* the conn's teardown */
     int held = c->pr.state == PROBE_HOLDING;
     c->pr.state = PROBE_ANSWERED;    /* freed at the next prepare */
-    int half = session_timeout_ms(c->sess) / 2, tick = granted_ms / 2;
+    int half = zkclient_timeout_ms(c->zkc) / 2, tick = granted_ms / 2;
     if (tick > 0 && tick < half) {
-        session_set_tick_bound(c->sess, tick);
+        zkclient_set_tick_bound(c->zkc, tick);
         conn_logf(c, ZKE_LOG_INFO, "the servers' tick is at most %d ms: a session that asked for "
                    "%d ms was granted %d ms", tick, probe_ask_ms(c), granted_ms);
     } else {
@@ -331,8 +331,8 @@ static void probe_done(void *ud, int granted_ms)
                    "%d ms was granted %d ms)", probe_ask_ms(c), granted_ms);
     }
     if (held) {
-        if (session_connected(c->sess))
-            sess_state_cb(c, SESS_S_CONNECTED);
+        if (zkclient_connected(c->zkc))
+            zkc_state_cb(c, ZKC_S_CONNECTED);
     }
 }
 
@@ -342,12 +342,12 @@ static void conn_open(zke_conn *c)
     if (c->life == CONN_IDLE_CLOSING)
         conn_to(c, CONN_LIVE);
     conn_guard_new_handle(c);   /* the ended session's base freezes, its credentials go */
-    if (session_open(c->sess) != 0) {
-        conn_logf(c, ZKE_LOG_WARN, "%s; retrying", session_error(c->sess));
+    if (zkclient_open(c->zkc) != 0) {
+        conn_logf(c, ZKE_LOG_WARN, "%s; retrying", zkclient_error(c->zkc));
         reopen_later(c);
         return;
     }
-    if (c->pr.state == PROBE_UNASKED && session_tick_unstated(c->sess)) {
+    if (c->pr.state == PROBE_UNASKED && zkclient_tick_unstated(c->zkc)) {
         int ask = probe_ask_ms(c);
         c->pr.state = PROBE_OVER;
         if (ask >= 10)
@@ -382,7 +382,7 @@ static void destroy(zke_conn *c)
     }
     c->ms.first = c->ms.last = NULL;
     c->ms.n = 0;
-    session_free(c->sess);
+    zkclient_free(c->zkc);
     conn_log_free(c);
     conn_index_free(c);
     free(c->cfg.hosts);
@@ -407,8 +407,8 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         c->pr.p = NULL;
         c->pr.state = PROBE_OVER;
     }
-    session_flush(c->sess);
-    int open = session_is_open(c->sess);
+    zkclient_flush(c->zkc);
+    int open = zkclient_is_open(c->zkc);
     if (c->was_open && !open) {
         conn_pump_all(c);       /* done agents wait for the close to report on_stopped */
         c->ms.close_owed = 0;      /* the close released their nodes */
@@ -433,7 +433,7 @@ static void reopen_cb(struct ev_loop *loop, ev_timer *w, int revents)
     zke_conn *c = w->data;
     (void)loop;
     (void)revents;
-    if (session_is_open(c->sess) || c->life == CONN_AUTH_DEAD || !any_wanting(c))
+    if (zkclient_is_open(c->zkc) || c->life == CONN_AUTH_DEAD || !any_wanting(c))
         return;
     conn_open(c);
 }
@@ -443,7 +443,7 @@ static void disc_to_cb(struct ev_loop *loop, ev_timer *w, int revents)
     zke_conn *c = w->data;
     (void)loop;
     (void)revents;
-    if (session_connected(c->sess) || !session_is_open(c->sess))
+    if (zkclient_connected(c->zkc) || !zkclient_is_open(c->zkc))
         return;
     conn_lose(c, "expired", "lost: no contact with ZooKeeper for a whole session timeout");
 }
@@ -490,13 +490,13 @@ static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings 
     c->cfg.prev_session = sessionfile_read(c->cfg.session_file);
     if (settings_check_conn(s, c->err, sizeof c->err) != 0)
         return c;
-    struct sess_cbs scb = { sess_state_cb, sess_watch_cb, sess_log_cb };
-    c->sess = session_new(loop, c->cfg.hosts, c->cfg.timeout_ms, &scb, c);
-    if (c->sess == NULL || session_set_auth(c->sess, s->auth_scheme, s->auth_credentials) != 0) {
+    struct zkc_cbs scb = { zkc_state_cb, zkc_watch_cb, zkc_log_cb };
+    c->zkc = zkclient_new(loop, c->cfg.hosts, c->cfg.timeout_ms, &scb, c);
+    if (c->zkc == NULL || zkclient_set_auth(c->zkc, s->auth_scheme, s->auth_credentials) != 0) {
         snprintf(c->err, sizeof c->err, "out of memory");
         return c;
     }
-    session_set_acl(c->sess, s->acl);
+    zkclient_set_acl(c->zkc, s->acl);
     ev_prepare_start(loop, &c->prepare);
     ev_unref(loop);             /* the agents keep the loop alive, not the conn */
     conn_lease_start(c);
@@ -520,7 +520,7 @@ zke_conn *conn_new_private(struct ev_loop *loop, const struct zke_settings *s, z
 }
 
 const char *conn_error(const zke_conn *c) { return c->verr; }
-session *conn_session(zke_conn *c) { return c->sess; }
+zkclient *conn_session(zke_conn *c) { return c->zkc; }
 struct ev_loop *conn_loop(const zke_conn *c) { return c->loop; }
 const char *conn_hosts(const zke_conn *c) { return c->cfg.hosts; }
 int conn_requested_timeout_ms(const zke_conn *c) { return c->cfg.timeout_ms; }
@@ -574,16 +574,16 @@ int conn_agent_start(zke_conn *c, conn_member *m, char *err, size_t errlen)
         conn_to(c, CONN_LIVE);  /* an agent started again: try again */
     /* a close under way is taken back, unless nodes are left for it to
      * release: then a new handle follows it */
-    if (session_is_open(c->sess) && c->life == CONN_IDLE_CLOSING && c->ms.close_owed == 0 &&
-        session_keep(c->sess) == 0) {
+    if (zkclient_is_open(c->zkc) && c->life == CONN_IDLE_CLOSING && c->ms.close_owed == 0 &&
+        zkclient_keep(c->zkc) == 0) {
         conn_to(c, CONN_LIVE);
         conn_guard_publish(c);       /* ours again */
     }
-    if (!session_is_open(c->sess)) {
+    if (!zkclient_is_open(c->zkc)) {
         if (!ev_is_active(&c->rt.reopen))
             conn_open(c);
-    } else if (session_connected(c->sess) && c->pr.state != PROBE_HOLDING) {
-        m->ops->session_state(a, SESS_S_CONNECTED);
+    } else if (zkclient_connected(c->zkc) && c->pr.state != PROBE_HOLDING) {
+        m->ops->session_state(a, ZKC_S_CONNECTED);
     }
     return 0;
 }
@@ -596,7 +596,7 @@ void conn_agent_stopping(zke_conn *c, conn_member *m)
 
 int conn_release_by_close(zke_conn *c, conn_member *m)
 {
-    if (life_wants(m->life) || c->ms.wanting > 0 || !session_is_open(c->sess))
+    if (life_wants(m->life) || c->ms.wanting > 0 || !zkclient_is_open(c->zkc))
         return 0;
     c->ms.close_owed++;
     return 1;
@@ -611,10 +611,10 @@ void conn_agent_done(zke_conn *c, conn_member *m)
 {
     if (life_runs(m->life))
         member_to(c, m, CM_DONE);
-    if (conn_index_count(c) > 0 || !session_is_open(c->sess))
+    if (conn_index_count(c) > 0 || !zkclient_is_open(c->zkc))
         return;
     conn_guard_unpublish(c);         /* we close it ourselves */
-    session_request_close(c->sess);
+    zkclient_request_close(c->zkc);
     if (c->life == CONN_LIVE)
         conn_to(c, CONN_IDLE_CLOSING);
     ev_timer_stop(c->loop, &c->rt.reopen);
@@ -663,9 +663,9 @@ void conn_detach(zke_conn *c, conn_member *m)
             destroy(c);         /* else when pump_agents returns */
         return;
     }
-    if (c->sess != NULL && conn_index_count(c) == 0 && session_is_open(c->sess)) {
+    if (c->zkc != NULL && conn_index_count(c) == 0 && zkclient_is_open(c->zkc)) {
         conn_guard_unpublish(c);
-        session_request_close(c->sess);
+        zkclient_request_close(c->zkc);
         if (c->life == CONN_LIVE)
             conn_to(c, CONN_IDLE_CLOSING);
     }
@@ -694,19 +694,19 @@ const char *zke_conn_errstr(const zke_conn *c)
 
 uint64_t zke_conn_session(const zke_conn *c)
 {
-    return c->sess != NULL ? session_id(c->sess) : 0;
+    return c->zkc != NULL ? zkclient_id(c->zkc) : 0;
 }
 
 int zke_conn_connected(const zke_conn *c)
 {
-    return c->sess != NULL && session_connected(c->sess);
+    return c->zkc != NULL && zkclient_connected(c->zkc);
 }
 
 void conn_set_log_level(zke_conn *c, enum zke_log_level min)
 {
     c->log.min = min;
-    if (c->sess != NULL)
-        session_set_log_level(c->sess, min);
+    if (c->zkc != NULL)
+        zkclient_set_log_level(c->zkc, min);
 }
 
 int zke_conn_set_log_level(zke_conn *c, enum zke_log_level min)

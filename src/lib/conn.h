@@ -22,7 +22,7 @@
 #define ZKELECT_CONN_H
 
 #include "renewplan.h"
-#include "session.h"
+#include "zkclient.h"
 #include "zkelect.h"
 
 /* A private conn for one agent, from the connection members of its
@@ -30,7 +30,7 @@
  * session_file_password, auth, acl). NULL when out of memory; else check conn_error() (validation). */
 zke_conn *conn_new_private(struct ev_loop *loop, const struct zke_settings *s, zke_agent *owner);
 const char *conn_error(const zke_conn *c);
-session *conn_session(zke_conn *c);
+zkclient *conn_session(zke_conn *c);
 struct ev_loop *conn_loop(const zke_conn *c);
 const char *conn_hosts(const zke_conn *c);
 int conn_requested_timeout_ms(const zke_conn *c);
@@ -60,7 +60,7 @@ void conn_set_log_level(zke_conn *c, enum zke_log_level min);
  * of the last flush), the tick probe's own life (enum conn_probe). */
 enum conn_life { CONN_LIVE, CONN_IDLE_CLOSING, CONN_AUTH_DEAD, CONN_FREEING };
 /* The probe of the servers' tick (probe.h), once a conn: not asked yet;
- * asking; asking with the first SESS_S_CONNECTED held for its answer;
+ * asking; asking with the first ZKC_S_CONNECTED held for its answer;
  * answered (freed at the next prepare); over (freed, or never needed). */
 enum conn_probe { PROBE_UNASKED, PROBE_ASKING, PROBE_HOLDING, PROBE_ANSWERED, PROBE_OVER };
 /* "live", "idle_closing", "auth_dead", "freeing"; "unasked", "asking",
@@ -110,17 +110,17 @@ struct conn_agent_ops {
     const char *(*path)(const zke_agent *a);
     const char *(*id)(const zke_agent *a);
     /* Session events, only to a running agent, in the order the agents
-     * were attached: SESS_S_CONNECTED (also at once from conn_agent_start()
-     * when connected), SESS_S_DISCONNECTED, SESS_S_AUTH_FAILED (a dead
+     * were attached: ZKC_S_CONNECTED (also at once from conn_agent_start()
+     * when connected), ZKC_S_DISCONNECTED, ZKC_S_AUTH_FAILED (a dead
      * handle that a new one would meet again). Called from inside the
      * ZooKeeper library (or conn_lose()): the agent queues, it does not
      * call its host from here. */
-    void (*session_state)(zke_agent *a, enum sess_state st);
+    void (*session_state)(zke_agent *a, enum zkc_state st);
     /* The session is gone or given up, once per session and agent
      * (event_reason "expired", "closed", "auth_failed"). Same context. */
     void (*session_lost)(zke_agent *a, const char *event_reason, const char *why);
     /* A watch on a child of its election path (path is the child's). */
-    void (*session_watch)(zke_agent *a, enum sess_watch type, const char *path);
+    void (*session_watch)(zke_agent *a, enum zkc_watch type, const char *path);
     /* From the conn's ev_prepare, when the agent is due (conn_agent_due()),
      * at most once per loop iteration, from conn_agent_start() until
      * conn_agent_quiet() or conn_detach(): drain the agent's queue (its
@@ -131,10 +131,10 @@ struct conn_agent_ops {
      * from the conn's ev_check of top priority, first thing after a poll,
      * in an iteration in which the session's lease base moved, a lease end
      * came, or an agent was added to the watch. Returns the time
-     * (sess_now_ns) the agent must be checked again at, INT64_MAX when only
+     * (zkc_now_ns) the agent must be checked again at, INT64_MAX when only
      * a move of the lease base matters, or 0 when it needs no more checks
      * (it is then no longer watched). A time is always the session's lease
-     * base (session_lease_base_ns) plus a fixed offset (its lease): the
+     * base (zkclient_lease_base_ns) plus a fixed offset (its lease): the
      * conn moves it with the base without asking again, unless *follows is
      * set (every move of the base matters to it: its fail-stop guard holds
      * the lease end), which makes moves of the base call it again. Queues,
@@ -227,7 +227,7 @@ void conn_agent_renew(zke_conn *c, conn_member *m, enum renew_level level, int p
 void conn_renew_now(zke_conn *c);
 /* The agent waits for a confirmed lease (its term waits): the next renewal
  * as soon as it can confirm the last confirming request's answer, a
- * confirmation step after that request was sent (session_last_renewal_ns;
+ * confirmation step after that request was sent (zkclient_last_renewal_ns;
  * as renew_done arms it; asked for at once at every pump of a waiting
  * term, after a reconnect, one went per round trip, each confirming
  * nothing new, until a server tick had passed). At once when none was sent
@@ -239,7 +239,7 @@ void conn_renew_soon(zke_conn *c);
 void conn_pump_all(zke_conn *c);
 
 /* The agent's next request of its own (a periodic read) waits for the
- * stream's first tick after after_ns (sess_now_ns; the nearest one, half
+ * stream's first tick after after_ns (zkc_now_ns; the nearest one, half
  * a period early at most), which must come within within_ms from now:
  * ops->ride is called then, right after the tick's renewal or read is
  * handed to the session, so both are sent in one loop iteration and

@@ -15,7 +15,7 @@ void conn_guard_publish(zke_conn *c)
 {
     if (c->guard.g == NULL)
         return;
-    if (c->guard.users != c->ms.n || session_closing(c->sess)) {
+    if (c->guard.users != c->ms.n || zkclient_closing(c->zkc)) {
         /* an agent of the session is not guarded by it (the watcher knows
          * nothing of that agent's terms, so it must not end the session),
          * or we close it ourselves */
@@ -25,7 +25,7 @@ void conn_guard_publish(zke_conn *c)
     struct closer_addr a[GUARD_SESSION_ADDRS], more[GUARD_SESSION_ADDRS];
     unsigned char pw[16];
     uint64_t id = 0;
-    if (session_credentials(c->sess, &id, pw, &a[0].sa, &a[0].len) != 0) {
+    if (zkclient_credentials(c->zkc, &id, pw, &a[0].sa, &a[0].len) != 0) {
         guard_session_clear(c->guard.g, c->guard.base);
         return;
     }
@@ -34,7 +34,7 @@ void conn_guard_publish(zke_conn *c)
     for (int i = 0; i < m && n < GUARD_SESSION_ADDRS; i++)
         if (a[0].len == 0 || more[i].len != a[0].len || memcmp(&more[i].sa, &a[0].sa, a[0].len) != 0)
             a[n++] = more[i];
-    guard_session_set(c->guard.g, c->guard.base, id, pw, session_timeout_ms(c->sess), a, n);
+    guard_session_set(c->guard.g, c->guard.base, id, pw, zkclient_timeout_ms(c->zkc), a, n);
     volatile unsigned char *v = pw;     /* (our copy of the secret) */
     for (size_t i = 0; i < sizeof pw; i++)
         v[i] = 0;
@@ -87,7 +87,7 @@ int64_t conn_guard_push(zke_conn *c)
 {
     if (c->guard.g == NULL)
         return 0;
-    int64_t base = session_lease_base_ns(c->sess);
+    int64_t base = zkclient_lease_base_ns(c->zkc);
     if (base > 0 && base != c->guard.base_ns) {
         guard_base_set(c->guard.g, c->guard.base, base);
         c->guard.base_ns = base;

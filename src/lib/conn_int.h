@@ -61,7 +61,7 @@ struct conn_member {
     struct renew_demand rd;     /* its demand on the renewal stream (conn_agent_renew) */
     int renewer_at;             /* index in c->renew.renewers, -1 when it asks nothing */
     int rider_at;               /* index in c->renew.riders, -1 when it waits for no tick */
-    int64_t ride_after;         /* the first tick after this (sess_now_ns) is its */
+    int64_t ride_after;         /* the first tick after this (zkc_now_ns) is its */
 };
 
 /* conn.c's own: the copies of the connection settings, and the session
@@ -94,7 +94,7 @@ struct conn_retry {
 };
 
 /* conn.c's own: the tick probe (probe.h): once a conn, at its first open,
- * where no agent stated the servers' tick. The first SESS_S_CONNECTED
+ * where no agent stated the servers' tick. The first ZKC_S_CONNECTED
  * waits for its answer (the agents plan their lease with it), its
  * deadline at most. */
 struct conn_probelink {
@@ -104,7 +104,7 @@ struct conn_probelink {
 
 struct zke_conn {
     struct ev_loop *loop;
-    session *sess;
+    zkclient *zkc;
     struct conn_cfg cfg;
     zke_agent *owner;           /* private conn: its agent; NULL: shared */
     const struct conn_agent_ops *owner_ops;

@@ -84,7 +84,7 @@ static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
     (void)conn_guard_push(c);       /* the guarded agents' ends follow the base: one store */
     if (c->lease.leasers.n == 0)
         return;
-    int64_t base = session_lease_base_ns(c->sess), now = sess_now_ns();
+    int64_t base = zkclient_lease_base_ns(c->zkc), now = zkc_now_ns();
     /* the watcher's heartbeat stopped: every leaser checks once (a leader
      * has no lease without it: agent_guard_watching) */
     int silent = conn_guard_silent(c, now);
@@ -127,12 +127,12 @@ static void step_cb(struct clockstep *w, int64_t step_ns)
     int64_t lost = touch_clock_lost(0, step_ns, (int64_t)(c->lease.step_margin_ms > 0
                                                               ? c->lease.step_margin_ms
                                                               : STEP_MARGIN_MS) * 1000000);
-    if (lost == 0 || c->sess == NULL)
+    if (lost == 0 || c->zkc == NULL)
         return;
     conn_logf(c, ZKE_LOG_WARN, "the wall clock stepped %" PRId64 " ms ahead of the boot clock (time "
                "sync after a pause of the whole machine?): the lease counts it as lost time",
                lost / 1000000);
-    session_lose_time(c->sess, lost);
+    zkclient_lose_time(c->zkc, lost);
     (void)conn_guard_push(c);               /* the guard's ends move back with it, now */
     leasewatch_recheck(&c->lease.lw);
     /* every leaser checked now, before the callbacks of lower priority of
@@ -171,5 +171,5 @@ void conn_lease_close(zke_conn *c)
 
 int conn_lease_pending(zke_conn *c)
 {
-    return leasewatch_pending(&c->lease.lw, session_lease_base_ns(c->sess), c->lease.leasers.n);
+    return leasewatch_pending(&c->lease.lw, zkclient_lease_base_ns(c->zkc), c->lease.leasers.n);
 }

@@ -12,11 +12,11 @@
 static struct renew_now renew_facts(zke_conn *c)
 {
     struct renew_now t = { 0 };
-    t.now = sess_now_ns();
-    if (c->sess != NULL) {
-        t.base = session_lease_base_ns(c->sess);
-        t.pair_gap_ns = session_pair_gap_ns(c->sess);
-        t.timeout_ms = session_timeout_ms(c->sess);
+    t.now = zkc_now_ns();
+    if (c->zkc != NULL) {
+        t.base = zkclient_lease_base_ns(c->zkc);
+        t.pair_gap_ns = zkclient_pair_gap_ns(c->zkc);
+        t.timeout_ms = zkclient_timeout_ms(c->zkc);
     }
     t.active = ev_is_active(&c->renew.timer);
     t.remaining = t.active ? ev_timer_remaining(c->loop, &c->renew.timer) : 0.;
@@ -50,10 +50,10 @@ static void renew_apply(zke_conn *c, struct renew_step s)
     }
 }
 
-static void renew_done(void *arg, const struct sess_result *r)
+static void renew_done(void *arg, const struct zkc_result *r)
 {
     zke_conn *c = arg;
-    if (r->rc == SESS_CLOSING) {
+    if (r->rc == ZKC_CLOSING) {
         renewplan_unanswered(&c->renew.rp);
         return;
     }
@@ -71,7 +71,7 @@ static void renew_send(zke_conn *c)
     enum renew_send kind = renewplan_send(&c->renew.rp);
     if (kind == RENEW_SEND_LATER)
         return;     /* on the answer of the one in flight */
-    if (!session_connected(c->sess) || c->renew.renewers.n == 0)
+    if (!zkclient_connected(c->zkc) || c->renew.renewers.n == 0)
         return;
     char *path = NULL;
     for (int i = 0; i < c->renew.renewers.n && path == NULL; i++) {
@@ -89,10 +89,10 @@ static void renew_send(zke_conn *c)
      * server tick before it (touch.h); the write's also that the leader
      * still had its quorum. Further back, a plain read: an answer for the
      * first renewal after a promotion to confirm. Ahead of queued requests. */
-    session_priority(c->sess);
-    int rc = kind == RENEW_SEND_READ ? session_exists(c->sess, path, 0, renew_done, c)
-             : kind == RENEW_SEND_WRITE ? session_commit(c->sess, path, renew_done, c)
-                                        : session_sync(c->sess, path, renew_done, c);
+    zkclient_priority(c->zkc);
+    int rc = kind == RENEW_SEND_READ ? zkclient_exists(c->zkc, path, 0, renew_done, c)
+             : kind == RENEW_SEND_WRITE ? zkclient_commit(c->zkc, path, renew_done, c)
+                                        : zkclient_sync(c->zkc, path, renew_done, c);
     free(path);
     if (rc == 0)
         renewplan_sent(&c->renew.rp);
@@ -100,7 +100,7 @@ static void renew_send(zke_conn *c)
 
 int conn_agent_ride(zke_conn *c, conn_member *m, int64_t after_ns, int within_ms)
 {
-    if (member_gone(m) || !ev_is_active(&c->renew.timer) || !session_connected(c->sess))
+    if (member_gone(m) || !ev_is_active(&c->renew.timer) || !zkclient_connected(c->zkc))
         return -1;
     struct renew_now t = renew_facts(c);
     if (!renewplan_ride_ok(&c->renew.rp, &t, after_ns, within_ms))
@@ -129,7 +129,7 @@ static void riders_go(zke_conn *c)
 {
     if (c->renew.riders.n == 0)
         return;
-    int64_t by = renewplan_ride_by(&c->renew.rp, sess_now_ns());
+    int64_t by = renewplan_ride_by(&c->renew.rp, zkc_now_ns());
     struct mvec go = { NULL, 0, 0 };
     for (int i = 0; i < c->renew.riders.n;) {
         conn_member *m = c->renew.riders.v[i];
@@ -203,7 +203,7 @@ void conn_renew_soon(zke_conn *c)
         return;
     conn_renew_plan(c, 0);
     struct renew_now t = renew_facts(c);
-    renew_apply(c, renewplan_soon(&c->renew.rp, &t, session_last_renewal_ns(c->sess)));
+    renew_apply(c, renewplan_soon(&c->renew.rp, &t, zkclient_last_renewal_ns(c->zkc)));
 }
 
 void conn_renew_init(zke_conn *c)

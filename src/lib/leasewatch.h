@@ -23,7 +23,7 @@
  * with it (the base plus the least offset seen), without a walk.
  *
  * Pure: no I/O, no clock (times are CLOCK_BOOTTIME ns, the session's
- * sess_now_ns, given by the caller), so it is unit-tested with synthetic
+ * zkc_now_ns, given by the caller), so it is unit-tested with synthetic
  * times. The caller owns the struct and the vector; one thread.
  *
  * A check (conn.c's check_cb) is:

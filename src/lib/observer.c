@@ -3,7 +3,7 @@
 #include "observer.h"
 #include "election.h"
 #include "nodedata.h"
-#include "session.h"
+#include "zkclient.h"
 #include "xstr.h"
 
 #include <stdarg.h>
@@ -15,7 +15,7 @@
 
 struct observer {
     struct ev_loop *loop;
-    session *s;
+    zkclient *s;
     char *zk, *path;
     zke_event_fn *on_change;
     zke_log_fn *log;
@@ -33,7 +33,7 @@ struct observer {
     struct nodedata seen;       /* what was last reported */
     char *seen_node;
     int reported, candidates;
-    int open_failed;            /* the last session_open failed (logged) */
+    int open_failed;            /* the last zkclient_open failed (logged) */
 };
 
 struct octx {
@@ -111,7 +111,7 @@ static int same(const char *a, const char *b)
  * backoff. */
 static void denied(observer *o, const char *what)
 {
-    char *msg = xprintf("permission denied: READ on '%s' for %s", what, session_auth_who(o->s));
+    char *msg = xprintf("permission denied: READ on '%s' for %s", what, zkclient_auth_who(o->s));
     if (!o->reported) {
         fatal(o, OB_AUTH, msg != NULL ? msg : "permission denied: READ on the election");
         free(msg);
@@ -167,26 +167,26 @@ static void report(observer *o, const char *node, const struct nodedata *nd, con
     o->on_change(NULL, &ev, o->ud);
 }
 
-static void get_done(void *arg, const struct sess_result *r)
+static void get_done(void *arg, const struct zkc_result *r)
 {
     struct octx *c = arg;
     observer *o = c->o;
     uint32_t gen = c->gen;
     free(c);
-    if (r->rc == SESS_CLOSING || gen != o->gen)
+    if (r->rc == ZKC_CLOSING || gen != o->gen)
         return;
-    if (r->rc == SESS_NONODE) {
+    if (r->rc == ZKC_NONODE) {
         relist(o);              /* gone before the watch was set */
         return;
     }
-    if (r->rc == SESS_NOAUTH) {
-        char *p = sess_child_path(o->path, o->node ? o->node : "");
+    if (r->rc == ZKC_NOAUTH) {
+        char *p = zkc_child_path(o->path, o->node ? o->node : "");
         denied(o, p != NULL ? p : o->path);
         free(p);
         return;
     }
-    if (r->rc != SESS_OK) {
-        if (r->rc != SESS_CONNLOSS && r->rc != SESS_EXPIRED && r->rc != SESS_AUTHFAILED)
+    if (r->rc != ZKC_OK) {
+        if (r->rc != ZKC_CONNLOSS && r->rc != ZKC_EXPIRED && r->rc != ZKC_AUTHFAILED)
             later(o, 0.5);
         return;
     }
@@ -202,65 +202,65 @@ static void get_done(void *arg, const struct sess_result *r)
 
 static void watch_leader(observer *o)
 {
-    char *p = sess_child_path(o->path, o->node);
+    char *p = zkc_child_path(o->path, o->node);
     struct octx *c = ctx(o);
-    if (p == NULL || c == NULL || session_get(o->s, p, 1, get_done, c) != 0) {
+    if (p == NULL || c == NULL || zkclient_get(o->s, p, 1, get_done, c) != 0) {
         free(c);
         later(o, 0.5);
     }
     free(p);
 }
 
-static void report_list(observer *o, const struct sess_result *r, int watched);
+static void report_list(observer *o, const struct zkc_result *r, int watched);
 
-static void chroot_done(void *arg, const struct sess_result *r)
+static void chroot_done(void *arg, const struct zkc_result *r)
 {
     struct octx *c = arg;
     observer *o = c->o;
     uint32_t gen = c->gen;
     free(c);
-    if (r->rc == SESS_CLOSING || gen != o->gen)
+    if (r->rc == ZKC_CLOSING || gen != o->gen)
         return;
-    if (r->rc == SESS_NONODE) {
+    if (r->rc == ZKC_NONODE) {
         char *msg = xprintf("the chroot '%s' in the connect string does not exist",
                            strchr(o->zk, '/'));
         fatal(o, OB_CONFIG, msg != NULL ? msg : "the chroot in the connect string does not exist");
         free(msg);
         return;
     }
-    if (r->rc != SESS_OK) {
+    if (r->rc != ZKC_OK) {
         later(o, 0.5);          /* no answer about the chroot: ask again */
         return;
     }
-    struct sess_result none;
+    struct zkc_result none;
     memset(&none, 0, sizeof none);
-    none.rc = SESS_NONODE;      /* the chroot is there, the election is not (yet) */
+    none.rc = ZKC_NONODE;      /* the chroot is there, the election is not (yet) */
     report_list(o, &none, 0);
 }
 
-static void list_done(void *arg, const struct sess_result *r)
+static void list_done(void *arg, const struct zkc_result *r)
 {
     struct octx *c = arg;
     observer *o = c->o;
     uint32_t gen = c->gen;
     int watched = c->watched;
     free(c);
-    if (r->rc == SESS_CLOSING || gen != o->gen)
+    if (r->rc == ZKC_CLOSING || gen != o->gen)
         return;
-    if (r->rc == SESS_NOAUTH) {
+    if (r->rc == ZKC_NOAUTH) {
         denied(o, o->path);
         return;
     }
-    if (r->rc == SESS_NONODE && !o->reported && strchr(o->zk, '/') != NULL) {
+    if (r->rc == ZKC_NONODE && !o->reported && strchr(o->zk, '/') != NULL) {
         /* before the first report: is it the chroot that is missing? ("/"
          * is the chroot itself) */
         struct octx *x = ctx(o);
-        if (x != NULL && session_exists(o->s, "/", 0, chroot_done, x) == 0)
+        if (x != NULL && zkclient_exists(o->s, "/", 0, chroot_done, x) == 0)
             return;
         free(x);
     }
-    if (r->rc != SESS_OK && r->rc != SESS_NONODE) {
-        if (r->rc != SESS_CONNLOSS && r->rc != SESS_EXPIRED && r->rc != SESS_AUTHFAILED)
+    if (r->rc != ZKC_OK && r->rc != ZKC_NONODE) {
+        if (r->rc != ZKC_CONNLOSS && r->rc != ZKC_EXPIRED && r->rc != ZKC_AUTHFAILED)
             later(o, 0.5);
         return;
     }
@@ -268,12 +268,12 @@ static void list_done(void *arg, const struct sess_result *r)
     report_list(o, r, watched);
 }
 
-static void report_list(observer *o, const struct sess_result *r, int watched)
+static void report_list(observer *o, const struct zkc_result *r, int watched)
 {
     const char *best = NULL;
     int32_t bseq = 0;
     int n = 0;
-    for (int i = 0; r->rc == SESS_OK && i < r->nchildren; i++) {
+    for (int i = 0; r->rc == ZKC_OK && i < r->nchildren; i++) {
         int32_t s;
         if (el_parse_seq(r->children[i], &s) != 0)
             continue;
@@ -287,13 +287,13 @@ static void report_list(observer *o, const struct sess_result *r, int watched)
     free(o->node);
     o->node = best ? strdup(best) : NULL;
     if (o->node == NULL) {
-        if (r->rc == SESS_OK && !watched) {
+        if (r->rc == ZKC_OK && !watched) {
             relist(o);          /* again, with a child watch for the first candidate */
             return;
         }
-        report(o, NULL, NULL, r->rc == SESS_NONODE ? "no_election" : "no_candidates");
+        report(o, NULL, NULL, r->rc == ZKC_NONODE ? "no_election" : "no_candidates");
         /* empty: wait for the first candidate (a missing folder: poll) */
-        if (r->rc == SESS_NONODE)
+        if (r->rc == ZKC_NONODE)
             later(o, 1.0);
         return;
     }
@@ -305,30 +305,30 @@ static void relist(observer *o)
     ev_timer_stop(o->loop, &o->settle);     /* the listing reads the leader anew */
     o->gen++;
     struct octx *c = ctx(o);
-    if (c == NULL || !session_connected(o->s) || o->failed) {
+    if (c == NULL || !zkclient_connected(o->s) || o->failed) {
         free(c);
         return;
     }
     /* a child watch only while there is no candidate to watch */
     c->watched = o->node == NULL;
-    int rc = session_list(o->s, o->path, c->watched, list_done, c);
+    int rc = zkclient_list(o->s, o->path, c->watched, list_done, c);
     if (rc != 0) {
         free(c);
         later(o, 0.5);
     }
 }
 
-static void state_cb(void *ud, enum sess_state st)
+static void state_cb(void *ud, enum zkc_state st)
 {
     observer *o = ud;
-    if (st == SESS_S_CONNECTED) {
+    if (st == ZKC_S_CONNECTED) {
         relist(o);
-    } else if (st == SESS_S_AUTH_FAILED) {
-        session_request_close(o->s);    /* a new one would be refused the same way */
-        fatal(o, OB_AUTH, session_auth_error(o->s));
-    } else if (st == SESS_S_EXPIRED) {
+    } else if (st == ZKC_S_AUTH_FAILED) {
+        zkclient_request_close(o->s);    /* a new one would be refused the same way */
+        fatal(o, OB_AUTH, zkclient_auth_error(o->s));
+    } else if (st == ZKC_S_EXPIRED) {
         olog(o, ZKE_LOG_WARN, "observer session expired; opening a new one");
-        session_request_close(o->s);
+        zkclient_request_close(o->s);
         ev_timer_stop(o->loop, &o->reopen);
         ev_timer_set(&o->reopen, 0.5, 0.);
         ev_timer_start(o->loop, &o->reopen);
@@ -358,14 +358,14 @@ static void settle_cb(struct ev_loop *loop, ev_timer *w, int revents)
     reread_leader(w->data);
 }
 
-static void watch_cb(void *ud, enum sess_watch type, const char *path)
+static void watch_cb(void *ud, enum zkc_watch type, const char *path)
 {
     observer *o = ud;
     size_t pl = strlen(o->path);
     (void)type;
     if (strncmp(path, o->path, pl) != 0 || (path[pl] != '/' && path[pl] != '\0'))
         return;
-    if (type == SESS_W_CHANGED && path[pl] == '/' && o->node != NULL &&
+    if (type == ZKC_W_CHANGED && path[pl] == '/' && o->node != NULL &&
         strcmp(path + pl + 1, o->node) == 0) {
         /* the leader published (or changed) its data */
         double wait = o->data_read + DATA_COALESCE - ev_now(o->loop);
@@ -391,7 +391,7 @@ static void prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
     (void)loop;
     (void)revents;
-    session_flush(((observer *)w->data)->s);
+    zkclient_flush(((observer *)w->data)->s);
 }
 
 static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -405,12 +405,12 @@ static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
  * does not resolve) is logged when its reason changes. */
 static void open_session(observer *o)
 {
-    if (session_open(o->s) == 0) {
+    if (zkclient_open(o->s) == 0) {
         o->open_failed = 0;
         return;
     }
     if (!o->open_failed)
-        olog(o, ZKE_LOG_WARN, "%s; retrying every second", session_error(o->s));
+        olog(o, ZKE_LOG_WARN, "%s; retrying every second", zkclient_error(o->s));
     o->open_failed = 1;
     ev_timer_set(&o->reopen, 1.0, 0.);
     ev_timer_start(o->loop, &o->reopen);
@@ -421,8 +421,8 @@ static void reopen_cb(struct ev_loop *loop, ev_timer *w, int revents)
     observer *o = w->data;
     (void)loop;
     (void)revents;
-    if (session_is_open(o->s)) {
-        session_flush(o->s);
+    if (zkclient_is_open(o->s)) {
+        zkclient_flush(o->s);
         ev_timer_set(&o->reopen, 0.1, 0.);
         ev_timer_start(o->loop, &o->reopen);
         return;
@@ -436,7 +436,7 @@ observer *observer_new(struct ev_loop *loop, const char *zk, const char *path, i
                        void *ud)
 {
     observer *o = calloc(1, sizeof *o);
-    struct sess_cbs cbs = { state_cb, watch_cb, log_cb };
+    struct zkc_cbs cbs = { state_cb, watch_cb, log_cb };
     if (o == NULL)
         return NULL;
     o->loop = loop;
@@ -446,9 +446,9 @@ observer *observer_new(struct ev_loop *loop, const char *zk, const char *path, i
     o->log = log;
     o->on_fatal = on_fatal;
     o->ud = ud;
-    o->s = o->zk && o->path ? session_new(loop, zk, session_ms > 0 ? session_ms : ZKE_DEFAULT_SESSION_TIMEOUT_MS, &cbs, o)
+    o->s = o->zk && o->path ? zkclient_new(loop, zk, session_ms > 0 ? session_ms : ZKE_DEFAULT_SESSION_TIMEOUT_MS, &cbs, o)
                             : NULL;
-    if (o->s == NULL || session_set_auth(o->s, auth_scheme, auth_credentials) != 0) {
+    if (o->s == NULL || zkclient_set_auth(o->s, auth_scheme, auth_credentials) != 0) {
         observer_free(o);
         return NULL;
     }
@@ -469,7 +469,7 @@ int observer_start(observer *o)
 
 char *observer_unreachable(const observer *o, int waited_ms)
 {
-    return session_unreachable(o->s, waited_ms);
+    return zkclient_unreachable(o->s, waited_ms);
 }
 
 void observer_free(observer *o)
@@ -483,7 +483,7 @@ void observer_free(observer *o)
         ev_timer_stop(o->loop, &o->settle);
     }
     o->gen++;
-    session_free(o->s);
+    zkclient_free(o->s);
     free(o->zk);
     free(o->path);
     free(o->node);

@@ -53,7 +53,7 @@ observer *observer_new(struct ev_loop *loop, const char *zk, const char *path, i
                        void *ud);
 int observer_start(observer *o);
 /* No first report within waited_ms, in the one wording of
- * session_unreachable() (naming why, when known). Allocated, or NULL. */
+ * zkclient_unreachable() (naming why, when known). Allocated, or NULL. */
 char *observer_unreachable(const observer *o, int waited_ms);
 void observer_free(observer *o);
 

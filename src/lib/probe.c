@@ -1,6 +1,6 @@
 /* probe.c - see probe.h. */
 #include "probe.h"
-#include "session.h"
+#include "zkclient.h"
 
 #include <stdlib.h>
 
@@ -8,7 +8,7 @@
 
 struct probe {
     struct ev_loop *loop;
-    session *s;
+    zkclient *s;
     ev_prepare prep;            /* flushes the session (its I/O interest, its close) */
     ev_timer deadline;
     ev_timer report;            /* zero timer: done() runs from the loop, not a session callback */
@@ -32,32 +32,32 @@ static void report_now(struct probe *p)
  * follows from the loop. */
 static void finish(struct probe *p)
 {
-    session_request_close(p->s);
+    zkclient_request_close(p->s);
     ev_timer_stop(p->loop, &p->deadline);
     if (!p->reported && !ev_is_active(&p->report))
         ev_timer_start(p->loop, &p->report);
 }
 
-static void state_cb(void *ud, enum sess_state st)
+static void state_cb(void *ud, enum zkc_state st)
 {
     struct probe *p = ud;
     if (p->reported || ev_is_active(&p->report))
         return;
-    if (st == SESS_S_CONNECTED) {
-        int g = session_timeout_ms(p->s);
+    if (st == ZKC_S_CONNECTED) {
+        int g = zkclient_timeout_ms(p->s);
         p->granted_ms = g > 0 ? g : 0;
         finish(p);
-    } else if (st == SESS_S_EXPIRED || st == SESS_S_AUTH_FAILED) {
+    } else if (st == ZKC_S_EXPIRED || st == ZKC_S_AUTH_FAILED) {
         finish(p);
     }
-    /* SESS_S_DISCONNECTED: the library tries the next server until the deadline */
+    /* ZKC_S_DISCONNECTED: the library tries the next server until the deadline */
 }
 
 static void prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
     (void)loop;
     (void)revents;
-    session_flush(((struct probe *)w->data)->s);
+    zkclient_flush(((struct probe *)w->data)->s);
 }
 
 static void deadline_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -65,7 +65,7 @@ static void deadline_cb(struct ev_loop *loop, ev_timer *w, int revents)
     struct probe *p = w->data;
     (void)loop;
     (void)revents;
-    session_request_close(p->s);
+    zkclient_request_close(p->s);
     report_now(p);
 }
 
@@ -80,21 +80,21 @@ struct probe *probe_start(struct ev_loop *loop, const char *hosts, int ask_ms, i
                           probe_done_fn *done, void *ud)
 {
     struct probe *p = calloc(1, sizeof *p);
-    struct sess_cbs cbs = { state_cb, NULL, NULL };     /* no watch is set; no log wanted */
+    struct zkc_cbs cbs = { state_cb, NULL, NULL };     /* no watch is set; no log wanted */
     if (p == NULL)
         return NULL;
     p->loop = loop;
     p->done = done;
     p->ud = ud;
-    p->s = session_new(loop, hosts, ask_ms > 0 ? ask_ms : 1, &cbs, p);
+    p->s = zkclient_new(loop, hosts, ask_ms > 0 ? ask_ms : 1, &cbs, p);
     if (p->s == NULL) {
         free(p);
         return NULL;
     }
     /* the library's own lines of a session nobody uses are noise */
-    session_set_log_level(p->s, ZKE_LOG_ERROR);
-    if (session_open(p->s) != 0) {
-        session_free(p->s);
+    zkclient_set_log_level(p->s, ZKE_LOG_ERROR);
+    if (zkclient_open(p->s) != 0) {
+        zkclient_free(p->s);
         free(p);
         return NULL;
     }
@@ -117,6 +117,6 @@ void probe_free(struct probe *p)
     report_now(p);
     ev_ref(p->loop);
     ev_prepare_stop(p->loop, &p->prep);
-    session_free(p->s);         /* closes its session if it is open */
+    zkclient_free(p->s);         /* closes its session if it is open */
     free(p);
 }

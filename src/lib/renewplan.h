@@ -22,7 +22,7 @@
  *   - while it is not (a reconnect, a term waiting for its lease): the next
  *     renewal as soon as it can confirm this answer.
  *
- * Inputs are times (CLOCK_BOOTTIME ns, sess_now_ns, or s for the timer's
+ * Inputs are times (CLOCK_BOOTTIME ns, zkc_now_ns, or s for the timer's
  * delays, as libev's ev_tstamp), durations and the demand; outputs are
  * decisions (struct renew_step). Pure: no I/O, no clock, no loop, so it is
  * unit-tested with synthetic times. The caller owns the struct; one thread.
@@ -71,9 +71,9 @@ struct renewplan {
 
 /* The session's and the timer's facts a decision reads. */
 struct renew_now {
-    int64_t now;                /* sess_now_ns() */
-    int64_t base;               /* the lease base (session_lease_base_ns), 0: none */
-    int64_t pair_gap_ns;        /* one server tick x (1 + drift) (session_pair_gap_ns) */
+    int64_t now;                /* zkc_now_ns() */
+    int64_t base;               /* the lease base (zkclient_lease_base_ns), 0: none */
+    int64_t pair_gap_ns;        /* one server tick x (1 + drift) (zkclient_pair_gap_ns) */
     int timeout_ms;             /* the session's timeout (session_timeout_ms) */
     int active;                 /* the stream's timer runs */
     double remaining;           /* s until it fires (when it runs) */

@@ -6,8 +6,8 @@
  * session and reads it once when it is made (the session a restarted
  * agent had before).
  *
- * No session, no loop: the caller passes the credentials (session.h's
- * session_credentials). Any thread; the caller owns every buffer.
+ * No session, no loop: the caller passes the credentials (zkclient.h's
+ * zkclient_credentials). Any thread; the caller owns every buffer.
  */
 #ifndef ZKELECT_SESSIONFILE_H
 #define ZKELECT_SESSIONFILE_H

@@ -22,7 +22,7 @@
 /* Any of the values zke_lease_check can blame set explicitly. */
 int settings_lease_given(const struct zke_settings *s);
 /* zke_lease_check with the tick a session pairs its renewals with
- * (session_pair_tick_ms: the longest its agents state, or learned from the
+ * (zkclient_pair_tick_ms: the longest its agents state, or learned from the
  * servers, probe.h), which replaces the settings' (0: the settings', else
  * half of T). */
 int settings_lease_plan(const struct zke_settings *s, int T, int tick_ms,

@@ -282,7 +282,7 @@ struct cand {
                                  * holds (ground truth, whatever term.c says) */
     int64_t seen_zxid;
     struct touch_log touch;
-    unsigned sess_gen;
+    unsigned zkc_gen;
     struct creq reqs[MAXREQ];
     int next_reqid;
     /* the agent */
@@ -1220,10 +1220,10 @@ static void guard_sync(struct cand *c)
     struct term_lease l = {S->plan.lease_ms, S->plan.stepdown_budget_ms, S->plan.margin_ms, 0, 0};
     if (term_armed(&c->term) && !c->term.frozen)
         l.end_ns = lease_end(c);
-    if (term_needs_freeze(&c->term, c->sess_gen))
+    if (term_needs_freeze(&c->term, c->zkc_gen))
         term_freeze(&c->term, c->term.armed.hard_ns, c->term.armed.soft_ns);
     struct term_ends e = term_ends_for(&c->term, &l);
-    if (term_arm(&c->term, &e, c->sess_gen)) {
+    if (term_arm(&c->term, &e, c->zkc_gen)) {
         c->guard_gen++;
         if (e.hard_ns > 0)
             push(true_of(c, e.hard_ns), K_GUARD, c->idx, 0, c->guard_gen, NULL);
@@ -1776,7 +1776,7 @@ static void new_handle(struct cand *c)
     c->handle_connected = 0;
     c->opened = lnow(c);
     touch_init(&c->touch);
-    c->sess_gen++;
+    c->zkc_gen++;
     c->seen_zxid = 0;
 }
 
@@ -1811,7 +1811,7 @@ static void session_expired(struct cand *c, const char *why)
     timer_after(c, T_KICK, rrange(MS, 50 * MS));
 }
 
-/* session.c's completion: touch, then the owner */
+/* zkclient.c's completion: touch, then the owner */
 static void on_answer(struct cand *c, struct msg *m)
 {
     struct creq *r = NULL;
@@ -1961,7 +1961,7 @@ static void on_client_msg(struct cand *c, struct msg *m, int local_fail)
         timer_stop(c, T_CONNECT);
         timer_stop(c, T_GIVEUP);
         touch_reset(&c->touch);
-        c->last_renewal = 0;    /* (session.c: what the old one sent pairs with nothing) */
+        c->last_renewal = 0;    /* (zkclient.c: what the old one sent pairs with nothing) */
         if (!c->handle_connected)
             touch_grant(&c->touch, c->opened);
         else

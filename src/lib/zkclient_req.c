@@ -1,16 +1,16 @@
 /*
- * session_req.c - the session's requests: each from session_create()...
+ * zkclient_req.c - the session's requests: each from zkclient_create()...
  * to its completion, called exactly once (with the answer, or
- * SESS_CLOSING when the handle closes or its owner cancels first).
+ * ZKC_CLOSING when the handle closes or its owner cancels first).
  *
  * At most INFLIGHT_MAX are handed to the library at a time; the rest wait
  * in order in the queue (a priority one, a renewal, ahead of the others)
  * and are handed over as answers come in. Each request is on the
- * session's pending list and, when tagged, on its owner's (session_cancel).
+ * session's pending list and, when tagged, on its owner's (zkclient_cancel).
  * The completions feed the lease's touch log (touch.h) and the counters.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "session_int.h"
+#include "zkclient_int.h"
 #include "xstr.h"
 
 #include <stdio.h>
@@ -26,24 +26,24 @@
  * go ahead of the queue. */
 #define INFLIGHT_MAX 128
 
-static enum sess_rc map_rc(int rc)
+static enum zkc_rc map_rc(int rc)
 {
-    if (rc == ZOK) return SESS_OK;
-    if (rc == ZNONODE) return SESS_NONODE;
-    if (rc == ZNODEEXISTS) return SESS_NODEEXISTS;
-    if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) return SESS_CONNLOSS;
-    if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) return SESS_EXPIRED;
-    if (rc == ZCLOSING) return SESS_CLOSING;
-    if (rc == ZNOAUTH) return SESS_NOAUTH;
-    if (rc == ZAUTHFAILED || rc == ZSESSIONCLOSEDREQUIRESASLAUTH) return SESS_AUTHFAILED;
-    if (rc == ZNOTEMPTY) return SESS_NOTEMPTY;
-    if (rc == ZBADARGUMENTS) return SESS_BADARGS;
-    if (rc == ZBADVERSION) return SESS_BADVERSION;
-    if (rc == ZNOCHILDRENFOREPHEMERALS) return SESS_NOCHILDREN;
-    return SESS_FAILED;
+    if (rc == ZOK) return ZKC_OK;
+    if (rc == ZNONODE) return ZKC_NONODE;
+    if (rc == ZNODEEXISTS) return ZKC_NODEEXISTS;
+    if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) return ZKC_CONNLOSS;
+    if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) return ZKC_EXPIRED;
+    if (rc == ZCLOSING) return ZKC_CLOSING;
+    if (rc == ZNOAUTH) return ZKC_NOAUTH;
+    if (rc == ZAUTHFAILED || rc == ZSESSIONCLOSEDREQUIRESASLAUTH) return ZKC_AUTHFAILED;
+    if (rc == ZNOTEMPTY) return ZKC_NOTEMPTY;
+    if (rc == ZBADARGUMENTS) return ZKC_BADARGS;
+    if (rc == ZBADVERSION) return ZKC_BADVERSION;
+    if (rc == ZNOCHILDRENFOREPHEMERALS) return ZKC_NOCHILDREN;
+    return ZKC_FAILED;
 }
 
-const char *sess_rc_name(enum sess_rc rc)
+const char *zkc_rc_name(enum zkc_rc rc)
 {
     static const char *names[] = { "ok", "nonode", "nodeexists", "connloss", "expired",
                                    "closing", "noauth", "notempty", "badargs", "badversion", "failed",
@@ -51,7 +51,7 @@ const char *sess_rc_name(enum sess_rc rc)
     return (unsigned)rc < sizeof names / sizeof names[0] ? names[rc] : "?";
 }
 
-static struct req *new_req(session *s, sess_done_fn *cb, void *arg)
+static struct req *new_req(zkclient *s, zkc_done_fn *cb, void *arg)
 {
     struct req *r = calloc(1, sizeof *r);
     if (r == NULL) {
@@ -80,9 +80,9 @@ static struct req *new_req(session *s, sess_done_fn *cb, void *arg)
 }
 
 /* new_req() on a live handle; NULL (reason in s->err) without one. */
-static struct req *start_req(session *s, sess_done_fn *cb, void *arg)
+static struct req *start_req(zkclient *s, zkc_done_fn *cb, void *arg)
 {
-    if (s->life == SESS_LIFE_CLOSED) {
+    if (s->life == ZKC_LIFE_CLOSED) {
         snprintf(s->err, sizeof s->err, "no session");
         s->q.tag = NULL;
         s->q.prio = false;
@@ -128,37 +128,37 @@ static void free_req(struct req *r)
     free(r);
 }
 
-void session_tag(session *s, struct sess_owner *owner)
+void zkclient_tag(zkclient *s, struct zkc_owner *owner)
 {
     s->q.tag = owner;
 }
 
-void session_priority(session *s)
+void zkclient_priority(zkclient *s)
 {
     s->q.prio = true;
 }
 
-int session_inflight(const session *s)
+int zkclient_inflight(const zkclient *s)
 {
     return s->q.inflight;
 }
 
-/* Calls r's completion with SESS_CLOSING now (a request that was never
+/* Calls r's completion with ZKC_CLOSING now (a request that was never
  * handed to the library, or a cancelled one's), once. */
 static void complete_closing(struct req *r)
 {
-    struct sess_result res;
-    sess_done_fn *cb = r->cb;
+    struct zkc_result res;
+    zkc_done_fn *cb = r->cb;
     r->cb = NULL;
     if (cb == NULL)
         return;
     memset(&res, 0, sizeof res);
-    res.rc = SESS_CLOSING;
+    res.rc = ZKC_CLOSING;
     res.sent_ns = r->sent_ns;
     cb(r->arg, &res);
 }
 
-static int unqueue(session *s, struct req *r)
+static int unqueue(zkclient *s, struct req *r)
 {
     struct req **p = &s->q.qhead, *prev = NULL;
     while (*p != NULL && *p != r) {
@@ -177,7 +177,7 @@ static int unqueue(session *s, struct req *r)
     return 0;
 }
 
-void session_cancel(session *s, struct sess_owner *owner)
+void zkclient_cancel(zkclient *s, struct zkc_owner *owner)
 {
     if (owner == NULL)
         return;
@@ -211,16 +211,16 @@ void session_cancel(session *s, struct sess_owner *owner)
 }
 
 /* Requests sent, by kind, and names received in listings: process-wide
- * (all sessions), only read by session_counters(); the loop is one thread. */
-static const char *const op_names[SESS_OPS] = { "create", "delete", "exists", "get", "list", "set",
+ * (all sessions), only read by zkclient_counters(); the loop is one thread. */
+static const char *const op_names[ZKC_OPS] = { "create", "delete", "exists", "get", "list", "set",
                                                 "sync", "commit" };
-_Static_assert(SESS_OPS == ZKE_REQUEST_OPS, "zke_requests.sent is indexed like op_names");
-static uint64_t op_count[SESS_OPS];
+_Static_assert(ZKC_OPS == ZKE_REQUEST_OPS, "zke_requests.sent is indexed like op_names");
+static uint64_t op_count[ZKC_OPS];
 static uint64_t listed_names;
 
-static void count_op(session *s, const char *what)
+static void count_op(zkclient *s, const char *what)
 {
-    for (int i = 0; i < SESS_OPS; i++) {
+    for (int i = 0; i < ZKC_OPS; i++) {
         if (strcmp(op_names[i], what) == 0) {
             op_count[i]++;
             s->q.sent.sent[i]++;
@@ -230,27 +230,27 @@ static void count_op(session *s, const char *what)
 
 const char *zke_request_op_name(int i)
 {
-    return i >= 0 && i < SESS_OPS ? op_names[i] : NULL;
+    return i >= 0 && i < ZKC_OPS ? op_names[i] : NULL;
 }
 
-void session_requests(const session *s, struct zke_requests *out)
+void zkclient_requests(const zkclient *s, struct zke_requests *out)
 {
     *out = s->q.sent;
 }
 
-const char *session_counters(int i, uint64_t *n)
+const char *zkclient_counters(int i, uint64_t *n)
 {
-    if (i == SESS_OPS) {
+    if (i == ZKC_OPS) {
         *n = listed_names;
         return "listed_names";
     }
-    if (i < 0 || i > SESS_OPS)
+    if (i < 0 || i > ZKC_OPS)
         return NULL;
     *n = op_count[i];
     return op_names[i];
 }
 
-static void fill_stat(struct sess_result *res, const struct Stat *st)
+static void fill_stat(struct zkc_result *res, const struct Stat *st)
 {
     if (st == NULL)
         return;
@@ -265,11 +265,11 @@ static void fill_stat(struct sess_result *res, const struct Stat *st)
     res->numchildren = st->numChildren;
 }
 
-static void issue_queued(session *s);
+static void issue_queued(zkclient *s);
 
-static void done(struct req *r, struct sess_result *res, int rc)
+static void done(struct req *r, struct zkc_result *res, int rc)
 {
-    session *s = r->s;
+    zkclient *s = r->s;
     if (r->issued) {
         r->issued = false;
         s->q.inflight--;
@@ -277,19 +277,19 @@ static void done(struct req *r, struct sess_result *res, int rc)
     /* enforce.auth.enabled: the server answers the first request of a
      * connection without accepted credentials with this code and closes the
      * connection; the client would reconnect and meet it again, forever. */
-    if (s->life != SESS_LIFE_CLOSED && (rc == ZSESSIONCLOSEDREQUIRESASLAUTH || rc == ZAUTHFAILED)) {
+    if (s->life != ZKC_LIFE_CLOSED && (rc == ZSESSIONCLOSEDREQUIRESASLAUTH || rc == ZAUTHFAILED)) {
         if (s->auth.scheme == NULL)
-            sess_auth_failed(s, "ZooKeeper requires authentication and closed the session "
+            zkc_auth_failed(s, "ZooKeeper requires authentication and closed the session "
                                 "(%s given: use --auth or --auth-file)", s->auth.who);
         else
-            sess_auth_failed(s, "ZooKeeper requires authentication with a scheme it enforces "
+            zkc_auth_failed(s, "ZooKeeper requires authentication with a scheme it enforces "
                                 "(enforce.auth.schemes) and closed the session: %s is not one",
                              s->auth.who);
     }
     res->zrc = rc;
     res->rc = map_rc(rc);
-    if (s->life == SESS_LIFE_CLOSED && res->rc != SESS_OK)
-        res->rc = SESS_CLOSING;
+    if (s->life == ZKC_LIFE_CLOSED && res->rc != ZKC_OK)
+        res->rc = ZKC_CLOSING;
     /* The server we are connected to processed the request, so it heard
      * from this session at or after the send time; whether its quorum
      * leader did is for a later sync to show (touch.h). Only codes a server
@@ -297,16 +297,16 @@ static void done(struct req *r, struct sess_result *res, int rc)
      * requests itself with the failure's code. */
     res->sent_ns = r->sent_ns;
     res->read_ns = s->pump.reading_ns;
-    if (sess_conn_life(s) == SESS_LIFE_CONNECTED && r->sent_ns >= s->lease.lost_at_ns &&
+    if (zkc_conn_life(s) == ZKC_LIFE_CONNECTED && r->sent_ns >= s->lease.lost_at_ns &&
         (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOAUTH || rc == ZBADVERSION ||
          rc == ZNOTEMPTY || rc == ZNOCHILDRENFOREPHEMERALS)) {
         if (r->confirms && rc == ZOK) {
             int64_t before = s->lease.touch.confirmed;
-            (void)touch_synced(&s->lease.touch, r->sent_ns, sess_now_ns(), session_pair_gap_ns(s));
+            (void)touch_synced(&s->lease.touch, r->sent_ns, zkc_now_ns(), zkclient_pair_gap_ns(s));
             if (s->lease.touch.confirmed > before && res->read_ns != 0)
                 s->lease.base_moved_read_ns = res->read_ns;
         } else
-            touch_answered(&s->lease.touch, r->sent_ns, sess_now_ns(), session_pair_gap_ns(s));
+            touch_answered(&s->lease.touch, r->sent_ns, zkc_now_ns(), zkclient_pair_gap_ns(s));
     }
     unlink_req(r);              /* before the callback: a cancel there cannot see it */
     if (r->cb != NULL)
@@ -317,7 +317,7 @@ static void done(struct req *r, struct sess_result *res, int rc)
 
 static void create_done(int rc, const char *string, const struct Stat *stat, const void *data)
 {
-    struct sess_result res;
+    struct zkc_result res;
     memset(&res, 0, sizeof res);
     if (rc == ZOK) {
         res.path = string;
@@ -328,7 +328,7 @@ static void create_done(int rc, const char *string, const struct Stat *stat, con
 
 static void list_done(int rc, const struct String_vector *sv, const struct Stat *stat, const void *data)
 {
-    struct sess_result res;
+    struct zkc_result res;
     memset(&res, 0, sizeof res);
     if (rc == ZOK && sv != NULL) {
         res.children = (const char *const *)sv->data;
@@ -343,7 +343,7 @@ static void list_done(int rc, const struct String_vector *sv, const struct Stat 
 
 static void get_done(int rc, const char *value, int len, const struct Stat *stat, const void *data)
 {
-    struct sess_result res;
+    struct zkc_result res;
     memset(&res, 0, sizeof res);
     if (rc == ZOK) {
         res.data = value;
@@ -355,7 +355,7 @@ static void get_done(int rc, const char *value, int len, const struct Stat *stat
 
 static void stat_done(int rc, const struct Stat *stat, const void *data)
 {
-    struct sess_result res;
+    struct zkc_result res;
     memset(&res, 0, sizeof res);
     if (rc == ZOK)
         fill_stat(&res, stat);
@@ -364,7 +364,7 @@ static void stat_done(int rc, const struct Stat *stat, const void *data)
 
 static void sync_done(int rc, const char *value, const void *data)
 {
-    struct sess_result res;
+    struct zkc_result res;
     (void)value;
     memset(&res, 0, sizeof res);
     done((struct req *)data, &res, rc);
@@ -372,14 +372,14 @@ static void sync_done(int rc, const char *value, const void *data)
 
 static void void_done(int rc, const void *data)
 {
-    struct sess_result res;
+    struct zkc_result res;
     memset(&res, 0, sizeof res);
     done((struct req *)data, &res, rc);
 }
 
 static void set_done(int rc, const struct Stat *stat, const void *data)
 {
-    struct sess_result res;
+    struct zkc_result res;
     memset(&res, 0, sizeof res);
     if (rc == ZOK)
         fill_stat(&res, stat);
@@ -388,15 +388,15 @@ static void set_done(int rc, const struct Stat *stat, const void *data)
 
 /* Hands r to the library now: its send time is now. The library's code
  * (ZOK: it will call the completion, exactly once). */
-static int issue(session *s, struct req *r)
+static int issue(zkclient *s, struct req *r)
 {
     static const char *const what[] = { "create", "list", "get", "exists", "sync", "commit",
                                         "delete", "set" };
     int rc;
-    watcher_fn w = r->watch ? sess_path_watcher : NULL;
+    watcher_fn w = r->watch ? zkc_path_watcher : NULL;
     void *wctx = r->watch ? s : NULL;
-    r->sent_ns = sess_now_ns();
-    session *outer = sess_route_enter(s);
+    r->sent_ns = zkc_now_ns();
+    zkclient *outer = zkc_route_enter(s);
     switch (r->op) {
     case OP_CREATE:
         rc = zoo_acreate2(s->zh, r->path, r->data, r->data ? r->len : -1, &s->auth.acl_vec, r->flags,
@@ -416,7 +416,7 @@ static int issue(session *s, struct req *r)
     case OP_DELETE: rc = zoo_adelete(s->zh, r->path, -1, void_done, r); break;
     default: rc = zoo_aset(s->zh, r->path, r->data, r->len, r->version, set_done, r); break;
     }
-    sess_route_leave(outer);
+    zkc_route_leave(outer);
     if (rc == ZOK) {
         r->issued = true;
         s->q.inflight++;
@@ -436,9 +436,9 @@ static int issue(session *s, struct req *r)
 
 /* Hands queued requests to the library while below the cap; one the
  * library refuses (the handle died) completes with its code. */
-static void issue_queued(session *s)
+static void issue_queued(zkclient *s)
 {
-    while (s->q.qhead != NULL && s->q.inflight < INFLIGHT_MAX && s->life != SESS_LIFE_CLOSED) {
+    while (s->q.qhead != NULL && s->q.inflight < INFLIGHT_MAX && s->life != ZKC_LIFE_CLOSED) {
         struct req *r = s->q.qhead;
         s->q.qhead = r->qnext;
         if (s->q.qhead == NULL)
@@ -454,7 +454,7 @@ static void issue_queued(session *s)
         }
         int rc = issue(s, r);
         if (rc != ZOK && rc != ZMARSHALLINGERROR) {
-            struct sess_result res;
+            struct zkc_result res;
             memset(&res, 0, sizeof res);
             done(r, &res, rc);          /* issues the rest itself */
             return;
@@ -465,7 +465,7 @@ static void issue_queued(session *s)
     }
 }
 
-void sess_fail_queued(session *s)
+void zkc_fail_queued(zkclient *s)
 {
     while (s->q.qhead != NULL) {
         struct req *r = s->q.qhead;
@@ -482,7 +482,7 @@ void sess_fail_queued(session *s)
 /* Sends r (made by start_req, its arguments set) now, or queues it (a
  * priority request ahead of the others). 0: its completion will be called;
  * -1: it will not (the library refused it at once; reason in s->err). */
-static int submit(session *s, struct req *r)
+static int submit(zkclient *s, struct req *r)
 {
     bool prio = s->q.prio;
     s->q.prio = false;
@@ -519,7 +519,7 @@ static int submit(session *s, struct req *r)
 }
 
 /* A request of op on path (copied), or NULL (reason in s->err). */
-static struct req *prepare(session *s, enum req_op op, const char *path, sess_done_fn *cb, void *arg)
+static struct req *prepare(zkclient *s, enum req_op op, const char *path, zkc_done_fn *cb, void *arg)
 {
     struct req *r = start_req(s, cb, arg);
     if (r == NULL)
@@ -535,14 +535,14 @@ static struct req *prepare(session *s, enum req_op op, const char *path, sess_do
     return r;
 }
 
-int session_create(session *s, const char *path, const char *data, size_t len,
-                   enum sess_create mode, sess_done_fn *cb, void *arg)
+int zkclient_create(zkclient *s, const char *path, const char *data, size_t len,
+                   enum zkc_create mode, zkc_done_fn *cb, void *arg)
 {
     struct req *r = prepare(s, OP_CREATE, path, cb, arg);
     if (r == NULL)
         return -1;
-    r->flags = mode == SESS_EPHEMERAL_SEQ ? ZOO_EPHEMERAL_SEQUENTIAL
-             : mode == SESS_CONTAINER ? ZOO_CONTAINER : ZOO_PERSISTENT;
+    r->flags = mode == ZKC_EPHEMERAL_SEQ ? ZOO_EPHEMERAL_SEQUENTIAL
+             : mode == ZKC_CONTAINER ? ZOO_CONTAINER : ZOO_PERSISTENT;
     if (data != NULL) {
         r->data = malloc(len > 0 ? len : 1);
         if (r->data == NULL) {
@@ -557,7 +557,7 @@ int session_create(session *s, const char *path, const char *data, size_t len,
     return submit(s, r);
 }
 
-int session_list(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
+int zkclient_list(zkclient *s, const char *path, int watch, zkc_done_fn *cb, void *arg)
 {
     struct req *r = prepare(s, OP_LIST, path, cb, arg);
     if (r == NULL)
@@ -566,7 +566,7 @@ int session_list(session *s, const char *path, int watch, sess_done_fn *cb, void
     return submit(s, r);
 }
 
-int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
+int zkclient_get(zkclient *s, const char *path, int watch, zkc_done_fn *cb, void *arg)
 {
     struct req *r = prepare(s, OP_GET, path, cb, arg);
     if (r == NULL)
@@ -575,7 +575,7 @@ int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void 
     return submit(s, r);
 }
 
-int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, void *arg)
+int zkclient_exists(zkclient *s, const char *path, int watch, zkc_done_fn *cb, void *arg)
 {
     struct req *r = prepare(s, OP_EXISTS, path, cb, arg);
     if (r == NULL)
@@ -584,7 +584,7 @@ int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, vo
     return submit(s, r);
 }
 
-int session_sync(session *s, const char *path, sess_done_fn *cb, void *arg)
+int zkclient_sync(zkclient *s, const char *path, zkc_done_fn *cb, void *arg)
 {
     struct req *r = prepare(s, OP_SYNC, path, cb, arg);
     if (r == NULL)
@@ -593,7 +593,7 @@ int session_sync(session *s, const char *path, sess_done_fn *cb, void *arg)
     return submit(s, r);
 }
 
-int session_commit(session *s, const char *path, sess_done_fn *cb, void *arg)
+int zkclient_commit(zkclient *s, const char *path, zkc_done_fn *cb, void *arg)
 {
     struct req *r = prepare(s, OP_COMMIT, path, cb, arg);
     if (r == NULL)
@@ -602,14 +602,14 @@ int session_commit(session *s, const char *path, sess_done_fn *cb, void *arg)
     return submit(s, r);
 }
 
-int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg)
+int zkclient_delete(zkclient *s, const char *path, zkc_done_fn *cb, void *arg)
 {
     struct req *r = prepare(s, OP_DELETE, path, cb, arg);
     return r == NULL ? -1 : submit(s, r);
 }
 
-int session_set(session *s, const char *path, const char *data, size_t len, int version,
-                int confirms, sess_done_fn *cb, void *arg)
+int zkclient_set(zkclient *s, const char *path, const char *data, size_t len, int version,
+                int confirms, zkc_done_fn *cb, void *arg)
 {
     struct req *r = prepare(s, OP_SET, path, cb, arg);
     if (r == NULL)

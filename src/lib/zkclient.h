@@ -1,27 +1,27 @@
 /*
- * session.h - one ZooKeeper client handle (libzookeeper_st) on a libev loop.
+ * zkclient.h - one ZooKeeper client handle (libzookeeper_st) on a libev loop.
  * The handle opens and keeps a ZooKeeper session; conn.h's zke_conn is that
  * session as the agents share it.
  *
  * The only module that includes <zookeeper/zookeeper.h> (its files:
- * session_int.h). It owns the handle, the loop's watchers (session_loop.h,
- * session_libev.c), and maps the library's codes to enum sess_rc.
+ * zkclient_int.h). It owns the handle, the loop's watchers (zkclient_loop.h,
+ * zkclient_libev.c), and maps the library's codes to enum zkc_rc.
  *
  * Calling rules:
  *  - All calls from the loop thread.
- *  - The owner must call session_flush() once per loop iteration before the
+ *  - The owner must call zkclient_flush() once per loop iteration before the
  *    loop blocks (from an ev_prepare); it re-arms the io watcher with the fd
  *    of the latest zookeeper_interest() and performs a requested close. The
  *    ZooKeeper library's callbacks (state, watch, completions) run only from
- *    inside the io/timer callbacks and session_flush().
- *  - Inside a session callback the owner may issue requests (session_create
- *    ...) and session_request_close(), but not session_flush() or
- *    session_free().
+ *    inside the io/timer callbacks and zkclient_flush().
+ *  - Inside a session callback the owner may issue requests (zkclient_create
+ *    ...) and zkclient_request_close(), but not zkclient_flush() or
+ *    zkclient_free().
  *  - Every completion is called exactly once: with the result, or with
- *    SESS_CLOSING when the handle is closed first.
+ *    ZKC_CLOSING when the handle is closed first.
  */
-#ifndef ZKELECT_SESSION_H
-#define ZKELECT_SESSION_H
+#ifndef ZKELECT_ZKCLIENT_H
+#define ZKELECT_ZKCLIENT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -29,46 +29,46 @@
 #include "zkelect.h"
 
 struct ev_loop;
-typedef struct session session;
+typedef struct zkclient zkclient;
 
-enum sess_rc {
-    SESS_OK = 0, SESS_NONODE, SESS_NODEEXISTS, SESS_CONNLOSS, SESS_EXPIRED,
-    SESS_CLOSING, SESS_NOAUTH, SESS_NOTEMPTY, SESS_BADARGS, SESS_BADVERSION, SESS_FAILED,
-    SESS_AUTHFAILED,    /* the handle is dead (SESS_S_AUTH_FAILED came first) */
-    SESS_NOCHILDREN     /* a create under an ephemeral node (NOCHILDRENFOREPHEMERALS) */
+enum zkc_rc {
+    ZKC_OK = 0, ZKC_NONODE, ZKC_NODEEXISTS, ZKC_CONNLOSS, ZKC_EXPIRED,
+    ZKC_CLOSING, ZKC_NOAUTH, ZKC_NOTEMPTY, ZKC_BADARGS, ZKC_BADVERSION, ZKC_FAILED,
+    ZKC_AUTHFAILED,    /* the handle is dead (ZKC_S_AUTH_FAILED came first) */
+    ZKC_NOCHILDREN     /* a create under an ephemeral node (NOCHILDRENFOREPHEMERALS) */
 };
 
-enum sess_state {
-    SESS_S_CONNECTED,      /* handshake done (first time or again) */
-    SESS_S_DISCONNECTED,   /* a connected session lost its connection */
-    SESS_S_EXPIRED,        /* the server expired the session: handle is dead */
-    SESS_S_AUTH_FAILED     /* handle is dead: the server rejected our credentials, or it
+enum zkc_state {
+    ZKC_S_CONNECTED,      /* handshake done (first time or again) */
+    ZKC_S_DISCONNECTED,   /* a connected session lost its connection */
+    ZKC_S_EXPIRED,        /* the server expired the session: handle is dead */
+    ZKC_S_AUTH_FAILED     /* handle is dead: the server rejected our credentials, or it
                             * requires authentication we did not give (enforce.auth);
-                            * session_auth_error() says which. Reopening fails again. */
+                            * zkclient_auth_error() says which. Reopening fails again. */
 };
 
-/* The handle's lifecycle (session_life()). */
-enum sess_life {
-    SESS_LIFE_CLOSED,      /* no handle: never opened, or closed (session_open makes one) */
-    SESS_LIFE_CONNECTING,  /* a handle that has not connected yet: no session exists yet */
-    SESS_LIFE_CONNECTED,   /* connected (first time or again) */
-    SESS_LIFE_SUSPENDED,   /* connected once, the connection lost: the session may live on,
+/* The handle's lifecycle (zkclient_life()). */
+enum zkc_life {
+    ZKC_LIFE_CLOSED,      /* no handle: never opened, or closed (zkclient_open makes one) */
+    ZKC_LIFE_CONNECTING,  /* a handle that has not connected yet: no session exists yet */
+    ZKC_LIFE_CONNECTED,   /* connected (first time or again) */
+    ZKC_LIFE_SUSPENDED,   /* connected once, the connection lost: the session may live on,
                             * the library reconnects */
-    SESS_LIFE_CLOSING,     /* a close was requested (session_request_close), not performed
+    ZKC_LIFE_CLOSING,     /* a close was requested (zkclient_request_close), not performed
                             * yet: answers in flight drain, at most 0.5 s, then closed at a
-                            * session_flush(); session_keep() takes it back */
-    SESS_LIFE_EXPIRED,     /* dead: the server expired the session (or the handle became
+                            * zkclient_flush(); zkclient_keep() takes it back */
+    ZKC_LIFE_EXPIRED,     /* dead: the server expired the session (or the handle became
                             * unusable); the owner closes it */
-    SESS_LIFE_AUTH_FAILED, /* dead: credentials rejected or required (SESS_S_AUTH_FAILED) */
-    SESS_LIFE_COUNT
+    ZKC_LIFE_AUTH_FAILED, /* dead: credentials rejected or required (ZKC_S_AUTH_FAILED) */
+    ZKC_LIFE_COUNT
 };
-const char *sess_life_name(enum sess_life l);
+const char *zkc_life_name(enum zkc_life l);
 
-enum sess_watch { SESS_W_CREATED, SESS_W_DELETED, SESS_W_CHANGED, SESS_W_CHILD, SESS_W_OTHER };
+enum zkc_watch { ZKC_W_CREATED, ZKC_W_DELETED, ZKC_W_CHANGED, ZKC_W_CHILD, ZKC_W_OTHER };
 
 /* Borrowed for the duration of the completion. */
-struct sess_result {
-    enum sess_rc rc;
+struct zkc_result {
+    enum zkc_rc rc;
     int zrc;                       /* the library's own code, for logs */
     const char *path;              /* create: the created path */
     int has_stat;
@@ -88,195 +88,195 @@ struct sess_result {
                                     * up itself (a close, a lost connection) */
 };
 
-typedef void sess_done_fn(void *arg, const struct sess_result *r);
+typedef void zkc_done_fn(void *arg, const struct zkc_result *r);
 
 /* state is required; watch and log may be NULL (a session that sets no
  * watch, or wants no lines). */
-struct sess_cbs {
-    void (*state)(void *ud, enum sess_state st);
-    void (*watch)(void *ud, enum sess_watch type, const char *path);
+struct zkc_cbs {
+    void (*state)(void *ud, enum zkc_state st);
+    void (*watch)(void *ud, enum zkc_watch type, const char *path);
     void (*log)(void *ud, enum zke_log_level lvl, const char *msg);
 };
 
-session *session_new(struct ev_loop *loop, const char *hosts, int timeout_ms,
-                     const struct sess_cbs *cb, void *ud);
-/* Credentials for zoo_add_auth(), sent on every handle session_open() makes,
+zkclient *zkclient_new(struct ev_loop *loop, const char *hosts, int timeout_ms,
+                     const struct zkc_cbs *cb, void *ud);
+/* Credentials for zoo_add_auth(), sent on every handle zkclient_open() makes,
  * before any request (scheme NULL: none). Copied; the copy is wiped by the
- * next call and by session_free(). Call before session_open(). -1 when out
+ * next call and by zkclient_free(). Call before zkclient_open(). -1 when out
  * of memory. */
-int session_set_auth(session *s, const char *scheme, const char *credentials);
-/* ACL of the nodes session_create() makes (ZKE_ACL_DEFAULT: open without
+int zkclient_set_auth(zkclient *s, const char *scheme, const char *credentials);
+/* ACL of the nodes zkclient_create() makes (ZKE_ACL_DEFAULT: open without
  * credentials, world-read with them). */
-void session_set_acl(session *s, enum zke_acl acl);
+void zkclient_set_acl(zkclient *s, enum zke_acl acl);
 /* Lines below min (the ZooKeeper client's included) are dropped before they
  * are formatted; default ZKE_LOG_DEBUG: every line. Any time. */
-void session_set_log_level(session *s, enum zke_log_level min);
+void zkclient_set_log_level(zkclient *s, enum zke_log_level min);
 /* Who we authenticate as, for messages: "digest:user", "scheme 'x'", or
  * "no credentials". Never the secret. */
-const char *session_auth_who(const session *s);
-/* Why the last SESS_S_AUTH_FAILED happened (one line, no secret). */
-const char *session_auth_error(const session *s);
+const char *zkclient_auth_who(const zkclient *s);
+/* Why the last ZKC_S_AUTH_FAILED happened (one line, no secret). */
+const char *zkclient_auth_error(const zkclient *s);
 /* Closes the handle (blocking up to a few seconds if connected) and frees.
  * Not from inside a session callback. */
-void session_free(session *s);
+void zkclient_free(zkclient *s);
 
 /* Opens a new handle (a new session). -1 if the library refused (hosts do not
  * resolve): retry later. */
-int session_open(session *s);
-/* Asks for the handle to be closed at a coming session_flush(): once the
+int zkclient_open(zkclient *s);
+/* Asks for the handle to be closed at a coming zkclient_flush(): once the
  * answers in flight are in (at most 0.5 s later), so that the close, which
  * may be what releases the session's nodes (closeSession), is not lost to
  * a reset. */
-void session_request_close(session *s);
+void zkclient_request_close(zkclient *s);
 /* Takes back a close request that was not performed yet (the handle is
  * still usable: not expired, not dead). 0, or -1 if there is no live handle. */
-int session_keep(session *s);
+int zkclient_keep(zkclient *s);
 /* Where the handle is in its lifecycle; every change is a debug line
  * ("handle: connecting -> connected"). Any time. */
-enum sess_life session_life(const session *s);
-/* sess_life_name(session_life(s)): "closed", "connecting", "connected",
+enum zkc_life zkclient_life(const zkclient *s);
+/* zkc_life_name(zkclient_life(s)): "closed", "connecting", "connected",
  * "suspended", "closing", "expired", "auth_failed" (constant strings; for
  * status documents). Any time. */
-const char *session_life_name(const session *s);
-/* session_life(s) is not SESS_LIFE_CLOSED. */
-int session_is_open(const session *s);
-/* A close was requested (session_request_close) and not taken back. */
-int session_closing(const session *s);
-void session_flush(session *s);
+const char *zkclient_life_name(const zkclient *s);
+/* zkclient_life(s) is not ZKC_LIFE_CLOSED. */
+int zkclient_is_open(const zkclient *s);
+/* A close was requested (zkclient_request_close) and not taken back. */
+int zkclient_closing(const zkclient *s);
+void zkclient_flush(zkclient *s);
 
 /* Connected (also while closing: answers still come in). */
-int session_connected(const session *s);
-uint64_t session_id(const session *s);
-int session_timeout_ms(const session *s);     /* negotiated, or requested before */
+int zkclient_connected(const zkclient *s);
+uint64_t zkclient_id(const zkclient *s);
+int zkclient_timeout_ms(const zkclient *s);     /* negotiated, or requested before */
 /* While connected: the session's id and password (secret: the caller wipes
  * its copy) and the connected server's address (*peer_len 0: unknown). 0,
  * or -1 when not connected. */
-int session_credentials(const session *s, uint64_t *id, unsigned char passwd[16],
+int zkclient_credentials(const zkclient *s, uint64_t *id, unsigned char passwd[16],
                         struct sockaddr_storage *peer, socklen_t *peer_len);
-const char *session_error(const session *s);  /* reason of the last -1 */
-/* Why the last session_open() failed (a host name that does not resolve...),
+const char *zkclient_error(const zkclient *s);  /* reason of the last -1 */
+/* Why the last zkclient_open() failed (a host name that does not resolve...),
  * or NULL when it succeeded. */
-const char *session_open_error(const session *s);
+const char *zkclient_open_error(const zkclient *s);
 /* Why the session is not connected, as far as known: the open error, else
  * the last failed connect attempt since the last connection ("ZooKeeper
  * 127.0.0.1:2181: connection refused"), else NULL. */
-const char *session_conn_error(const session *s);
+const char *zkclient_conn_error(const zkclient *s);
 /* The one wording of "ZooKeeper did not answer within waited_ms" (run,
  * watch and status say the same): "cannot connect to ZooKeeper at 'HOSTS'
  * within N ms: WHY" (never connected; waited_ms < 0: it failed at once),
  * "no answer from ZooKeeper at 'HOSTS' within N ms: WHY" (connected once).
  * Allocated (free it), NULL when out of memory. */
-char *session_unreachable(const session *s, int waited_ms);
+char *zkclient_unreachable(const zkclient *s, int waited_ms);
 /* "<dir>/<name>", malloc'd (the caller frees it); NULL when out of memory.
  * Any length: a child's name is another client's bytes, and ZooKeeper takes
  * names of any length up to its packet limit. Pure; any thread. */
-char *sess_child_path(const char *dir, const char *name);
+char *zkc_child_path(const char *dir, const char *name);
 
 /* Several owners (agents) may share one session. Each embeds a struct
- * sess_owner (zeroed) and calls session_tag(s, &owner) right before each of
+ * zkc_owner (zeroed) and calls zkclient_tag(s, &owner) right before each of
  * its requests: that one request (only it) is the owner's.
- * session_cancel(s, &owner) calls the completion of each of that owner's
- * pending requests at once with SESS_CLOSING (O(its requests)); a request
+ * zkclient_cancel(s, &owner) calls the completion of each of that owner's
+ * pending requests at once with ZKC_CLOSING (O(its requests)); a request
  * the library has is only freed by its later answer, one still queued here
  * (the cap below) is dropped: every completion is still called exactly
  * once, and the owner may be freed right after the cancel. Not from inside
  * a completion of that owner's. Untagged requests are never cancelled. */
-struct sess_owner {
-    struct req *head;           /* private to session_req.c */
+struct zkc_owner {
+    struct req *head;           /* private to zkclient_req.c */
 };
-void session_tag(session *s, struct sess_owner *owner);
-void session_cancel(session *s, struct sess_owner *owner);
+void zkclient_tag(zkclient *s, struct zkc_owner *owner);
+void zkclient_cancel(zkclient *s, struct zkc_owner *owner);
 /* The next request goes ahead of every request still queued (a renewal:
  * queued behind a burst, it would come too late). Cleared by it. */
-void session_priority(session *s);
+void zkclient_priority(zkclient *s);
 /* Requests handed to the library and not answered yet (at most 128; more
  * wait in the session's queue, in order, and are sent as answers come
  * in; a request's send time is when it is handed over). */
-int session_inflight(const session *s);
+int zkclient_inflight(const zkclient *s);
 
 /* Requests. 0: the completion will be called; -1: it will not (error in
- * session_error()). Paths are copied. */
-enum sess_create { SESS_PERSISTENT, SESS_EPHEMERAL_SEQ, SESS_CONTAINER };
-int session_create(session *s, const char *path, const char *data, size_t len,
-                   enum sess_create mode, sess_done_fn *cb, void *arg);
-/* watch: a child watch (SESS_W_CHILD) */
-int session_list(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
-int session_get(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
-int session_exists(session *s, const char *path, int watch, sess_done_fn *cb, void *arg);
-int session_delete(session *s, const char *path, sess_done_fn *cb, void *arg);
+ * zkclient_error()). Paths are copied. */
+enum zkc_create { ZKC_PERSISTENT, ZKC_EPHEMERAL_SEQ, ZKC_CONTAINER };
+int zkclient_create(zkclient *s, const char *path, const char *data, size_t len,
+                   enum zkc_create mode, zkc_done_fn *cb, void *arg);
+/* watch: a child watch (ZKC_W_CHILD) */
+int zkclient_list(zkclient *s, const char *path, int watch, zkc_done_fn *cb, void *arg);
+int zkclient_get(zkclient *s, const char *path, int watch, zkc_done_fn *cb, void *arg);
+int zkclient_exists(zkclient *s, const char *path, int watch, zkc_done_fn *cb, void *arg);
+int zkclient_delete(zkclient *s, const char *path, zkc_done_fn *cb, void *arg);
 /* setData with a version check (-1: any). confirms: a write the quorum
- * commits, which confirms earlier requests like session_commit (the
+ * commits, which confirms earlier requests like zkclient_commit (the
  * leader's publish). */
-int session_set(session *s, const char *path, const char *data, size_t len, int version,
-                int confirms, sess_done_fn *cb, void *arg);
+int zkclient_set(zkclient *s, const char *path, const char *data, size_t len, int version,
+                int confirms, zkc_done_fn *cb, void *arg);
 
 /* sync(path): the server passes it through its quorum leader and answers
  * once the leader did. An answered sync confirms earlier answered requests
- * of the same connection (touch.h), which moves session_lease_base_ns(). */
-int session_sync(session *s, const char *path, sess_done_fn *cb, void *arg);
+ * of the same connection (touch.h), which moves zkclient_lease_base_ns(). */
+int zkclient_sync(zkclient *s, const char *path, zkc_done_fn *cb, void *arg);
 
 /* A write that changes nothing: a multi of one version check (any
  * version) of path, which the quorum leader proposes and a quorum commits
  * before the server answers. Confirms like a sync, and also that the
  * leader that heard us still had its quorum (docs/design.md "The promise"). NONODE
  * if path is gone. */
-int session_commit(session *s, const char *path, sess_done_fn *cb, void *arg);
+int zkclient_commit(zkclient *s, const char *path, zkc_done_fn *cb, void *arg);
 
 /* CLOCK_BOOTTIME in ns: keeps counting while the host is suspended. */
-int64_t sess_now_ns(void);
+int64_t zkc_now_ns(void);
 /* The servers' tickTime the lease may assume (0: none stated: the bound
  * below, else half the negotiated timeout) and the clock drift that scales
  * it. Any time; with several calls (agents sharing the session) the most
  * cautious values stay. */
-void session_set_server_tick(session *s, int tick_ms, double drift);
+void zkclient_set_server_tick(zkclient *s, int tick_ms, double drift);
 /* A bound on the tick learned from the servers (probe.h), used where no
  * tick was stated (0: none; never above half the negotiated timeout). Any
- * time; the owner sets it before it passes SESS_S_CONNECTED on. */
-void session_set_tick_bound(session *s, int tick_ms);
+ * time; the owner sets it before it passes ZKC_S_CONNECTED on. */
+void zkclient_set_tick_bound(zkclient *s, int tick_ms);
 /* No tick was stated, by some agent or at all: the bound or half the
  * timeout applies. */
-int session_tick_unstated(const session *s);
+int zkclient_tick_unstated(const zkclient *s);
 /* The tick the session pairs with: the longest any agent states, or (some
  * agent stated none) the bound, else half the negotiated timeout, if longer. */
-int session_pair_tick_ms(const session *s);
+int zkclient_pair_tick_ms(const zkclient *s);
 /* How long after an answer a sync must be sent to confirm it: that tick
  * x (1 + drift), in ns. */
-int64_t session_pair_gap_ns(const session *s);
-/* Send time (sess_now_ns) of the latest request of this handle that the
+int64_t zkclient_pair_gap_ns(const zkclient *s);
+/* Send time (zkc_now_ns) of the latest request of this handle that the
  * quorum leader has surely heard of (touch.h), or 0: the leader cannot
  * expire the session earlier than one session timeout after it (on its
  * clock). Moves only on an answered sync or a new session. */
-int64_t session_lease_base_ns(const session *s);
+int64_t zkclient_lease_base_ns(const zkclient *s);
 /* Time the boot clock did not count (touch_lost): the lease base and what
  * may still confirm one move ns earlier. */
-void session_lose_time(session *s, int64_t ns);
+void zkclient_lose_time(zkclient *s, int64_t ns);
 /* CLOCK_MONOTONIC (ns) at which the loop read the answer that last moved
  * the lease base forward (0: none yet): what released a term that waited
  * for its lease (zke_event.cause_ns). */
-int64_t session_base_moved_read_ns(const session *s);
+int64_t zkclient_base_moved_read_ns(const zkclient *s);
 /* Send time of the latest sync or commit (a request that confirms) handed
  * to the library on this connection (answered or still in flight), or 0:
  * a renewal sent less than a confirmation step after it confirms nothing
  * newer than its answer will (conn_renew_soon). */
-int64_t session_last_renewal_ns(const session *s);
+int64_t zkclient_last_renewal_ns(const zkclient *s);
 
 /* CLOCK_MONOTONIC (ns) at which the loop read the message of s whose
  * completions and watches are being delivered now (inside its
  * zookeeper_process() call), 0 outside that call: for the watch and state
  * callbacks, which carry no stamp (a completion has its own,
- * sess_result.read_ns). */
-int64_t session_reading_ns(const session *s);
+ * zkc_result.read_ns). */
+int64_t zkclient_reading_ns(const zkclient *s);
 
 /* Process-wide counters of requests sent (all sessions): for i in
- * 0..SESS_OPS-1 the op's name ("create", "delete", "exists", "get", "list",
- * "set", "sync", "commit") and count; i == SESS_OPS: "listed_names", the names received in
+ * 0..ZKC_OPS-1 the op's name ("create", "delete", "exists", "get", "list",
+ * "set", "sync", "commit") and count; i == ZKC_OPS: "listed_names", the names received in
  * listings; NULL past that. */
-#define SESS_OPS 8
-const char *session_counters(int i, uint64_t *n);
-/* The same counters for this session alone (from session_new(), over
+#define ZKC_OPS 8
+const char *zkclient_counters(int i, uint64_t *n);
+/* The same counters for this session alone (from zkclient_new(), over
  * every handle it opened); op i of out->sent is op i above. */
-void session_requests(const session *s, struct zke_requests *out);
+void zkclient_requests(const zkclient *s, struct zke_requests *out);
 
-const char *sess_rc_name(enum sess_rc rc);
+const char *zkc_rc_name(enum zkc_rc rc);
 
 #endif

@@ -1,28 +1,28 @@
 /*
- * session_int.h - what the session module's files share (private to them:
- * session.c, session_log.c, session_pump.c, session_req.c; the libev
- * adapter, session_libev.c, sees only session_loop.h).
+ * zkclient_int.h - what the session module's files share (private to them:
+ * zkclient.c, zkclient_log.c, zkclient_pump.c, zkclient_req.c; the libev
+ * adapter, zkclient_libev.c, sees only zkclient_loop.h).
  *
  * The module is the ZooKeeper client handle (libzookeeper_st) on a loop:
- *   session.c       the handle: its lifecycle (enum sess_life), open and
+ *   zkclient.c       the handle: its lifecycle (enum zkc_life), open and
  *                   close, credentials and ACLs, the watchers, the lease's
- *                   bookkeeping (touch.h) and the accessors of session.h
- *   session_log.c   the client's log lines routed to the handle whose
+ *                   bookkeeping (touch.h) and the accessors of zkclient.h
+ *   zkclient_log.c   the client's log lines routed to the handle whose
  *                   library call is running (the one process-wide pointer)
- *   session_pump.c  zookeeper_interest()/zookeeper_process() on the loop's
+ *   zkclient_pump.c  zookeeper_interest()/zookeeper_process() on the loop's
  *                   hooks: the re-arm, the reading batch, the handshake cut,
  *                   the flush and the close
- *   session_req.c   the requests: the cap and its queue, owners and cancel,
+ *   zkclient_req.c   the requests: the cap and its queue, owners and cancel,
  *                   the completions, the counters
- *   session_libev.c the loop glue (session_loop.h's hooks on libev)
+ *   zkclient_libev.c the loop glue (zkclient_loop.h's hooks on libev)
  *
- * Ownership as in session.h; everything here is called from the loop thread.
+ * Ownership as in zkclient.h; everything here is called from the loop thread.
  */
-#ifndef ZKELECT_SESSION_INT_H
-#define ZKELECT_SESSION_INT_H
+#ifndef ZKELECT_ZKCLIENT_INT_H
+#define ZKELECT_ZKCLIENT_INT_H
 
-#include "session.h"
-#include "session_loop.h"
+#include "zkclient.h"
+#include "zkclient_loop.h"
 #include "touch.h"
 
 #include <stdbool.h>
@@ -32,9 +32,9 @@
 
 #define CLOSE_WAIT 0.5       /* s: a close waits this long at most for the answers in flight */
 
-/* The client's log (session_log.c): where its lines go and the folding of
+/* The client's log (zkclient_log.c): where its lines go and the folding of
  * failed connect attempts into one reason. */
-struct sess_log {
+struct zkc_log {
     void (*fn)(void *ud, enum zke_log_level lvl, const char *msg);  /* the owner's, or NULL */
     enum zke_log_level min;     /* lines below it are not formatted */
     double last_loud;           /* time of the last client line passed on above debug */
@@ -46,9 +46,9 @@ struct sess_log {
     unsigned conn_err_repeats;
 };
 
-/* The pump (session_pump.c): what the loop's hooks were last told. */
-struct sess_pump {
-    const struct sess_loop_ops *ops;    /* the loop glue (session_libev.c) */
+/* The pump (zkclient_pump.c): what the loop's hooks were last told. */
+struct zkc_pump {
+    const struct zkc_loop_ops *ops;    /* the loop glue (zkclient_libev.c) */
     void *loop;                         /* its data */
     int fd;                     /* the fd last watched (-1: none yet) */
     bool need_rearm;            /* zookeeper_interest() is due at the next flush */
@@ -61,8 +61,8 @@ struct sess_pump {
                                  * processed (zookeeper_process), 0 outside that call */
 };
 
-/* Credentials and the ACL of created nodes (session.c). */
-struct sess_auth {
+/* Credentials and the ACL of created nodes (zkclient.c). */
+struct zkc_auth {
     char *scheme, *cred;        /* owned; the credentials are wiped before free */
     size_t len;
     enum zke_acl acl;
@@ -72,26 +72,26 @@ struct sess_auth {
     char err[320];              /* why the handle failed authentication */
 };
 
-/* The lease's bookkeeping (session.c; session_req.c's completions feed the
+/* The lease's bookkeeping (zkclient.c; zkclient_req.c's completions feed the
  * touch log). */
-struct sess_lease {
+struct zkc_lease {
     struct touch_log touch;     /* what the quorum leader surely heard (the lease's base) */
     int64_t opened_ns;          /* when this handle was opened */
     int64_t lost_at_ns;         /* when time the boot clock did not count was last found
-                                 * (session_lose_time): no request sent before it confirms */
-    int64_t base_moved_read_ns; /* session_base_moved_read_ns */
+                                 * (zkclient_lose_time): no request sent before it confirms */
+    int64_t base_moved_read_ns; /* zkclient_base_moved_read_ns */
     int64_t renewal_sent_ns;    /* latest sync or commit handed to the library on this connection */
     int server_tick_ms;         /* the longest tickTime an agent stated, or 0 */
-    int tick_bound_ms;          /* the probe's bound on it (session_set_tick_bound), or 0 */
+    int tick_bound_ms;          /* the probe's bound on it (zkclient_set_tick_bound), or 0 */
     double drift;
-    bool tick_set;              /* some agent called session_set_server_tick */
+    bool tick_set;              /* some agent called zkclient_set_server_tick */
     bool tick_unstated;         /* an agent stated none: the bound, else half the timeout */
 };
 
-/* The requests (session_req.c). */
-struct sess_queue {
-    struct sess_owner *tag;     /* owner of the next request (session_tag), then NULL */
-    bool prio;                  /* the next request goes ahead of the queue (session_priority) */
+/* The requests (zkclient_req.c). */
+struct zkc_queue {
+    struct zkc_owner *tag;     /* owner of the next request (zkclient_tag), then NULL */
+    bool prio;                  /* the next request goes ahead of the queue (zkclient_priority) */
     struct req *pending;        /* requests whose completion has not run yet */
     struct req *qhead, *qtail;  /* made, not handed to the library yet (the cap), in order */
     struct req *qprio;          /* the last priority request in that queue, or NULL */
@@ -99,35 +99,35 @@ struct sess_queue {
     struct zke_requests sent;   /* this session's share of the process-wide counters */
 };
 
-struct session {
-    zhandle_t *zh;              /* NULL exactly while life is SESS_LIFE_CLOSED */
-    enum sess_life life;        /* session_life(): change it with sess_become()/sess_life_to() */
-    enum sess_life closing_from;    /* while SESS_LIFE_CLOSING: the connection's own state
-                                     * (what session_keep() returns to) */
+struct zkclient {
+    zhandle_t *zh;              /* NULL exactly while life is ZKC_LIFE_CLOSED */
+    enum zkc_life life;        /* zkclient_life(): change it with zkc_become()/zkc_life_to() */
+    enum zkc_life closing_from;    /* while ZKC_LIFE_CLOSING: the connection's own state
+                                     * (what zkclient_keep() returns to) */
     bool ever_connected;        /* some handle of this session connected once (the wording of
-                                 * session_unreachable) */
+                                 * zkclient_unreachable) */
     char *hosts;
     int timeout_ms;
-    struct sess_cbs cb;
+    struct zkc_cbs cb;
     void *ud;
-    struct sess_log log;
-    struct sess_pump pump;
-    struct sess_auth auth;
-    struct sess_lease lease;
-    struct sess_queue q;
+    struct zkc_log log;
+    struct zkc_pump pump;
+    struct zkc_auth auth;
+    struct zkc_lease lease;
+    struct zkc_queue q;
     char err[160];
-    char *open_err;             /* why the last session_open failed (allocated: a host list
+    char *open_err;             /* why the last zkclient_open failed (allocated: a host list
                                  * can be long), shown while err is "" */
 };
 
 enum req_op { OP_CREATE, OP_LIST, OP_GET, OP_EXISTS, OP_SYNC, OP_COMMIT, OP_DELETE, OP_SET };
 
-/* One request, from session_create()... to its completion (session_req.c). */
+/* One request, from zkclient_create()... to its completion (zkclient_req.c). */
 struct req {
-    session *s;
-    sess_done_fn *cb;           /* NULL once cancelled (session_cancel) */
+    zkclient *s;
+    zkc_done_fn *cb;           /* NULL once cancelled (zkclient_cancel) */
     void *arg;
-    struct sess_owner *owner;   /* session_tag() at submission, or NULL */
+    struct zkc_owner *owner;   /* zkclient_tag() at submission, or NULL */
     struct req *prev, *next;    /* s->q.pending while linked */
     struct req *oprev, *onext;  /* the owner's requests */
     struct req *qnext;          /* s->q.qhead... while queued */
@@ -138,62 +138,62 @@ struct req {
     /* the call's arguments, kept while queued (the library copies them) */
     char *path, *data;
     int len, version, flags;
-    zoo_op_result_t mres;       /* session_commit's one result, written at completion */
+    zoo_op_result_t mres;       /* zkclient_commit's one result, written at completion */
 };
 
-/* --- session.c: the lifecycle ----------------------------------------- */
+/* --- zkclient.c: the lifecycle ----------------------------------------- */
 
 /* The connection's own state: life, or while closing what it closes from. */
-static inline enum sess_life sess_conn_life(const session *s)
+static inline enum zkc_life zkc_conn_life(const zkclient *s)
 {
-    return s->life == SESS_LIFE_CLOSING ? s->closing_from : s->life;
+    return s->life == ZKC_LIFE_CLOSING ? s->closing_from : s->life;
 }
-static inline bool sess_dead(const session *s)
+static inline bool zkc_dead(const zkclient *s)
 {
-    enum sess_life l = sess_conn_life(s);
-    return l == SESS_LIFE_EXPIRED || l == SESS_LIFE_AUTH_FAILED;
+    enum zkc_life l = zkc_conn_life(s);
+    return l == ZKC_LIFE_EXPIRED || l == ZKC_LIFE_AUTH_FAILED;
 }
 /* The connection's state becomes `to` (a close request stays pending over
  * it); one debug line per change. */
-void sess_become(session *s, enum sess_life to);
+void zkc_become(zkclient *s, enum zkc_life to);
 /* life itself becomes `to` (closing, closed, or back from closing). */
-void sess_life_to(session *s, enum sess_life to);
+void zkc_life_to(zkclient *s, enum zkc_life to);
 /* The handle is dead for a reason a new one would meet again: the reason
- * is kept, the owner told SESS_S_AUTH_FAILED once. */
-void sess_auth_failed(session *s, const char *fmt, const char *detail);
-/* The library's watcher of the watches set by requests (session_req.c). */
-void sess_path_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+ * is kept, the owner told ZKC_S_AUTH_FAILED once. */
+void zkc_auth_failed(zkclient *s, const char *fmt, const char *detail);
+/* The library's watcher of the watches set by requests (zkclient_req.c). */
+void zkc_path_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 
-/* --- session_log.c ---------------------------------------------------- */
+/* --- zkclient_log.c ---------------------------------------------------- */
 
 /* One line to the owner's log when lvl is at least its level. */
-void sess_log(session *s, enum zke_log_level lvl, const char *fmt, ...)
+void zkc_log(zkclient *s, enum zke_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* A failed connect attempt's reason (folded: see session_log.c). */
-void sess_note_conn_err(session *s, const char *text);
+/* A failed connect attempt's reason (folded: see zkclient_log.c). */
+void zkc_note_conn_err(zkclient *s, const char *text);
 /* The client's log callback (zookeeper_init2): its lines go to the handle
- * between sess_route_enter() and sess_route_leave() (nested calls, a
+ * between zkc_route_enter() and zkc_route_leave() (nested calls, a
  * completion of one handle calling another's library, restore the outer). */
-void sess_zk_log(const char *message);
-session *sess_route_enter(session *s);
-void sess_route_leave(session *prev);
+void zkc_zk_log(const char *message);
+zkclient *zkc_route_enter(zkclient *s);
+void zkc_route_leave(zkclient *prev);
 /* The handle whose library call is running, or NULL. */
-session *sess_routed(void);
+zkclient *zkc_routed(void);
 
-/* --- session_pump.c --------------------------------------------------- */
+/* --- zkclient_pump.c --------------------------------------------------- */
 
 /* Stops the watchers, closes the handle (reading away what is unread
  * first), completes what was never handed over: life becomes closed. */
-void sess_close_now(session *s);
+void zkc_close_now(zkclient *s);
 /* The loop's time of this iteration (the hooks' now). */
-static inline double sess_loop_now(const session *s)
+static inline double zkc_loop_now(const zkclient *s)
 {
     return s->pump.ops->now(s->pump.loop);
 }
 
-/* --- session_req.c ---------------------------------------------------- */
+/* --- zkclient_req.c ---------------------------------------------------- */
 
-/* Every queued request completes with SESS_CLOSING (the handle is gone). */
-void sess_fail_queued(session *s);
+/* Every queued request completes with ZKC_CLOSING (the handle is gone). */
+void zkc_fail_queued(zkclient *s);
 
 #endif

@@ -1,14 +1,14 @@
 /*
- * session_pump.c - libzookeeper_st driven by the loop (docs/design.md):
+ * zkclient_pump.c - libzookeeper_st driven by the loop (docs/design.md):
  * zookeeper_interest() gives the fd and the timeout each loop iteration,
  * zookeeper_process() runs the library's callbacks when the fd is ready or
- * the timer fires. The loop itself is behind session_loop.h's hooks.
+ * the timer fires. The loop itself is behind zkclient_loop.h's hooks.
  *
  * Here: the re-arm (interest -> hooks), the reading batch, the cut of an
- * unanswered connect attempt, session_flush() and the close.
+ * unanswered connect attempt, zkclient_flush() and the close.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "session_int.h"
+#include "zkclient_int.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -21,8 +21,8 @@
 
 #define RETRY_FLOOR 0.02     /* never re-arm at 0 after an error */
 #define BACKOFF_MAX 1.0
-#define PROCESS_BATCH 256    /* responses read per readiness event at most (session_loop_ready) */
-#define STALL_SECONDS 0.05   /* session_loop_ready: a gap this long ends the batch */
+#define PROCESS_BATCH 256    /* responses read per readiness event at most (zkclient_loop_ready) */
+#define STALL_SECONDS 0.05   /* zkclient_loop_ready: a gap this long ends the batch */
 #define HANDSHAKE_MIN 1.0    /* s: an unanswered connect attempt is cut after max(this, T/10) */
 
 /* The wall clock in seconds, as ev_time() reads it (the loop's now is the
@@ -44,9 +44,9 @@ static double wall_time(void)
  * again) and the socket is shut down, so it sees the connection closed and
  * connects anew, the session kept. Returns the seconds until this
  * attempt's cut, or -1 when no attempt is being timed. */
-static double handshake_watch(session *s, int fd)
+static double handshake_watch(zkclient *s, int fd)
 {
-    struct sess_pump *p = &s->pump;
+    struct zkc_pump *p = &s->pump;
     int st = zoo_state(s->zh);
     if (fd < 0 || (st != ZOO_CONNECTING_STATE && st != ZOO_ASSOCIATING_STATE)) {
         p->attempt_fd = -1;
@@ -76,7 +76,7 @@ static double handshake_watch(session *s, int fd)
     char text[sizeof s->log.conn_err];
     snprintf(text, sizeof text, "ZooKeeper %.100s: no answer to the connect attempt within %.0f ms",
              server != NULL ? server : "?", limit * 1000);
-    sess_note_conn_err(s, text);
+    zkc_note_conn_err(s, text);
     zoo_cycle_next_server(s->zh);       /* else the library may try the same one again */
     (void)shutdown(fd, SHUT_RDWR);
     p->attempt_fd = -1;
@@ -104,14 +104,14 @@ static void thin_stream(int fd)
 /* zookeeper_interest() failed: the handle is dead (-1: the watchers are
  * stopped, the owner closes it), or the seconds until the next try, with
  * *fd and *zi what may still be watched. */
-static double interest_failed(session *s, int rc, int *fd, int *zi)
+static double interest_failed(zkclient *s, int rc, int *fd, int *zi)
 {
     if (is_unrecoverable(s->zh) == ZINVALIDSTATE) {
         if (zoo_state(s->zh) == ZOO_AUTH_FAILED_STATE)
-            sess_auth_failed(s, "ZooKeeper rejected the credentials of %s", s->auth.who);
-        if (!sess_dead(s)) {
-            sess_become(s, SESS_LIFE_EXPIRED);
-            s->cb.state(s->ud, SESS_S_EXPIRED);
+            zkc_auth_failed(s, "ZooKeeper rejected the credentials of %s", s->auth.who);
+        if (!zkc_dead(s)) {
+            zkc_become(s, ZKC_LIFE_EXPIRED);
+            s->cb.state(s->ud, ZKC_S_EXPIRED);
         }
         s->pump.ops->cleanup(s->pump.loop);
         return -1;      /* the owner closes it */
@@ -122,25 +122,25 @@ static double interest_failed(session *s, int rc, int *fd, int *zi)
         *fd = -1;
     if (rc == ZOPERATIONTIMEOUT || rc == ZCONNECTIONLOSS)
         return RETRY_FLOOR;
-    struct sess_pump *p = &s->pump;
+    struct zkc_pump *p = &s->pump;
     p->backoff = p->backoff < RETRY_FLOOR ? 0.05 : p->backoff * 2;
     if (p->backoff > BACKOFF_MAX)
         p->backoff = BACKOFF_MAX;
-    sess_log(s, ZKE_LOG_DEBUG, "zookeeper_interest: %s", zerror(rc));
+    zkc_log(s, ZKE_LOG_DEBUG, "zookeeper_interest: %s", zerror(rc));
     return p->backoff;
 }
 
-static void rearm(session *s)
+static void rearm(zkclient *s)
 {
     int fd = -1, zi = 0, rc;
     struct timeval tv = { 0, 0 };
     double after;
 
     s->pump.need_rearm = false;
-    session *outer = sess_route_enter(s);
+    zkclient *outer = zkc_route_enter(s);
     rc = zookeeper_interest(s->zh, &fd, &zi, &tv);   /* may run watchers/completions */
-    sess_route_leave(outer);
-    if (s->life == SESS_LIFE_CLOSED)
+    zkc_route_leave(outer);
+    if (s->life == ZKC_LIFE_CLOSED)
         return;
     if (rc != ZOK) {
         after = interest_failed(s, rc, &fd, &zi);
@@ -162,8 +162,8 @@ static void rearm(session *s)
      * watcher set again (epoll forgets a closed descriptor); connected,
      * with the same descriptor and interest, there is nothing to redo (two
      * system calls fewer on every wake-up). */
-    int events = fd >= 0 && zi != 0 ? ((zi & ZOOKEEPER_READ) ? SESS_IO_READ : 0) |
-                                      ((zi & ZOOKEEPER_WRITE) ? SESS_IO_WRITE : 0)
+    int events = fd >= 0 && zi != 0 ? ((zi & ZOOKEEPER_READ) ? ZKC_IO_READ : 0) |
+                                      ((zi & ZOOKEEPER_WRITE) ? ZKC_IO_WRITE : 0)
                                     : 0;
     if (events != 0)
         s->pump.fd = fd;        /* what a close reads away */
@@ -177,17 +177,17 @@ static void rearm(session *s)
     s->pump.ops->timer(s->pump.loop, after, 0);
 }
 
-int64_t session_reading_ns(const session *s)
+int64_t zkclient_reading_ns(const zkclient *s)
 {
     return s->pump.reading_ns;
 }
 
-void session_loop_ready(session *s, int fd, int events)
+void zkclient_loop_ready(zkclient *s, int fd, int events)
 {
-    int zev = ((events & SESS_IO_READ) ? ZOOKEEPER_READ : 0) |
-              ((events & SESS_IO_WRITE) ? ZOOKEEPER_WRITE : 0);
+    int zev = ((events & ZKC_IO_READ) ? ZOOKEEPER_READ : 0) |
+              ((events & ZKC_IO_WRITE) ? ZOOKEEPER_WRITE : 0);
     s->pump.need_rearm = true;
-    if ((events & SESS_IO_ERROR) || s->life == SESS_LIFE_CLOSED) {
+    if ((events & ZKC_IO_ERROR) || s->life == ZKC_LIFE_CLOSED) {
         (void)s->pump.ops->interest(s->pump.loop, -1, 0, 1);
         return;
     }
@@ -208,7 +208,7 @@ void session_loop_ready(session *s, int fd, int events)
              * arrived during the stall (our node's deletion after an
              * expiry, say). Leave it to the next iteration, whose checks
              * (the lease) run before any other callback. */
-            if (wall_time() - sess_loop_now(s) > STALL_SECONDS)
+            if (wall_time() - zkc_loop_now(s) > STALL_SECONDS)
                 break;
             struct pollfd p = { .fd = fd, .events = POLLIN };
             if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
@@ -217,28 +217,28 @@ void session_loop_ready(session *s, int fd, int events)
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         s->pump.reading_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-        session *outer = sess_route_enter(s);
+        zkclient *outer = zkc_route_enter(s);
         rc = zookeeper_process(s->zh, zev);
-        sess_route_leave(outer);
+        zkc_route_leave(outer);
         s->pump.reading_ns = 0;
-        if (s->life == SESS_LIFE_CLOSED || s->life == SESS_LIFE_CLOSING || sess_dead(s))
+        if (s->life == ZKC_LIFE_CLOSED || s->life == ZKC_LIFE_CLOSING || zkc_dead(s))
             break;
         zev = ZOOKEEPER_READ;
     }
     if (rc != ZOK && rc != ZNOTHING)
-        sess_log(s, ZKE_LOG_DEBUG, "zookeeper_process: %s", zerror(rc));
+        zkc_log(s, ZKE_LOG_DEBUG, "zookeeper_process: %s", zerror(rc));
 }
 
-void session_loop_due(session *s)
+void zkclient_loop_due(zkclient *s)
 {
     s->pump.need_rearm = true;
 }
 
-void sess_close_now(session *s)
+void zkc_close_now(zkclient *s)
 {
     /* stop the watchers first: the library closes the fd, which can be reused */
     s->pump.ops->cleanup(s->pump.loop);
-    if (sess_conn_life(s) == SESS_LIFE_CONNECTED && s->pump.fd >= 0) {
+    if (zkc_conn_life(s) == ZKC_LIFE_CONNECTED && s->pump.fd >= 0) {
         /* The library sends closeSession and closes the socket without
          * waiting for the answer (ZOOKEEPER-1237): bytes still unread then
          * make the kernel answer with a reset, and a server that had not
@@ -251,34 +251,34 @@ void sess_close_now(session *s)
     }
     if (s->zh != NULL) {
         zhandle_t *zh = s->zh;
-        session *outer = sess_route_enter(s);
+        zkclient *outer = zkc_route_enter(s);
         s->zh = NULL;           /* completions with ZCLOSING see no handle */
-        sess_life_to(s, SESS_LIFE_CLOSED);
+        zkc_life_to(s, ZKC_LIFE_CLOSED);
         zookeeper_close(zh);
-        sess_route_leave(outer);
+        zkc_route_leave(outer);
     }
-    sess_fail_queued(s);        /* never handed over: their completions run here */
+    zkc_fail_queued(s);        /* never handed over: their completions run here */
     s->q.inflight = 0;
     s->pump.need_rearm = false;
 }
 
-void session_flush(session *s)
+void zkclient_flush(zkclient *s)
 {
     for (int i = 0; i < 4; i++) {
-        if (s->life == SESS_LIFE_CLOSING) {
+        if (s->life == ZKC_LIFE_CLOSING) {
             /* answers still on their way would be in the socket when it
-             * closes (sess_close_now): wait for them a little, reading as usual */
-            if (s->closing_from == SESS_LIFE_CONNECTED && s->q.inflight > 0 &&
-                sess_loop_now(s) < s->pump.close_by) {
+             * closes (zkc_close_now): wait for them a little, reading as usual */
+            if (s->closing_from == ZKC_LIFE_CONNECTED && s->q.inflight > 0 &&
+                zkc_loop_now(s) < s->pump.close_by) {
                 if (s->pump.need_rearm)
                     rearm(s);
                 s->pump.ops->timer(s->pump.loop, 0.01, 1);
                 return;
             }
-            sess_close_now(s);
+            zkc_close_now(s);
             return;
         }
-        if (!s->pump.need_rearm || s->life == SESS_LIFE_CLOSED || sess_dead(s))
+        if (!s->pump.need_rearm || s->life == ZKC_LIFE_CLOSED || zkc_dead(s))
             return;
         rearm(s);
     }

@@ -1,16 +1,16 @@
 /*
- * session_libev.c - the session's loop glue on libev (session_loop.h): one
+ * zkclient_libev.c - the session's loop glue on libev (zkclient_loop.h): one
  * io watcher for the library's socket, one timer for its next deadline.
  * All of libev the session module uses is here.
  */
-#include "session_loop.h"
+#include "zkclient_loop.h"
 
 #include <stdlib.h>
 
 #include <ev.h>
 
-struct sess_libev {
-    session *s;
+struct zkc_libev {
+    zkclient *s;
     struct ev_loop *loop;
     ev_io io;
     ev_timer timer;
@@ -18,24 +18,24 @@ struct sess_libev {
 
 static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
-    struct sess_libev *e = w->data;
+    struct zkc_libev *e = w->data;
     (void)loop;
-    session_loop_ready(e->s, w->fd, ((revents & EV_READ) ? SESS_IO_READ : 0) |
-                                    ((revents & EV_WRITE) ? SESS_IO_WRITE : 0) |
-                                    ((revents & EV_ERROR) ? SESS_IO_ERROR : 0));
+    zkclient_loop_ready(e->s, w->fd, ((revents & EV_READ) ? ZKC_IO_READ : 0) |
+                                    ((revents & EV_WRITE) ? ZKC_IO_WRITE : 0) |
+                                    ((revents & EV_ERROR) ? ZKC_IO_ERROR : 0));
 }
 
 static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
-    session_loop_due(((struct sess_libev *)w->data)->s);
+    zkclient_loop_due(((struct zkc_libev *)w->data)->s);
 }
 
 static int lev_interest(void *data, int fd, int events, int again)
 {
-    struct sess_libev *e = data;
-    int want = ((events & SESS_IO_READ) ? EV_READ : 0) | ((events & SESS_IO_WRITE) ? EV_WRITE : 0);
+    struct zkc_libev *e = data;
+    int want = ((events & ZKC_IO_READ) ? EV_READ : 0) | ((events & ZKC_IO_WRITE) ? EV_WRITE : 0);
     if (want != 0 && !again && ev_is_active(&e->io) && e->io.fd == fd &&
         (e->io.events & (EV_READ | EV_WRITE)) == want)
         return 0;
@@ -49,7 +49,7 @@ static int lev_interest(void *data, int fd, int events, int again)
 
 static void lev_timer(void *data, double after, int at_most)
 {
-    struct sess_libev *e = data;
+    struct zkc_libev *e = data;
     if (at_most && ev_is_active(&e->timer) && ev_timer_remaining(e->loop, &e->timer) <= after)
         return;
     ev_timer_stop(e->loop, &e->timer);
@@ -59,12 +59,12 @@ static void lev_timer(void *data, double after, int at_most)
 
 static double lev_now(void *data)
 {
-    return ev_now(((struct sess_libev *)data)->loop);
+    return ev_now(((struct zkc_libev *)data)->loop);
 }
 
 static void lev_cleanup(void *data)
 {
-    struct sess_libev *e = data;
+    struct zkc_libev *e = data;
     ev_io_stop(e->loop, &e->io);
     ev_timer_stop(e->loop, &e->timer);
 }
@@ -75,14 +75,14 @@ static void lev_detach(void *data)
     free(data);
 }
 
-static const struct sess_loop_ops libev_ops = {
+static const struct zkc_loop_ops libev_ops = {
     lev_interest, lev_timer, lev_now, lev_cleanup, lev_detach
 };
 
-int session_libev_attach(session *s, struct ev_loop *loop, const struct sess_loop_ops **ops,
+int zkclient_libev_attach(zkclient *s, struct ev_loop *loop, const struct zkc_loop_ops **ops,
                          void **data)
 {
-    struct sess_libev *e = calloc(1, sizeof *e);
+    struct zkc_libev *e = calloc(1, sizeof *e);
     if (e == NULL)
         return -1;
     e->s = s;

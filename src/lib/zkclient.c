@@ -1,9 +1,9 @@
 /*
- * session.c - the ZooKeeper client handle: its lifecycle (enum sess_life),
+ * zkclient.c - the ZooKeeper client handle: its lifecycle (enum zkc_life),
  * open and close, credentials and ACLs, the session and path watchers, the
- * lease's bookkeeping (touch.h) and session.h's accessors. The loop pump is
- * session_pump.c, the requests session_req.c, the log session_log.c, the
- * loop glue session_libev.c (session_int.h says who does what).
+ * lease's bookkeeping (touch.h) and zkclient.h's accessors. The loop pump is
+ * zkclient_pump.c, the requests zkclient_req.c, the log zkclient_log.c, the
+ * loop glue zkclient_libev.c (zkclient_int.h says who does what).
  *
  * Ownership: the session owns its zhandle_t, its loop glue and one small
  * context per request (freed in the completion, which the library calls
@@ -11,7 +11,7 @@
  * itself as context, so nothing is lost when zookeeper_close() drops them.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "session_int.h"
+#include "zkclient_int.h"
 #include "xstr.h"
 
 #include <errno.h>
@@ -26,52 +26,52 @@
 #include <time.h>
 #include <unistd.h>
 
-int64_t sess_now_ns(void)
+int64_t zkc_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_BOOTTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static const char *const life_names[SESS_LIFE_COUNT] = {
-    [SESS_LIFE_CLOSED] = "closed",
-    [SESS_LIFE_CONNECTING] = "connecting",
-    [SESS_LIFE_CONNECTED] = "connected",
-    [SESS_LIFE_SUSPENDED] = "suspended",
-    [SESS_LIFE_CLOSING] = "closing",
-    [SESS_LIFE_EXPIRED] = "expired",
-    [SESS_LIFE_AUTH_FAILED] = "auth_failed",
+static const char *const life_names[ZKC_LIFE_COUNT] = {
+    [ZKC_LIFE_CLOSED] = "closed",
+    [ZKC_LIFE_CONNECTING] = "connecting",
+    [ZKC_LIFE_CONNECTED] = "connected",
+    [ZKC_LIFE_SUSPENDED] = "suspended",
+    [ZKC_LIFE_CLOSING] = "closing",
+    [ZKC_LIFE_EXPIRED] = "expired",
+    [ZKC_LIFE_AUTH_FAILED] = "auth_failed",
 };
 
-const char *sess_life_name(enum sess_life l)
+const char *zkc_life_name(enum zkc_life l)
 {
-    return (unsigned)l < SESS_LIFE_COUNT ? life_names[l] : "?";
+    return (unsigned)l < ZKC_LIFE_COUNT ? life_names[l] : "?";
 }
 
-enum sess_life session_life(const session *s)
+enum zkc_life zkclient_life(const zkclient *s)
 {
     return s->life;
 }
 
-const char *session_life_name(const session *s)
+const char *zkclient_life_name(const zkclient *s)
 {
-    return sess_life_name(s->life);
+    return zkc_life_name(s->life);
 }
 
-void sess_life_to(session *s, enum sess_life to)
+void zkc_life_to(zkclient *s, enum zkc_life to)
 {
     if (s->life == to)
         return;
-    sess_log(s, ZKE_LOG_DEBUG, "handle: %s -> %s", life_names[s->life], life_names[to]);
+    zkc_log(s, ZKE_LOG_DEBUG, "handle: %s -> %s", life_names[s->life], life_names[to]);
     s->life = to;
 }
 
-void sess_become(session *s, enum sess_life to)
+void zkc_become(zkclient *s, enum zkc_life to)
 {
-    if (s->life != SESS_LIFE_CLOSING) {
-        sess_life_to(s, to);
+    if (s->life != ZKC_LIFE_CLOSING) {
+        zkc_life_to(s, to);
     } else if (s->closing_from != to) {
-        sess_log(s, ZKE_LOG_DEBUG, "handle: closing (%s -> %s)", life_names[s->closing_from],
+        zkc_log(s, ZKE_LOG_DEBUG, "handle: closing (%s -> %s)", life_names[s->closing_from],
                  life_names[to]);
         s->closing_from = to;
     }
@@ -89,10 +89,10 @@ static void wipe_free(char *p, size_t n)
     free(p);
 }
 
-session *session_new(struct ev_loop *loop, const char *hosts, int timeout_ms,
-                     const struct sess_cbs *cb, void *ud)
+zkclient *zkclient_new(struct ev_loop *loop, const char *hosts, int timeout_ms,
+                     const struct zkc_cbs *cb, void *ud)
 {
-    session *s = calloc(1, sizeof *s);
+    zkclient *s = calloc(1, sizeof *s);
     if (s == NULL)
         return NULL;
     s->hosts = strdup(hosts);
@@ -100,24 +100,24 @@ session *session_new(struct ev_loop *loop, const char *hosts, int timeout_ms,
         free(s);
         return NULL;
     }
-    if (session_libev_attach(s, loop, &s->pump.ops, &s->pump.loop) != 0) {
+    if (zkclient_libev_attach(s, loop, &s->pump.ops, &s->pump.loop) != 0) {
         free(s->hosts);
         free(s);
         return NULL;
     }
-    s->life = SESS_LIFE_CLOSED;
+    s->life = ZKC_LIFE_CLOSED;
     s->timeout_ms = timeout_ms;
     s->pump.fd = -1;
     s->pump.attempt_fd = -1;
     s->cb = *cb;
     s->log.fn = cb->log;
     s->ud = ud;
-    session_set_acl(s, ZKE_ACL_DEFAULT);
+    zkclient_set_acl(s, ZKE_ACL_DEFAULT);
     snprintf(s->auth.who, sizeof s->auth.who, "no credentials");
     return s;
 }
 
-int session_set_auth(session *s, const char *scheme, const char *cred)
+int zkclient_set_auth(zkclient *s, const char *scheme, const char *cred)
 {
     wipe_free(s->auth.cred, s->auth.len);
     free(s->auth.scheme);
@@ -145,16 +145,16 @@ int session_set_auth(session *s, const char *scheme, const char *cred)
                  (int)(colon - cred < 100 ? colon - cred : 100), cred);
     else
         snprintf(s->auth.who, sizeof s->auth.who, "scheme '%.64s'", scheme);
-    session_set_acl(s, s->auth.acl);     /* the default depends on the credentials */
+    zkclient_set_acl(s, s->auth.acl);     /* the default depends on the credentials */
     return 0;
 }
 
-void session_set_log_level(session *s, enum zke_log_level min)
+void zkclient_set_log_level(zkclient *s, enum zke_log_level min)
 {
     s->log.min = min;
 }
 
-void session_set_acl(session *s, enum zke_acl acl)
+void zkclient_set_acl(zkclient *s, enum zke_acl acl)
 {
     s->auth.acl = acl;
     if (acl == ZKE_ACL_DEFAULT)
@@ -174,22 +174,22 @@ void session_set_acl(session *s, enum zke_acl acl)
     }
 }
 
-const char *session_auth_who(const session *s)
+const char *zkclient_auth_who(const zkclient *s)
 {
     return s->auth.who;
 }
 
-const char *session_auth_error(const session *s)
+const char *zkclient_auth_error(const zkclient *s)
 {
     return s->auth.err;
 }
 
-void sess_auth_failed(session *s, const char *fmt, const char *detail)
+void zkc_auth_failed(zkclient *s, const char *fmt, const char *detail)
 {
     snprintf(s->auth.err, sizeof s->auth.err, fmt, detail);
-    if (!sess_dead(s)) {
-        sess_become(s, SESS_LIFE_AUTH_FAILED);
-        s->cb.state(s->ud, SESS_S_AUTH_FAILED);
+    if (!zkc_dead(s)) {
+        zkc_become(s, ZKC_LIFE_AUTH_FAILED);
+        s->cb.state(s->ud, ZKC_S_AUTH_FAILED);
     }
 }
 
@@ -201,28 +201,28 @@ void sess_auth_failed(session *s, const char *fmt, const char *detail)
  * just another identity, and shows as NOAUTH on a request. */
 static void add_auth_done(int rc, const void *data)
 {
-    session *s = (session *)data;
-    if (s->life == SESS_LIFE_CLOSED || rc == ZCLOSING)
+    zkclient *s = (zkclient *)data;
+    if (s->life == ZKC_LIFE_CLOSED || rc == ZCLOSING)
         return;
     if (rc == ZOK)
-        sess_log(s, ZKE_LOG_DEBUG, "authenticated as %s", s->auth.who);
+        zkc_log(s, ZKE_LOG_DEBUG, "authenticated as %s", s->auth.who);
     else if (rc == ZAUTHFAILED)
-        sess_auth_failed(s, "ZooKeeper rejected the credentials of %s (check the scheme and the "
+        zkc_auth_failed(s, "ZooKeeper rejected the credentials of %s (check the scheme and the "
                             "server's authProvider settings)", s->auth.who);
     else    /* a failed connection also fails the pending auth: the library sends it again */
-        sess_log(s, ZKE_LOG_DEBUG, "add_auth for %s: %s (sent again on the next connection)",
+        zkc_log(s, ZKE_LOG_DEBUG, "add_auth for %s: %s (sent again on the next connection)",
                  s->auth.who, zerror(rc));
 }
 
 static void global_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
-    session *s = ctx;
+    zkclient *s = ctx;
     (void)path;
     if (type != ZOO_SESSION_EVENT || s == NULL || s->zh != zh)
         return;
     if (state == ZOO_CONNECTED_STATE) {
-        enum sess_life was = sess_conn_life(s);
-        sess_become(s, SESS_LIFE_CONNECTED);
+        enum zkc_life was = zkc_conn_life(s);
+        zkc_become(s, ZKC_LIFE_CONNECTED);
         s->pump.backoff = 0;
         s->timeout_ms = zoo_recv_timeout(zh);
         /* a new connection: earlier answers cannot pair with its syncs */
@@ -231,44 +231,44 @@ static void global_watcher(zhandle_t *zh, int type, int state, const char *path,
          * quorum leader created it after the handle was opened; a later one
          * was revalidated by the leader after the old connection's last
          * answer arrived (touch.h) */
-        if (was == SESS_LIFE_CONNECTING)
+        if (was == ZKC_LIFE_CONNECTING)
             touch_grant(&s->lease.touch, s->lease.opened_ns);
         else
             touch_revalidated(&s->lease.touch);
         s->lease.renewal_sent_ns = 0;     /* what the old one sent pairs with nothing here */
         s->log.conn_err[0] = s->log.conn_err_said[0] = '\0';   /* the next outage is told at once */
         s->ever_connected = true;
-        s->cb.state(s->ud, SESS_S_CONNECTED);
+        s->cb.state(s->ud, ZKC_S_CONNECTED);
     } else if (state == ZOO_CONNECTING_STATE) {
-        if (sess_conn_life(s) == SESS_LIFE_CONNECTED)
-            sess_become(s, SESS_LIFE_SUSPENDED);
+        if (zkc_conn_life(s) == ZKC_LIFE_CONNECTED)
+            zkc_become(s, ZKC_LIFE_SUSPENDED);
         touch_reset(&s->lease.touch);
-        s->cb.state(s->ud, SESS_S_DISCONNECTED);
+        s->cb.state(s->ud, ZKC_S_DISCONNECTED);
     } else if (state == ZOO_AUTH_FAILED_STATE) {
-        sess_auth_failed(s, "ZooKeeper rejected the credentials of %s", s->auth.who);
+        zkc_auth_failed(s, "ZooKeeper rejected the credentials of %s", s->auth.who);
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
-        if (!sess_dead(s)) {
-            sess_become(s, SESS_LIFE_EXPIRED);
-            s->cb.state(s->ud, SESS_S_EXPIRED);
+        if (!zkc_dead(s)) {
+            zkc_become(s, ZKC_LIFE_EXPIRED);
+            s->cb.state(s->ud, ZKC_S_EXPIRED);
         }
     }
 }
 
 /* Per-path watcher. The C client also hands every session event to every
  * path watcher (zk_hashtable.c): those are handled by global_watcher. */
-void sess_path_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+void zkc_path_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
-    session *s = ctx;
-    enum sess_watch w;
+    zkclient *s = ctx;
+    enum zkc_watch w;
     (void)state;
     if (type == ZOO_SESSION_EVENT || s == NULL || s->zh != zh || path == NULL ||
         s->cb.watch == NULL)
         return;
-    if (type == ZOO_DELETED_EVENT) w = SESS_W_DELETED;
-    else if (type == ZOO_CHANGED_EVENT) w = SESS_W_CHANGED;
-    else if (type == ZOO_CREATED_EVENT) w = SESS_W_CREATED;
-    else if (type == ZOO_CHILD_EVENT) w = SESS_W_CHILD;
-    else w = SESS_W_OTHER;
+    if (type == ZOO_DELETED_EVENT) w = ZKC_W_DELETED;
+    else if (type == ZOO_CHANGED_EVENT) w = ZKC_W_CHANGED;
+    else if (type == ZOO_CREATED_EVENT) w = ZKC_W_CREATED;
+    else if (type == ZOO_CHILD_EVENT) w = ZKC_W_CHILD;
+    else w = ZKC_W_OTHER;
     s->cb.watch(s->ud, w, path);
 }
 
@@ -305,17 +305,17 @@ static char *unresolved(const char *hosts)
     return msg;
 }
 
-int session_open(session *s)
+int zkclient_open(zkclient *s)
 {
-    if (s->life != SESS_LIFE_CLOSED) {
+    if (s->life != ZKC_LIFE_CLOSED) {
         snprintf(s->err, sizeof s->err, "session already open");
         return -1;
     }
     errno = 0;
-    session *outer = sess_route_enter(s);
+    zkclient *outer = zkc_route_enter(s);
     s->zh = zookeeper_init2(s->hosts, global_watcher, s->timeout_ms, NULL, s,
-                            ZOO_NO_LOG_CLIENTENV, sess_zk_log);
-    sess_route_leave(outer);
+                            ZOO_NO_LOG_CLIENTENV, zkc_zk_log);
+    zkc_route_leave(outer);
     if (s->zh == NULL) {
         int e = errno;
         free(s->open_err);
@@ -346,49 +346,49 @@ int session_open(session *s)
             return -1;
         }
     }
-    sess_life_to(s, SESS_LIFE_CONNECTING);
+    zkc_life_to(s, ZKC_LIFE_CONNECTING);
     s->pump.need_rearm = true;
     touch_init(&s->lease.touch);
     s->lease.renewal_sent_ns = 0;
-    s->lease.opened_ns = sess_now_ns();
+    s->lease.opened_ns = zkc_now_ns();
     /* first zookeeper_interest() at once: it opens the socket */
     s->pump.ops->timer(s->pump.loop, 0., 0);
     return 0;
 }
 
-int session_is_open(const session *s)
+int zkclient_is_open(const zkclient *s)
 {
-    return s->life != SESS_LIFE_CLOSED;
+    return s->life != ZKC_LIFE_CLOSED;
 }
 
-int session_closing(const session *s)
+int zkclient_closing(const zkclient *s)
 {
-    return s->life == SESS_LIFE_CLOSING;
+    return s->life == ZKC_LIFE_CLOSING;
 }
 
-void session_request_close(session *s)
+void zkclient_request_close(zkclient *s)
 {
-    if (s->life != SESS_LIFE_CLOSED && s->life != SESS_LIFE_CLOSING) {
+    if (s->life != ZKC_LIFE_CLOSED && s->life != ZKC_LIFE_CLOSING) {
         s->closing_from = s->life;
-        sess_life_to(s, SESS_LIFE_CLOSING);
-        s->pump.close_by = sess_loop_now(s) + CLOSE_WAIT;
+        zkc_life_to(s, ZKC_LIFE_CLOSING);
+        s->pump.close_by = zkc_loop_now(s) + CLOSE_WAIT;
     }
 }
 
-int session_keep(session *s)
+int zkclient_keep(zkclient *s)
 {
-    if (s->life == SESS_LIFE_CLOSED || sess_dead(s))
+    if (s->life == ZKC_LIFE_CLOSED || zkc_dead(s))
         return -1;
-    if (s->life == SESS_LIFE_CLOSING)
-        sess_life_to(s, s->closing_from);
+    if (s->life == ZKC_LIFE_CLOSING)
+        zkc_life_to(s, s->closing_from);
     return 0;
 }
 
-void session_free(session *s)
+void zkclient_free(zkclient *s)
 {
     if (s == NULL)
         return;
-    sess_close_now(s);
+    zkc_close_now(s);
     s->pump.ops->detach(s->pump.loop);
     wipe_free(s->auth.cred, s->auth.len);
     free(s->auth.scheme);
@@ -397,23 +397,23 @@ void session_free(session *s)
     free(s);
 }
 
-int session_connected(const session *s)
+int zkclient_connected(const zkclient *s)
 {
-    return sess_conn_life(s) == SESS_LIFE_CONNECTED;
+    return zkc_conn_life(s) == ZKC_LIFE_CONNECTED;
 }
 
-uint64_t session_id(const session *s)
+uint64_t zkclient_id(const zkclient *s)
 {
-    if (s->life == SESS_LIFE_CLOSED)
+    if (s->life == ZKC_LIFE_CLOSED)
         return 0;
     const clientid_t *c = zoo_client_id(s->zh);
     return c ? (uint64_t)c->client_id : 0;
 }
 
-int session_credentials(const session *s, uint64_t *id, unsigned char passwd[16],
+int zkclient_credentials(const zkclient *s, uint64_t *id, unsigned char passwd[16],
                         struct sockaddr_storage *peer, socklen_t *peer_len)
 {
-    const clientid_t *c = sess_conn_life(s) == SESS_LIFE_CONNECTED ? zoo_client_id(s->zh) : NULL;
+    const clientid_t *c = zkc_conn_life(s) == ZKC_LIFE_CONNECTED ? zoo_client_id(s->zh) : NULL;
     if (c == NULL || c->client_id == 0)
         return -1;
     *id = (uint64_t)c->client_id;
@@ -426,32 +426,32 @@ int session_credentials(const session *s, uint64_t *id, unsigned char passwd[16]
     return 0;
 }
 
-int64_t session_lease_base_ns(const session *s)
+int64_t zkclient_lease_base_ns(const zkclient *s)
 {
-    return s->life != SESS_LIFE_CLOSED ? s->lease.touch.confirmed : 0;
+    return s->life != ZKC_LIFE_CLOSED ? s->lease.touch.confirmed : 0;
 }
 
-void session_lose_time(session *s, int64_t ns)
+void zkclient_lose_time(zkclient *s, int64_t ns)
 {
     touch_lost(&s->lease.touch, ns);
     /* a request sent before now and answered after carries a send time
      * that does not count the loss: it confirms nothing */
-    s->lease.lost_at_ns = sess_now_ns();
+    s->lease.lost_at_ns = zkc_now_ns();
     if (s->lease.opened_ns > 0 && s->lease.opened_ns - ns > 0)
         s->lease.opened_ns -= ns;
 }
 
-int64_t session_base_moved_read_ns(const session *s)
+int64_t zkclient_base_moved_read_ns(const zkclient *s)
 {
     return s->lease.base_moved_read_ns;
 }
 
-int64_t session_last_renewal_ns(const session *s)
+int64_t zkclient_last_renewal_ns(const zkclient *s)
 {
-    return s->life != SESS_LIFE_CLOSED ? s->lease.renewal_sent_ns : 0;
+    return s->life != ZKC_LIFE_CLOSED ? s->lease.renewal_sent_ns : 0;
 }
 
-void session_set_server_tick(session *s, int tick_ms, double drift)
+void zkclient_set_server_tick(zkclient *s, int tick_ms, double drift)
 {
     if (tick_ms > s->lease.server_tick_ms)
         s->lease.server_tick_ms = tick_ms;
@@ -462,21 +462,21 @@ void session_set_server_tick(session *s, int tick_ms, double drift)
     s->lease.tick_set = true;
 }
 
-void session_set_tick_bound(session *s, int tick_ms)
+void zkclient_set_tick_bound(zkclient *s, int tick_ms)
 {
     s->lease.tick_bound_ms = tick_ms > 0 ? tick_ms : 0;
 }
 
-int session_tick_unstated(const session *s)
+int zkclient_tick_unstated(const zkclient *s)
 {
     return !s->lease.tick_set || s->lease.tick_unstated;
 }
 
-int session_pair_tick_ms(const session *s)
+int zkclient_pair_tick_ms(const zkclient *s)
 {
     /* the longest tick any agent assumes */
     int tick = s->lease.server_tick_ms;
-    if (session_tick_unstated(s)) {
+    if (zkclient_tick_unstated(s)) {
         int half = s->timeout_ms / 2;
         int t = s->lease.tick_bound_ms > 0 && s->lease.tick_bound_ms < half ? s->lease.tick_bound_ms : half;
         if (t > tick)
@@ -485,29 +485,29 @@ int session_pair_tick_ms(const session *s)
     return tick;
 }
 
-int64_t session_pair_gap_ns(const session *s)
+int64_t zkclient_pair_gap_ns(const zkclient *s)
 {
-    return (int64_t)((double)session_pair_tick_ms(s) * 1e6 * (1.0 + s->lease.drift));
+    return (int64_t)((double)zkclient_pair_tick_ms(s) * 1e6 * (1.0 + s->lease.drift));
 }
 
-int session_timeout_ms(const session *s)
+int zkclient_timeout_ms(const zkclient *s)
 {
     return s->timeout_ms;
 }
 
-const char *session_open_error(const session *s)
+const char *zkclient_open_error(const zkclient *s)
 {
     return s->open_err;
 }
 
-const char *session_conn_error(const session *s)
+const char *zkclient_conn_error(const zkclient *s)
 {
     return s->open_err != NULL ? s->open_err : s->log.conn_err[0] != '\0' ? s->log.conn_err : NULL;
 }
 
-char *session_unreachable(const session *s, int waited_ms)
+char *zkclient_unreachable(const zkclient *s, int waited_ms)
 {
-    const char *why = session_conn_error(s);
+    const char *why = zkclient_conn_error(s);
     if (s->ever_connected)
         return xprintf("no answer from ZooKeeper at '%s' within %d ms%s%s", s->hosts, waited_ms,
                        why != NULL ? ": " : "", why != NULL ? why : "");
@@ -518,12 +518,12 @@ char *session_unreachable(const session *s, int waited_ms)
                    why != NULL ? ": " : "", why != NULL ? why : "");
 }
 
-const char *session_error(const session *s)
+const char *zkclient_error(const zkclient *s)
 {
     return s->err[0] == '\0' && s->open_err != NULL ? s->open_err : s->err;
 }
 
-char *sess_child_path(const char *dir, const char *name)
+char *zkc_child_path(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);

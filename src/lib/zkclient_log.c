@@ -1,5 +1,5 @@
 /*
- * session_log.c - the ZooKeeper client's log lines, routed to the handle
+ * zkclient_log.c - the ZooKeeper client's log lines, routed to the handle
  * they are about, and the folding of failed connect attempts.
  *
  * The one process-wide pointer of the module: libzookeeper_st 3.8 takes a
@@ -7,37 +7,37 @@
  * callback gets only the line (log_callback_fn: no handle, no context), and
  * some lines are written before the handle exists (zookeeper_init2's own).
  * So each call into the library names the handle it is for
- * (sess_route_enter/leave around it), and the callback sends the lines to
+ * (zkc_route_enter/leave around it), and the callback sends the lines to
  * that handle. Loop thread only; nested calls restore the outer handle.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "session_int.h"
+#include "zkclient_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static session *routed;     /* the handle whose library call is running, or NULL */
+static zkclient *routed;     /* the handle whose library call is running, or NULL */
 
-session *sess_route_enter(session *s)
+zkclient *zkc_route_enter(zkclient *s)
 {
-    session *prev = routed;
+    zkclient *prev = routed;
     routed = s;
     return prev;
 }
 
-void sess_route_leave(session *prev)
+void zkc_route_leave(zkclient *prev)
 {
     routed = prev;
 }
 
-session *sess_routed(void)
+zkclient *zkc_routed(void)
 {
     return routed;
 }
 
-void sess_log(session *s, enum zke_log_level lvl, const char *fmt, ...)
+void zkc_log(zkclient *s, enum zke_log_level lvl, const char *fmt, ...)
 {
     char buf[512];
     va_list ap;
@@ -52,23 +52,23 @@ void sess_log(session *s, enum zke_log_level lvl, const char *fmt, ...)
 /* A failed connect attempt's reason, as one short text: the first time,
  * when it changes, and at most every CONN_ERR_REPEAT seconds while it
  * stays the same (with the count since), it is logged as a warning; it is
- * kept for the "cannot connect" error (session_conn_error). */
+ * kept for the "cannot connect" error (zkclient_conn_error). */
 #define CONN_ERR_REPEAT 30.0
 
-void sess_note_conn_err(session *s, const char *text)
+void zkc_note_conn_err(zkclient *s, const char *text)
 {
-    struct sess_log *l = &s->log;
+    struct zkc_log *l = &s->log;
     snprintf(l->conn_err, sizeof l->conn_err, "%s", text);
-    double now = sess_loop_now(s);
+    double now = zkc_loop_now(s);
     if (strcmp(l->conn_err_said, l->conn_err) == 0 && now - l->conn_err_said_at < CONN_ERR_REPEAT) {
         l->conn_err_repeats++;
         return;
     }
     if (strcmp(l->conn_err_said, l->conn_err) == 0)
-        sess_log(s, ZKE_LOG_WARN, "%s (%u more failed attempts in %.0f s); retrying", l->conn_err,
+        zkc_log(s, ZKE_LOG_WARN, "%s (%u more failed attempts in %.0f s); retrying", l->conn_err,
                  l->conn_err_repeats, now - l->conn_err_said_at);
     else
-        sess_log(s, ZKE_LOG_WARN, "%s; retrying", l->conn_err);
+        zkc_log(s, ZKE_LOG_WARN, "%s; retrying", l->conn_err);
     snprintf(l->conn_err_said, sizeof l->conn_err_said, "%s", l->conn_err);
     l->conn_err_said_at = now;
     l->conn_err_repeats = 0;
@@ -113,29 +113,29 @@ static int socket_error(const char *line, char *out, size_t outlen)
 }
 
 /* The client's own lines are debug. A failed connect (each attempt, many
- * a second during an outage) is folded into one reason (sess_note_conn_err);
+ * a second during an outage) is folded into one reason (zkc_note_conn_err);
  * its "delaying connection" between rounds says nothing more; any other
  * ERROR or WARN line ("Exceeded deadline") is passed on as a warning, at
  * most one a second. */
-void sess_zk_log(const char *message)
+void zkc_zk_log(const char *message)
 {
-    session *s = routed;
+    zkclient *s = routed;
     enum zke_log_level lvl = ZKE_LOG_DEBUG;
     char err[sizeof s->log.conn_err];
     if (s == NULL)
         return;
     int loud = strstr(message, ":ZOO_ERROR@") != NULL || strstr(message, ":ZOO_WARN@") != NULL;
     if (loud && socket_error(message, err, sizeof err) == 0) {
-        sess_log(s, ZKE_LOG_DEBUG, "zookeeper: %s", message);
-        sess_note_conn_err(s, err);
+        zkc_log(s, ZKE_LOG_DEBUG, "zookeeper: %s", message);
+        zkc_note_conn_err(s, err);
         return;
     }
     if (loud && strstr(message, "Delaying connection after exhaustively") == NULL) {
-        double now = sess_loop_now(s);
+        double now = zkc_loop_now(s);
         if (now - s->log.last_loud >= 1.0) {
             s->log.last_loud = now;
             lvl = ZKE_LOG_WARN;
         }
     }
-    sess_log(s, lvl, "zookeeper: %s", message);
+    zkc_log(s, lvl, "zookeeper: %s", message);
 }
