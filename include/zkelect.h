@@ -331,16 +331,6 @@ struct zke_status {
     unsigned long long short_terms;  /* terms whose promotion failed soon after they began
                                       * (zke_agent_resign_failed): each one more in a row
                                       * rejoins twice as late */
-    /* Lifecycles by name (constant strings, for a reader: `zkelect ctl
-     * status --json`'s "lifecycle"; the debug log names each move):
-     * the ZooKeeper client handle's ("closed", "connecting", "connected",
-     * "suspended", "closing", "expired", "auth_failed"), the connection's
-     * the agent is on ("live", "idle_closing", "auth_dead", "freeing") and
-     * the agent's on that connection ("attached", "running", "stopping",
-     * "done", "quiet", "detached"). */
-    const char *session_state;
-    const char *conn_state;
-    const char *member_state;
 };
 
 const char *zke_version(void);
@@ -425,6 +415,16 @@ void zke_agent_release_node(zke_agent *a, int token);
  * -1 (out zeroed) when the agent has no election (its settings were
  * refused). Reads nothing. */
 int zke_agent_status(zke_agent *a, struct zke_status *out);
+/* The agent's lifecycles by name (constant strings, for a reader: `zkelect
+ * ctl status --json`'s "lifecycle"; the debug log names each move): the
+ * ZooKeeper client handle's ("closed", "connecting", "connected",
+ * "suspended", "closing", "expired", "auth_failed"), the connection's the
+ * agent is on ("live", "idle_closing", "auth_dead", "freeing") and the
+ * agent's on that connection ("attached", "running", "stopping", "done",
+ * "quiet", "detached"). Any out pointer may be NULL. Loop thread, any time
+ * before zke_agent_free(); reads nothing. */
+void zke_agent_lifecycle(const zke_agent *a, const char **session, const char **conn,
+                         const char **member);
 /* zke_agent_status() for a reader who shows the view (a status page, a
  * metrics scrape, an operator's command). With census_interval_ms set, it
  * keeps the census's listing fresh for the next 10 census intervals (at least

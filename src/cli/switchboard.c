@@ -103,11 +103,13 @@ static void status(switchboard *sb, unsigned long token)
     char session[24];
     snprintf(session, sizeof session, "0x%llx", (unsigned long long)st.session);
     cJSON_AddStringToObject(o, "session", session);
+    const char *ls, *lc, *lm;
+    zke_agent_lifecycle(sb->agent, &ls, &lc, &lm);
     cJSON *life = cJSON_AddObjectToObject(o, "lifecycle");
     if (life != NULL) {
-        add_str(life, "session", st.session_state);
-        add_str(life, "conn", st.conn_state);
-        add_str(life, "member", st.member_state);
+        add_str(life, "session", ls);
+        add_str(life, "conn", lc);
+        add_str(life, "member", lm);
     }
     const char *hstate;
     const char *hook = zke_policy_hook_run(sb->policy, &hstate);

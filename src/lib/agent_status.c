@@ -235,9 +235,6 @@ int zke_agent_status(zke_agent *a, struct zke_status *out)
     out->election_size = a->census.election_size;
     out->short_terms = a->flap.terms;
     out->withdrawn_by = a->withdraw.by;
-    out->session_state = a->zkc != NULL ? zkclient_life_name(a->zkc) : "closed";
-    out->conn_state = a->conn != NULL ? conn_state_name_of(a->conn) : "freeing";
-    out->member_state = a->cm != NULL ? conn_member_state_name(a->cm) : "detached";
     /* a follower's own view of the leader is its last listing, which only
      * changes when its predecessor does; the census's, while a reader looks
      * (census_done), is read again after every change of membership
@@ -258,6 +255,17 @@ int zke_agent_status(zke_agent *a, struct zke_status *out)
     return 0;
 }
 
+
+void zke_agent_lifecycle(const zke_agent *a, const char **session, const char **conn,
+                         const char **member)
+{
+    if (session != NULL)
+        *session = a->zkc != NULL ? zkclient_life_name(a->zkc) : "closed";
+    if (conn != NULL)
+        *conn = a->conn != NULL ? conn_state_name_of(a->conn) : "freeing";
+    if (member != NULL)
+        *member = a->cm != NULL ? conn_member_state_name(a->cm) : "detached";
+}
 
 int zke_agent_view(zke_agent *a, struct zke_status *out)
 {
