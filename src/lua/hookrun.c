@@ -51,10 +51,11 @@ const char *hookrun_state_name(enum hookrun_state s)
     return (unsigned)s < HOOKRUN_STATE_COUNT ? state_names[s] : "?";
 }
 
-/* r moves to s: the last run's state follows, the change is logged at
- * debug (constant strings: nothing is formatted here), and a run that
- * stops while resumed tells the count hook to raise at once. */
-static void set_state(struct hookrun *r, enum hookrun_state s)
+/* r moves to s: the last run's state follows, and a run that stops while
+ * resumed tells the count hook to raise at once. No log line: this is also
+ * called inside scope_cancel, in the agent's lease check, where no host
+ * call may run (set_state logs). */
+static void move_state(struct hookrun *r, enum hookrun_state s)
 {
     script *sc = r->sc;
     r->state = s;
@@ -62,7 +63,14 @@ static void set_state(struct hookrun *r, enum hookrun_state s)
     sc->runs.last_state = s;
     if (s == HOOKRUN_STOPPING)
         budget_stop(&sc->budget, r->why);
-    script_log(sc, ZKE_LOG_DEBUG, "hook_state", r->name, state_names[s]);
+}
+
+/* move_state, the change logged at debug (constant strings: nothing is
+ * formatted here). */
+static void set_state(struct hookrun *r, enum hookrun_state s)
+{
+    move_state(r, s);
+    script_log(r->sc, ZKE_LOG_DEBUG, "hook_state", r->name, state_names[s]);
 }
 
 /* Resumed now: RUNNING or STOPPING (lua_resume is on the stack). */
@@ -290,7 +298,7 @@ static void run_res_cancel(struct scope_res *res)
     snprintf(r->why, sizeof r->why, "%s preempted: the term ended", r->name);
     r->cause = ZKE_HOOK_PREEMPTED;
     if (resumed(r)) {
-        set_state(r, HOOKRUN_STOPPING);
+        move_state(r, HOOKRUN_STOPPING);
         return;                 /* it unwinds at its next wait or count check */
     }
     if (r->wait != NULL) {
@@ -300,7 +308,7 @@ static void run_res_cancel(struct scope_res *res)
     }
     if (sc->loop != NULL)
         ev_timer_stop(sc->loop, &r->budget);
-    set_state(r, HOOKRUN_FINISHING);
+    move_state(r, HOOKRUN_FINISHING);
     later(sc);
 }
 

@@ -63,7 +63,13 @@ static scope *term_live(script *sc)
     struct term_handle *t = &sc->reg.term;
     if (t->scope == NULL || sc->agent == NULL)
         return NULL;
-    return agent_lease_left_ns(sc->agent, t->scope) > 0 ? t->scope : NULL;
+    if (agent_lease_left_ns(sc->agent, t->scope) > 0)
+        return t->scope;
+    /* the lease ran out since the agent's last check: the term ends now
+     * (agent_term() revokes it: its processes SIGTERMed, the step-down
+     * begun), not at the next check */
+    (void)agent_term(sc->agent);
+    return NULL;
 }
 
 scope *registrar_term(script *sc, int64_t epoch)
