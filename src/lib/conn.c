@@ -414,7 +414,8 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         c->ms.close_owed = 0;      /* the close released their nodes */
     }
     c->was_open = open;
-    if (!open && c->life != CONN_AUTH_DEAD && !ev_is_active(&c->rt.reopen) && any_wanting(c))
+    if (!open && c->life != CONN_AUTH_DEAD && c->life != CONN_FREEING && !ev_is_active(&c->rt.reopen) &&
+        any_wanting(c))
         conn_open(c);
     conn_log_drain(c);
     if (c->life == CONN_FREEING && c->ms.n == 0 && c->in_cb == 0)
@@ -433,7 +434,8 @@ static void reopen_cb(struct ev_loop *loop, ev_timer *w, int revents)
     zke_conn *c = w->data;
     (void)loop;
     (void)revents;
-    if (zkclient_is_open(c->zkc) || c->life == CONN_AUTH_DEAD || !any_wanting(c))
+    if (zkclient_is_open(c->zkc) || c->life == CONN_AUTH_DEAD || c->life == CONN_FREEING ||
+        !any_wanting(c))
         return;
     conn_open(c);
 }

@@ -220,7 +220,13 @@ static void global_watcher(zhandle_t *zh, int type, int state, const char *path,
     (void)path;
     if (type != ZOO_SESSION_EVENT || s == NULL || s->zh != zh)
         return;
-    if (state == ZOO_CONNECTED_STATE) {
+    if (state == ZOO_CONNECTED_STATE && zkc_dead(s)) {
+        /* expired or refused: dead for good (the conn closes it at its
+         * next flush); a connection the library still reports changes
+         * nothing */
+        zkc_log(s, ZKE_LOG_DEBUG, "handle: %s: a connection after it is ignored",
+                zkclient_life_name(s));
+    } else if (state == ZOO_CONNECTED_STATE) {
         enum zkc_life was = zkc_conn_life(s);
         zkc_become(s, ZKC_LIFE_CONNECTED);
         s->pump.backoff = 0;
