@@ -269,13 +269,25 @@ def watchers(ppid=None, cwd=None):
     return found
 
 
+_ports_given = set()
+
+
 def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
+    """A free loopback TCP port, never one this process handed out before:
+    a port is free only until someone listens on it, and the kernel may hand
+    the same one to two binds in a row when the first was closed at once (a
+    postgres --data port and an agent's --status port collided so)."""
+    for _ in range(1000):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        finally:
+            s.close()
+        if port not in _ports_given:
+            _ports_given.add(port)
+            return port
+    raise RuntimeError("no free loopback port that this test has not handed out already")
 
 
 def parse_ts(ts):
