@@ -346,7 +346,11 @@ def test_a_lease_that_runs_out_is_the_loop_s_to_end():
     silent: its SIGTERM comes half the margin after the lease end, by which
     time the loop has begun the step-down."""
     with h.ZooKeeper() as zk:
-        a = h.Agent(zk, "sl", path=PATH, session_timeout=T, extra=["--", "sh", "-c", STATE_DUTY])
+        # a 225 ms grace for the duty's trap (--stepdown-budget 600): with
+        # the default 75 ms its shell was SIGKILLed before the trap ran,
+        # beside the suite
+        a = h.Agent(zk, "sl", path=PATH, session_timeout=T,
+                    extra=["--stepdown-budget", "600", "--", "sh", "-c", STATE_DUTY])
         a.wait_for("leader", timeout=15)
         state = os.path.join(a.dir, "state")
         h.wait_until(lambda: os.path.exists(state), 10, "the duty's state")

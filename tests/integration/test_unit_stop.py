@@ -279,8 +279,10 @@ def test_a_crash_the_keeper_closes_the_session_before_the_rest_is_killed():
             line = unit_stop_line(post)
             print("  info: %s" % line["msg"], flush=True)
             # (the keeper, in its fence when --stop started, unless that
-            # start took longer than the fence)
-            assert line["keepers"] <= 1 and line["killed"] == 1 and line["level"] == "info", line
+            # start took longer than the fence; and, where --stop looked
+            # between the fence's fork and its exec, that child too: it
+            # still bears the keeper's name, as under ASan beside the suite)
+            assert line["keepers"] <= 2 and line["killed"] == 1 and line["level"] == "info", line
             assert line["id"] == tu.HOST and line["cgroup"] == cg.path, line
             # nothing lost: the duty, its grandchild and the fence ended
             # first, the session was closed (not expired), the stray and
