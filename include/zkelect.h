@@ -331,6 +331,9 @@ struct zke_status {
     unsigned long long short_terms;  /* terms whose promotion failed soon after they began
                                       * (zke_agent_resign_failed): each one more in a row
                                       * rejoins twice as late */
+    int sequence_wrap;           /* 1 once a listing showed the election's sequence near or
+                                  * past the 2^31 wrap (docs/design.md "The sequence wrap"):
+                                  * rotate the election path (docs/operations.md) */
 };
 
 const char *zke_version(void);

@@ -24,7 +24,11 @@
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 5000
 #define REJOIN_MS      200      /* after a resign: let the others take over */
-#define WRAP_MARGIN    1000000  /* warn this many creates before the 2^31 wrap */
+/* "Near the wrap": the folder's next suffix, or one of its children's, is
+ * within 2^20 of 2^31 - 1. A folder gets there after some 2.1e9 creates; the
+ * 2^20 left (12 days at one join a second) are the operator's time to rotate
+ * the path (docs/design.md "The sequence wrap"). */
+#define WRAP_MARGIN    (INT32_C(1) << 20)
 
 enum phase {
     P_IDLE, P_ENSURE, P_CREATE, P_ADOPT_LIST, P_ADOPT_STAT, P_LIST, P_CONFIRM,
@@ -62,7 +66,7 @@ struct election {
     int rejoin_ms;              /* after the next resign: the owner's backoff (0: REJOIN_MS) */
     int led;                    /* our current node has led a term: it never leads again */
     int published;              /* the leader data of this term was written */
-    int near_wrap, wrap_warned;
+    int near_wrap, wrap_warned; /* a listing showed the wrap near (sticky), said once */
     enum zke_compat compat;     /* node naming and data (el_set_compat) */
     int started;                /* el_on_session was called: compat is fixed */
 
@@ -443,6 +447,99 @@ static int child_cmp(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+/* The folder's next sequence suffix, from its stat in a listing: ZooKeeper
+ * keeps one counter per node, of creates under it, makes a sequential
+ * child's suffix from it ("%010d") and bumps it by one; a stat reports
+ * cversion = 2 x counter - numChildren (DataNode.copyStat: "every create has
+ * a delete, except for the children still present"), in 32 bits. The
+ * counter is below 2^31, so the sum gives it back exactly, whatever the
+ * wrap of that product did to cversion (negative from 2^30 creates on). */
+static int32_t next_suffix(int32_t cversion, int nchildren)
+{
+    uint32_t twice = (uint32_t)cversion + (uint32_t)nchildren;
+    return (int32_t)(twice / 2);
+}
+
+/* Sets near_wrap from a sorted listing (m sequence children of n) and says
+ * so once. ZooKeeper 3.8 never goes past 2^31 - 1: the create that takes
+ * that suffix computes INT32_MIN as the new counter, which the tree refuses
+ * (it only ever raises a counter), so every later create gets 2147483647
+ * again, and one prepared while another is still uncommitted gets a
+ * negative one. So near the wrap is: a big suffix, a negative one, a
+ * suffix given twice, or a big counter. */
+static void check_wrap(election *e, const struct child *c, int m, int n, int32_t cversion)
+{
+    int32_t next = next_suffix(cversion, n);
+    char why[96] = "";
+    if (m > 0 && c[0].seq < 0)
+        snprintf(why, sizeof why, "a negative suffix %" PRId32, c[0].seq);
+    for (int i = 1; i < m && why[0] == '\0'; i++)
+        if (c[i].seq == c[i - 1].seq)
+            snprintf(why, sizeof why, "the suffix %" PRId32 " given twice", c[i].seq);
+    if (why[0] == '\0' && m > 0 && c[m - 1].seq >= INT32_MAX - WRAP_MARGIN)
+        snprintf(why, sizeof why, "the suffix %" PRId32, c[m - 1].seq);
+    if (why[0] == '\0' && next >= INT32_MAX - WRAP_MARGIN)
+        snprintf(why, sizeof why, "the next suffix %" PRId32, next);
+    if (why[0] == '\0')
+        return;
+    e->near_wrap = 1;
+    if (!e->wrap_warned) {
+        e->wrap_warned = 1;
+        elog(e, ZKE_LOG_WARN, "election %s is at the 2^31 sequence wrap (%s; cversion %" PRId32
+             "): suffixes no longer follow creation order; no fast path, and no term starts "
+             "while the smallest suffix is negative or shared; rotate the election path "
+             "(docs/operations.md)", e->path, why, cversion);
+    }
+}
+
+/* 1 if a node sorted before ours (c[0..me-1]) came before it in creation
+ * order for sure: a suffix >= 0 below ours. After the wrap, a negative
+ * suffix or one equal to ours may belong to a later node. */
+static int strictly_ahead(const struct child *c, int me)
+{
+    for (int i = 0; i < me; i++)
+        if (c[i].seq >= 0 && c[i].seq < c[me].seq)
+            return 1;
+    return 0;
+}
+
+/* We are first in the listing but may not start a term on it: our suffix
+ * is negative, or another node has it too. Sequences only grow up to
+ * 2^31 - 1, so a node created after a term's listing has a suffix at least
+ * the leader's, or a negative one: a candidate that starts only as the one
+ * smallest suffix >= 0 can never start beside a node that was already there
+ * (DESIGN "The sequence wrap"). A negative node is released and created
+ * again (it gets 2147483647 or later, behind the others); a tie waits
+ * behind the other node with our suffix, re-listing when it goes. 1 if it
+ * handled the listing. */
+static int refuse_first(election *e, const struct child *c, int m)
+{
+    if (e->role == ZKE_ROLE_LEADER || (c[0].seq >= 0 && (m < 2 || c[1].seq != c[0].seq)))
+        return 0;
+    if (c[0].seq < 0) {
+        elog(e, ZKE_LOG_WARN, "our node %s has a negative suffix after the sequence wrap: "
+             "not leading on it; releasing it and rejoining", e->node);
+        e->role = ZKE_ROLE_IDLE;
+        clear_view(e);
+        start_delete(e);
+        return 1;
+    }
+    elog(e, ZKE_LOG_WARN, "our node %s shares its suffix with %s after the sequence wrap: "
+         "neither may lead while both exist; waiting for it to go", e->node, c[1].name);
+    if (!same(e->pred, c[1].name))
+        nodedata_clear(&e->pred_nd);
+    set_str(&e->pred, c[1].name);
+    set_str(&e->leader_node, NULL);
+    nodedata_clear(&e->leader_nd);
+    e->smaller = 0;             /* never the fast path */
+    e->position = 1;
+    e->phase = P_WATCH;
+    e->watch_done = 0;
+    e->data_done = 1;           /* no leader to read */
+    e->want_watch = request(e, EL_REQ_WATCH, e->pred, 0);
+    return 1;
+}
+
 static void evaluate(election *e, const char *const *names, int n, int32_t cversion)
 {
     struct child *c = calloc((size_t)(n > 0 ? n : 1), sizeof *c);
@@ -456,19 +553,11 @@ static void evaluate(election *e, const char *const *names, int n, int32_t cvers
         if (el_parse_seq(names[i], &s) == 0) {
             c[m].name = names[i];
             c[m].seq = s;
-            if (s < 0)
-                e->near_wrap = 1;
             m++;
         }
     }
-    if (cversion > INT32_MAX - WRAP_MARGIN)
-        e->near_wrap = 1;
-    if (e->near_wrap && !e->wrap_warned) {
-        e->wrap_warned = 1;
-        elog(e, ZKE_LOG_WARN, "election %s is near the 2^31 sequence wrap (cversion %" PRId32
-             "): rotate the election path", e->path, cversion);
-    }
     qsort(c, (size_t)m, sizeof *c, child_cmp);
+    check_wrap(e, c, m, n, cversion);
     for (int i = 0; i < m && e->node != NULL; i++)
         if (strcmp(c[i].name, e->node) == 0)
             me = i;
@@ -481,8 +570,13 @@ static void evaluate(election *e, const char *const *names, int n, int32_t cvers
     e->candidates = m;
     e->smaller = me;
     ensure_self_watch(e);
-    if (me == 0) {
+    /* a sitting leader keeps its term beside nodes that only sort before
+     * it after the wrap: refuse_first keeps them from leading */
+    if (me == 0 || (e->role == ZKE_ROLE_LEADER && !strictly_ahead(c, me))) {
+        int refused = me == 0 && refuse_first(e, c, m);
         free(c);
+        if (refused)
+            return;
         if (e->trust >= NODE_VERIFIED) {
             become_leader(e, "elected");
         } else {
@@ -492,8 +586,8 @@ static void evaluate(election *e, const char *const *names, int n, int32_t cvers
         return;
     }
     if (e->role == ZKE_ROLE_LEADER) {
-        /* Only a wrapped sequence or a foreign writer puts a node before a
-         * sitting leader; end the term rather than lead beside it. */
+        /* Only a foreign writer puts a node with a smaller suffix >= 0
+         * before a sitting leader; end the term rather than lead beside it. */
         free(c);
         end_term(e, "lost");
         return;
@@ -1084,6 +1178,7 @@ void el_status(const election *e, struct zke_status *st)
     st->predecessor = e->role == ZKE_ROLE_FOLLOWER ? e->pred : NULL;
     st->position = e->role == ZKE_ROLE_LEADER ? 0 : e->role == ZKE_ROLE_FOLLOWER ? e->position : -1;
     st->candidates = e->candidates;
+    st->sequence_wrap = e->near_wrap;
 }
 
 election *el_new(const char *path, const char *id, const char *data,
