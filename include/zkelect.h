@@ -331,9 +331,6 @@ struct zke_status {
     unsigned long long short_terms;  /* terms whose promotion failed soon after they began
                                       * (zke_agent_resign_failed): each one more in a row
                                       * rejoins twice as late */
-    int sequence_wrap;           /* 1 once a listing showed the election's sequence near or
-                                  * past the 2^31 wrap (docs/design.md "The sequence wrap"):
-                                  * rotate the election path (docs/operations.md) */
 };
 
 const char *zke_version(void);
@@ -428,6 +425,12 @@ int zke_agent_status(zke_agent *a, struct zke_status *out);
  * before zke_agent_free(); reads nothing. */
 void zke_agent_lifecycle(const zke_agent *a, const char **session, const char **conn,
                          const char **member);
+/* 1 once a listing showed the election's sequence near or past the 2^31
+ * wrap (docs/design.md "The sequence wrap"; sticky): rotate the election
+ * path (docs/operations.md). A function, not a zke_status field, so that
+ * struct zke_status keeps its size. Loop thread, any time before
+ * zke_agent_free(). */
+int zke_agent_sequence_wrap(const zke_agent *a);
 /* zke_agent_status() for a reader who shows the view (a status page, a
  * metrics scrape, an operator's command). With census_interval_ms set, it
  * keeps the census's listing fresh for the next 10 census intervals (at least

@@ -612,7 +612,7 @@ static void prom_role(struct sbuf *b, const metrics *m, const zke_agent *a, int 
     put(b, "zkelect_short_terms_total %llu\n", have ? st->short_terms : 0ULL);
     head(b, "zkelect_sequence_wrap", "gauge",
          "1 once a listing showed the election's sequence at the 2^31 wrap: rotate the path.");
-    put(b, "zkelect_sequence_wrap %d\n", have && st->sequence_wrap);
+    put(b, "zkelect_sequence_wrap %d\n", a != NULL && zke_agent_sequence_wrap(a));
     head(b, "zkelect_position", "gauge", "Place in line: 0 leads, 1 next; -1 unknown.");
     put(b, "zkelect_position %d\n", have ? st->position : -1);
     head(b, "zkelect_candidates", "gauge",

@@ -87,7 +87,7 @@ static void status(switchboard *sb, unsigned long token)
     add_str(o, "withdrawn_by", st.withdrawn_by);
     cJSON_AddBoolToObject(o, "connected", st.connected);
     cJSON_AddBoolToObject(o, "suspended", st.suspended);
-    cJSON_AddBoolToObject(o, "sequence_wrap", st.sequence_wrap);
+    cJSON_AddBoolToObject(o, "sequence_wrap", zke_agent_sequence_wrap(sb->agent));
     add_str(o, "node", st.node);
     add_str(o, "leader", st.leader);
     cJSON_AddNumberToObject(o, "epoch", (double)(st.role == ZKE_ROLE_LEADER ? st.epoch

@@ -267,6 +267,11 @@ void zke_agent_lifecycle(const zke_agent *a, const char **session, const char **
         *member = a->cm != NULL ? conn_member_state_name(a->cm) : "detached";
 }
 
+int zke_agent_sequence_wrap(const zke_agent *a)
+{
+    return a->el != NULL && el_near_wrap(a->el);
+}
+
 int zke_agent_view(zke_agent *a, struct zke_status *out)
 {
     if (a->el != NULL && a->set.census_interval_ms > 0) {

@@ -1178,7 +1178,11 @@ void el_status(const election *e, struct zke_status *st)
     st->predecessor = e->role == ZKE_ROLE_FOLLOWER ? e->pred : NULL;
     st->position = e->role == ZKE_ROLE_LEADER ? 0 : e->role == ZKE_ROLE_FOLLOWER ? e->position : -1;
     st->candidates = e->candidates;
-    st->sequence_wrap = e->near_wrap;
+}
+
+int el_near_wrap(const election *e)
+{
+    return e->near_wrap;
 }
 
 election *el_new(const char *path, const char *id, const char *data,

@@ -117,6 +117,8 @@ void el_stop(election *e);          /* leave for good; EL_REQ_DONE when released
 
 enum zke_role el_role(const election *e);
 void el_status(const election *e, struct zke_status *st);
+/* 1 once a listing showed the sequence near or past the 2^31 wrap (sticky). */
+int el_near_wrap(const election *e);
 
 /* Sequence of a child name: the trailing 10 characters as ZooKeeper writes a
  * signed 32-bit counter ("%010d"), or the 11-character "-2147483648". Returns
