@@ -956,6 +956,19 @@ void zke_agent_guard_down(zke_agent *a, int down);
  * expire. */
 int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud);
 
+/* In the watcher's process, while zke_guard_watch runs there: ends the
+ * agent's terms now, as a hard end does, whatever their ends and the
+ * flags: SIGKILL to every registered group and cgroup and to the agent's
+ * process (logged once, naming `by`, the pid that asked; 0: unknown); the
+ * agent gone, the watcher fences each term it held (reason "agent_gone")
+ * and closes its sessions once those terms are over, as after any death:
+ * each next in line leads only then. For an operator's forced failover of
+ * an agent that does not answer (zkelect ctl resign --force reaches the
+ * keeper with a signal whose handler calls it). Async-signal-safe: a
+ * handler may call it; NULL is a no-op. If the agent cannot be signalled
+ * it is logged and the watcher watches on. */
+void zke_guard_end_now(zke_guard *g, pid_t by);
+
 #define ZKE_GUARD_FENCE_MAX 2048    /* a fence command's words, NULs included */
 #define ZKE_GUARD_FENCE_WORDS 32    /* and at most this many of them */
 /* The fence: state a term set up (an address, a promoted database) and

@@ -3,6 +3,8 @@
 #include "guardrun.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -10,6 +12,17 @@
 #include "log.h"
 
 #define GUARDRUN_DRAIN_MS 3000
+
+static zke_guard *volatile asked;    /* the guard the end request is for */
+
+/* KEEPER_END_SIGNAL: only a queued one with KEEPER_END_VALUE is a request */
+static void on_end_request(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    if (si != NULL && si->si_code == SI_QUEUE && si->si_value.sival_int == KEEPER_END_VALUE)
+        zke_guard_end_now(asked, si->si_pid);   /* async-signal-safe */
+}
 
 static void on_guard_log(void *ud, enum zke_log_level lvl, const char *msg)
 {
@@ -30,6 +43,15 @@ int guardrun(zke_guard *g, int kill_agent)
         (void)!write(adj, "-1000", 5);
         (void)close(adj);
     }
+    asked = g;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_end_request;   /* no SA_RESTART: the watcher's wait returns */
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(KEEPER_END_SIGNAL, &sa, NULL) != 0)
+        log_msg(ZKE_LOG_WARN, "fail_stop", "the watcher takes no end request (sigaction): "
+                "zkelect ctl resign --force cannot reach it");
     int rc = zke_guard_watch(g, kill_agent ? ZKE_GUARD_KILL_AGENT : 0, on_guard_log, NULL);
     if (rc != 0)
         log_msg(ZKE_LOG_ERROR, "fail_stop", "the watcher could not start: terms are not guarded");

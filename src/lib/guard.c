@@ -708,6 +708,9 @@ void guard_slot_arm(zke_guard *g, int slot, int64_t epoch, int64_t soft_ns, int6
 
 /* The guard the wake-up handler pokes (one watcher per process). */
 static zke_guard *volatile watched;
+/* zke_guard_end_now: who asked (a pid, -1 unknown), 0 nobody; the watcher's
+ * own process's (lock-free: a signal handler may set it) */
+static atomic_int end_asked;
 
 /* WAKE_SIGNAL: the agent died (the parent-death signal), or the boot-clock
  * timer of the end waited for went off. */
@@ -717,6 +720,15 @@ static void on_wake(int sig)
     zke_guard *g = watched;
     if (g != NULL)
         atomic_fetch_add(&g->seq, 1);   /* lock-free: async-signal-safe */
+}
+
+void zke_guard_end_now(zke_guard *g, pid_t by)
+{
+    if (g == NULL)
+        return;
+    atomic_store(&end_asked, by > 0 ? (int)by : -1);
+    atomic_fetch_add(&g->seq, 1);       /* a wait entered after this returns at once */
+    (void)futex(&g->seq, FUTEX_WAKE, 1, NULL);
 }
 
 /* <folder>/term-<id>/<file> (or the folder's own file for id 0) in buf,
@@ -1370,6 +1382,7 @@ struct watch {
     int64_t fired;          /* the hard end it fired for (it fires once per end) */
     int64_t termed;         /* the soft end it sent SIGTERM for */
     int killed_agent;
+    int ended;              /* it acted on zke_guard_end_now */
 };
 
 /* The wake-up signal, the parent's death as that signal, and the timer on
@@ -1431,6 +1444,24 @@ static void watch_hard_end(struct watch *w, int64_t d, int64_t now)
         if (di != 0 && di <= now)
             (void)fence_once(g, i, "hard_end", w->log, w->ud);
     }
+}
+
+/* zke_guard_end_now: every group and the agent SIGKILLed at once,
+ * whatever the flags (the loop then sees the agent gone: the fence and
+ * the close follow, as after any death). */
+static void watch_end_asked(struct watch *w, int by)
+{
+    char msg[400];
+    int n = kill_groups(w->g, 1);
+    w->killed_agent = kill(w->agent, SIGKILL) == 0;     /* also when it is stopped */
+    w->ended = w->killed_agent;
+    if (!w->ended)
+        atomic_store(&end_asked, 0);    /* it watches on, as before the request */
+    snprintf(msg, sizeof msg, "fail-stop: an end of the agent's terms was asked (by pid %d: "
+             "zkelect ctl resign --force): SIGKILL to %d process group%s and to the agent "
+             "(pid %d%s)", by, n, n == 1 ? "" : "s", (int)w->agent,
+             w->killed_agent ? "" : ": it could not be signalled");
+    say(w->log, w->ud, ZKE_LOG_ERROR, msg);
 }
 
 /* A soft end `sd` (slot soft_slot's) passed: SIGTERM to its groups. */
@@ -1553,7 +1584,15 @@ int zke_guard_watch(zke_guard *g, int flags, zke_log_fn *log, void *ud)
         unsigned s = atomic_load(&g->seq);
         int soft_slot = 0;
         int64_t d = earliest(g), now = boot_ns(), sd = earliest_soft(g, &soft_slot);
-        if (d != 0 && d != w.fired && now >= d)
+        int by = atomic_load(&end_asked);
+        if (w.ended) {
+            /* the agent was SIGKILLed: until it is gone (the parent-death
+             * signal cuts the pause short) */
+            struct timespec pause = { 0, 20000000 };
+            (void)nanosleep(&pause, NULL);
+        } else if (by != 0)
+            watch_end_asked(&w, by);
+        else if (d != 0 && d != w.fired && now >= d)
             watch_hard_end(&w, d, now);
         else if (sd != 0 && sd != w.termed && now >= sd)
             watch_soft_end(&w, soft_slot, sd, now);

@@ -4,8 +4,9 @@
  * (only those) and logs one line; a lapsed lease end of a term that
  * still acts sends its groups SIGTERM first (two phases); disarming stops it; a term that starts,
  * or an end moved earlier, wakes a watcher that sleeps; ZKE_GUARD_KILL_AGENT
- * kills the agent; an agent that dies takes every group it registered
- * along at once. Timing bounds are loose (ASan, a loaded machine): each
+ * kills the agent; an end asked from a handler in the watcher
+ * (zke_guard_end_now) kills the groups and the agent at once, whatever the
+ * flags; an agent that dies takes every group it registered along at once. Timing bounds are loose (ASan, a loaded machine): each
  * checks an order of events, never a speed. */
 #define _DEFAULT_SOURCE     /* mkdtemp */
 #define _POSIX_C_SOURCE 200809L
@@ -54,12 +55,32 @@ static void watcher_log(void *ud, enum zke_log_level lvl, const char *msg)
     (void)!write(log_fd, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
 }
 
+/* test_end_asked: the watcher's SIGALRM asks for the end (as the keeper's
+ * handler of zkelect ctl resign --force does) this long after it starts */
+static int end_after_s;
+static zke_guard *end_guard;
+
+static void ask_end(int sig)
+{
+    (void)sig;
+    zke_guard_end_now(end_guard, 4242);
+}
+
 /* Forks the watcher of g (a child of the calling process). */
 static pid_t fork_watcher(zke_guard *g, int flags, int fd)
 {
     pid_t w = fork();
     if (w == 0) {
         log_fd = fd;
+        if (end_after_s > 0) {
+            end_guard = g;
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = ask_end;
+            sigemptyset(&sa.sa_mask);
+            (void)sigaction(SIGALRM, &sa, NULL);
+            (void)alarm((unsigned)end_after_s);
+        }
         _exit(zke_guard_watch(g, flags, watcher_log, NULL) == 0 ? 0 : 3);
     }
     return w;
@@ -412,6 +433,35 @@ static void test_kill_agent(void)
     CHECK(group_gone(s, 3000));
     read_log(lfd[0], buf, sizeof buf, 2000);
     CHECK(strstr(buf, "outlived its lease") != NULL && strstr(buf, "and to the agent") != NULL);
+    if (st == -1) {
+        (void)kill(a, SIGKILL);
+        (void)waitpid(a, NULL, 0);
+    }
+    close(pfd[0]);
+    close(pfd[1]);
+    close(lfd[0]);
+    close(lfd[1]);
+}
+
+/* zke_guard_end_now, from a signal handler in the watcher: the term's
+ * group and the agent SIGKILLed long before the term's hard end, even
+ * without ZKE_GUARD_KILL_AGENT, and one line naming who asked. */
+static void test_end_asked(void)
+{
+    char buf[1024];
+    int pfd[2], lfd[2];
+    pid_t s = 0;
+    CHECK(pipe(pfd) == 0 && pipe(lfd) == 0);
+    end_after_s = 1;
+    pid_t a = fork_agent(0, 60000, pfd[1], lfd[1]);
+    end_after_s = 0;
+    CHECK(read(pfd[0], &s, sizeof s) == (ssize_t)sizeof s);
+    int st = wait_end(a, 10000);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    CHECK(group_gone(s, 3000));
+    read_log(lfd[0], buf, sizeof buf, 2000);
+    CHECK(strstr(buf, "end of the agent's terms was asked (by pid 4242") != NULL &&
+          strstr(buf, "and to the agent") != NULL && strstr(buf, "outlived") == NULL);
     if (st == -1) {
         (void)kill(a, SIGKILL);
         (void)waitpid(a, NULL, 0);
@@ -933,6 +983,7 @@ int main(void)
     RUN(test_standby_arms_without_a_wake);
     RUN(test_two_phases);
     RUN(test_kill_agent);
+    RUN(test_end_asked);
     RUN(test_agent_dies);
     RUN(test_fence);
     RUN(test_relative_ends);
