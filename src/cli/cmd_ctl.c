@@ -5,17 +5,28 @@
  * the agent's N. No agent on the socket: exit 69. The socket: --control,
  * -i NAME, ZKELECT_CONTROL, $RUNTIME_DIRECTORY's, then the shipped units'
  * (socket_path).
+ *
+ * resign --force: an agent that does not answer within FORCE_ANSWER_MS
+ * (frozen, or its loop stuck in one call) is ended by its own keeper
+ * (force_end): the agent's pid is the socket's listener's (SO_PEERCRED),
+ * its keeper the child of that pid named KEEPER_NAME that leads its own
+ * process group, checked again once a pidfd holds it, then sent
+ * KEEPER_END_SIGNAL queued with KEEPER_END_VALUE (guardrun.h); ctl waits
+ * for the agent's death, then (a while) for the keeper's, whose close of
+ * the session comes after the term's processes are gone and its fence ran.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE         /* struct ucred (SO_PEERCRED) */
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,6 +36,7 @@
 #include "commands.h"
 #include "control.h"
 #include "exits.h"
+#include "guardrun.h"
 
 /* the longest an answer may take: a hand-over waits up to max(10 s, 4 x
  * the session timeout) for the new leader (switchboard.h; the longest
@@ -33,6 +45,13 @@
  * answered from the agent's loop at once: a frozen agent is reported */
 #define LONG_WAIT_MS 2700000
 #define ANSWER_WAIT_MS 10000
+/* resign --force: the agent answers within this, or its keeper ends it; the
+ * keeper's SIGKILL ends it within FORCE_DEATH_MS; its close (the term's
+ * processes gone, at most 2 s, the fence, at most its budget, the close
+ * itself) is waited for FORCE_CLOSE_MS */
+#define FORCE_ANSWER_MS 1000
+#define FORCE_DEATH_MS 5000
+#define FORCE_CLOSE_MS 30000
 
 /* The shipped units' RuntimeDirectory=: zkelect.service's socket is
  * RUN_DIR/zkelect.sock, zkelect@NAME.service's RUN_DIR/NAME/zkelect.sock. */
@@ -130,7 +149,7 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int connect_to(const char *path)
+static int connect_to(const char *path, int wait_ms)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     if (strlen(path) >= sizeof sa.sun_path)
@@ -139,8 +158,16 @@ static int connect_to(const char *path)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         die(EX_SOFTWARE, "socket: %s", strerror(errno));
+    /* a connect waits while the listener's backlog is full (an agent that
+     * accepts nothing): at most this long */
+    struct timeval tv = { .tv_sec = wait_ms / 1000,
+                          .tv_usec = (suseconds_t)(wait_ms % 1000) * 1000 };
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
         int e = errno;
+        if (e == EAGAIN || e == EINPROGRESS)
+            die(EX_UNAVAILABLE, "control socket '%s': no connection within %d ms (its backlog "
+                "is full: is the agent stopped or stuck?)", path, wait_ms);
         if (e == ENOENT || e == ECONNREFUSED || e == ENOTSOCK)
             die(EX_UNAVAILABLE, "no agent on the control socket '%s' (%s): is zkelect run "
                 "--control %s running?", path, strerror(e), path);
@@ -150,8 +177,10 @@ static int connect_to(const char *path)
     return fd;
 }
 
-/* Sends line and reads the whole answer (until the agent closes). */
-static char *exchange(int fd, const char *path, const char *line, int wait_ms)
+/* Sends line and reads the whole answer (until the agent closes). No
+ * answer within wait_ms: NULL when may_time_out (also when the connection
+ * is reset: the agent died), else exit 69. */
+static char *exchange(int fd, const char *path, const char *line, int wait_ms, int may_time_out)
 {
     size_t len = strlen(line), off = 0;
     while (off < len) {
@@ -173,6 +202,10 @@ static char *exchange(int fd, const char *path, const char *line, int wait_ms)
         int r = left > 0 ? poll(&p, 1, (int)left) : 0;
         if (r < 0 && errno == EINTR)
             continue;
+        if (r == 0 && may_time_out) {
+            free(buf);
+            return NULL;
+        }
         if (r == 0)
             die(EX_UNAVAILABLE, "control socket '%s': no answer within %d ms (is the agent "
                 "stopped or stuck?)", path, wait_ms);
@@ -186,6 +219,10 @@ static char *exchange(int fd, const char *path, const char *line, int wait_ms)
         ssize_t n = recv(fd, buf + have, cap - 1 - have, 0);
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && may_time_out) {
+            free(buf);
+            return NULL;        /* (the agent died: force_end says so) */
+        }
         if (n < 0)
             die(EX_UNAVAILABLE, "control socket '%s': %s", path, strerror(errno));
         if (n == 0)
@@ -194,6 +231,178 @@ static char *exchange(int fd, const char *path, const char *line, int wait_ms)
     }
     buf[have] = '\0';
     return buf;
+}
+
+/* --- resign --force: the keeper ends an agent that does not answer ------- */
+
+/* /proc/PID/stat's name, state, parent and group; 0, or -1 (no such pid). */
+static int proc_stat(pid_t pid, char *name, size_t len, char *state, pid_t *ppid, pid_t *pgrp)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* "PID (NAME) STATE PPID PGRP ...", NAME any bytes but the last ')' */
+    char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+    if (open == NULL || close == NULL || close < open || close[1] != ' ' || close[2] == '\0' ||
+        close[3] != ' ')
+        return -1;
+    char *end = NULL;
+    long pp = strtol(close + 4, &end, 10);
+    if (end == close + 4 || *end != ' ')
+        return -1;
+    char *at = end + 1;
+    long pg = strtol(at, &end, 10);
+    if (end == at || *end != ' ')
+        return -1;
+    *state = close[2];
+    snprintf(name, len, "%.*s", (int)(close - open - 1), open + 1);
+    *ppid = (pid_t)pp;
+    *pgrp = (pid_t)pg;
+    return 0;
+}
+
+/* pid is the agent's keeper: its child, named KEEPER_NAME, leading its own
+ * process group (failstop.c), not a zombie. */
+static int is_keeper(pid_t pid, pid_t agent)
+{
+    char name[64], state = 0;
+    pid_t ppid = 0, pgrp = 0;
+    return proc_stat(pid, name, sizeof name, &state, &ppid, &pgrp) == 0 && ppid == agent &&
+           pgrp == pid && state != 'Z' && state != 'X' && strcmp(name, KEEPER_NAME) == 0;
+}
+
+/* The agent's keeper's pid, or 0 when it has none. */
+static pid_t find_keeper(pid_t agent)
+{
+    pid_t found = 0;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d != NULL && found == 0 && (e = readdir(d)) != NULL;) {
+        char *end = NULL;
+        long pid = strtol(e->d_name, &end, 10);
+        if (end != e->d_name && *end == '\0' && pid > 0 && is_keeper((pid_t)pid, agent))
+            found = (pid_t)pid;
+    }
+    if (d != NULL)
+        closedir(d);
+    return found;
+}
+
+static int pidfd_of(pid_t pid)
+{
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* Waits for the process of pidfd to end; 1 when it did within ms. */
+static int ended_within(int pidfd, int ms)
+{
+    int64_t end = now_ms() + ms;
+    for (;;) {
+        int64_t left = end - now_ms();
+        struct pollfd p = { .fd = pidfd, .events = POLLIN };
+        int r = left > 0 ? poll(&p, 1, (int)left) : 0;
+        if (r < 0 && errno == EINTR)
+            continue;
+        return r > 0;
+    }
+}
+
+/* The agent's process is stopped (SIGSTOP, a debugger): it cannot answer. */
+static int is_stopped(pid_t pid)
+{
+    char name[64], state = 0;
+    pid_t ppid = 0, pgrp = 0;
+    return proc_stat(pid, name, sizeof name, &state, &ppid, &pgrp) == 0 &&
+           (state == 'T' || state == 't');
+}
+
+/* The answer that did not come (the agent is `why`); the agent's death
+ * meanwhile (the keeper's own hard end) is the end that was asked for. */
+static void said_why(char *msg, size_t len, pid_t agent, const char *why, pid_t keeper,
+                     int closed)
+{
+    snprintf(msg, len, "the agent (pid %d) %s: its keeper (pid %d) killed it and its term's "
+             "processes, ran the fence if any, and %s its session (its fail_stop lines say "
+             "how)", (int)agent, why, (int)keeper, closed ? "closed" : "is still closing");
+}
+
+/* The agent (pid agent, 0: unknown) did not answer: its keeper ends it. */
+static int force_end(const char *path, pid_t agent, int json)
+{
+    if (agent <= 0)
+        die(EX_UNAVAILABLE, "control socket '%s': no answer within %d ms, and the agent's pid "
+            "is unknown (SO_PEERCRED): nothing ended", path, FORCE_ANSWER_MS);
+    char why[64];
+    snprintf(why, sizeof why, is_stopped(agent) ? "is stopped (SIGSTOP, a debugger)"
+             : "did not answer within %d ms", FORCE_ANSWER_MS);
+    int afd = pidfd_of(agent);
+    if (afd < 0 && errno == ENOSYS)
+        die(EX_UNAVAILABLE, "the agent (pid %d) does not answer within %d ms, and this kernel "
+            "has no pidfd (Linux 5.3) to reach its keeper safely: nothing ended", (int)agent,
+            FORCE_ANSWER_MS);
+    if ((afd < 0 && errno == ESRCH) || (afd >= 0 && ended_within(afd, 0))) {
+        /* it died meanwhile (its keeper's hard end, say): its keeper, if
+         * any, ends the rest as after any death */
+        printf(json ? "{\"forced\":false,\"agent_pid\":%d,\"message\":\"the agent ended "
+               "before it answered\",\"ok\":true}\n" : "the agent (pid %d) ended before it "
+               "answered (its log's fail_stop lines say how)\n", (int)agent);
+        if (afd >= 0)
+            close(afd);
+        return EX_OK;
+    }
+    if (afd < 0)
+        die(EX_UNAVAILABLE, "the agent (pid %d) did not answer, and cannot be reached: %s",
+            (int)agent, strerror(errno));
+    pid_t k = find_keeper(agent);
+    int kfd = k > 0 ? pidfd_of(k) : -1;
+    /* checked again once the pidfd holds it: the pid is that process's */
+    if (kfd < 0 || !is_keeper(k, agent))
+        die(EX_UNAVAILABLE, "the agent (pid %d) does not answer within %d ms and has no keeper "
+            "(zkelect run --fail-stop off?): nothing can end its term before its session "
+            "expires; nothing ended", (int)agent, FORCE_ANSWER_MS);
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = KEEPER_END_SIGNAL;
+    si.si_code = SI_QUEUE;
+    si.si_pid = getpid();
+    si.si_uid = getuid();
+    si.si_value.sival_int = KEEPER_END_VALUE;
+    if (syscall(SYS_pidfd_send_signal, kfd, KEEPER_END_SIGNAL, &si, 0) != 0)
+        die(errno == EPERM ? EX_NOPERM : EX_UNAVAILABLE, "the agent (pid %d) does not answer "
+            "within %d ms; its keeper (pid %d) cannot be asked to end it: %s", (int)agent,
+            FORCE_ANSWER_MS, (int)k, strerror(errno));
+    if (!ended_within(afd, FORCE_DEATH_MS))
+        die(EX_TEMPFAIL, "the agent (pid %d) does not answer, and lived on %d ms after its "
+            "keeper (pid %d) was asked to end it (a keeper older than this ctl?)", (int)agent,
+            FORCE_DEATH_MS, (int)k);
+    int closed = ended_within(kfd, FORCE_CLOSE_MS);
+    char msg[400];
+    said_why(msg, sizeof msg, agent, why, k, closed);
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        char *txt = NULL;
+        if (o != NULL && cJSON_AddTrueToObject(o, "forced") != NULL &&
+            cJSON_AddNumberToObject(o, "agent_pid", agent) != NULL &&
+            cJSON_AddNumberToObject(o, "keeper_pid", k) != NULL &&
+            cJSON_AddBoolToObject(o, "keeper_done", closed) != NULL &&
+            cJSON_AddStringToObject(o, "message", msg) != NULL &&
+            cJSON_AddTrueToObject(o, "ok") != NULL)
+            txt = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (txt == NULL)
+            die(EX_SOFTWARE, "out of memory");
+        printf("%s\n", txt);
+        free(txt);
+    } else {
+        printf("%s\n", msg);
+    }
+    close(afd);
+    close(kfd);
+    return EX_OK;
 }
 
 static void print_text(const char *cmd, cJSON *o)
@@ -218,6 +427,28 @@ static void print_text(const char *cmd, cJSON *o)
         else
             printf("%-10s -\n", keys[i]);
     }
+}
+
+/* --to and --force: resign's alone, and not together. */
+static void check_resign_options(const struct opts *o, const char *cmd)
+{
+    if (o->to != NULL && strcmp(cmd, "resign") != 0)
+        die(EX_USAGE, "--to is for zkelect ctl resign only");
+    if (o->force && strcmp(cmd, "resign") != 0)
+        die(EX_USAGE, "--force is for zkelect ctl resign only");
+    if (o->force && o->to != NULL)
+        die(EX_USAGE, "--force and --to: a forced resign hands over to the next in line, give "
+            "one of them");
+    if (o->to != NULL && (o->to[0] == '\0' || strpbrk(o->to, " \n\r/") != NULL))
+        die(EX_USAGE, "--to '%s': not a candidate id (no '/', spaces or newlines)", o->to);
+}
+
+/* The agent's pid: the socket's listener's. 0 when unknown. */
+static pid_t peer_pid(int fd)
+{
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 ? cred.pid : 0;
 }
 
 int cmd_ctl(struct opts *o)
@@ -245,19 +476,30 @@ int cmd_ctl(struct opts *o)
         if (rc != OPTIONS_OK)
             die(msg != NULL ? EX_USAGE : EX_SOFTWARE, "%s", msg != NULL ? msg : "out of memory");
     }
-    if (o->to != NULL && strcmp(cmd, "resign") != 0)
-        die(EX_USAGE, "--to is for zkelect ctl resign only");
-    if (o->to != NULL && (o->to[0] == '\0' || strpbrk(o->to, " \n\r/") != NULL))
-        die(EX_USAGE, "--to '%s': not a candidate id (no '/', spaces or newlines)", o->to);
+    check_resign_options(o, cmd);
     char *path = socket_path(o);
     char line[CONTROL_LINE_MAX];
     if (snprintf(line, sizeof line, "%s%s%s\n", cmd, o->to ? " " : "", o->to ? o->to : "") >=
         (int)sizeof line)
         die(EX_USAGE, "--to: the id is too long");
-    int fd = connect_to(path);
+    int fd = connect_to(path, o->force ? FORCE_ANSWER_MS : ANSWER_WAIT_MS);
     int waits = o->to != NULL || strcmp(cmd, "reload") == 0;
-    char *answer = exchange(fd, path, line, waits ? LONG_WAIT_MS : ANSWER_WAIT_MS);
+    pid_t agent = o->force ? peer_pid(fd) : 0;
+    if (agent > 0 && is_stopped(agent)) {      /* no answer can come */
+        close(fd);
+        int rc = force_end(path, agent, o->json);
+        free(path);
+        return rc;
+    }
+    char *answer = exchange(fd, path, line,
+                            o->force ? FORCE_ANSWER_MS : waits ? LONG_WAIT_MS : ANSWER_WAIT_MS,
+                            o->force);
     close(fd);
+    if (answer == NULL) {
+        int rc = force_end(path, agent, o->json);
+        free(path);
+        return rc;
+    }
     char *nl = strchr(answer, '\n');
     int status = -1;
     if (nl != NULL) {

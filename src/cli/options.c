@@ -220,6 +220,8 @@ static const struct option_row rows[] = {
       NULL, 0 },
     { "to", "ID", OPT_STR, PLAIN(to), NULL,
       "ctl resign's target, chosen per request (no env form)", NULL, 0 },
+    { "force", NULL, OPT_SWITCH, PLAIN(force), NULL,
+      "ctl resign's choice for one request (a switch, no value)", NULL, 0 },
     { "instance", "NAME", OPT_STR, PLAIN(instance), NULL,
       "ctl's agent, chosen per request (no env form: ZKELECT_CONTROL names a socket)", NULL, 0 },
     { "strict", NULL, OPT_SWITCH, PLAIN(strict), NULL,
@@ -236,12 +238,12 @@ static const struct option_row rows[] = {
  * every one but those listed for it. What a command does not read is
  * refused on its command line (options_refusal). */
 static const struct { const char *command; int all_but; const char *names; } takes[] = {
-    { "run", 1, " json to strict keep zk-jar java instance " },
-    { "check", 1, " json to keep zk-jar java instance " },     /* run's settings, checked */
+    { "run", 1, " json to force strict keep zk-jar java instance " },
+    { "check", 1, " json to force keep zk-jar java instance " },     /* run's settings, checked */
     { "status", 0, " zk path json connect-timeout auth auth-file " },
     { "watch", 0, " zk path id script log log-level session-timeout connect-timeout hook-timeout "
                   "hook-budget auth auth-file " },
-    { "ctl", 0, " control instance json to " },
+    { "ctl", 0, " control instance json to force " },
     { "demo", 0, " keep session-timeout zk-jar java " },
 };
 #define NCOMMANDS (sizeof takes / sizeof takes[0])
@@ -273,7 +275,7 @@ static const char usage_head[] =
     "  zkelect check [--script policy.lua] [--strict] [run's settings] [-- CMD]\n"
     "  zkelect status --zk HOSTS --path /election/path [--json] [--auth-file FILE]\n"
     "  zkelect watch --zk HOSTS --path /election/path [--script observer.lua] [--auth-file FILE]\n"
-    "  zkelect ctl [--control PATH | -i NAME] status [--json] | resign [--to ID]\n"
+    "  zkelect ctl [--control PATH | -i NAME] status [--json] | resign [--to ID | --force]\n"
     "              | withdraw | rejoin | reload\n"
     "  zkelect demo [--keep] [--session-timeout MS] [--zk-jar JAR] [--java JAVA]\n"
     "  zkelect --help | --version\n"
@@ -302,14 +304,17 @@ static const char usage_tail[] =
     "(exit 0; 69, 77 and 78 as status).\n"
     "status and watch take --auth/--auth-file too, for elections with a creator-all ACL.\n"
     "ctl: ask a running agent (run --control PATH) for its status (--json: one object),\n"
-    "to resign (--to ID: hand over to that candidate, which must be next in line), to\n"
+    "to resign (--to ID: hand over to that candidate, which must be next in line; --force:\n"
+    "an agent that does not answer within 2 s is ended by its keeper, its term's processes\n"
+    "and itself killed, its fence run, then its session closed), to\n"
     "withdraw from the election keeping its session, to rejoin, or to reload its script\n"
     "(it waits for the outcome). The socket: --control PATH, -i NAME (--instance: the\n"
     "unit zkelect@NAME's, /run/zkelect/NAME/zkelect.sock), ZKELECT_CONTROL,\n"
     "$RUNTIME_DIRECTORY/zkelect.sock, then zkelect.service's /run/zkelect/zkelect.sock or\n"
     "the only zkelect@ one. Exit 0 done, 64 usage (also: several agents, none named), 65\n"
-    "no such candidate, 69 no agent on the socket, 75 refused for now (not the leader,\n"
-    "ID not next in line, another candidate led), 78 a reload refused (66, 77 its file).\n"
+    "no such candidate, 69 no agent on the socket (or, --force, no keeper to end it), 75\n"
+    "refused for now (not the leader, ID not next in line, another candidate led; --force:\n"
+    "the agent lived on), 78 a reload refused (66, 77 its file).\n"
     "\n"
     "Signals: SIGTERM/SIGINT step down (on_stepdown, reason shutdown), delete our node,\n"
     "close the session and exit 0; a second one exits at once. SIGHUP reloads the script.\n"

@@ -63,6 +63,7 @@ struct opts {
     int preempt_check;
     int session_file_password;  /* --session-file-password: the file holds the password too */
     int json;
+    int force;                  /* ctl resign --force: a frozen agent's keeper ends its term */
     int strict;                 /* check --strict: any warning exits 78 */
     int keep;                   /* demo --keep: the election runs on until Ctrl-C */
     const char *zk_jar, *java;  /* demo --zk-jar, --java: the ZooKeeper server's jar, java */

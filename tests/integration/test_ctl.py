@@ -3,10 +3,17 @@
 leader and a follower (one further back naming the new leader after a
 failover: the census, on with the control socket), resign, resign --to (the next in line; one not next
 in line and an unknown id refused, leadership staying put), withdraw and
-rejoin, reload, the socket's mode, a stale socket replaced, and clients
-that connect and send nothing never delaying a failover or the lease."""
+rejoin, reload, the socket's mode, a stale socket replaced, clients
+that connect and send nothing never delaying a failover or the lease, and
+resign --force: a plain resign on a live leader; on a frozen one (SIGSTOP
+of the agent alone) its keeper ends the term first (the duty and the agent
+SIGKILLed, the session closed), then the next in line leads, long before
+the frozen term's own hard end and with no overlap of the two duties; on
+one whose loop is stuck in one C call, the same once it did not answer
+within 1 s."""
 import json
 import os
+import signal
 import socket
 import stat
 import sys
@@ -15,6 +22,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zkharness as h  # noqa: E402
+import test_failstop as failstop  # noqa: E402  (its stall's calibration)
 
 PATH = "/app/ctl"
 
@@ -398,6 +406,122 @@ def test_a_frozen_agent_is_reported_not_waited_for():
         assert len(err.strip().splitlines()) == 1, err
         assert took < 30, took
         stop(a)
+
+
+FORCE_T = 10000     # the frozen term's own hard end is T x 0.99 - m/2 (9.7 s) after its lease
+                    # base, at least 4.7 s after the freeze: the forced end comes well before
+
+
+def _duty(a, since=0):
+    """The failstop.lua duty's pid and stamp file (its on_leader's line)."""
+    ev = a.wait_for(lambda e: e.get("event") == "script" and
+                    e.get("msg", "").startswith("duty pid="), timeout=10, since=since)
+    f = dict(w.split("=", 1) for w in ev["msg"].split()[1:])
+    return int(f["pid"]), f["file"]
+
+
+def _stamps(path):
+    try:
+        with open(path) as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def test_resign_force_has_the_keeper_end_a_frozen_leader():
+    """resign --force: against a live leader, a plain resign (answered at
+    once). Against a leader frozen alone (SIGSTOP; its duty and keeper run
+    on), no answer within 2 s: ctl asks the agent's keeper, which SIGKILLs
+    the duty and the agent, then closes the session; the next in line leads
+    only then (the duty's last stamp and its death before the successor's
+    leader line), within 4 s of the freeze, where the frozen term's own hard
+    end is at least 4.7 s away (T = 10 s): no `outlived its lease` line."""
+    tmp = h.mkdtemp("force")
+    env = {"ZKT_DIR": tmp, "ZKT_STALL_ID": "", "ZKT_STALL_N": "0"}
+    policy = os.path.join(h.POLICIES, "failstop.lua")
+    cfg = ["maxSessionTimeout=%d" % FORCE_T]
+    with h.ZooKeeper(extra_cfg=cfg) as zk:
+        a = agent(zk, "fa", script=policy, session_timeout=FORCE_T, env=env)
+        la = a.wait_for("leader", timeout=15)
+        b = agent(zk, "fb", script=policy, session_timeout=FORCE_T, env=env)
+        b.wait_for("follower", timeout=15)
+        # a live leader: a plain resign
+        mb, ma0 = b.mark(), a.mark()
+        rc, out, err = ctl(a, "resign", "--force")
+        assert rc == 0 and "resigned" in out, (rc, out, err)
+        lb = b.wait_for("leader", timeout=10, since=mb)
+        pid, stamps = _duty(b, since=mb)
+        h.wait_until(lambda: len(_stamps(stamps)) >= 3, 10, "the duty of fb writing")
+        a.wait_for("follower", timeout=10, since=ma0)
+        # b frozen: its keeper ends it
+        ma = a.mark()
+        t_stop = time.monotonic_ns()
+        b.sigstop()
+        try:
+            rc, out, err = ctl(b, "resign", "--force")
+        except BaseException:
+            b.sigcont()
+            raise
+        took = (time.monotonic_ns() - t_stop) / 1e6
+        assert rc == 0 and "its keeper (pid" in out and "closed its session" in out, \
+            (rc, out, err)
+        assert b.wait_exit(5) == -signal.SIGKILL, b.describe()
+        la2 = a.wait_for("leader", timeout=10, since=ma)
+        assert la2["epoch"] > lb["epoch"] > la["epoch"], (la, lb, la2)
+        assert not h.pid_alive(pid), "the frozen term's duty outlived it"
+        last = _stamps(stamps)[-1]
+        ahead = (la2["mono_ns"] - t_stop) / 1e6
+        print("  info: resign --force of a frozen leader: ctl took %.0f ms, the successor led "
+              "%.0f ms after the freeze, %.0f ms after the frozen duty's last stamp"
+              % (took, ahead, (la2["mono_ns"] - last) / 1e6), flush=True)
+        assert t_stop < last < la2["mono_ns"], (t_stop, last, la2)
+        assert ahead < 4000, ahead
+        lines = [e.get("msg", "") for e in b.find("fail_stop")]
+        assert any("end of the agent's terms was asked" in m for m in lines), lines
+        assert not any("outlived its lease" in m for m in lines), lines
+        h.wait_until(lambda: [m for m in (e.get("msg", "") for e in b.find("fail_stop"))
+                              if "is closed" in m], 10, "the keeper's close line")
+        assert h.sid(lb["session"]) not in zk.ephemerals()
+        stop(a)
+
+
+
+def test_resign_force_ends_a_stuck_loop_after_its_answer_wait():
+    """resign --force against a leader whose loop is stuck in one C call
+    (failstop.lua's calibrated string.find, about 8 s; the process runs, so
+    ctl cannot see it stopped): no answer within 1 s, then the keeper ends
+    the term, and the next in line leads about a second after the request,
+    before the stuck term's own hard end (at least 4.7 s away at T = 10 s)."""
+    tmp = h.mkdtemp("force")
+    env = {"ZKT_DIR": tmp, "ZKT_STALL_ID": "sa",
+           "ZKT_STALL_N": str(failstop.calibrate(8.0))}
+    policy = os.path.join(h.POLICIES, "failstop.lua")
+    with h.ZooKeeper(extra_cfg=["maxSessionTimeout=%d" % FORCE_T]) as zk:
+        a = agent(zk, "sa", script=policy, session_timeout=FORCE_T, env=env)
+        la = a.wait_for("leader", timeout=15)
+        pid, stamps = _duty(a)
+        b = agent(zk, "sb", script=policy, session_timeout=FORCE_T, env=env)
+        b.wait_for("follower", timeout=15)
+        a.wait_for(lambda e: e.get("event") == "script" and
+                   e.get("msg", "").startswith("stall_begin"), timeout=10)
+        mb = b.mark()
+        t0 = time.monotonic_ns()
+        rc, out, err = ctl(a, "resign", "--force")
+        assert rc == 0 and "did not answer within 1000 ms" in out and \
+            "closed its session" in out, (rc, out, err)
+        assert a.wait_exit(5) == -signal.SIGKILL, a.describe()
+        lb = b.wait_for("leader", timeout=10, since=mb)
+        assert lb["epoch"] > la["epoch"], (la, lb)
+        assert not h.pid_alive(pid), "the stuck term's duty outlived it"
+        assert _stamps(stamps)[-1] < lb["mono_ns"]
+        ahead = (lb["mono_ns"] - t0) / 1e6
+        print("  info: resign --force of a stuck loop: the successor led %.0f ms after the "
+              "request" % ahead, flush=True)
+        assert 1000 <= ahead < 4000, ahead
+        lines = [e.get("msg", "") for e in a.find("fail_stop")]
+        assert any("end of the agent's terms was asked" in m for m in lines), lines
+        assert not any("outlived its lease" in m for m in lines), lines
+        stop(b)
 
 
 if __name__ == "__main__":
