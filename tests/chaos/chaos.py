@@ -1287,6 +1287,143 @@ def sc_folder_delete(t):
     t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
 
 
+# hand_delete's bounds (docs/design.md, assumption 4), at the candidates'
+# defaults: the step-down budget B = T/10, the margin m = T/25, drift 0.01;
+# plus the checker's own slack for the stamps (eps_ms)
+STEPDOWN_MS = T_MS // 10
+MARGIN_MS = max(T_MS // 25, 50)
+HAND_EPS_MS = 50
+HAND_DELETE_MS = STEPDOWN_MS + HAND_EPS_MS                 # a live loop: its step-down, B
+HAND_DELETE_FROZEN_MS = int(T_MS * 0.99 - MARGIN_MS / 2) + HAND_EPS_MS   # H - s1
+
+
+def _leader_node(lead):
+    ev = [e for e in lead.events() if e.get("event") == "leader"]
+    if not ev or not ev[-1].get("node"):
+        raise AssertionError("%s's leader line names no node" % lead.id)
+    return ev[-1]["node"]
+
+
+def _ended(c):
+    """c's exit stamped by its own thread (_stamp_exit, a waitid that leaves
+    the zombie): waiting on c.alive() instead reaps it (Popen.poll), which
+    can come between the death and that thread's look, which then finds no
+    child and stamps nothing (2 of 5 trials of hand_delete_frozen)."""
+    return c.exit_rec is not None
+
+
+def _delete_by_hand(t, lead):
+    """Deletes lead's node with a client of the harness's own (MiniZK,
+    open ACL): what an operator's `delete` or `deleteall` does."""
+    zk = t.ens.client()
+    try:
+        t0 = time.monotonic()
+        if not zk.delete("%s/%s" % (t.path, _leader_node(lead))):
+            t.problems.append("fault not injected: %s's node was gone already" % lead.id)
+        t.notes["delete_ms"] = round((time.monotonic() - t0) * 1000, 1)
+    finally:
+        zk.close()
+
+
+def sc_hand_delete(t):
+    """The leader's node deleted by hand (outside assumption 4), its loop
+    running: the leader's own watch and the successor's fire together, the
+    successor leads on its fast path, and the old leader's step-down (at
+    most the step-down budget B) ends its term: S2 and S7 within B plus
+    the checker's slack (HAND_DELETE_MS, the documented bound); the old
+    leader rejoins at the back."""
+    t.start_candidates()
+    t.steady()
+    lead = _leader_or_fail(t)
+    t.fault_begin("hand_delete", lead.id, s2_bound_ms=HAND_DELETE_MS,
+                  duty_bound_ms=HAND_DELETE_MS,
+                  expect=[{"type": "leader_change"}, {"type": "epoch_up"},
+                          {"type": "stepped_down", "target": lead.id}])
+    _delete_by_hand(t, lead)
+    t.fault_end("hand_delete")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
+def sc_hand_delete_frozen(t):
+    """The leader frozen (SIGSTOP of the agent alone: why an operator
+    reaches for a delete), then its node deleted by hand: the successor
+    leads within milliseconds, while the frozen term's duty writes on until
+    its keeper kills it and the agent at the term's hard end: S2 and S7
+    within H - s1 = T x (1 - drift) - m/2 plus the checker's slack
+    (HAND_DELETE_FROZEN_MS, the documented bound: it is the overlap that
+    resign --force avoids, resign_force_frozen)."""
+    t.start_candidates()
+    t.steady()
+    lead = _leader_or_fail(t)
+    t.fault_begin("hand_delete", lead.id, s2_bound_ms=HAND_DELETE_FROZEN_MS,
+                  duty_bound_ms=HAND_DELETE_FROZEN_MS,
+                  expect=[{"type": "leader_change"}, {"type": "epoch_up"},
+                          {"type": "exited", "target": lead.id}])
+    t.rec.emit("paused", target=lead.id)
+    lead.sigstop()
+    if not _stopped(lead.pid):
+        t.problems.append("%s did not stop within 2 s of its SIGSTOP" % lead.id)
+    _delete_by_hand(t, lead)
+    try:
+        h.wait_until(lambda: _ended(lead), timeout=T_MS / 1000.0 + 5,
+                     desc="the frozen leader killed by its keeper")
+    except h.Timeout:
+        t.problems.append("the frozen leader was not killed by its keeper")
+        t.rec.emit("resumed", target=lead.id)
+        lead.sigcont()
+    t.fault_end("hand_delete")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
+def sc_resign_force_frozen(t):
+    """The leader frozen (SIGSTOP of the agent alone), then `zkelect ctl
+    resign --force` on its control socket instead of a delete: no answer
+    within 2 s, so ctl has the agent's keeper end the term (the duty and
+    the agent SIGKILLed, the fence, then the session closed), and only then
+    does the next in line lead: no overlap (S2 and S7 bound 0), the term
+    over before the successor (`gap_positive`), the agent gone (`exited`),
+    the keeper's close seen by a server (`session_closed`)."""
+    socks = {}
+    for n in (1, 2, 3):
+        socks[n] = os.path.join(t.run_.sockdir, "ctl-%d-c%d.sock" % (t.trial, n))
+        c = t.new_candidate(n, extra=["--control", socks[n]])
+        c.wait_for("joined", timeout=15)
+    t.wait_stable(timeout=15, settle=0)
+    t.steady()
+    lead = _leader_or_fail(t)
+    sock = socks[int(lead.id[1:])]
+    t.fault_begin("resign_force", lead.id, l2=True, s2_bound_ms=0, duty_bound_ms=0,
+                  expect=[{"type": "leader_change"}, {"type": "epoch_up"},
+                          {"type": "gap_positive", "target": lead.id},
+                          {"type": "exited", "target": lead.id},
+                          {"type": "session_closed", "within_ms": 5000}])
+    t.rec.emit("paused", target=lead.id)
+    lead.sigstop()
+    if not _stopped(lead.pid):
+        t.problems.append("%s did not stop within 2 s of its SIGSTOP" % lead.id)
+    t0 = time.monotonic()
+    code, out, err, _ = h.run([h.ZKELECT_BIN, "ctl", "--control", sock, "resign", "--force"],
+                              timeout=40)
+    t.notes["ctl_ms"] = round((time.monotonic() - t0) * 1000)
+    t.notes["ctl"] = (out or err).strip()[:300]
+    if code != 0:
+        t.problems.append("ctl resign --force exited %s: %s" % (code, (err or out).strip()[:300]))
+    try:
+        h.wait_until(lambda: _ended(lead), timeout=5, desc="the frozen leader ended")
+    except h.Timeout:
+        t.problems.append("the frozen leader lived on after ctl resign --force")
+        t.rec.emit("resumed", target=lead.id)
+        lead.sigcont()
+    try:
+        h.wait_until(lambda: _keeper_lines(lead, "end of the agent's terms was asked"), timeout=5,
+                     desc="the keeper's line on the forced end")
+    except h.Timeout:
+        t.problems.append("no keeper line on a forced end: the term ended some other way (%s)"
+                          % [e.get("msg") for e in _keeper_lines(lead, "fail-stop")][:3])
+    t.fault_end("resign_force")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
 def _leads(c):
     return c.alive() and c.role() == "leader"
 
@@ -1681,6 +1818,9 @@ SCENARIOS = [
     {"name": "state_duty_frozen", "fn": sc_state_duty_frozen},
     {"name": "log_stall", "fn": sc_log_stall},
     {"name": "http_flood", "fn": sc_http_flood},
+    {"name": "hand_delete", "fn": sc_hand_delete},
+    {"name": "hand_delete_frozen", "fn": sc_hand_delete_frozen},
+    {"name": "resign_force_frozen", "fn": sc_resign_force_frozen},
     {"name": "follower_isolated_s5", "fn": sc_follower_isolated_s5},
     # last: it restarts the ensemble with syncLimit 20 (the next trial's first
     # scenario restarts it with the default again)
