@@ -337,13 +337,14 @@ static int force_end(const char *path, pid_t agent, int json)
         die(EX_UNAVAILABLE, "control socket '%s': no answer within %d ms, and the agent's pid "
             "is unknown (SO_PEERCRED): nothing ended", path, FORCE_ANSWER_MS);
     char why[64];
-    snprintf(why, sizeof why, is_stopped(agent) ? "is stopped (SIGSTOP, a debugger)"
-             : "did not answer within %d ms", FORCE_ANSWER_MS);
+    if (is_stopped(agent))
+        snprintf(why, sizeof why, "is stopped (SIGSTOP, a debugger)");
+    else
+        snprintf(why, sizeof why, "did not answer within %d ms", FORCE_ANSWER_MS);
     int afd = pidfd_of(agent);
     if (afd < 0 && errno == ENOSYS)
-        die(EX_UNAVAILABLE, "the agent (pid %d) does not answer within %d ms, and this kernel "
-            "has no pidfd (Linux 5.3) to reach its keeper safely: nothing ended", (int)agent,
-            FORCE_ANSWER_MS);
+        die(EX_UNAVAILABLE, "the agent (pid %d) %s, and this kernel has no pidfd (Linux 5.3) "
+            "to reach its keeper safely: nothing ended", (int)agent, why);
     if ((afd < 0 && errno == ESRCH) || (afd >= 0 && ended_within(afd, 0))) {
         /* it died meanwhile (its keeper's hard end, say): its keeper, if
          * any, ends the rest as after any death */
@@ -355,15 +356,15 @@ static int force_end(const char *path, pid_t agent, int json)
         return EX_OK;
     }
     if (afd < 0)
-        die(EX_UNAVAILABLE, "the agent (pid %d) did not answer, and cannot be reached: %s",
-            (int)agent, strerror(errno));
+        die(EX_UNAVAILABLE, "the agent (pid %d) %s, and cannot be reached: %s", (int)agent, why,
+            strerror(errno));
     pid_t k = find_keeper(agent);
     int kfd = k > 0 ? pidfd_of(k) : -1;
     /* checked again once the pidfd holds it: the pid is that process's */
     if (kfd < 0 || !is_keeper(k, agent))
-        die(EX_UNAVAILABLE, "the agent (pid %d) does not answer within %d ms and has no keeper "
-            "(zkelect run --fail-stop off?): nothing can end its term before its session "
-            "expires; nothing ended", (int)agent, FORCE_ANSWER_MS);
+        die(EX_UNAVAILABLE, "the agent (pid %d) %s and has no keeper (zkelect run --fail-stop "
+            "off?): nothing can end its term before its session expires; nothing ended",
+            (int)agent, why);
     siginfo_t si;
     memset(&si, 0, sizeof si);
     si.si_signo = KEEPER_END_SIGNAL;
@@ -372,12 +373,11 @@ static int force_end(const char *path, pid_t agent, int json)
     si.si_uid = getuid();
     si.si_value.sival_int = KEEPER_END_VALUE;
     if (syscall(SYS_pidfd_send_signal, kfd, KEEPER_END_SIGNAL, &si, 0) != 0)
-        die(errno == EPERM ? EX_NOPERM : EX_UNAVAILABLE, "the agent (pid %d) does not answer "
-            "within %d ms; its keeper (pid %d) cannot be asked to end it: %s", (int)agent,
-            FORCE_ANSWER_MS, (int)k, strerror(errno));
+        die(errno == EPERM ? EX_NOPERM : EX_UNAVAILABLE, "the agent (pid %d) %s; its keeper "
+            "(pid %d) cannot be asked to end it: %s", (int)agent, why, (int)k, strerror(errno));
     if (!ended_within(afd, FORCE_DEATH_MS))
-        die(EX_TEMPFAIL, "the agent (pid %d) does not answer, and lived on %d ms after its "
-            "keeper (pid %d) was asked to end it (a keeper older than this ctl?)", (int)agent,
+        die(EX_TEMPFAIL, "the agent (pid %d) %s, and lived on %d ms after its keeper (pid %d) "
+            "was asked to end it (a keeper older than this ctl?)", (int)agent, why,
             FORCE_DEATH_MS, (int)k);
     int closed = ended_within(kfd, FORCE_CLOSE_MS);
     char msg[400];

@@ -391,7 +391,8 @@ def test_silent_clients_do_not_delay_failover():
 def test_a_frozen_agent_is_reported_not_waited_for():
     """ctl against an agent that is stopped (SIGSTOP: its socket still
     accepts) ends with exit 69 and one line after its answer wait, instead
-    of hanging."""
+    of hanging; resign --force against it, with no keeper to end it
+    (--fail-stop off), exits 69 at once and ends nothing."""
     with h.ZooKeeper() as zk:
         a = agent(zk, "fr", extra=["--fail-stop", "off"])    # (the watcher would kill it)
         a.wait_event("leader", timeout=15)
@@ -400,11 +401,16 @@ def test_a_frozen_agent_is_reported_not_waited_for():
             t0 = time.monotonic()
             rc, out, err = ctl(a, "status")
             took = time.monotonic() - t0
+            rc2, out2, err2 = ctl(a, "resign", "--force")
+            alive = a.alive()
         finally:
             a.sigcont()
         assert rc == 69 and "no answer within 10000 ms" in err, (rc, err)
         assert len(err.strip().splitlines()) == 1, err
         assert took < 30, took
+        assert rc2 == 69 and "is stopped" in err2 and "has no keeper" in err2 and \
+            "nothing ended" in err2, (rc2, out2, err2)
+        assert alive
         stop(a)
 
 
