@@ -194,6 +194,26 @@ def make_candidate_class():
                 self.exit_rec = {"mono_ns": time.monotonic_ns(), "wall": time.time(), "src": self.id,
                                  "pid": self.pid, "ev": "exit", "rc": self.proc.poll()}
 
+        def alive(self):
+            """Whether the process runs, without reaping it before its exit
+            is stamped: Popen.poll() could reap it between its death and
+            _stamp_exit's look, which would then find no child and stamp
+            nothing (the term would look open until the run's end). An exit
+            seen here is stamped here, the zombie left for Popen."""
+            if self.proc is None or self.proc.returncode is not None:
+                return False
+            try:
+                r = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return self.proc.poll() is None
+            if r is None:
+                return True
+            if self.exit_rec is None:
+                self.exit_rec = {"mono_ns": time.monotonic_ns(), "wall": time.time(), "src": self.id,
+                                 "pid": self.pid, "ev": "exit",
+                                 "rc": r.si_status if r.si_code == os.CLD_EXITED else -r.si_status}
+            return False
+
         def pipe_unread(self):
             """Bytes waiting in the log pipe (log_pipe), None without one."""
             if self.pipe_r is None:
