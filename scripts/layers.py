@@ -116,7 +116,7 @@ FILE_ORDER = {
             "conn_index.c": set(),
             "conn_pump.c": {"conn_log.c"},
             "conn_guard.c": {"conn_log.c"},
-            "conn_renew.c": {"conn_pump.c", "conn_log.c"},
+            "conn_renew.c": {"conn_pump.c", "conn_log.c", "conn_lease.c"},
             "conn_lease.c": {"conn_pump.c", "conn_guard.c", "conn_log.c"},
             "conn.c": {"conn_log.c", "conn_index.c", "conn_pump.c", "conn_guard.c",
                        "conn_renew.c", "conn_lease.c"},

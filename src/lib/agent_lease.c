@@ -43,10 +43,17 @@ static int confirm_step_ms(const zke_agent *a)
 }
 
 
-/* Enough lease to start acting: more than one leader renewal period. */
+/* Enough lease to start acting: more than one leader renewal period; for
+ * a term that waits for its lease, of the lease that writes confirmed
+ * (term_start_base). */
 int agent_lease_ready(const zke_agent *a)
 {
-    return agent_lease_end(a) - zkc_now_ns() > (int64_t)a->lease.plan.renew_ms * 1000000;
+    if (!agent_guard_watching(a))
+        return 0;
+    int64_t base = term_start_base(&a->term, zkclient_lease_base_ns(a->zkc),
+                                   zkclient_written_base_ns(a->zkc));
+    int64_t end = base > 0 ? base + (int64_t)a->lease.plan.lease_ms * 1000000 : 0;
+    return end - zkc_now_ns() > (int64_t)a->lease.plan.renew_ms * 1000000;
 }
 
 
@@ -236,8 +243,11 @@ void agent_update_renew(zke_agent *a)
     int want = !agent_done(a) && zkclient_is_open(a->zkc) &&
                (st.role == ZKE_ROLE_LEADER || st.role == ZKE_ROLE_FOLLOWER);
     enum renew_level level = !want ? RENEW_NONE : behind(&st) ? RENEW_READ : RENEW_LEASE;
+    /* renewals by sync (--renew-by sync) but while a term waits for its
+     * lease: it starts only on a write's answer (term_start_base) */
     conn_agent_renew(a->conn, a->cm, level, renew_period(a, st.role == ZKE_ROLE_LEADER),
-                     read_period(a), a->lease.plan.lease_ms, a->set.renewal == ZKE_RENEW_SYNC);
+                     read_period(a), a->lease.plan.lease_ms,
+                     a->set.renewal == ZKE_RENEW_SYNC && a->term.life != TERM_WAITING);
     /* the guard's standby: next in line (or won, waiting for the lease), a
      * term may start any moment, and it starts only with more than a
      * renewal period of lease (agent_lease_ready), so its hard end is at

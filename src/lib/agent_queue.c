@@ -135,6 +135,9 @@ static int wait_for_lease(zke_agent *a, struct item *it)
      * waits on moves of the base */
     if (a->cm != NULL)
         conn_agent_lease_wait(a->conn, a->cm);
+    /* the stream renews by write while the term waits (agent_update_renew):
+     * asked before the renewal below, which is then one */
+    agent_update_renew(a);
     /* a renewal now, not a period on; none while the publish is on its
      * way: it confirms like one */
     if (publish_ahead(a, it))
@@ -144,6 +147,28 @@ static int wait_for_lease(zke_agent *a, struct item *it)
     zkclient_flush(a->zkc);
     agent_update_renew(a);
     return 0;       /* lease_tick kicks the loop when it is */
+}
+
+
+/* A term that waited for its lease (at the head of the FIFO) was released
+ * by the write's answer that confirmed it: its message (ev.at) is that one,
+ * not the notification before the wait; said now, before on_leader. 0, or
+ * -1 if the agent is gone. */
+static int say_released(zke_agent *a, struct item *it)
+{
+    struct zkc_written w = zkclient_written_by(a->zkc);
+    if (w.read_ns > it->ev.cause_ns)
+        it->ev.cause_ns = w.read_ns;
+    char msg[240];
+    if (w.op != NULL)
+        snprintf(msg, sizeof msg, "lease confirmed by a write's answer (%s: %s, sent %" PRId64
+                 " ms ago): on_leader starts (epoch %" PRId64 ")", w.op,
+                 strcmp(w.op, "setData") == 0 ? "the leader data publish" : "a renewal",
+                 (zkc_now_ns() - w.sent_ns) / 1000000, it->ev.epoch);
+    else
+        snprintf(msg, sizeof msg, "lease confirmed by the session's creation: on_leader starts "
+                 "(epoch %" PRId64 ")", it->ev.epoch);
+    return call_log(a, ZKE_LOG_INFO, msg);
 }
 
 
@@ -187,12 +212,14 @@ static int run_pending(zke_agent *a)
                 }
             }
             if (it->kind == IT_EVENT && it->ev.type == ZKE_EV_LEADER) {
-                /* a term that waited for its lease was released by the
-                 * answer that confirmed it: its message (ev.at) is that
-                 * one, not the notification before the wait */
-                int64_t t = zkclient_base_moved_read_ns(a->zkc);
-                if (term_unwait(&a->term, it->ev.epoch) && t > it->ev.cause_ns)
-                    it->ev.cause_ns = t;
+                /* (the gate lets a waiting term go also when it was lost
+                 * or the agent stops: then nothing confirmed it) */
+                int ready = a->term.life == TERM_WAITING && agent_lease_ready(a);
+                if (term_unwait(&a->term, it->ev.epoch) && ready) {
+                    if (say_released(a, it) < 0)
+                        return -1;
+                    continue;       /* the log callback may have changed the head */
+                }
             }
             (void)dispatch_pop(&a->q);
             if (it->kind == IT_EVENT) {

@@ -22,8 +22,9 @@
  *   conn_guard.c  the link to the fail-stop guard: the lease base there
  *                 and the session's credentials (struct conn_guardlink).
  * Calls go one way: conn.c calls the parts; conn_lease.c and conn_renew.c
- * call conn_pump.c (vectors, burial) and conn_lease.c conn_guard.c; every
- * file logs through conn_log.c. No part calls conn.c. The parts read the
+ * call conn_pump.c (vectors, burial), conn_lease.c conn_guard.c, and
+ * conn_renew.c conn_lease.c (a recheck when a write moved what only a
+ * waiting term counts); every file logs through conn_log.c. No part calls conn.c. The parts read the
  * top-level fields (loop, sess, life, owner, in_cb: a part's scan of the
  * members raises in_cb) and the member list (ms); conn_renew.c also draws
  * from rng, which conn.c's reopen jitter shares.

@@ -58,8 +58,18 @@ static void renew_done(void *arg, const struct zkc_result *r)
         return;
     }
     struct renew_now t = renew_facts(c);
-    conn_logf(c, ZKE_LOG_DEBUG, "renewal answered in %" PRId64 " us; the lease base is %" PRId64 " ms old",
-               (t.now - r->sent_ns) / 1000, t.base > 0 ? (t.now - t.base) / 1000000 : -1);
+    struct zkc_written w = zkclient_written_by(c->zkc);
+    int64_t written = zkclient_written_base_ns(c->zkc);
+    conn_logf(c, ZKE_LOG_DEBUG, "renewal answered in %" PRId64 " us; the lease base is %" PRId64
+               " ms old, %" PRId64 " ms by writes", (t.now - r->sent_ns) / 1000,
+               t.base > 0 ? (t.now - t.base) / 1000000 : -1,
+               written > 0 ? (t.now - written) / 1000000 : -1);
+    /* a write moved what writes confirmed but maybe not the base (syncs
+     * had moved it further): a term that waits for its lease counts the
+     * former (term_start_base), and the checks see only the latter move.
+     * Never with renewals by write (both are one) */
+    if (w.sent_ns == r->sent_ns && written != t.base)
+        conn_lease_recheck(c);
     renew_apply(c, renewplan_answered(&c->renew.rp, &t, r->sent_ns));
 }
 

@@ -76,6 +76,13 @@ int term_wait(struct term *t, int64_t epoch)
     return 1;
 }
 
+int64_t term_start_base(const struct term *t, int64_t base, int64_t written)
+{
+    if (t->life != TERM_WAITING)
+        return base;
+    return written < base ? written : base;
+}
+
 int term_unwait(struct term *t, int64_t epoch)
 {
     if (t->life != TERM_WAITING)

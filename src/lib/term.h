@@ -106,6 +106,14 @@ enum term_gate {
 enum term_gate term_gate(const struct term *t, enum zke_event_type type, int64_t epoch,
                          const struct term_now *now);
 
+/* The lease base (CLOCK_BOOTTIME ns, 0: none) that decides whether the term
+ * may start now (term_now.lease_ready): the session's `base` while it does
+ * not wait; once it waits for its lease, only what writes confirmed
+ * (`written`, touch.h): a quorum leader answers a sync even for a session
+ * it is expiring, so a sync's answer never starts a waiting term
+ * (docs/design.md, gap (a)). */
+int64_t term_start_base(const struct term *t, int64_t base, int64_t written);
+
 /* --- what happened ----------------------------------------------------- */
 
 /* The gate held the won term of this epoch for its lease: 1 when that is

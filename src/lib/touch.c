@@ -14,7 +14,7 @@ void touch_init(struct touch_log *t)
 void touch_reset(struct touch_log *t)
 {
     t->head = t->n = 0;
-    t->revalidated = 0;
+    t->revalidated = t->revalidated_w = 0;
 }
 
 static int slot(const struct touch_log *t, int i)
@@ -50,8 +50,10 @@ void touch_answered(struct touch_log *t, int64_t sent, int64_t answered, int64_t
     t->answered[i] = answered;
 }
 
-int64_t touch_synced(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap)
+/* What a confirming answer (a sync's, or a write's when `write`) confirms. */
+static int64_t confirm(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap, int write)
 {
+    int64_t base = 0;
     /* the latest entry answered at least gap before the sync was sent */
     int best = -1;
     for (int i = t->n - 1; i >= 0; i--) {
@@ -64,7 +66,7 @@ int64_t touch_synced(struct touch_log *t, int64_t sent, int64_t answered, int64_
     if (best >= 0) {
         /* entries answered earlier than the pair's partner can never pair
          * better with a later sync: drop them */
-        int64_t base = t->sent[slot(t, best)];
+        base = t->sent[slot(t, best)];
         for (int i = 0; i <= best; i++) {
             int k = slot(t, i);
             if (t->sent[k] > base)
@@ -80,13 +82,40 @@ int64_t touch_synced(struct touch_log *t, int64_t sent, int64_t answered, int64_
     if (t->revalidated > t->confirmed)
         t->confirmed = t->revalidated;
     t->revalidated = 0;
+    if (write) {
+        /* what this write confirms (a sync before it may have dropped the
+         * entries it paired with: then less, never more) */
+        if (t->revalidated_w > base)
+            base = t->revalidated_w;
+        t->revalidated_w = 0;
+        if (base > t->written)
+            t->written = base;
+    }
     touch_answered(t, sent, answered, gap);
     return t->confirmed;
 }
 
+int64_t touch_synced(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap)
+{
+    return confirm(t, sent, answered, gap, 0);
+}
+
+int64_t touch_written(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap)
+{
+    return confirm(t, sent, answered, gap, 1);
+}
+
 void touch_revalidated(struct touch_log *t)
 {
-    t->revalidated = t->last_sent;
+    t->revalidated = t->revalidated_w = t->last_sent;
+}
+
+/* A base moved ns earlier (0 is none): one in the past, whose lease is over. */
+static int64_t moved_back(int64_t x, int64_t ns)
+{
+    if (x <= 0)
+        return x;
+    return x - ns > 0 ? x - ns : 1;
 }
 
 void touch_lost(struct touch_log *t, int64_t ns)
@@ -96,12 +125,11 @@ void touch_lost(struct touch_log *t, int64_t ns)
     /* when in the pause each answer came is not known (nor when the step
      * was seen after it): no answer so far pairs with a later sync */
     t->head = t->n = 0;
-    t->revalidated = 0;
+    t->revalidated = t->revalidated_w = 0;
     /* a base stays a base (0 is none): one in the past, whose lease is over */
-    if (t->confirmed > 0)
-        t->confirmed = t->confirmed - ns > 0 ? t->confirmed - ns : 1;
-    if (t->last_sent > 0)
-        t->last_sent = t->last_sent - ns > 0 ? t->last_sent - ns : 1;
+    t->confirmed = moved_back(t->confirmed, ns);
+    t->written = moved_back(t->written, ns);
+    t->last_sent = moved_back(t->last_sent, ns);
 }
 
 int64_t touch_clock_lost(int64_t before, int64_t after, int64_t threshold)
@@ -114,4 +142,6 @@ void touch_grant(struct touch_log *t, int64_t at)
 {
     if (at > t->confirmed)
         t->confirmed = at;
+    if (at > t->written)
+        t->written = at;
 }

@@ -25,6 +25,14 @@
  * on the new connection confirms the send time of that last answer's
  * request (touch_revalidated).
  *
+ * A write's answer confirms more than a sync's: a quorum leader answers a
+ * sync even for a session it is expiring (its checkSession's error does
+ * not stop the sync) and even after it lost its quorum, while a write of a
+ * closing session fails and a write commits only with a quorum. So the log
+ * keeps apart what writes (and the session's creation) confirmed
+ * (`written`): a term that waits for its lease starts only on that
+ * (docs/design.md, gap (a)).
+ *
  * Pure bookkeeping: no I/O, no clock (times are CLOCK_BOOTTIME ns given by
  * the caller), so it is unit-tested with synthetic times. The caller (the
  * session) owns the struct; touch_reset() on every new or lost connection.
@@ -42,6 +50,9 @@ struct touch_log {
     int64_t confirmed;      /* send time of the latest request the leader surely heard of */
     int64_t last_sent;      /* send time of the latest answered request, any connection */
     int64_t revalidated;    /* touch_revalidated's bound, until a confirming answer; 0: none */
+    int64_t written;        /* what writes' answers and the session's creation confirmed
+                             * (<= confirmed) */
+    int64_t revalidated_w;  /* touch_revalidated's bound, until a write's answer; 0: none */
 };
 
 /* Forgets everything (a new handle, hence a new session). */
@@ -60,7 +71,12 @@ void touch_answered(struct touch_log *t, int64_t sent, int64_t answered, int64_t
  * request of this connection answered at least `gap` before `sent`, then
  * records it as answered. Returns the confirmed base (0 if none yet). */
 int64_t touch_synced(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap);
-/* The leader created the session after `at` (the handle's open time). */
+/* A write that a quorum commits (a renewal by write, the leader data
+ * publish), sent at `sent`, was answered at `answered`: confirms like
+ * touch_synced, and moves `written` as well. Returns the confirmed base. */
+int64_t touch_written(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap);
+/* The leader created the session after `at` (the handle's open time): a
+ * write of the quorum's, so it moves `written` too. */
 void touch_grant(struct touch_log *t, int64_t at);
 /* The session reconnected (the leader revalidated it, touching it, after
  * the last answer of the old connection arrived): call after touch_reset().

@@ -356,6 +356,7 @@ int zkclient_open(zkclient *s)
     s->pump.need_rearm = true;
     touch_init(&s->lease.touch);
     s->lease.renewal_sent_ns = 0;
+    s->lease.written_by = (struct zkc_written){ 0, 0, NULL };
     s->lease.opened_ns = zkc_now_ns();
     /* first zookeeper_interest() at once: it opens the socket */
     s->pump.ops->timer(s->pump.loop, 0., 0);
@@ -445,6 +446,16 @@ void zkclient_lose_time(zkclient *s, int64_t ns)
     s->lease.lost_at_ns = zkc_now_ns();
     if (s->lease.opened_ns > 0 && s->lease.opened_ns - ns > 0)
         s->lease.opened_ns -= ns;
+}
+
+int64_t zkclient_written_base_ns(const zkclient *s)
+{
+    return s->life != ZKC_LIFE_CLOSED ? s->lease.touch.written : 0;
+}
+
+struct zkc_written zkclient_written_by(const zkclient *s)
+{
+    return s->lease.written_by;
 }
 
 int64_t zkclient_base_moved_read_ns(const zkclient *s)

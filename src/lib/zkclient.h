@@ -247,6 +247,19 @@ int64_t zkclient_pair_gap_ns(const zkclient *s);
  * expire the session earlier than one session timeout after it (on its
  * clock). Moves only on an answered sync or a new session. */
 int64_t zkclient_lease_base_ns(const zkclient *s);
+/* The part of the lease base that writes' answers (and the session's
+ * creation) confirmed (touch.h: `written`), or 0: what a term that waits
+ * for its lease may start on. <= zkclient_lease_base_ns(). */
+int64_t zkclient_written_base_ns(const zkclient *s);
+/* The answer that last moved zkclient_written_base_ns() (zeros: none yet):
+ * CLOCK_MONOTONIC when the loop read it, its request's send time
+ * (zkc_now_ns) and the request ("setData": the leader data publish,
+ * "multi": a renewal by write). */
+struct zkc_written {
+    int64_t read_ns, sent_ns;
+    const char *op;
+};
+struct zkc_written zkclient_written_by(const zkclient *s);
 /* Time the boot clock did not count (touch_lost): the lease base and what
  * may still confirm one move ns earlier. */
 void zkclient_lose_time(zkclient *s, int64_t ns);

@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -528,16 +529,16 @@ class CuttingProxy(h.StallProxy):
                 pass
 
 
-def _win_on_a_new_connection(zk, px, path, id_prefix="s", script=None):
+def _win_on_a_new_connection(zk, px, path, id_prefix="s", script=None, extra=()):
     """Candidate a leads; b, behind the proxy px, follows. b's connection is
     held silent, a stops, and the connection is cut (1.25 s held: under the
     client's 2/3 T): b connects again (the same session) and wins with a
     lease too old to start on. Returns b and its mark from before the hold
-    (a has exited)."""
+    (a has exited). extra: b's further options."""
     a = h.Agent(zk, id_prefix + "a", path=path, session_timeout=T)
     a.wait_for("leader", timeout=10)
     b = h.Agent(zk, id_prefix + "b", path=path, session_timeout=T, zkhosts=px.hostport,
-                script=script, extra=["--log-level", "debug"])
+                script=script, extra=["--log-level", "debug"] + list(extra))
     b.wait_for("follower", timeout=10)
     time.sleep(1.0)
     mark = b.mark()
@@ -577,6 +578,58 @@ def test_a_term_that_waits_for_its_lease_sends_no_storm_of_renewals():
             # that came late, the periodic ones of the 0.3 s after the
             # start (a storm: one per round trip, 121-155)
             assert len(answers) <= 8, (len(answers), b.describe(12))
+            b.term()
+            assert b.wait_exit(10) == 0
+
+
+def _metric(agent, name):
+    """A sample of the agent's /metrics (--status), by its name and labels."""
+    ev = agent.wait_for("status_listen", timeout=10)
+    with urllib.request.urlopen("http://%s/metrics" % ev["addr"], timeout=5) as r:
+        text = r.read().decode()
+    m = re.search(r'^%s ([0-9.]+)$' % re.escape(name), text, re.M)
+    assert m, text
+    return float(m.group(1))
+
+
+def _requests(agent, op):
+    """Requests of kind op the agent's session has sent (/metrics)."""
+    return int(_metric(agent, 'zkelect_zk_requests_total{op="%s"}' % op))
+
+
+def test_a_waiting_term_starts_on_a_write_with_renewals_by_sync():
+    """With --renew-by sync, a term that waits for its lease starts only on
+    a write's answer (the leader data publish, or a renewal by write, which
+    the stream sends while the term waits), never on a sync's: a quorum
+    leader answers a sync even for a session it is expiring (its
+    checkSession's error does not stop Leader.processSync, and the follower
+    answers ZOK), while a write of that session fails. Here b wins on a new
+    connection with a lease too old to start on: its publish confirms only
+    the revalidation (the old connection's last request), and the next
+    confirming answer, a step later, is the one that starts the term. That
+    was a sync (no renewal write was ever sent: the term started on a
+    sync's answer); now it is a write, and the agent says which."""
+    with h.ZooKeeper() as zk:
+        with CuttingProxy(zk.port) as px:
+            b, mark = _win_on_a_new_connection(zk, px, PATH + "-bysync", id_prefix="y",
+                                               extra=["--renew-by", "sync", "--status", "127.0.0.1:0"])
+            b.wait_for("session", timeout=5, since=mark, reason="reconnected")
+            led = b.wait_for("leader", timeout=10, since=mark)
+            commits_at_start = _requests(b, "commit")
+            waited = b.find(lambda e: "waiting for the quorum leader" in e.get("msg", ""), since=mark)
+            assert waited, ("the term did not wait for its lease: nothing checked", b.describe(30))
+            said = b.find(lambda e: e.get("msg", "").startswith("lease confirmed by"), since=mark)
+            print("  info: %s; %d renewal writes at the term's start, %d syncs" % (
+                said[-1]["msg"] if said else "no release line", commits_at_start, _requests(b, "sync")))
+            assert said and "a write's answer" in said[-1]["msg"], ("the waiting term did not start "
+                                                                    "on a write's answer", b.describe(30))
+            assert said[-1]["_i"] < led["_i"], b.describe(30)
+            if "multi" in said[-1]["msg"]:
+                assert commits_at_start >= 1, (commits_at_start, b.describe(30))
+            # the term runs: its renewals are syncs again
+            syncs = _requests(b, "sync")
+            h.wait_until(lambda: _requests(b, "sync") > syncs, 5, "a renewal by sync")
+            assert not b.find("stepdown", since=mark), b.describe()
             b.term()
             assert b.wait_exit(10) == 0
 

@@ -131,6 +131,11 @@ static void test_replan_starts_keeps_the_phase_and_stops(void)
     CHECK(renewplan_send(&p) == RENEW_SEND_WRITE);  /* a's writes */
     renewplan_drop(&p, &a);
     CHECK(renewplan_send(&p) == RENEW_SEND_SYNC);   /* b's syncs */
+    /* b's term waits for its lease: its demand asks writes until it starts */
+    demand(&p, &b, RENEW_LEASE, 1000, 3000, 10000, 0);
+    CHECK(renewplan_send(&p) == RENEW_SEND_WRITE);
+    demand(&p, &b, RENEW_LEASE, 1000, 3000, 10000, 1);
+    CHECK(renewplan_send(&p) == RENEW_SEND_SYNC);
     s = renewplan_replan(&p, 0, &t);
     CHECK(s.act == RENEW_KEEP);
     /* urgent: now, unless one is in flight */

@@ -54,6 +54,23 @@ static void test_a_won_term_waits_for_its_lease_and_says_so_once(void)
     term_clear(&t);
 }
 
+/* A waiting term counts only what writes confirmed (a sync's answer never
+ * starts it: docs/design.md gap (a)); one that does not wait, or acts,
+ * counts the session's base. */
+static void test_a_waiting_term_counts_only_what_writes_confirmed(void)
+{
+    struct term t;
+    term_init(&t);
+    CHECK(term_start_base(&t, 900, 300) == 900);
+    CHECK(term_wait(&t, 7) == 1);
+    CHECK(term_start_base(&t, 900, 300) == 300);
+    CHECK(term_start_base(&t, 900, 0) == 0);
+    CHECK(term_unwait(&t, 7) == 1);
+    term_begin(&t, 7, dup("n_1-0000000007"), 100 * MS, 1);
+    CHECK(term_start_base(&t, 900, 300) == 900);
+    term_clear(&t);
+}
+
 static void test_a_lost_or_stopping_term_does_not_wait(void)
 {
     struct term t;
@@ -442,6 +459,7 @@ int main(void)
 {
     RUN(test_every_state_has_a_distinct_name);
     RUN(test_a_won_term_waits_for_its_lease_and_says_so_once);
+    RUN(test_a_waiting_term_counts_only_what_writes_confirmed);
     RUN(test_a_lost_or_stopping_term_does_not_wait);
     RUN(test_the_step_down_waits_for_the_terms_processes);
     RUN(test_a_step_down_the_host_never_heard_of_is_not_its);

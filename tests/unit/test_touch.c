@@ -156,9 +156,57 @@ static void test_a_wall_clock_step_is_lost_time(void)
     CHECK(t.confirmed == 1);
 }
 
+/* A quorum leader answers a sync even for a session it is expiring (its
+ * checkSession's error does not stop the sync), so what a term that waits
+ * for its lease may start on is kept apart: only writes' answers (and the
+ * session's creation) move it; a sync moves only the base. */
+static void test_only_writes_move_what_writes_confirmed(void)
+{
+    struct touch_log t;
+    touch_init(&t);
+    ans(&t, 100, 110);
+    CHECK(touch_synced(&t, 310, 320, GAP) == 100);
+    CHECK(t.confirmed == 100 && t.written == 0);
+    /* a write pairs like a sync (with the sync answered at 320) */
+    CHECK(touch_written(&t, 530, 540, GAP) == 310);
+    CHECK(t.written == 310);
+    /* syncs move the base on, not what writes confirmed */
+    CHECK(touch_synced(&t, 750, 760, GAP) == 530);
+    CHECK(touch_synced(&t, 970, 980, GAP) == 750);
+    CHECK(t.written == 310 && t.confirmed == 750);
+    /* a write sent too soon after the last answer confirms an older one:
+     * never more than it paired with, whatever the syncs confirmed */
+    CHECK(touch_written(&t, 1100, 1110, GAP) == 750);
+    CHECK(t.written == 750);
+    /* the session's creation is the quorum's write */
+    touch_grant(&t, 2000);
+    CHECK(t.confirmed == 2000 && t.written == 2000);
+}
+
+/* After a reconnect the leader's revalidation is confirmed by the first
+ * confirming answer; for what writes confirmed, by the first write's,
+ * even when a sync came first. */
+static void test_a_reconnect_is_confirmed_for_writes_by_the_first_write(void)
+{
+    struct touch_log t;
+    touch_init(&t);
+    ans(&t, 100, 110);
+    touch_reset(&t);
+    touch_revalidated(&t);
+    CHECK(touch_synced(&t, 1000, 1010, GAP) == 100);
+    CHECK(t.written == 0);
+    CHECK(touch_written(&t, 1100, 1110, GAP) == 100);  /* pairs with nothing: the revalidation */
+    CHECK(t.written == 100);
+    /* lost time moves it back like the base */
+    touch_lost(&t, 50);
+    CHECK(t.written == 50 && t.confirmed == 50);
+}
+
 int main(void)
 {
     RUN(test_a_sync_confirms_only_what_was_answered_a_gap_before);
+    RUN(test_only_writes_move_what_writes_confirmed);
+    RUN(test_a_reconnect_is_confirmed_for_writes_by_the_first_write);
     RUN(test_an_answer_alone_never_confirms);
     RUN(test_a_new_connection_forgets_the_old_ones_answers);
     RUN(test_the_base_never_moves_back);
