@@ -598,8 +598,8 @@ static void prom_role(struct sbuf *b, const metrics *m, const zke_agent *a, int 
         have && st->role == ZKE_ROLE_LEADER ? (double)st->lease_ms / 1000.0 : 0.0);
     struct zke_lease_plan plan;
     head(b, "zkelect_lease_duration_seconds", "gauge",
-         "The lease a renewal gives (planned for the session timeout, the granted one once "
-         "connected); 0 when the agent is gone.");
+         "The lease a renewal gives (planned for the session timeout, the smallest one granted "
+         "once connected); 0 when the agent is gone.");
     put(b, "zkelect_lease_duration_seconds %.3f\n",
         a != NULL && zke_agent_plan(a, &plan) == 0 ? (double)plan.lease_ms / 1000.0 : 0.0);
     head(b, "zkelect_suspended", "gauge", "1 while a leader is disconnected inside its lease.");

@@ -287,7 +287,9 @@ void agent_revoke_term(zke_agent *a)
 
 int agent_replan(zke_agent *a, char *why, size_t whylen)
 {
-    int T = zkclient_timeout_ms(a->zkc);
+    /* the smallest grant the session has had: a quorum leader elected
+     * later counts the one it was created with, whatever a reconnect got */
+    int T = zkclient_lease_timeout_ms(a->zkc);
     struct zke_lease_plan np;
     /* the tick the session pairs renewals with: the longest any of its
      * agents assumes, stated or learned from the servers (probe.h) */

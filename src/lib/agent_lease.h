@@ -23,6 +23,7 @@ struct agent_lease {
     int unchecked;              /* the requested timeout was too short for the defaults: the
                                  * granted one must pass zke_lease_check */
     int64_t armed_end_ns;       /* lease end the guard was last synced for */
+    int grant_told;             /* a reconnect's grant above the planned timeout, last said */
 };
 
 /* The fail-stop guard's slot, owned by agent_lease.c (zke_agent_set_guard

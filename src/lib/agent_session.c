@@ -32,10 +32,16 @@ void agent_session_state(zke_agent *a, enum zkc_state st)
         ev_timer_stop(a->loop, &a->link.connect_to);
         ev_timer_stop(a->loop, &a->link.backoff);   /* el_on_session() below re-drives */
         agent_queue_session_event(a, sid == a->link.last_session ? "reconnected" : "connected", sid);
-        int T = zkclient_timeout_ms(a->zkc);
+        int T = zkclient_lease_timeout_ms(a->zkc), granted = zkclient_timeout_ms(a->zkc);
         if (first && T != a->set.session_timeout_ms)
             agent_alog(a, ZKE_LOG_WARN, "session timeout: asked %d ms, server granted %d ms",
                  a->set.session_timeout_ms, T);
+        if (granted > T && granted != a->lease.grant_told)
+            agent_alog(a, ZKE_LOG_WARN, "session timeout: this server granted %d ms, more than "
+                 "the %d ms this session had: the lease stays planned with %d ms (a quorum "
+                 "leader elected later counts the timeout the session was created with; the "
+                 "servers' minSessionTimeout and maxSessionTimeout differ)", granted, T, T);
+        a->lease.grant_told = granted > T ? granted : 0;
         if (T != a->lease.plan.session_ms || zkclient_pair_tick_ms(a->zkc) != a->lease.plan.server_tick_ms ||
             a->lease.unchecked) {
             char why[1024];

@@ -16,7 +16,7 @@ static struct renew_now renew_facts(zke_conn *c)
     if (c->zkc != NULL) {
         t.base = zkclient_lease_base_ns(c->zkc);
         t.pair_gap_ns = zkclient_pair_gap_ns(c->zkc);
-        t.timeout_ms = zkclient_timeout_ms(c->zkc);
+        t.timeout_ms = zkclient_lease_timeout_ms(c->zkc);  /* the lease's T (<= this grant) */
     }
     t.active = ev_is_active(&c->renew.timer);
     t.remaining = t.active ? ev_timer_remaining(c->loop, &c->renew.timer) : 0.;

@@ -110,6 +110,13 @@ void touch_revalidated(struct touch_log *t)
     t->revalidated = t->revalidated_w = t->last_sent;
 }
 
+int touch_granted(struct touch_log *t, int granted_ms)
+{
+    if (granted_ms > 0 && (t->least_grant_ms == 0 || granted_ms < t->least_grant_ms))
+        t->least_grant_ms = granted_ms;
+    return t->least_grant_ms;
+}
+
 /* A base moved ns earlier (0 is none): one in the past, whose lease is over. */
 static int64_t moved_back(int64_t x, int64_t ns)
 {

@@ -33,6 +33,11 @@
  * (`written`): a term that waits for its lease starts only on that
  * (docs/design.md, gap (a)).
  *
+ * It also keeps the smallest session timeout the servers granted this
+ * session (touch_granted): each server clamps a grant to its own bounds at
+ * every handshake, but a newly elected quorum leader counts the timeout the
+ * session was created with.
+ *
  * Pure bookkeeping: no I/O, no clock (times are CLOCK_BOOTTIME ns given by
  * the caller), so it is unit-tested with synthetic times. The caller (the
  * session) owns the struct; touch_reset() on every new or lost connection.
@@ -53,6 +58,7 @@ struct touch_log {
     int64_t written;        /* what writes' answers and the session's creation confirmed
                              * (<= confirmed) */
     int64_t revalidated_w;  /* touch_revalidated's bound, until a write's answer; 0: none */
+    int least_grant_ms;     /* the smallest grant since touch_init (touch_granted); 0: none */
 };
 
 /* Forgets everything (a new handle, hence a new session). */
@@ -82,6 +88,12 @@ void touch_grant(struct touch_log *t, int64_t at);
  * the last answer of the old connection arrived): call after touch_reset().
  * The next touch_synced() confirms that answer's request's send time. */
 void touch_revalidated(struct touch_log *t);
+
+/* A server granted the session `granted_ms` at a handshake (its first
+ * connection or a reconnect): returns the timeout a lease may be planned
+ * with, the smallest grant since touch_init() (the session's creation).
+ * granted_ms <= 0 is ignored. */
+int touch_granted(struct touch_log *t, int granted_ms);
 
 /* Time the boot clock did not see: a pause of the whole machine that the
  * guest clock hides (a VM paused and resumed, whose wall clock is then

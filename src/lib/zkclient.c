@@ -233,6 +233,9 @@ static void global_watcher(zhandle_t *zh, int type, int state, const char *path,
         s->timeout_ms = zoo_recv_timeout(zh);
         /* a new connection: earlier answers cannot pair with its syncs */
         touch_reset(&s->lease.touch);
+        /* the first connection of a handle created its session (touch_init
+         * at the open forgot the last one's grants) */
+        (void)touch_granted(&s->lease.touch, s->timeout_ms);
         /* the first connection of a handle created its session, and the
          * quorum leader created it after the handle was opened; a later one
          * was revalidated by the leader after the old connection's last
@@ -456,6 +459,11 @@ int64_t zkclient_written_base_ns(const zkclient *s)
 struct zkc_written zkclient_written_by(const zkclient *s)
 {
     return s->lease.written_by;
+}
+
+int zkclient_lease_timeout_ms(const zkclient *s)
+{
+    return s->lease.touch.least_grant_ms > 0 ? s->lease.touch.least_grant_ms : s->timeout_ms;
 }
 
 int64_t zkclient_base_moved_read_ns(const zkclient *s)

@@ -260,6 +260,11 @@ struct zkc_written {
     const char *op;
 };
 struct zkc_written zkclient_written_by(const zkclient *s);
+/* The session timeout a lease may be planned with: the smallest the
+ * servers granted this session, at any handshake since it was created
+ * (touch_granted); zkclient_timeout_ms() is this connection's grant.
+ * Before the first connection: the timeout asked. */
+int zkclient_lease_timeout_ms(const zkclient *s);
 /* Time the boot clock did not count (touch_lost): the lease base and what
  * may still confirm one move ns earlier. */
 void zkclient_lose_time(zkclient *s, int64_t ns);

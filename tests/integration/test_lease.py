@@ -670,6 +670,91 @@ def test_a_reload_while_a_term_waits_for_its_lease_keeps_its_on_stepdown():
             assert len(downs) == 1, ("on_stepdown of the term did not run once", b.describe(20))
 
 
+class QuorumMember(h.ZooKeeper):
+    """One server of a small ensemble on loopback: the harness server's
+    zoo.cfg (its own extra lines, e.g. its own minSessionTimeout) plus the
+    ensemble's server lines, run by QuorumPeerMain. peers: [(peer_port,
+    election_port)] of every member, this one's at myid - 1."""
+
+    def __init__(self, myid, peers, extra_cfg):
+        h.ZooKeeper.__init__(self, start=False, extra_cfg=extra_cfg)
+        with open(self.cfg, "a") as f:
+            f.write("".join("server.%d=127.0.0.1:%d:%d\n" % (i + 1, p, e) for i, (p, e) in enumerate(peers)))
+        with open(os.path.join(self.datadir, "myid"), "w") as f:
+            f.write("%d\n" % myid)
+
+    def _launch(self):
+        self.starts += 1
+        cp = h.ZK_JAR + (":" + h.SLF4J_SIMPLE if os.path.exists(h.SLF4J_SIMPLE) else "")
+        with open(self.log, "ab") as logf:
+            self.proc = subprocess.Popen(
+                ["java", "-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+                 "-XX:-UsePerfData", "-Dzookeeper.log.dir=" + self.dir, "-cp", cp,
+                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", self.cfg],
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, cwd=self.dir,
+                env=h._child_env(), preexec_fn=h._pdeathsig)
+        self.pid = self.proc.pid
+
+
+class SwitchingProxy(CuttingProxy):
+    """A CuttingProxy whose new connections go to another server once
+    switched."""
+
+    def switch(self, port):
+        with self.lock:
+            self.target = ("127.0.0.1", port)
+        self.cut()
+
+
+def test_the_lease_keeps_the_smallest_grant_of_the_session():
+    """Each server clamps a session's timeout to its own minSessionTimeout
+    and maxSessionTimeout at every handshake, and revalidates the session
+    with that grant, but a newly elected quorum leader re-tracks every
+    session with the timeout stored when it was created (SessionTrackerImpl
+    from ZKDatabase's sessionsWithTimeouts). A session created at 2000 ms on
+    a server whose minimum is 400 that reconnects to one whose minimum is
+    3000 is granted 3000 ms there, yet a later leader counts 2000: the lease
+    stays planned with 2000 ms (it followed the new grant: a lease a
+    successor's countdown does not bound), and the agent says why. Two real
+    servers in one ensemble, each with its own bounds; the candidate reaches
+    them through a proxy that moves it from the first to the second."""
+    peers = [(h.free_port(), h.free_port()) for _ in range(2)]
+    zk1 = QuorumMember(1, peers, ["minSessionTimeout=400"])
+    zk2 = QuorumMember(2, peers, ["minSessionTimeout=3000"])
+    for z in (zk1, zk2):
+        z._launch()
+    for z in (zk1, zk2):
+        z._await()
+    try:
+        with SwitchingProxy(zk1.port) as px:
+            a = h.Agent(zk1, "g", path=PATH + "-grant", session_timeout=T, zkhosts=px.hostport,
+                        extra=["--server-tick", "200", "--status", "127.0.0.1:0"])
+            a.wait_for("leader", timeout=15)
+            # granted what it asked: the plan of the start stands
+            assert not a.find(lambda e: "granted" in e.get("msg", "")), a.describe()
+            lease = a.last("start")["lease_ms"]
+            assert _metric(a, "zkelect_lease_duration_seconds") == lease / 1000.0
+            mark = a.mark()
+            px.switch(zk2.port)
+            a.wait_for("session", timeout=10, since=mark, reason="reconnected")
+            # the plan follows a grant in the reconnect's own callback
+            now = _metric(a, "zkelect_lease_duration_seconds")
+            plans = [e["msg"] for e in a.events()[mark:] if e.get("msg", "").startswith("lease ")]
+            print("  info: lease %d ms at the start, %.0f ms after the reconnect %s" % (
+                lease, now * 1000, plans))
+            assert now == lease / 1000.0 and not plans, ("the lease was planned again after the "
+                                                         "reconnect", plans, a.describe(20))
+            said = a.wait_for(lambda e: "this server granted 3000 ms" in e.get("msg", ""), timeout=5,
+                              since=mark)
+            print("  info: " + said["msg"])
+            assert not a.find("stepdown", since=mark), a.describe()
+            a.term()
+            assert a.wait_exit(10) == 0
+    finally:
+        zk1.stop()
+        zk2.stop()
+
+
 def test_strict_policy_steps_down_on_disconnect():
     tmp = h.mkdtemp("strict")
     os.environ["ZKT_DIR"] = tmp

@@ -202,11 +202,29 @@ static void test_a_reconnect_is_confirmed_for_writes_by_the_first_write(void)
     CHECK(t.written == 50 && t.confirmed == 50);
 }
 
+/* Each server clamps a grant to its own bounds, but a quorum leader
+ * elected later counts the timeout the session was created with: the lease
+ * is planned with the smallest grant since the session's creation. */
+static void test_the_lease_timeout_is_the_smallest_grant(void)
+{
+    struct touch_log t;
+    touch_init(&t);
+    CHECK(touch_granted(&t, 2000) == 2000);
+    CHECK(touch_granted(&t, 3000) == 2000);     /* a server whose minimum is larger */
+    touch_reset(&t);                            /* connections come and go: it stays */
+    CHECK(touch_granted(&t, 0) == 2000);
+    CHECK(touch_granted(&t, 1500) == 1500);     /* a smaller one counts at once */
+    CHECK(touch_granted(&t, 2000) == 1500);
+    touch_init(&t);                             /* a new session starts afresh */
+    CHECK(touch_granted(&t, 3000) == 3000);
+}
+
 int main(void)
 {
     RUN(test_a_sync_confirms_only_what_was_answered_a_gap_before);
     RUN(test_only_writes_move_what_writes_confirmed);
     RUN(test_a_reconnect_is_confirmed_for_writes_by_the_first_write);
+    RUN(test_the_lease_timeout_is_the_smallest_grant);
     RUN(test_an_answer_alone_never_confirms);
     RUN(test_a_new_connection_forgets_the_old_ones_answers);
     RUN(test_the_base_never_moves_back);
