@@ -466,11 +466,6 @@ int zkclient_lease_timeout_ms(const zkclient *s)
     return s->lease.touch.least_grant_ms > 0 ? s->lease.touch.least_grant_ms : s->timeout_ms;
 }
 
-int64_t zkclient_base_moved_read_ns(const zkclient *s)
-{
-    return s->lease.base_moved_read_ns;
-}
-
 int64_t zkclient_last_renewal_ns(const zkclient *s)
 {
     return s->life != ZKC_LIFE_CLOSED ? s->lease.renewal_sent_ns : 0;

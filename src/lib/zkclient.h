@@ -251,10 +251,11 @@ int64_t zkclient_lease_base_ns(const zkclient *s);
  * creation) confirmed (touch.h: `written`), or 0: what a term that waits
  * for its lease may start on. <= zkclient_lease_base_ns(). */
 int64_t zkclient_written_base_ns(const zkclient *s);
-/* The answer that last moved zkclient_written_base_ns() (zeros: none yet):
- * CLOCK_MONOTONIC when the loop read it, its request's send time
- * (zkc_now_ns) and the request ("setData": the leader data publish,
- * "multi": a renewal by write). */
+/* The answer that last moved zkclient_written_base_ns() (zeros: none yet),
+ * what released a term that waited for its lease (zke_event.cause_ns, the
+ * release's log line): CLOCK_MONOTONIC when the loop read it, its
+ * request's send time (zkc_now_ns) and the request ("setData": the leader
+ * data publish, "multi": a renewal by write). */
 struct zkc_written {
     int64_t read_ns, sent_ns;
     const char *op;
@@ -268,10 +269,6 @@ int zkclient_lease_timeout_ms(const zkclient *s);
 /* Time the boot clock did not count (touch_lost): the lease base and what
  * may still confirm one move ns earlier. */
 void zkclient_lose_time(zkclient *s, int64_t ns);
-/* CLOCK_MONOTONIC (ns) at which the loop read the answer that last moved
- * the lease base forward (0: none yet): what released a term that waited
- * for its lease (zke_event.cause_ns). */
-int64_t zkclient_base_moved_read_ns(const zkclient *s);
 /* Send time of the latest sync or commit (a request that confirms) handed
  * to the library on this connection (answered or still in flight), or 0:
  * a renewal sent less than a confirmation step after it confirms nothing

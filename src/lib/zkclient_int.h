@@ -79,7 +79,6 @@ struct zkc_lease {
     int64_t opened_ns;          /* when this handle was opened */
     int64_t lost_at_ns;         /* when time the boot clock did not count was last found
                                  * (zkclient_lose_time): no request sent before it confirms */
-    int64_t base_moved_read_ns; /* zkclient_base_moved_read_ns */
     struct zkc_written written_by;  /* the answer that last moved touch.written */
     int64_t renewal_sent_ns;    /* latest sync or commit handed to the library on this connection */
     int server_tick_ms;         /* the longest tickTime an agent stated, or 0 */

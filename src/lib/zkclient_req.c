@@ -301,15 +301,13 @@ static void done(struct req *r, struct zkc_result *res, int rc)
         (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOAUTH || rc == ZBADVERSION ||
          rc == ZNOTEMPTY || rc == ZNOCHILDRENFOREPHEMERALS)) {
         if (r->confirms && rc == ZOK) {
-            int64_t before = s->lease.touch.confirmed, wbefore = s->lease.touch.written;
+            int64_t wbefore = s->lease.touch.written;
             int64_t now = zkc_now_ns(), gap = zkclient_pair_gap_ns(s);
             /* a sync's answer is weaker than a write's (touch.h) */
             if (r->op == OP_SYNC)
                 (void)touch_synced(&s->lease.touch, r->sent_ns, now, gap);
             else
                 (void)touch_written(&s->lease.touch, r->sent_ns, now, gap);
-            if (s->lease.touch.confirmed > before && res->read_ns != 0)
-                s->lease.base_moved_read_ns = res->read_ns;
             if (s->lease.touch.written > wbefore) {
                 s->lease.written_by.read_ns = res->read_ns;
                 s->lease.written_by.sent_ns = r->sent_ns;
