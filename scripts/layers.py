@@ -46,9 +46,9 @@ LIB_ORDER = {"zkclient": {"agent", "conn", "election"},
 # The pure modules: the promise's arithmetic and state machines, no I/O,
 # the time passed in (tests/unit drives them, test_sim in virtual time).
 # None includes ev.h or zookeeper.h, and none reaches these modules.
-PURE = ("election", "term", "touch", "leasewatch", "renewplan")
+PURE = ("election", "term", "touch", "leasewatch", "renewplan", "srvconf")
 IMPURE = {"agent", "conn", "zkclient", "scope", "guard", "dispatch", "census", "observer", "probe",
-          "bootwait"}
+          "srvask", "bootwait"}
 for _m in PURE:
     LIB_ORDER[_m] = LIB_ORDER.get(_m, set()) | IMPURE
 # The Lua core's files, one way, each calling only files below it:

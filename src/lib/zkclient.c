@@ -492,17 +492,69 @@ int zkclient_tick_unstated(const zkclient *s)
     return !s->lease.tick_set || s->lease.tick_unstated;
 }
 
-int zkclient_pair_tick_ms(const zkclient *s)
+void zkclient_set_told_tick(zkclient *s, int tick_ms, int every, int observer)
+{
+    s->lease.told_tick_ms = tick_ms > 0 ? tick_ms : 0;
+    s->lease.told_every = every && tick_ms > 0;
+    s->lease.observer = observer != 0;
+}
+
+int zkclient_stated_tick_ms(const zkclient *s)
+{
+    return s->lease.server_tick_ms;
+}
+
+/* The tick before the observer's one more, and where it comes from. */
+static int base_tick(const zkclient *s, const char **src)
 {
     /* the longest tick any agent assumes */
     int tick = s->lease.server_tick_ms;
+    *src = "stated";
     if (zkclient_tick_unstated(s)) {
-        int half = s->timeout_ms / 2;
-        int t = s->lease.tick_bound_ms > 0 && s->lease.tick_bound_ms < half ? s->lease.tick_bound_ms : half;
-        if (t > tick)
+        int half = s->timeout_ms / 2, t;
+        const char *from;
+        if (s->lease.told_every) {
+            t = s->lease.told_tick_ms;
+            from = "told by every server (conf)";
+        } else {
+            int bound = s->lease.tick_bound_ms > 0 && s->lease.tick_bound_ms < half;
+            t = bound ? s->lease.tick_bound_ms : half;
+            from = bound ? "at most half a probe session's grant" : "at most half the session timeout";
+            if (s->lease.told_tick_ms > t) {
+                t = s->lease.told_tick_ms;
+                from = "told by some servers (conf)";
+            }
+        }
+        if (t > tick) {
             tick = t;
+            *src = from;
+        }
+    } else if (s->lease.told_tick_ms > tick) {
+        tick = s->lease.told_tick_ms;       /* (a stated tick shorter than told is refused) */
+        *src = "told by the servers (conf)";
     }
     return tick;
+}
+
+int zkclient_pair_tick_ms(const zkclient *s)
+{
+    const char *src;
+    int tick = base_tick(s, &src);
+    return s->lease.observer ? 2 * tick : tick;
+}
+
+const char *zkclient_tick_source(const zkclient *s)
+{
+    static const char *const obs[] = {
+        "stated, x 2: an observer among the servers",
+        "told by every server (conf), x 2: an observer among the servers",
+    };
+    const char *src;
+    (void)base_tick(s, &src);
+    if (s->lease.observer)
+        return strcmp(src, "stated") == 0 ? obs[0] : strncmp(src, "told by every", 13) == 0 ? obs[1]
+               : "x 2: an observer among the servers";
+    return src;
 }
 
 int64_t zkclient_pair_gap_ns(const zkclient *s)

@@ -236,9 +236,22 @@ void zkclient_set_tick_bound(zkclient *s, int tick_ms);
 /* No tick was stated, by some agent or at all: the bound or half the
  * timeout applies. */
 int zkclient_tick_unstated(const zkclient *s);
+/* What the servers told of their tickTime (srvconf.h): the longest
+ * (0: none), whether every server of the connect string told it (then it
+ * replaces the bound, no inference needed), whether one is an observer
+ * (then the session pairs with twice the tick). Any time; the owner sets
+ * it before it passes ZKC_S_CONNECTED on, and again on a later answer. */
+void zkclient_set_told_tick(zkclient *s, int tick_ms, int every, int observer);
+/* The longest tick an agent stated (0: none). */
+int zkclient_stated_tick_ms(const zkclient *s);
 /* The tick the session pairs with: the longest any agent states, or (some
- * agent stated none) the bound, else half the negotiated timeout, if longer. */
+ * agent stated none) the one every server told, else the bound or half
+ * the negotiated timeout (at least the longest told), if longer; twice
+ * that with an observer among the servers. */
 int zkclient_pair_tick_ms(const zkclient *s);
+/* Where that tick comes from, for the log ("stated", "told by every
+ * server (conf)", ...): a static string. */
+const char *zkclient_tick_source(const zkclient *s);
 /* How long after an answer a sync must be sent to confirm it: that tick
  * x (1 + drift), in ns. */
 int64_t zkclient_pair_gap_ns(const zkclient *s);

@@ -86,6 +86,9 @@ struct zkc_lease {
     double drift;
     bool tick_set;              /* some agent called zkclient_set_server_tick */
     bool tick_unstated;         /* an agent stated none: the bound, else half the timeout */
+    int told_tick_ms;           /* the longest tickTime the servers told (srvconf.h), or 0 */
+    bool told_every;            /* every server told it: no inference */
+    bool observer;              /* a server is an observer: one tick more */
 };
 
 /* The requests (zkclient_req.c). */
