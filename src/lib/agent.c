@@ -69,6 +69,7 @@ static const struct conn_agent_ops agent_conn_ops = {
     .lease_tick = agent_lease_tick_op,
     .node_path = agent_node_path,
     .ride = agent_census_ride,
+    .servers_told = agent_servers_told,
     .log = agent_queue_log,
 };
 

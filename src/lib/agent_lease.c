@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 
 /* The guard's watcher watches: the host did not say it is down
@@ -285,6 +286,15 @@ void agent_revoke_term(zke_agent *a)
 }
 
 
+/* Where the plan's tick comes from, for the log line. */
+static const char *agent_tick_source(const zke_agent *a, int tick)
+{
+    const char *src = zkclient_tick_source(a->zkc);
+    if (strncmp(src, "stated", 6) == 0 && tick != a->set.server_tick_ms && tick != 2 * a->set.server_tick_ms)
+        return "stated longer by another agent on the session";
+    return src;
+}
+
 int agent_replan(zke_agent *a, char *why, size_t whylen)
 {
     /* the smallest grant the session has had: a quorum leader elected
@@ -302,9 +312,6 @@ int agent_replan(zke_agent *a, char *why, size_t whylen)
     agent_alog(a, ZKE_LOG_INFO, "lease %d ms (session %d ms, stepdown budget %d ms, margin %d "
          "ms, renewal every %d ms, confirmed by a renewal %d ms later; server tick %d ms, "
          "%s)", np.lease_ms, T, np.stepdown_budget_ms, np.margin_ms, np.renew_ms,
-         np.confirm_ms, np.server_tick_ms, np.server_tick_ms == a->set.server_tick_ms ? "stated"
-         : a->set.server_tick_ms > 0 ? "stated longer by another agent on the session"
-         : np.server_tick_ms < T / 2 ? "at most half a probe session's grant"
-         : "at most half the session timeout");
+         np.confirm_ms, np.server_tick_ms, agent_tick_source(a, np.server_tick_ms));
     return 0;
 }

@@ -23,6 +23,39 @@ void agent_session_lost(zke_agent *a, const char *event_reason, const char *why)
     agent_kick_now(a);
 }
 
+/* What the servers told of their configuration forbids this agent's lease
+ * (srvconf_judge with its own --server-tick): its one error line. */
+static int servers_refuse(zke_agent *a)
+{
+    struct srv_verdict v;
+    if (conn_servers_judge(a->conn, a->set.server_tick_ms, &v) != 0 || v.j != SRV_J_REFUSED)
+        return 0;
+    agent_err(a, "%s", v.line);
+    return 1;
+}
+
+/* conn_agent_ops.servers_told: a server reached later told its
+ * configuration: a refusal stops, a longer tick plans again (or stops). */
+void agent_servers_told(zke_agent *a)
+{
+    char why[1024];
+    if (agent_done(a) || agent_stopping(a) || !a->link.ever_connected)
+        return;
+    if (servers_refuse(a)) {
+        agent_fail_now(a, "config");
+        return;
+    }
+    if (zkclient_pair_tick_ms(a->zkc) == a->lease.plan.server_tick_ms)
+        return;
+    if (agent_replan(a, why, sizeof why) != 0) {
+        agent_err(a, "the lease cannot follow the servers' tick of %d ms: %s",
+                  zkclient_pair_tick_ms(a->zkc), why);
+        agent_fail_now(a, "config");
+        return;
+    }
+    agent_kick_now(a);
+}
+
 void agent_session_state(zke_agent *a, enum zkc_state st)
 {
     if (st == ZKC_S_CONNECTED) {
@@ -42,6 +75,11 @@ void agent_session_state(zke_agent *a, enum zkc_state st)
                  "leader elected later counts the timeout the session was created with; the "
                  "servers' minSessionTimeout and maxSessionTimeout differ)", granted, T, T);
         a->lease.grant_told = granted > T ? granted : 0;
+        if (servers_refuse(a)) {
+            a->link.last_session = sid;
+            agent_fail_now(a, "config");
+            return;
+        }
         if (T != a->lease.plan.session_ms || zkclient_pair_tick_ms(a->zkc) != a->lease.plan.server_tick_ms ||
             a->lease.unchecked) {
             char why[1024];

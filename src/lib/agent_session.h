@@ -30,5 +30,8 @@ void agent_link_init(zke_agent *a);
 void agent_session_lost(zke_agent *a, const char *event_reason, const char *why);
 void agent_session_watch(zke_agent *a, enum zkc_watch type, const char *path);
 void agent_session_state(zke_agent *a, enum zkc_state st);
+/* conn_agent_ops.servers_told: plans again with what the servers told
+ * later, or stops with "config" (one error line) when it forbids the lease. */
+void agent_servers_told(zke_agent *a);
 
 #endif

@@ -15,6 +15,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "conn_int.h"
 #include "probe.h"
+#include "srvask.h"
 #include "rng.h"
 #include "sessionfile.h"
 #include "settings.h"
@@ -29,6 +30,7 @@
 
 #include <ev.h>
 
+static int ask_deadline_ms(const zke_conn *c);
 static void destroy(zke_conn *c);
 
 
@@ -235,6 +237,8 @@ static void zkc_state_cb(void *ud, enum zkc_state st)
             conn_logf(c, ZKE_LOG_WARN, "cannot write session file %s", c->cfg.session_file);
         c->cfg.last_session = sid;
         conn_guard_publish(c);       /* (again at each connection: the server may have changed) */
+        if (c->pr.q != NULL && c->pr.state == PROBE_OVER)
+            (void)srvask_round(c->pr.q, ask_deadline_ms(c));   /* the servers not reached yet */
         fan_state(c, st);
         /* a reconnected session's lease moves with the first renewal on the
          * new connection (touch.h): send it now, not a period on */
@@ -314,13 +318,64 @@ static int probe_ask_ms(const zke_conn *c)
     return c->cfg.timeout_ms / 4;
 }
 
+/* How long the first connection waits for the servers' answers. */
+static int ask_deadline_ms(const zke_conn *c)
+{
+    int ask = probe_ask_ms(c);
+    return ask > 250 ? ask : 250;
+}
+
+int conn_servers_judge(const zke_conn *c, int stated_ms, struct srv_verdict *v)
+{
+    int n;
+    if (c->pr.q == NULL)
+        return -1;
+    const struct srv_info *sv = srvask_servers(c->pr.q, &n);
+    srvconf_judge(sv, n, stated_ms, v);
+    return 0;
+}
+
+/* What the servers told, passed to the session (zkclient_set_told_tick),
+ * a change logged: the unchecked inference is a warning (where an agent
+ * relies on it), a refusal is each agent's own (agent_session.c). */
+static void servers_judged(zke_conn *c)
+{
+    struct srv_verdict v;
+    char told[sizeof c->pr.told];
+    if (conn_servers_judge(c, 0, &v) != 0)
+        return;
+    zkclient_set_told_tick(c->zkc, v.tick_ms, v.j == SRV_J_TOLD, v.observer);
+    snprintf(told, sizeof told, "%s %d%s", srv_judgement_name(v.j), v.tick_ms,
+             v.observer ? " observer" : "");
+    if (strcmp(told, c->pr.told) == 0)
+        return;
+    memcpy(c->pr.told, told, sizeof told);
+    if (v.j == SRV_J_UNCHECKED && zkclient_tick_unstated(c->zkc))
+        conn_logf(c, ZKE_LOG_WARN, "%s", v.line);
+    else if (v.j == SRV_J_TOLD)
+        conn_logf(c, ZKE_LOG_INFO, "the servers' tickTime is %d ms (conf, every server)", v.tick_ms);
+    if (v.observer)
+        conn_logf(c, ZKE_LOG_INFO, "an observer among the servers (srvr): renewals pair one more "
+                   "server tick back");
+}
+
+/* Both parts of the first asking answered: a held connection is passed on. */
+static void first_asked(zke_conn *c)
+{
+    if (c->pr.probe_pending || c->pr.ask_pending || c->pr.state == PROBE_OVER)
+        return;
+    int held = c->pr.state == PROBE_HOLDING;
+    c->pr.state = PROBE_ANSWERED;    /* the probe is freed at the next prepare */
+    if (held && zkclient_connected(c->zkc))
+        zkc_state_cb(c, ZKC_S_CONNECTED);
+}
+
 static void probe_done(void *ud, int granted_ms)
 {
     zke_conn *c = ud;
     if (c->pr.p == NULL)
         return;         /* the conn's teardown */
-    int held = c->pr.state == PROBE_HOLDING;
-    c->pr.state = PROBE_ANSWERED;    /* freed at the next prepare */
+    c->pr.probe_pending = 0;
     int half = zkclient_timeout_ms(c->zkc) / 2, tick = granted_ms / 2;
     if (tick > 0 && tick < half) {
         zkclient_set_tick_bound(c->zkc, tick);
@@ -330,10 +385,62 @@ static void probe_done(void *ud, int granted_ms)
         conn_logf(c, ZKE_LOG_DEBUG, "no shorter server tick learned (a session that asked for "
                    "%d ms was granted %d ms)", probe_ask_ms(c), granted_ms);
     }
-    if (held) {
-        if (zkclient_connected(c->zkc))
-            zkc_state_cb(c, ZKC_S_CONNECTED);
+    first_asked(c);
+}
+
+/* A round of srvask is over: the first one passes a held connection on; a
+ * later one (servers reached at a reconnection) tells the agents. */
+static void ask_done(void *ud)
+{
+    zke_conn *c = ud;
+    servers_judged(c);
+    if (c->pr.ask_pending) {
+        c->pr.ask_pending = 0;
+        first_asked(c);
+        return;
     }
+    if (!zkclient_connected(c->zkc) || c->pr.state == PROBE_HOLDING)
+        return;
+    c->in_cb++;
+    for (conn_member *m = c->ms.first; m != NULL; m = m->next)
+        if (!member_gone(m) && m->ops->running(m->a))
+            m->ops->servers_told(m->a);
+    c->in_cb--;
+}
+
+/* The first asking, at the first open: the servers' configuration, and the
+ * probe where no agent states the tick. */
+static void first_ask(zke_conn *c)
+{
+    int ask = probe_ask_ms(c);
+    c->pr.state = PROBE_OVER;
+    c->pr.q = srvask_new(c->loop, c->cfg.hosts, ask_done, c);
+    if (c->pr.q != NULL && srvask_round(c->pr.q, ask_deadline_ms(c)))
+        c->pr.ask_pending = 1;
+    if (zkclient_tick_unstated(c->zkc) && ask >= 10)
+        c->pr.p = probe_start(c->loop, c->cfg.hosts, ask, ask_deadline_ms(c), probe_done, c);
+    c->pr.probe_pending = c->pr.p != NULL;
+    if (c->pr.ask_pending || c->pr.probe_pending)
+        c->pr.state = PROBE_ASKING;
+}
+
+/* The first asking ends now (done, or nobody wants the session: its
+ * timers would hold a host's loop): what was not answered stays unknown. */
+static void first_ask_end(zke_conn *c)
+{
+    if (c->pr.ask_pending) {
+        srvask_cancel(c->pr.q);
+        c->pr.ask_pending = 0;
+        servers_judged(c);
+    }
+    struct probe *p = c->pr.p;
+    if (p != NULL) {
+        probe_free(p);          /* done() first if it had not, which passes a held connect on */
+        c->pr.p = NULL;
+    }
+    c->pr.probe_pending = 0;
+    first_asked(c);
+    c->pr.state = PROBE_OVER;
 }
 
 static void conn_open(zke_conn *c)
@@ -347,14 +454,8 @@ static void conn_open(zke_conn *c)
         reopen_later(c);
         return;
     }
-    if (c->pr.state == PROBE_UNASKED && zkclient_tick_unstated(c->zkc)) {
-        int ask = probe_ask_ms(c);
-        c->pr.state = PROBE_OVER;
-        if (ask >= 10)
-            c->pr.p = probe_start(c->loop, c->cfg.hosts, ask, ask > 250 ? ask : 250, probe_done, c);
-        if (c->pr.p != NULL)
-            c->pr.state = PROBE_ASKING;
-    }
+    if (c->pr.state == PROBE_UNASKED)
+        first_ask(c);
 }
 
 static void destroy(zke_conn *c)
@@ -373,6 +474,8 @@ static void destroy(zke_conn *c)
     c->pr.p = NULL;
     c->pr.state = PROBE_OVER;
     probe_free(p);
+    srvask_free(c->pr.q);
+    c->pr.q = NULL;
     /* completions of the close reach no agent through us (none is left:
      * a shared conn is destroyed once its last agent went, a private one
      * when its owner detached) */
@@ -400,13 +503,11 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         destroy(c);
         return;
     }
-    if (c->pr.p != NULL && (c->pr.state == PROBE_ANSWERED || !any_wanting(c))) {
-        /* done, or of no more use (its timers would hold a host's loop):
-         * done() comes first if it had not, and passes a held connect on */
-        probe_free(c->pr.p);
-        c->pr.p = NULL;
-        c->pr.state = PROBE_OVER;
-    }
+    if (c->pr.state == PROBE_ANSWERED ||
+        ((c->pr.state == PROBE_ASKING || c->pr.state == PROBE_HOLDING) && !any_wanting(c)))
+        first_ask_end(c);
+    else if (srvask_busy(c->pr.q) && !any_wanting(c))
+        srvask_cancel(c->pr.q);     /* a later round: asked again at the next connection */
     zkclient_flush(c->zkc);
     int open = zkclient_is_open(c->zkc);
     if (c->was_open && !open) {

@@ -22,6 +22,7 @@
 #define ZKELECT_CONN_H
 
 #include "renewplan.h"
+#include "srvconf.h"
 #include "zkclient.h"
 #include "zkelect.h"
 
@@ -59,9 +60,9 @@ void conn_set_log_level(zke_conn *c, enum zke_log_level min);
  * Independent of it: in_cb (a depth of scans under way), was_open (a memo
  * of the last flush), the tick probe's own life (enum conn_probe). */
 enum conn_life { CONN_LIVE, CONN_IDLE_CLOSING, CONN_AUTH_DEAD, CONN_FREEING };
-/* The probe of the servers' tick (probe.h), once a conn: not asked yet;
- * asking; asking with the first ZKC_S_CONNECTED held for its answer;
- * answered (freed at the next prepare); over (freed, or never needed). */
+/* The first asking of the servers' tick (srvask.h, probe.h), once a conn:
+ * not asked yet; asking; asking with the first ZKC_S_CONNECTED held for
+ * the answers; answered (the probe freed at the next prepare); over. */
 enum conn_probe { PROBE_UNASKED, PROBE_ASKING, PROBE_HOLDING, PROBE_ANSWERED, PROBE_OVER };
 /* "live", "idle_closing", "auth_dead", "freeing"; "unasked", "asking",
  * "holding", "answered", "over". Constant strings. */
@@ -148,10 +149,21 @@ struct conn_agent_ops {
      * returned 0 (not after conn_agent_unride or conn_detach); from the
      * stream's timer, never from inside the ZooKeeper library. */
     void (*ride)(zke_agent *a);
+    /* The servers told more of their configuration after the first
+     * connection (a server reached later, conn_servers_judge): the agent
+     * plans again, or stops. Only to a running agent, while connected,
+     * from the loop (not from inside the ZooKeeper library). */
+    void (*servers_told)(zke_agent *a);
     /* A log line of a private conn for its owner, which queues it with
      * its events (called from any of the contexts above). */
     void (*log)(zke_agent *a, enum zke_log_level lvl, const char *msg);
 };
+
+/* What the servers told of their configuration (srvconf.h), judged with
+ * stated_ms (the agent's --server-tick, 0: none): 0 with *v filled, -1
+ * when none was asked (no server could be read from the connect string:
+ * the probe's inference alone). Any time. */
+int conn_servers_judge(const zke_conn *c, int stated_ms, struct srv_verdict *v);
 
 /* Adds the agent (not started) at the end of the conn's list, with the
  * table the conn reaches it through. NULL: no memory. */

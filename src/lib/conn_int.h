@@ -94,13 +94,18 @@ struct conn_retry {
     double auth_failed_at;      /* ev_now of the last one */
 };
 
-/* conn.c's own: the tick probe (probe.h): once a conn, at its first open,
- * where no agent stated the servers' tick. The first ZKC_S_CONNECTED
- * waits for its answer (the agents plan their lease with it), its
- * deadline at most. */
+/* conn.c's own: what the servers tell of their tick. At the first open:
+ * the servers' configuration (srvask.h: conf and srvr of each server, for
+ * the conn's life; the ones not reached are asked again at each
+ * reconnection) and, where no agent stated the servers' tick, the tick
+ * probe (probe.h). The first ZKC_S_CONNECTED waits for both answers (the
+ * agents plan their lease with them), their deadline at most. */
 struct conn_probelink {
     struct probe *p;            /* while ASKING, HOLDING or ANSWERED */
+    struct srvask *q;           /* from the first open on, or NULL */
     enum conn_probe state;
+    int probe_pending, ask_pending;     /* parts of the first asking not answered */
+    char told[96];              /* what the last judgement told the session (a change is logged) */
 };
 
 struct zke_conn {

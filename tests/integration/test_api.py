@@ -459,11 +459,10 @@ def test_a_log_level_drops_lines_where_they_arise():
 def test_agents_on_one_session_plan_with_the_tick_it_pairs_with():
     """One session pairs every renewal with the longest server tick any of
     its agents assumes, so each agent plans its lease with that tick. x
-    states none: the shared session (4000 ms) asked the servers, whose probe
-    session asked 1000 ms and was granted 1000 (minSessionTimeout 400): a
-    tick of at most 500. y, started later on the same session, states 900:
+    states none: the shared session (4000 ms) asked the servers, whose conf
+    told their tickTime, 200. y, started later on the same session, states 900:
     the session pairs with 900 from then on, and x plans again with it (a
-    lease planned with 500 counts on a base fresher than the renewals can
+    lease planned with 200 counts on a base fresher than the renewals can
     confirm). An agent on a session of its own keeps what its servers told."""
     with h.ZooKeeper() as zk:
         host = ApiHost(zk)
@@ -480,8 +479,8 @@ def test_agents_on_one_session_plan_with_the_tick_it_pairs_with():
             host.wait_ev("x", "leader", since=m)
             host.wait_ev("o", "leader", since=m)
             px = plan("x")
-            assert (px["tick"], px["session"]) == (500, 4000), (px, host.describe())
-            assert plan("o")["tick"] == 500, host.describe()
+            assert (px["tick"], px["session"]) == (200, 4000), (px, host.describe())
+            assert plan("o")["tick"] == 200, host.describe()
             host.send("add y shared /api/tick-y 900")
             host.wait_ev("y", "leader", since=m)
             assert plan("y")["tick"] == 900, host.describe()
@@ -489,7 +488,7 @@ def test_agents_on_one_session_plan_with_the_tick_it_pairs_with():
                          desc="x plans with the session's 900")
             px = plan("x")
             assert px["confirm"] == 909 and px["renew"] == 1000, px
-            assert plan("o")["tick"] == 500, host.describe()
+            assert plan("o")["tick"] == 200, host.describe()
             # x and y renew on with the new plan: each one's lease is renewed
             # (the lease left grows) twice, and never runs out
             def lease(name):

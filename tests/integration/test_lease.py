@@ -33,6 +33,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zkharness as h  # noqa: E402
 
 PATH = "/app/lease"
+# every four-letter word the harness asks, but not conf: the servers do
+# not tell their tick, and the agent infers it from a probe's grant
+NO_CONF = "4lw.commands.whitelist=ruok,srvr,stat,cons,mntr,wchc,wchp,dump"
 T = 2000
 TERM = os.path.join(h.POLICIES, "term.lua")
 
@@ -454,7 +457,9 @@ def lease_line(agent, since=0):
 
 
 def test_the_servers_tick_is_learned_where_none_is_stated():
-    """With no --server-tick the agent asks the servers: a throwaway session
+    """With no --server-tick, where the servers do not answer conf (not
+    whitelisted: test_srvconf.py has the servers that do), the agent infers
+    the tick: a throwaway session
     asking a quarter of T is granted at least minSessionTimeout, by default
     2 x tickTime, so half its grant bounds the tick (the same assumption as
     half the main session's grant, tighter). Here minSessionTimeout is 600
@@ -463,7 +468,7 @@ def test_the_servers_tick_is_learned_where_none_is_stated():
     confirmation step of 303 ms instead of 1010. A stated tick sends no
     probe; a probe that gets no handshake in time (the connection held
     silent at the start) leaves the default, half the session timeout."""
-    with h.ZooKeeper(extra_cfg=["minSessionTimeout=600"]) as zk:
+    with h.ZooKeeper(extra_cfg=["minSessionTimeout=600", NO_CONF]) as zk:
         a = h.Agent(zk, "ta", path=PATH, session_timeout=T, server_tick=None, script=TERM)
         a.wait_for("leader", timeout=10)
         lease, renew, confirm, tick, how = lease_line(a)
@@ -856,14 +861,15 @@ def test_the_lease_counts_from_a_confirmed_renewal():
     """A renewal counts only once a later one, sent a server tick (x 1.01)
     after its answer, came back through the quorum leader: the lease a leader
     has left is never more than lease - that gap. Stating the server's real
-    200 ms tick gives up to 1700 - 202 = 1498 ms; with no tick stated, what
-    the servers tell: a probe session asking 500 ms is granted 500
+    200 ms tick gives up to 1700 - 202 = 1498 ms (as the servers' conf tells
+    it); with no tick stated and conf not answered, what the servers' grants
+    tell: a probe session asking 500 ms is granted 500
     (minSessionTimeout 400), a tick of at most 250 ms, 1700 - 253 = 1447 ms;
     where they tell nothing shorter (minSessionTimeout 2000: the probe is
     granted the whole session timeout), half the 2000 ms session, 1700 -
     1010 = 690 ms. A graceful hand-over still takes the fast path in each."""
-    for cfg, tick, most in (([], None, 1447), ([], 200, 1498),
-                            (["minSessionTimeout=2000"], None, 690)):
+    for cfg, tick, most in (([NO_CONF], None, 1447), ([], 200, 1498),
+                            (["minSessionTimeout=2000", NO_CONF], None, 690)):
         with h.ZooKeeper(extra_cfg=cfg) as zk:
             path = PATH + "-tick%s" % (tick or "default")
             a, b = h.start_in_order(zk, ("ta", "tb"), path=path, session_timeout=T,
