@@ -277,9 +277,10 @@ def test_budgets_follow_the_granted_session_timeout():
         assert code == 78, (code, err)
         assert "granted a session timeout of 10000 ms" in err and "--hook-timeout" in err, err
         assert "--server-tick" not in err and err.rstrip().endswith("--session-timeout)"), err
+        # (a budget of 9000: with the 200 ms tick the servers tell, 5000 fits)
         code, out, err, _ = h.run([h.ZKELECT_BIN, "run", "--zk", zk.hostport, "--path",
                                    "/app/budget", "--id", "b4", "--session-timeout", "60000",
-                                   "--stepdown-budget", "5000", "--log", "json"], timeout=20)
+                                   "--stepdown-budget", "9000", "--log", "json"], timeout=20)
         assert code == 78, (code, err)
         assert "lower --stepdown-budget, or raise --session-timeout" in err, err
         assert "--hook-timeout" not in err and "--lease-margin" not in err, err
