@@ -161,9 +161,11 @@ static int say_released(zke_agent *a, struct item *it)
         it->ev.cause_ns = w.read_ns;
     char msg[240];
     if (w.op != NULL)
-        snprintf(msg, sizeof msg, "lease confirmed by a write's answer (%s: %s, sent %" PRId64
-                 " ms ago): on_leader starts (epoch %" PRId64 ")", w.op,
-                 strcmp(w.op, "setData") == 0 ? "the leader data publish" : "a renewal",
+        snprintf(msg, sizeof msg, "lease confirmed by a write's answer and the one after it "
+                 "(%s: %s, sent %" PRId64 " ms ago): on_leader starts (epoch %" PRId64 ")", w.op,
+                 strcmp(w.op, "setData") == 0 ? "the leader data publish"
+                 : strcmp(w.op, "sync") == 0 ? "a sync sent after the write's answer"
+                                             : "a renewal",
                  (zkc_now_ns() - w.sent_ns) / 1000000, it->ev.epoch);
     else
         snprintf(msg, sizeof msg, "lease confirmed by the session's creation: on_leader starts "

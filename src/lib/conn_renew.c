@@ -15,6 +15,7 @@ static struct renew_now renew_facts(zke_conn *c)
     t.now = zkc_now_ns();
     if (c->zkc != NULL) {
         t.base = zkclient_lease_base_ns(c->zkc);
+        t.pending_at = zkclient_lease_pending_ns(c->zkc);
         t.pair_gap_ns = zkclient_pair_gap_ns(c->zkc);
         t.timeout_ms = zkclient_lease_timeout_ms(c->zkc);  /* the lease's T (<= this grant) */
     }

@@ -198,7 +198,11 @@ enum renew_send renewplan_send(struct renewplan *p)
         p->missed = 1;
         return RENEW_SEND_LATER;
     }
-    return p->n_lease == 0 ? RENEW_SEND_READ : p->n_write > 0 ? RENEW_SEND_WRITE : RENEW_SEND_SYNC;
+    if (p->n_lease == 0) {
+        p->follow = 0;
+        return RENEW_SEND_READ;
+    }
+    return p->n_write > 0 && !p->follow ? RENEW_SEND_WRITE : RENEW_SEND_SYNC;
 }
 
 void renewplan_sent(struct renewplan *p)
@@ -209,11 +213,19 @@ void renewplan_sent(struct renewplan *p)
 void renewplan_unanswered(struct renewplan *p)
 {
     p->in_flight = 0;
+    p->follow = 0;
 }
 
 struct renew_step renewplan_answered(struct renewplan *p, const struct renew_now *t, int64_t sent_ns)
 {
     p->in_flight = 0;
+    /* a follow-up's answer: the schedule is the renewal's it followed (its
+     * send); whether it came late is its own */
+    int followed = p->follow;
+    int64_t own_ns = sent_ns;
+    if (followed)
+        sent_ns = p->lead_ns;
+    p->follow = 0;
     if (p->missed) {
         /* the period came while this one was on its way (a slow or stalled
          * connection): the renewal it skipped goes now, so that the next
@@ -223,8 +235,16 @@ struct renew_step renewplan_answered(struct renewplan *p, const struct renew_now
     }
     if (p->n_lease == 0)
         return keep();
+    if (!followed && t->pending_at > 0 && t->pending_at <= t->now) {
+        /* this answer paired a request: it counts once a renewal sent
+         * after this answer is answered (touch.h). A sync now: no
+         * transaction, one round trip through the leader */
+        p->follow = 1;
+        p->lead_ns = sent_ns;
+        return (struct renew_step){ RENEW_SEND, 0. };
+    }
     double step = renewplan_step_ms(t->pair_gap_ns) / 1000.0;
-    if ((double)(t->now - sent_ns) / 1e9 > step / 2 && p->repeat >= step) {
+    if ((double)(t->now - own_ns) / 1e9 > step / 2 && p->repeat >= step) {
         /* a late answer (a stalled connection, a slow server): what it and
          * the next renewal can confirm is as old as its send, from before
          * the stall. A renewal now, so that the one a step after it
@@ -255,7 +275,7 @@ struct renew_step renewplan_answered(struct renewplan *p, const struct renew_now
     /* not fresh yet (a new next in line, a term waiting for its lease, a
      * reconnect): the next renewal as soon as it can confirm this one's
      * answer, not a whole period on */
-    double soon = ((double)sent_ns / 1e9 + renewplan_step_ms(t->pair_gap_ns) / 1000.0) -
+    double soon = ((double)own_ns / 1e9 + renewplan_step_ms(t->pair_gap_ns) / 1000.0) -
                   (double)t->now / 1e9;
     if (!t->active || soon < left)
         s = arm(soon);

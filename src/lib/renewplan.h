@@ -11,6 +11,10 @@
  * the lease; nothing while none asks. A move from reads to renewals keeps
  * the timer's phase. One request at a time: a period that comes while one
  * is in flight is sent on its answer ("missed"). After an answer:
+ *   - one that paired a request (touch.h: the pairing counts once a
+ *     renewal sent after this answer is answered): a follow-up now, a sync
+ *     (no transaction), which confirms it; on its answer the steps below,
+ *     from the renewal's send (a late one: the follow-up's own);
  *   - a late one (it took more than half a confirmation step, and the
  *     period is at least a step): a renewal now, so that the one a step
  *     after it confirms a request of now, not of before the stall;
@@ -64,6 +68,8 @@ struct renewplan {
     struct renew_vals period, read, lease;  /* of the demands at each level */
     int n_lease, n_read, n_write;   /* demands at RENEW_LEASE, RENEW_READ; those wanting a write */
     int in_flight;                  /* a renewal or read was sent and not answered */
+    int follow;                     /* the one in flight (or due now) is a follow-up */
+    int64_t lead_ns;                /* ... of the renewal sent then */
     int missed;                     /* its period came while one was in flight: send on its answer */
     int64_t prev_ns;                /* send time of the last renewal answered in turn, or 0 */
     double repeat;                  /* the stream's period (the timer's repeat), s; 0: none */
@@ -73,6 +79,8 @@ struct renewplan {
 struct renew_now {
     int64_t now;                /* zkc_now_ns() */
     int64_t base;               /* the lease base (zkclient_lease_base_ns), 0: none */
+    int64_t pending_at;         /* a pairing waits for a renewal sent at or after this
+                                 * (zkclient_lease_pending_ns), 0: none */
     int64_t pair_gap_ns;        /* one server tick x (1 + drift) (zkclient_pair_gap_ns) */
     int timeout_ms;             /* the session's timeout (session_timeout_ms) */
     int active;                 /* the stream's timer runs */
@@ -117,8 +125,8 @@ int renewplan_leasing(const struct renewplan *p);
 struct renew_step renewplan_replan(struct renewplan *p, int urgent, const struct renew_now *t);
 /* The timer fired (or an answer said SEND): RENEW_SEND_LATER when one is
  * in flight (then the stream sends on its answer), else the request to send:
- * a read while no agent needs the lease, a write while one wants writes,
- * else a sync. Call renewplan_sent() once it was handed to the session. */
+ * a read while no agent needs the lease, a sync for a follow-up, a write
+ * while one wants writes, else a sync. Call renewplan_sent() once it was handed to the session. */
 enum renew_send { RENEW_SEND_LATER, RENEW_SEND_READ, RENEW_SEND_WRITE, RENEW_SEND_SYNC };
 enum renew_send renewplan_send(struct renewplan *p);
 void renewplan_sent(struct renewplan *p);

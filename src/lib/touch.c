@@ -15,6 +15,8 @@ void touch_reset(struct touch_log *t)
 {
     t->head = t->n = 0;
     t->revalidated = t->revalidated_w = 0;
+    t->pending = t->pending_at = 0;
+    t->pending_w = t->pending_w_at = 0;
 }
 
 static int slot(const struct touch_log *t, int i)
@@ -50,11 +52,26 @@ void touch_answered(struct touch_log *t, int64_t sent, int64_t answered, int64_t
     t->answered[i] = answered;
 }
 
-/* What a confirming answer (a sync's, or a write's when `write`) confirms. */
+/* A confirming answer (a sync's, or a write's when `write`) sent at `sent`:
+ * S3 for the pairings pending, S2 for a new one. */
 static int64_t confirm(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap, int write)
 {
-    int64_t base = 0;
-    /* the latest entry answered at least gap before the sync was sent */
+    /* sent after the answer of the confirming request that paired: it
+     * reached the leader behind the follower's ping reply that carried the
+     * paired touch */
+    if (t->pending > 0 && t->pending_at <= sent) {
+        if (t->pending > t->confirmed)
+            t->confirmed = t->pending;
+        t->pending = t->pending_at = 0;
+    }
+    if (t->pending_w > 0 && t->pending_w_at <= sent) {
+        if (t->pending_w > t->confirmed)
+            t->confirmed = t->pending_w;
+        if (t->pending_w > t->written)
+            t->written = t->pending_w;
+        t->pending_w = t->pending_w_at = 0;
+    }
+    /* the latest entry answered at least gap before this one was sent */
     int best = -1;
     for (int i = t->n - 1; i >= 0; i--) {
         int k = slot(t, i);
@@ -65,31 +82,36 @@ static int64_t confirm(struct touch_log *t, int64_t sent, int64_t answered, int6
     }
     if (best >= 0) {
         /* entries answered earlier than the pair's partner can never pair
-         * better with a later sync: drop them */
-        base = t->sent[slot(t, best)];
+         * better with a later one: drop them */
+        int64_t base = t->sent[slot(t, best)];
         for (int i = 0; i <= best; i++) {
             int k = slot(t, i);
             if (t->sent[k] > base)
                 base = t->sent[k];
         }
-        if (base > t->confirmed)
-            t->confirmed = base;
+        /* a newer pairing replaces an older one still pending (one sent
+         * after this answer confirms both) */
+        if (base > t->confirmed && base > t->pending) {
+            t->pending = base;
+            t->pending_at = answered;
+        }
+        if (write && base > t->written && base > t->pending_w) {
+            t->pending_w = base;
+            t->pending_w_at = answered;
+        }
         t->head = slot(t, best);
         t->n -= best;
     }
     /* the leader revalidated the session on this connection before it
-     * answered anything on it */
+     * answered anything on it (it touched the session itself: no ping
+     * reply to wait for) */
     if (t->revalidated > t->confirmed)
         t->confirmed = t->revalidated;
     t->revalidated = 0;
     if (write) {
-        /* what this write confirms (a sync before it may have dropped the
-         * entries it paired with: then less, never more) */
-        if (t->revalidated_w > base)
-            base = t->revalidated_w;
+        if (t->revalidated_w > t->written)
+            t->written = t->revalidated_w;
         t->revalidated_w = 0;
-        if (base > t->written)
-            t->written = base;
     }
     touch_answered(t, sent, answered, gap);
     return t->confirmed;
@@ -103,6 +125,14 @@ int64_t touch_synced(struct touch_log *t, int64_t sent, int64_t answered, int64_
 int64_t touch_written(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap)
 {
     return confirm(t, sent, answered, gap, 1);
+}
+
+int64_t touch_pending_at(const struct touch_log *t)
+{
+    int64_t at = t->pending > 0 ? t->pending_at : 0;
+    if (t->pending_w > 0 && t->pending_w_at > at)
+        at = t->pending_w_at;
+    return at;
 }
 
 void touch_revalidated(struct touch_log *t)
@@ -130,9 +160,12 @@ void touch_lost(struct touch_log *t, int64_t ns)
     if (ns <= 0)
         return;
     /* when in the pause each answer came is not known (nor when the step
-     * was seen after it): no answer so far pairs with a later sync */
+     * was seen after it): no answer so far pairs with a later sync, and no
+     * pairing is confirmed by one */
     t->head = t->n = 0;
     t->revalidated = t->revalidated_w = 0;
+    t->pending = t->pending_at = 0;
+    t->pending_w = t->pending_w_at = 0;
     /* a base stays a base (0 is none): one in the past, whose lease is over */
     t->confirmed = moved_back(t->confirmed, ns);
     t->written = moved_back(t->written, ns);

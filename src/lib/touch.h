@@ -13,10 +13,17 @@
  *
  *   if a sync S2, handed to the client library at least `gap` (one server
  *   tick, scaled by the drift) after the answer to an earlier request S1 on
- *   the same connection arrived, is answered, then the follower answered a
- *   leader ping after it heard S1 and before it passed S2 on, that answer
- *   carried S1's touch, and the leader read it before it answered S2: the
+ *   the same connection arrived, is answered, then the leader queued a ping
+ *   for the follower after the follower heard S1 and before S2's answer,
+ *   on the one ordered stream, so the follower wrote its reply, which
+ *   carried S1's touch, to the leader before it answered S2; a sync S3 sent
+ *   on the same connection after S2's answer arrived reaches the leader
+ *   behind that reply, so once S3 is answered the leader has read it: the
  *   leader cannot expire the session before S1's send time + timeout.
+ *
+ * S2 pairs (the pairing is pending); S3 confirms. Nothing is assumed of
+ * when the follower reads the leader's pings: a stalled leader-to-follower
+ * direction or a paused follower delays S2's answer, never the order.
  *
  * A new session is created by the leader after the handle was opened, which
  * gives the same bound from the open time (touch_grant). A session that
@@ -29,7 +36,8 @@
  * sync even for a session it is expiring (its checkSession's error does
  * not stop the sync) and even after it lost its quorum, while a write of a
  * closing session fails and a write commits only with a quorum. So the log
- * keeps apart what writes (and the session's creation) confirmed
+ * keeps apart what pairings made by writes (S2 a write; S3 any), the
+ * session's creation and a revalidation confirmed by a write confirmed
  * (`written`): a term that waits for its lease starts only on that
  * (docs/design.md, gap (a)).
  *
@@ -53,10 +61,16 @@ struct touch_log {
     int64_t sent[TOUCH_SLOTS], answered[TOUCH_SLOTS];  /* ring, oldest at head */
     int head, n;
     int64_t confirmed;      /* send time of the latest request the leader surely heard of */
+    int64_t pending;        /* S1's send time as the latest sync paired it (S2), not yet
+                             * confirmed; 0: none */
+    int64_t pending_at;     /* that sync's answer time: a sync sent at or after it confirms */
     int64_t last_sent;      /* send time of the latest answered request, any connection */
     int64_t revalidated;    /* touch_revalidated's bound, until a confirming answer; 0: none */
-    int64_t written;        /* what writes' answers and the session's creation confirmed
-                             * (<= confirmed) */
+    int64_t written;        /* what writes' pairings (confirmed), the session's creation and
+                             * a revalidation with a write's answer confirmed (<= confirmed) */
+    int64_t pending_w;      /* S1's send time as the latest write paired it, not yet
+                             * confirmed; 0: none */
+    int64_t pending_w_at;   /* that write's answer time */
     int64_t revalidated_w;  /* touch_revalidated's bound, until a write's answer; 0: none */
     int least_grant_ms;     /* the smallest grant since touch_init (touch_granted); 0: none */
 };
@@ -65,7 +79,7 @@ struct touch_log {
 void touch_init(struct touch_log *t);
 /* A connection began or ended: requests of earlier connections cannot pair
  * with later syncs (another server, or the same one following another
- * leader). `confirmed` stays. */
+ * leader), nor a pairing be confirmed by one. `confirmed` stays. */
 void touch_reset(struct touch_log *t);
 /* A request sent at `sent` was answered by the server at `answered`
  * (answered >= sent, non-decreasing across calls). Kept at most one per
@@ -73,14 +87,22 @@ void touch_reset(struct touch_log *t);
  * was sent more than gap/32 later (the older was held up by a stall: the
  * newer is the better base). */
 void touch_answered(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap);
-/* A sync sent at `sent` was answered at `answered`: pairs it with the latest
- * request of this connection answered at least `gap` before `sent`, then
- * records it as answered. Returns the confirmed base (0 if none yet). */
+/* A sync sent at `sent` was answered at `answered`: confirms the pending
+ * pairing if `sent` is at or after the answer of the sync that made it;
+ * pairs this sync with the latest request of this connection answered at
+ * least `gap` before `sent` (pending, when newer than what is confirmed);
+ * then records it as answered. Returns the confirmed base (0 if none yet). */
 int64_t touch_synced(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap);
 /* A write that a quorum commits (a renewal by write, the leader data
- * publish), sent at `sent`, was answered at `answered`: confirms like
- * touch_synced, and moves `written` as well. Returns the confirmed base. */
+ * publish), sent at `sent`, was answered at `answered`: confirms and pairs
+ * like touch_synced, and its pairing, once confirmed, moves `written` as
+ * well; a revalidation's bound moves `written` at once. Returns the
+ * confirmed base. */
 int64_t touch_written(struct touch_log *t, int64_t sent, int64_t answered, int64_t gap);
+/* The answer time of the latest confirming answer whose pairing waits for
+ * a later one (the next sync or write sent at or after it confirms it), or
+ * 0: none waits. */
+int64_t touch_pending_at(const struct touch_log *t);
 /* The leader created the session after `at` (the handle's open time): a
  * write of the quorum's, so it moves `written` too. */
 void touch_grant(struct touch_log *t, int64_t at);

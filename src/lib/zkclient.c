@@ -441,6 +441,11 @@ int64_t zkclient_lease_base_ns(const zkclient *s)
     return s->life != ZKC_LIFE_CLOSED ? s->lease.touch.confirmed : 0;
 }
 
+int64_t zkclient_lease_pending_ns(const zkclient *s)
+{
+    return s->life != ZKC_LIFE_CLOSED ? touch_pending_at(&s->lease.touch) : 0;
+}
+
 void zkclient_lose_time(zkclient *s, int64_t ns)
 {
     touch_lost(&s->lease.touch, ns);

@@ -211,8 +211,10 @@ int zkclient_set(zkclient *s, const char *path, const char *data, size_t len, in
                 int confirms, zkc_done_fn *cb, void *arg);
 
 /* sync(path): the server passes it through its quorum leader and answers
- * once the leader did. An answered sync confirms earlier answered requests
- * of the same connection (touch.h), which moves zkclient_lease_base_ns(). */
+ * once the leader did. An answered sync pairs with an earlier answered
+ * request of the same connection, and confirms (moves
+ * zkclient_lease_base_ns()) what the one answered before it was sent
+ * paired (touch.h). */
 int zkclient_sync(zkclient *s, const char *path, zkc_done_fn *cb, void *arg);
 
 /* A write that changes nothing: a multi of one version check (any
@@ -260,15 +262,17 @@ int64_t zkclient_pair_gap_ns(const zkclient *s);
  * expire the session earlier than one session timeout after it (on its
  * clock). Moves only on an answered sync or a new session. */
 int64_t zkclient_lease_base_ns(const zkclient *s);
-/* The part of the lease base that writes' answers (and the session's
+/* The part of the lease base that writes' pairings (and the session's
  * creation) confirmed (touch.h: `written`), or 0: what a term that waits
  * for its lease may start on. <= zkclient_lease_base_ns(). */
 int64_t zkclient_written_base_ns(const zkclient *s);
 /* The answer that last moved zkclient_written_base_ns() (zeros: none yet),
  * what released a term that waited for its lease (zke_event.cause_ns, the
  * release's log line): CLOCK_MONOTONIC when the loop read it, its
- * request's send time (zkc_now_ns) and the request ("setData": the leader
- * data publish, "multi": a renewal by write). */
+ * request's send time (zkc_now_ns) and the request, the answer that
+ * confirmed a write's pairing ("setData": the leader data publish,
+ * "multi": a renewal by write, "sync": a sync sent after the write's
+ * answer). */
 struct zkc_written {
     int64_t read_ns, sent_ns;
     const char *op;
@@ -279,6 +283,9 @@ struct zkc_written zkclient_written_by(const zkclient *s);
  * (touch_granted); zkclient_timeout_ms() is this connection's grant.
  * Before the first connection: the timeout asked. */
 int zkclient_lease_timeout_ms(const zkclient *s);
+/* The answer time of the sync (or commit) whose pairing waits to be
+ * confirmed by one sent at or after it (touch_pending_at), or 0: none. */
+int64_t zkclient_lease_pending_ns(const zkclient *s);
 /* Time the boot clock did not count (touch_lost): the lease base and what
  * may still confirm one move ns earlier. */
 void zkclient_lose_time(zkclient *s, int64_t ns);

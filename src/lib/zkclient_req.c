@@ -303,7 +303,8 @@ static void done(struct req *r, struct zkc_result *res, int rc)
         if (r->confirms && rc == ZOK) {
             int64_t wbefore = s->lease.touch.written;
             int64_t now = zkc_now_ns(), gap = zkclient_pair_gap_ns(s);
-            /* a sync's answer is weaker than a write's (touch.h) */
+            /* a sync's answer is weaker than a write's (touch.h); either
+             * confirms the pairings made before it was sent */
             if (r->op == OP_SYNC)
                 (void)touch_synced(&s->lease.touch, r->sent_ns, now, gap);
             else
@@ -311,7 +312,8 @@ static void done(struct req *r, struct zkc_result *res, int rc)
             if (s->lease.touch.written > wbefore) {
                 s->lease.written_by.read_ns = res->read_ns;
                 s->lease.written_by.sent_ns = r->sent_ns;
-                s->lease.written_by.op = r->op == OP_SET ? "setData" : "multi";
+                s->lease.written_by.op = r->op == OP_SET  ? "setData"
+                                          : r->op == OP_SYNC ? "sync" : "multi";
             }
         } else
             touch_answered(&s->lease.touch, r->sent_ns, zkc_now_ns(), zkclient_pair_gap_ns(s));

@@ -224,11 +224,22 @@ static void test_the_next_renewal_waits_a_confirmation_step(void)
     CHECK(renewplan_soon(&p, &t, 0).act == RENEW_KEEP);     /* its answer arms the next */
 }
 
+/* What run_stream saw besides the sends: the follow-ups (syncs sent on a
+ * pairing answer, not counted in sends), the oldest the lease base was
+ * at a send (ns before it), and a follow-up sent on a follow-up's answer. */
+static struct {
+    int follows, follow_on_follow, nall;
+    int64_t worst_lag, all[200];    /* every send, follow-ups included */
+} seen;
+
 /* The stream in virtual time: the timer (libev's repeat), one request in
- * flight answered rtt later, touch.c's base. Returns the sends. */
+ * flight answered rtt later, touch.c's base. Returns the sends of the
+ * period (follow-ups apart: seen.follows). */
 static int run_stream(struct renewplan *p, int64_t rtt, int64_t stall_at, int64_t stall_ns,
                       int64_t *sends, int max)
 {
+    memset(&seen, 0, sizeof seen);
+    int last_follow = 0;
     struct touch_log tl;
     touch_init(&tl);
     touch_grant(&tl, 1);
@@ -253,6 +264,7 @@ static int run_stream(struct renewplan *p, int64_t rtt, int64_t stall_at, int64_
                 answer_at = -1;
                 touch_synced(&tl, sent_ns, now, 200 * MS);
                 t = facts(now, tl.confirmed, active, (double)(at - now) / 1e9);
+                t.pending_at = touch_pending_at(&tl);
                 s = renewplan_answered(p, &t, sent_ns);
                 continue;
             }
@@ -263,11 +275,23 @@ static int run_stream(struct renewplan *p, int64_t rtt, int64_t stall_at, int64_
             if (at < now)
                 at = now;
         }
-        if (renewplan_send(p) == RENEW_SEND_LATER)
+        enum renew_send kind = renewplan_send(p);
+        if (kind == RENEW_SEND_LATER)
             continue;
         renewplan_sent(p);
         sent_ns = now;
-        sends[n++] = now;
+        if (seen.nall < 200)
+            seen.all[seen.nall++] = now;
+        if (now > 2000 * MS && now - tl.confirmed > seen.worst_lag)
+            seen.worst_lag = now - tl.confirmed;
+        if (p->follow) {
+            CHECK(kind == RENEW_SEND_SYNC);
+            seen.follows++;
+            seen.follow_on_follow += last_follow;
+        } else {
+            sends[n++] = now;
+        }
+        last_follow = p->follow;
         int64_t d = rtt + (now >= stall_at && now < stall_at + stall_ns ? stall_ns : 0);
         answer_at = now + d;
     }
@@ -311,6 +335,65 @@ static void test_the_uneven_schedule_keeps_any_two_gaps_within_2p(void)
     CHECK(renewplan_uneven_gap(&p, &t, 1.0, 0.002) == 0.);
 }
 
+/* A renewal whose answer paired a request is followed at once by a sync
+ * (no transaction) that confirms it; the follow-up's answer keeps the
+ * schedule the renewal set, and is never followed itself. */
+static void test_a_pairing_answer_is_followed_by_a_sync(void)
+{
+    struct renewplan p;
+    struct renew_demand a = { 0 };
+    renewplan_init(&p);
+    demand(&p, &a, RENEW_LEASE, 1000, 3000, 10000, 0);
+    struct renew_now t = facts(0, 0, 0, 0.);
+    (void)renewplan_replan(&p, 0, &t);
+    int64_t sent = 50000 * MS, now = sent + 10 * MS;
+    CHECK(renewplan_send(&p) == RENEW_SEND_WRITE);
+    renewplan_sent(&p);
+    t = facts(now, now - 1500 * MS, 1, 0.9);
+    t.pending_at = now;
+    struct renew_step s = renewplan_answered(&p, &t, sent);
+    CHECK(s.act == RENEW_SEND);
+    CHECK(renewplan_send(&p) == RENEW_SEND_SYNC);
+    renewplan_sent(&p);
+    /* its answer: the base moved, nothing pending; the timer keeps its phase */
+    t = facts(now + 2 * MS, sent - 1000 * MS, 1, 0.888);
+    s = renewplan_answered(&p, &t, now);
+    CHECK(s.act == RENEW_KEEP);
+    CHECK(renewplan_send(&p) == RENEW_SEND_WRITE);
+    renewplan_sent(&p);
+    /* a follow-up's answer that paired again (a read answered between) is
+     * not followed: the next renewal confirms it */
+    t = facts(now + 1000 * MS, sent, 1, 0.9);
+    t.pending_at = now + 1000 * MS;
+    CHECK(renewplan_answered(&p, &t, now + 990 * MS).act == RENEW_SEND);
+    renewplan_sent(&p);
+    t = facts(now + 1002 * MS, sent, 1, 0.898);
+    t.pending_at = now + 1002 * MS;
+    CHECK(renewplan_answered(&p, &t, now + 1000 * MS).act != RENEW_SEND);
+    /* by sync, the follow-up is a sync too; further back, a read */
+    renewplan_init(&p);
+    memset(&a, 0, sizeof a);
+    demand(&p, &a, RENEW_LEASE, 1000, 3000, 10000, 1);
+    t = facts(now, now - 1500 * MS, 1, 0.9);
+    t.pending_at = now;
+    renewplan_sent(&p);
+    CHECK(renewplan_answered(&p, &t, sent).act == RENEW_SEND);
+    CHECK(renewplan_send(&p) == RENEW_SEND_SYNC);
+    renewplan_unanswered(&p);
+    CHECK(p.follow == 0);
+    /* the stream: one follow-up per renewal, none on a follow-up, and the
+     * base never older than two periods and a step at a renewal's send */
+    static int64_t sends[60];
+    renewplan_init(&p);
+    memset(&a, 0, sizeof a);
+    demand(&p, &a, RENEW_LEASE, 1000, 3000, 10000, 0);
+    int n = run_stream(&p, 2 * MS, INT64_MAX, 0, sends, 60);
+    CHECK(n == 60);
+    CHECK(seen.follows >= n - 3 && seen.follows <= n);
+    CHECK(seen.follow_on_follow == 0);
+    CHECK(seen.worst_lag > 0 && seen.worst_lag <= 2000 * MS + 221 * MS + 10 * MS);
+}
+
 static void test_a_stall_renews_at_once_and_then_a_step_after(void)
 {
     static int64_t sends[60];
@@ -322,13 +405,15 @@ static void test_a_stall_renews_at_once_and_then_a_step_after(void)
     int n = run_stream(&p, 2 * MS, 10000 * MS, 500 * MS, sends, 60);
     CHECK(n == 60);
     int found = 0;
-    for (int i = 1; i < n; i++) {
-        /* the stalled request: the next goes on its (late) answer */
-        if (sends[i - 1] >= 10000 * MS && sends[i - 1] < 10500 * MS) {
-            CHECK(sends[i] == sends[i - 1] + 502 * MS);
+    for (int i = 1; i < seen.nall; i++) {
+        /* the stalled request: the next (its follow-up) goes on its late
+         * answer, and the renewal after that a step later at least */
+        if (seen.all[i - 1] >= 10000 * MS && seen.all[i - 1] < 10500 * MS) {
+            CHECK(seen.all[i] == seen.all[i - 1] + 502 * MS);
+            CHECK(i + 1 < seen.nall && seen.all[i + 1] - seen.all[i] >= 221 * MS);
             found = 1;
         }
-        CHECK(sends[i] - sends[i - 1] <= 1000 * MS + 502 * MS);
+        CHECK(seen.all[i] - seen.all[i - 1] <= 1000 * MS + 502 * MS);
     }
     CHECK(found);
 }
@@ -363,6 +448,7 @@ int main(void)
     RUN(test_a_late_answer_and_a_missed_period_send_now);
     RUN(test_the_next_renewal_waits_a_confirmation_step);
     RUN(test_the_uneven_schedule_keeps_any_two_gaps_within_2p);
+    RUN(test_a_pairing_answer_is_followed_by_a_sync);
     RUN(test_a_stall_renews_at_once_and_then_a_step_after);
     RUN(test_riding_the_stream);
     return check_done();

@@ -23,7 +23,8 @@
  *    reads may lag). Every request a server gets from a client touches the
  *    session there (F1); a follower reports its touches only in its reply
  *    to the leader's ping, which the leader sends every tick/2 and which
- *    reaches a following follower within tick/2 (assumption Z). Writes
+ *    reaches a following follower within tick/2 (assumption Z) unless the
+ *    leader-to-follower direction stalls (below). Writes
  *    and syncs go to the leader on the follower's ordered channel, behind
  *    the ping replies sent before them (F3); a forwarded request does not
  *    touch the session at the leader (F2); the leader touches it on its
@@ -64,7 +65,13 @@
  *    restart, a leader's resign; and, aimed at the proof's tight case, a
  *    leader's confirmed renewal followed at once by its follower's cut
  *    (the report of that renewal's touch lost) and the leader frozen or
- *    cut off. Settings: T 1-6 s, the server tick T/20-T/6 (stated), the
+ *    cut off; a late ping: the leader-to-follower direction of the
+ *    leader's server stalls from a write's answer for up to syncLimit
+ *    ticks (everything on it read late, in order: TCP's retransmission),
+ *    often followed by that cut at the first write answered after it (the
+ *    ping replies the stall held, sent behind the renewal, lost; a renewal
+ *    paired with one tick and counted at its own answer fails here).
+ *    Settings: T 1-6 s, the server tick T/20-T/6 (stated), the
  *    defaults or an operator's margin, drift and step-down budget that the
  *    lease plan accepts; clocks often at the drift's edges; the term's
  *    processes and on_stepdown's holds often use their whole half budget.
@@ -177,6 +184,10 @@ struct server {
     int ntouched;
     int following;              /* a follower: 1 while it follows the leader */
     ns_t cut_until;             /* its link to the leader is cut until then */
+    ns_t stall_until;           /* the leader-to-it direction stalls until then (TCP's
+                                 * retransmission: delivered late, in order) */
+    int stall_tight;            /* the first write answered after the stall: tight_cut */
+    ns_t stall_arm;             /* a stall this long starts at the next write it answers */
     unsigned link_gen;          /* its link's generation (a rejoin starts another) */
     ns_t up_last, down_last;    /* FIFO: last delivery on the link, each way */
 };
@@ -577,6 +588,8 @@ static void link_send(int f, struct msg *m, int up)
     ns_t d = up ? rrange(20000, tick / 4) : rrange(20000, tick / 2 - 1);
     ns_t *last = up ? &s->up_last : &s->down_last;
     ns_t at = S->now + d > *last ? S->now + d : *last;     /* (down: still < now + tick/2) */
+    if (!up && S->now < s->stall_until && at <= s->stall_until)
+        at = s->stall_until + 1;        /* stalled: after what is held (follower_from_link) */
     *last = at;
     m->srv = f;
     m->lgen = s->link_gen;
@@ -1053,9 +1066,18 @@ static void isolate(int f, ns_t lo, ns_t hi)
  * countdown runs from the touches the leader heard before the renewal. */
 static void tight_cut(int f, struct cand *c, const struct msg *m, ns_t delivered)
 {
-    if (m->rc != EL_OK || (m->op != OP_CHECK && m->op != OP_SET) || !term_leads(&c->term) ||
-        !chance(S->tight_pct))
+    struct server *s = &S->srv[f];
+    if (m->rc != EL_OK || (m->op != OP_CHECK && m->op != OP_SET) || !term_leads(&c->term))
         return;
+    /* after a stall of the leader-to-follower direction: the ping replies
+     * the follower sent at its end (S1's touch) are lost now */
+    int forced = s->stall_tight && s->stall_until > 0 && S->now >= s->stall_until;
+    if (forced)
+        s->stall_tight = 0;
+    if (!forced && !chance(S->tight_pct))
+        return;
+    if (forced)
+        tr("FAULT server %d cut at the first write it answers after the stall", f);
     ns_t T = (ns_t)S->T * MS;
     isolate(f, 0, T);
     if (chance(50)) {
@@ -1075,6 +1097,11 @@ static void follower_from_link(struct msg *m)
     struct server *s = &S->srv[si];
     if (!s->following || m->lgen != s->link_gen || S->now < s->cut_until) {
         msg_free(m);
+        return;
+    }
+    if (S->now < s->stall_until) {
+        /* the direction stalls: what arrives is read at its end, in order */
+        push(s->stall_until, K_MSG, 3, 0, 0, m);
         return;
     }
     if (m->type == M_LPING) {
@@ -1097,6 +1124,15 @@ static void follower_from_link(struct msg *m)
             a->zxid = s->zxid;
             ns_t at = client_send(&S->c[m->cand], a, 1);
             tight_cut(si, &S->c[m->cand], m, at);
+            if (s->stall_arm > 0 && m->rc == EL_OK && (m->op == OP_CHECK || m->op == OP_SET) &&
+                s->cut_until <= S->now) {
+                /* from the answer of a write: the pings on their way are
+                 * held too, so the stall may hide that write's touch */
+                s->stall_until = S->now + s->stall_arm;
+                s->stall_arm = 0;
+                tr("FAULT the leader's link to server %d stalls for %.3f ms", si,
+                   (double)(s->stall_until - S->now) / 1e6);
+            }
         }
     } else if (m->type == M_CONNECT_OK) {
         if (m->rc == EL_EXPIRED) {
@@ -1121,6 +1157,8 @@ static void follower_leave(int si)
        si, SYNC_LIMIT);
     s->following = 0;
     s->ntouched = 0;
+    s->stall_until = s->stall_arm = 0;
+    s->stall_tight = 0;
     for (int c = 0; c < S->nc; c++)
         close_conn(si, c);
     s->nw = 0;
@@ -1609,6 +1647,7 @@ static struct renew_now renew_facts(const struct cand *c)
     memset(&t, 0, sizeof t);
     t.now = lnow(c);
     t.base = c->touch.confirmed;
+    t.pending_at = touch_pending_at(&c->touch);
     t.pair_gap_ns = S->gap_ns;
     t.timeout_ms = S->T;
     t.active = c->timer_at[T_RENEW] != 0;
@@ -2108,7 +2147,30 @@ static void cand_step(struct cand *c, const struct event *e)
 /* ------------------------------------------------------------------ */
 /* faults                                                               */
 
-enum fault { F_STALL, F_LONG_STALL, F_CUT, F_ISOLATE, F_CRASH, F_RESIGN, F_SLOW, F_COUNT };
+enum fault { F_STALL, F_LONG_STALL, F_CUT, F_ISOLATE, F_CRASH, F_RESIGN, F_SLOW, F_LATE_PING,
+             F_COUNT };
+
+/* The leader-to-follower direction of the leader candidate's server stalls
+ * (pings, commits and sync answers read late, in order), from the next
+ * write it answers, for less than syncLimit ticks, so the follower keeps
+ * following; often the first write answered after it is followed by the
+ * follower's cut (tight_cut). */
+static void late_ping(int lead)
+{
+    int f = lead >= 0 && S->c[lead].srv > 0 ? S->c[lead].srv : (int)rrange(1, NSRV - 1);
+    struct server *s = &S->srv[f];
+    ns_t tick = (ns_t)S->tick_ms * MS;
+    if (!s->following || s->cut_until > S->now || s->stall_until > S->now)
+        return;
+    /* long enough, where it can be, for the leader's next renewal to be
+     * sent in it (it then passes the ping replies the stall holds) */
+    ns_t lo = tick / 2, hi = SYNC_LIMIT * tick - tick / 10;
+    ns_t per = lead >= 0 ? (ns_t)(S->c[lead].rp.repeat * 1e9) : 0;
+    if (per > 0 && per + tick / 10 < hi && chance(70))
+        lo = per + tick / 10;
+    s->stall_arm = rrange(lo, hi);
+    s->stall_tight = chance(60);
+}
 
 static int leader_cand(void)
 {
@@ -2159,6 +2221,9 @@ static void fault(void)
             el_call_end(&S->c[lead]);
             loop_tail(&S->c[lead]);
         }
+        break;
+    case F_LATE_PING:
+        late_ping(lead);
         break;
     case F_SLOW:
         k->cdelay_max = k->cdelay_max > T / 50 ? MS : rrange(MS, T / 8);
