@@ -32,7 +32,10 @@ issue 34 daemon_escape / _frozen (the duty daemonizes), keeper_stop (the
 leader's watcher stopped), state_duty / _frozen (the duty is state, a
 marker in the fence's marker table, undone by on_stepdown or by the
 agent's --fence; the leader SIGKILLed / frozen), log_stall (the leader's
-log pipe stops being read, then it is partitioned for 2.5 T). The
+log pipe stops being read, then it is partitioned for 2.5 T), and for
+issue 38 quorum_link_stall (the quorum leader's data to the leader's
+follower stalls, then that follower is cut off as the stall ends) and
+zk_leader_blackhole (the quorum leader's host lost silently). The
 candidates get `--server-tick 200` when the binary has it.
 
 Per scenario: start 3 candidates (c1 first, so c1 leads), wait for a leader,
@@ -93,6 +96,7 @@ STEADY_S = 2.0              # steady window before the fault
 SETTLE_S = 2.0              # stable leader required after recovery
 SCENARIO_BOUND_S = 90.0     # hard time bound of one scenario
 POLL = 0.02
+STALL_S = 0.7               # quorum_link_stall: the stall of L -> F, under syncLimit x tickTime (1 s)
 LOG_PIPE_BYTES = 4096       # log_stall: the capacity of c1's log pipe (one page, the least)
 
 
@@ -1519,6 +1523,191 @@ def sc_follower_isolated_s20(t):
     _follower_isolated(t, 20)
 
 
+def _renewal_answers(c, since):
+    """CLOCK_MONOTONIC ns of c's renewal answers logged since event index
+    `since`, a follow-up (answered within 50 ms of the one before) left out."""
+    out = []
+    for e in c.events()[since:]:
+        if "renewal answered" in (e.get("msg") or "") and e.get("mono_ns"):
+            ns = int(e["mono_ns"])
+            if not out or ns - out[-1] > 50 * 10 ** 6:
+                out.append(ns)
+    return out
+
+
+def _rtts_ms(c, since):
+    """The round trips of c's renewal answers logged since `since`, in ms."""
+    rtts = []
+    for e in c.events()[since:]:
+        m = re.match(r"renewal answered in (\d+) us", e.get("msg") or "")
+        if m:
+            rtts.append(int(m.group(1)) / 1000.0)
+    return rtts
+
+
+def sc_quorum_link_stall(t):
+    """Candidate A (c1) on a ZooKeeper follower F only, B (c2) on the other
+    follower only (as in follower_isolated). At one of A's renewal answers
+    after a long gap of its schedule (so its next renewal comes about T/6
+    later) what the quorum leader L sends F stalls (net.QuorumFirewall.stall:
+    L's data segments dropped, everything F sends L passes): the ping that
+    would report that renewal's touch is held. Once F forwards A's next
+    renewal (counted at the firewall), which L commits with the other
+    follower, and STALL_S (0.7 s) after the stall's start, F is cut off but
+    that direction, which TCP then delivers at once (L's next segment past
+    the hole brings a selective acknowledgement, and the hole is sent again;
+    F gives L up after 1 s of silence, tickTime 200 x syncLimit 5): F reads
+    the held pings, replies
+    (dropped: the touch is lost), and answers A's renewal. A renewal paired
+    one tick back and counted at its own answer (the base commit's rule)
+    then confirms a request L never heard of, and A leads past L's expiry of
+    its session; a pairing that counts only once a renewal sent after its
+    answer is answered confirms nothing more (that renewal never reaches
+    L). Held until B leads and A does not; S2 bound 0."""
+    assert t.ens.sync_limit == SYNC_LIMIT, t.ens.sync_limit
+    zl = t.ens.leader_index()
+    if zl is None:
+        raise AssertionError("no ZooKeeper leader")
+    fi, oi = [i for i in range(3) if i != zl]
+    a = t.new_candidate(1, servers=[fi])
+    a.wait_for("joined", timeout=15)
+    h.wait_until(lambda: _leads(a), timeout=15, desc="c1 leads")
+    b = t.new_candidate(2, servers=[oi])
+    b.wait_for("joined", timeout=15)
+    t.wait_stable(timeout=15, settle=0)
+    t.steady()
+    modes = t.ens.modes()
+    if modes[fi] != "follower" or t.server_of(a) != fi or _leader_or_fail(t) is not a:
+        raise AssertionError("c1 does not lead on a ZooKeeper follower at fault time: modes %s, "
+                             "c1 on %s, roles %s" % (modes, t.server_of(a), t.roles()))
+    ports = {s.index: s.quorum_ports() for s in t.ens.servers}
+    L, F = zl + 1, fi + 1
+    fw = t.run_.qfw
+    lined_up = False
+    for tries in range(1, 4):
+        m = a.mark()
+        # an answer after a long gap: the next renewal goes a short gap later
+        got = h.wait_until(lambda: (lambda r: len(r) >= 2 and r[-1] - r[-2] > 500 * 10 ** 6 and
+                                    time.monotonic_ns() - r[-1] < 50 * 10 ** 6)(
+                                        _renewal_answers(a, m)),
+                           timeout=6, desc="a renewal answer after a long gap", interval=0.002)
+        if tries == 1:
+            t.fault_begin("quorum_link_stall", "c1", server="zk%d" % F, l2=True, s2_bound_ms=0,
+                          duty_bound_ms=0,
+                          expect=[{"type": "stepdown_reason", "target": "c1", "reasons": ["lease"]},
+                                  {"type": "gap_positive", "target": "c1"},
+                                  {"type": "leader_change"}])
+        t0 = time.monotonic()
+        t0_ns = time.monotonic_ns()
+        fw.stall(L, F, ports)
+        t.notes["stall_after_answer_ms"] = round((time.monotonic_ns() - _renewal_answers(a, m)[-1])
+                                                 / 1e6, 1) if got else None
+        m_rtt = a.mark()
+        while time.monotonic() - t0 < 0.5 and fw.forwarded() == 0:
+            time.sleep(0.002)
+        t.notes["tries"] = tries
+        if fw.forwarded() == 0:
+            fw.heal()                   # the stall ends with TCP's next try
+            time.sleep(1.0)
+            continue
+        t.notes["forwarded_after_ms"] = round((time.monotonic() - t0) * 1000, 1)
+        # L reads it and commits it with the other follower; the stall goes
+        # on until STALL_S after its start
+        time.sleep(max(0.02, STALL_S - (time.monotonic() - t0)))
+        fw.isolate_but(F, L, ports)
+        t.notes["healed_after_ms"] = round((time.monotonic() - t0) * 1000, 1)
+        lined_up = True
+        break
+    if not lined_up:
+        t.problems.append("fault not lined up: no renewal forwarded within 0.5 s of the stall's "
+                          "start in 3 tries")
+    t1 = time.monotonic()
+    T = T_MS / 1000.0
+    bound = SYNC_LIMIT * TICK_MS / 1000.0 + 2 * T + 2.0
+    for _ in range(int(bound / POLL) + 10):
+        if (_leads(b) and not _leads(a)) or time.monotonic() - t1 > bound:
+            break
+        time.sleep(POLL)
+    rtts = _rtts_ms(a, m_rtt) if lined_up else []
+    t.notes["stalled_answer_ms"] = max(rtts) if rtts else None
+    late = _renewal_answers(a, m_rtt) if lined_up else []
+    # the stall as A saw it: from its start to the stalled renewal's answer
+    t.notes["stall_ms"] = round((late[0] - t0_ns) / 1e6, 1) if late else None
+    t.notes["hold_s"] = round(time.monotonic() - t1, 2)
+    t.notes["quorum_packets_dropped"] = fw.counters()
+    if not t.notes["quorum_packets_dropped"]:
+        t.problems.append("fault not injected: no quorum packet dropped")
+    fw.heal()
+    t.fault_end("quorum_link_stall")
+    t.ens.wait_healthy(60)
+    t.wait_stable(timeout=3 * T + 5, record=True)
+
+
+def _first_after(cands, name, since, pred=lambda e: True):
+    """The earliest event `name` of any of cands after their marks `since`
+    ({candidate: mark}): (mono_ns, candidate id, event), or None."""
+    best = None
+    for c in cands:
+        for e in c.events()[since[c]:]:
+            if e.get("event") == name and e.get("mono_ns") and pred(e):
+                if best is None or int(e["mono_ns"]) < best[0]:
+                    best = (int(e["mono_ns"]), c.id, e)
+                break
+    return best
+
+
+def sc_zk_leader_blackhole(t):
+    """The quorum leader's host lost silently: its links to the other
+    servers (net.QuorumFirewall.isolate) and to every candidate (each
+    candidate's partition of its client port) black-holed. The followers
+    give it up after syncLimit x tickTime (1 s) and elect another; no write
+    or sync is answered anywhere meanwhile, so the zkelect leader's lease
+    runs out and it steps down (reason `lease`), and a term starts again
+    once a renewal is answered. Measured: the leaderless time (the old
+    term's step-down to the next term's start) and the ensemble's
+    re-election; held until a candidate leads again (at most 10 s)."""
+    t.start_candidates()
+    t.steady()
+    lead = _leader_or_fail(t)
+    zl = t.ens.leader_index()
+    if zl is None:
+        raise AssertionError("no ZooKeeper leader")
+    ports = {s.index: s.quorum_ports() for s in t.ens.servers}
+    marks = {c: c.mark() for c in t.cands}
+    t.notes["leader_on_zk_leader"] = t.server_of(lead) == zl
+    t.fault_begin("zk_leader_blackhole", "zk%d" % (zl + 1),
+                  expect=[{"type": "gap_positive", "target": lead.id}])
+    t0 = time.monotonic()
+    t.run_.qfw.isolate(zl + 1, ports)
+    for c in t.cands:
+        c.netns.partition([t.ens.servers[zl].client_port])
+    new_zk = None
+    nxt = None
+    for _ in range(int(10.0 / POLL) + 10):
+        if new_zk is None:
+            zi = t.ens.leader_index()
+            if zi is not None and zi != zl:
+                new_zk = time.monotonic() - t0
+        nxt = _first_after(t.cands, "leader", marks)
+        if (new_zk is not None and nxt is not None) or time.monotonic() - t0 > 10.0:
+            break
+        time.sleep(POLL)
+    down = _first_after([lead], "stepdown", {lead: marks[lead]})
+    t.notes["zk_reelection_s"] = round(new_zk, 2) if new_zk is not None else None
+    t.notes["stepdown_reason"] = down[2].get("reason") if down else None
+    if down and nxt:
+        t.notes["leaderless_ms"] = round((nxt[0] - down[0]) / 1e6, 1)
+        t.notes["next_leader"] = nxt[1]
+        t.notes["stepdown_after_fault_ms"] = round((down[0] - int(t0 * 1e9)) / 1e6, 1)
+    t.notes["quorum_packets_dropped"] = t.run_.qfw.counters()
+    t.run_.qfw.heal()
+    for c in t.cands:
+        c.netns.heal()
+    t.fault_end("zk_leader_blackhole")
+    t.ens.wait_healthy(60)
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+
+
 HOSTILE_PREFIX = "n_%016x-"
 
 
@@ -1841,6 +2030,8 @@ SCENARIOS = [
     {"name": "hand_delete", "fn": sc_hand_delete},
     {"name": "hand_delete_frozen", "fn": sc_hand_delete_frozen},
     {"name": "resign_force_frozen", "fn": sc_resign_force_frozen},
+    {"name": "quorum_link_stall", "fn": sc_quorum_link_stall},
+    {"name": "zk_leader_blackhole", "fn": sc_zk_leader_blackhole},
     {"name": "follower_isolated_s5", "fn": sc_follower_isolated_s5},
     # last: it restarts the ensemble with syncLimit 20 (the next trial's first
     # scenario restarts it with the default again)

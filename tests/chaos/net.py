@@ -19,6 +19,10 @@
     packet of every connection between server F and another server, the
     established ones included (they stay open: nothing is reset), and new
     ones (their SYNs). Clients and 4-letter words are untouched.
+    `stall(L, F)` drops one direction only, the data the leader L sends
+    the follower F on F's quorum connection (conntrack's reply direction of
+    it): TCP sends it again once healed, a stall; `isolate_but(F, L)` cuts
+    F off but lets that direction through.
 
 Only addresses and links this module creates are touched; everything is
 deleted in teardown (and disappears anyway with the private namespaces).
@@ -121,24 +125,68 @@ class QuorumFirewall:
             "    oifname != \"lo\" accept\n%s"
             "  }\n"
             "  chain qdrop { type filter hook output priority 0; policy accept; }\n"
+            "  counter qfwd { }\n"
             "}\n" % (self.TABLE, marks)))
         self.created = True
         return self
 
-    def isolate(self, n, ports):
+    def isolate(self, n, ports, allow=None):
         """Black-holes server n from the others. ports: {server number:
-        (peer port, election port)} of all three servers."""
+        (peer port, election port)} of all three servers. allow: a match
+        that passes first (isolate_but)."""
         mine = ", ".join(str(p) for p in sorted(ports[n]))
         theirs = ", ".join(str(p) for m in sorted(ports) if m != n for p in ports[m])
         others = ", ".join(str(m) for m in sorted(self.uids) if m != n)
         sh(["nft", "-f", "-"], input=(
-            "flush chain inet {t} qdrop\n"
+            "flush chain inet {t} qdrop\n" +
+            ("add rule inet {t} qdrop %s accept\n" % allow if allow else "") +
             "add rule inet {t} qdrop oifname \"lo\" ct mark {n} meta l4proto tcp "
             "ct original proto-dst {{ {theirs} }} counter drop\n"
             "add rule inet {t} qdrop oifname \"lo\" ct mark {{ {others} }} meta l4proto tcp "
             "ct original proto-dst {{ {mine} }} counter drop\n").format(
                 t=self.TABLE, n=n, theirs=theirs, others=others, mine=mine))
         self.isolated = n
+
+    def _from_to(self, src, dst, ports):
+        """Matches what server src sends to server dst on the quorum
+        connection dst opened to src's peer port (dst follows src): the
+        reply direction of that connection."""
+        return ("oifname \"lo\" ct mark %d meta l4proto tcp ct original proto-dst %d "
+                "ct direction reply" % (dst, ports[src][0]))
+
+    def stall(self, src, dst, ports):
+        """Black-holes one direction of one quorum link: the segments with a
+        payload that leader src sends follower dst (pings, proposals,
+        commits, sync answers) are dropped; its bare acknowledgements pass,
+        and so does the other direction, whole (the follower's requests are
+        read and acknowledged: it sends nothing twice). Dropped segments are
+        sent again by TCP's retransmission (its backoff: about 0.2, 0.6,
+        1.4 s after the first loss), so once healed the follower reads
+        everything, in order, late: a stall. What dst then sends src with a
+        payload (a forwarded request, a ping reply) is counted
+        (forwarded())."""
+        sh(["nft", "-f", "-"], input=(
+            "reset counter inet {t} qfwd\n"
+            "flush chain inet {t} qdrop\n"
+            "add rule inet {t} qdrop oifname \"lo\" ct mark {dst} meta l4proto tcp "
+            "ct original proto-dst {port} ct direction original meta length > 64 "
+            "counter name \"qfwd\"\n"
+            "add rule inet {t} qdrop {match} meta length > 64 counter drop\n").format(
+                t=self.TABLE, dst=dst, port=ports[src][0], match=self._from_to(src, dst, ports)))
+        self.isolated = None
+
+    def forwarded(self):
+        """Packets with a payload the stalled follower sent its leader
+        since stall() (0 if none)."""
+        out = sh(["nft", "list", "counter", "inet", self.TABLE, "qfwd"], check=False)
+        m = re.search(r"packets (\d+)", out)
+        return int(m.group(1)) if m else 0
+
+    def isolate_but(self, n, src, ports):
+        """isolate(n), except what server src sends n on n's quorum
+        connection to src, which passes (in one transaction: a stall of that
+        direction in place is healed as the rest is cut)."""
+        self.isolate(n, ports, allow=self._from_to(src, n, ports))
 
     def heal(self):
         if self.created:
