@@ -588,8 +588,9 @@ struct zke_lease_plan {
     int server_tick_ms;     /* assumed servers' tickTime: the settings', else T/2 (from
                              * zke_agent_plan once connected: what the servers allow, at
                              * most T/2; see zke_settings.server_tick_ms) */
-    int confirm_ms;         /* a sync this long after an answer confirms it: tick x (1 + drift);
-                             * the lease's base lags the latest sync by at least this */
+    int confirm_ms;         /* a renewal this long after an answer pairs with it (counted once a
+                             * renewal sent after its own answer is answered): tick x (1 + drift);
+                             * the lease's base lags the latest renewal by at least this */
     int hook_budget_ms;     /* the settings' hook_budget_ms, or the default for T: a third of
                              * it, at most 5 s and at most lease - confirm - renewal */
 };

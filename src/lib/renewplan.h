@@ -152,8 +152,9 @@ int renewplan_ride_ok(const struct renewplan *p, const struct renew_now *t, int6
 int64_t renewplan_ride_by(const struct renewplan *p, int64_t now);
 
 /* The arithmetic the decisions use (exposed for the tests):
- * how long after an answer a renewal confirms it, in ms (one assumed server
- * tick x (1 + drift), plus a tenth, at least 10 ms, for the round trip); */
+ * how long after an answer a renewal pairs with it, in ms (one assumed
+ * server tick x (1 + drift), plus a tenth, at least 10 ms, for the round
+ * trip); */
 int renewplan_step_ms(int64_t pair_gap_ns);
 /* the longest gap the stream leaves between two requests, just under the
  * client library's ping period (a third of the timeout), in s; */
