@@ -198,8 +198,10 @@ static int renew_period(const zke_agent *a, int leading)
 {
     int p = a->lease.plan.renew_ms;
     if (leading) {
-        /* A renewal confirms the latest request answered a confirmation
-         * gap (c) before it was sent. Renewing every p < c pairs each with
+        /* A renewal pairs with the latest request answered a confirmation
+         * gap (c) before it was sent (which counts once the follow-up sent
+         * on its answer is answered, a round trip on: touch.h). Renewing
+         * every p < c pairs each with
          * one two periods back, so the lease lags the latest renewal by up
          * to c + 2p; renewing just over c (c + e, e for the round trip)
          * pairs each with the previous one: a lag of up to 2 (c + e), the

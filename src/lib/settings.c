@@ -401,9 +401,10 @@ static void plan_values(const struct zke_settings *s, int T, int tick_ms, struct
     double confirm = (double)p.server_tick_ms * (1.0 + p.drift) + 0.999;
     p.confirm_ms = !(confirm > 0.) ? 0 : confirm < (double)INT_MAX ? (int)confirm : INT_MAX;
     if (s->renew_ms <= 0 && T > 0) {
-        /* Each renewal confirms the one before it when they are at least a
-         * confirmation step apart, so the lease's base lags the newest
-         * renewal by up to two periods (p). The server expires a crashed
+        /* Each renewal pairs with the one before it (its follow-up) when
+         * they are at least a confirmation step apart, so the lease's base
+         * lags the newest renewal by up to two periods (p) and a round
+         * trip. The server expires a crashed
          * leader T after the last request it heard, a plain client T after
          * its last ping (every T/3): renewing every T/4 makes the two about
          * even (the median request is T/8 old at a crash, a ping T/6). Where
@@ -450,8 +451,9 @@ static int lease_plan(const struct zke_settings *s, int T, int tick_ms,
     if (out != NULL)
         *out = p;
     /* A request counts once a renewal sent a server tick (x (1 + drift))
-     * after its answer came back: the lease's base is that much older than
-     * the latest renewal. What is left must be at least a fifth of T and two
+     * after its answer came back, and the follow-up sent on that renewal's
+     * answer, came back: the lease's base is that much older than the
+     * latest renewal. What is left must be at least a fifth of T and two
      * renewals. */
     int64_t left = lease - p.confirm_ms;
     int64_t twice = (int64_t)2 * p.renew_ms;
