@@ -429,6 +429,13 @@ int el_parse_seq(const char *name, int32_t *seq)
         if (v == 0)
             return -1;      /* "-000000000": not how "%010d" writes any number */
         v = -v;
+    } else if (v <= INT32_MAX && n >= 11 && name[n - 11] == '-' &&
+               (n == 11 || name[n - 12] == '-' || name[n - 12] == '_')) {
+        /* "%010d" of -1000000000 .. -2147483647 is 11 characters: its '-'
+         * comes right after the prefix, which ends in '-' (ours, Curator's)
+         * or '_' (kazoo's, the recipe's "n_"); a positive suffix's prefix
+         * ends there instead ("<guid>-", "-latch-", "__lock__", "n_") */
+        v = -v;
     } else if (v > INT32_MAX) {
         /* only "%010d" of INT32_MIN is longer than 10: "-2147483648" */
         if (v != INT64_C(2147483648) || n < 11 || name[n - 11] != '-')

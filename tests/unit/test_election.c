@@ -154,6 +154,18 @@ static void test_parse_seq(void)
     CHECK(el_parse_seq("x-latch--000000005", &s) == 0 && s == -5);
     CHECK(el_parse_seq("n_-2147483648", &s) == 0 && s == INT32_MIN);
     CHECK(el_parse_seq("n_2147483647", &s) == 0 && s == INT32_MAX);
+    /* "%010d" of -1000000000 .. -2147483647 is 11 characters, the '-'
+     * right after the prefix's own '-' or '_' */
+    CHECK(el_parse_seq("n_-2147483647", &s) == 0 && s == -2147483647);
+    CHECK(el_parse_seq("n_0123456789abcdef--1500000000", &s) == 0 && s == -1500000000);
+    CHECK(el_parse_seq("x-latch--1000000000", &s) == 0 && s == -1000000000);
+    CHECK(el_parse_seq("ab__lock__-1999999999", &s) == 0 && s == -1999999999);
+    CHECK(el_parse_seq("-1500000000", &s) == 0 && s == -1500000000);
+    /* a positive suffix after a prefix that ends in '-' or '_' */
+    CHECK(el_parse_seq("n_0123456789abcdef-1500000000", &s) == 0 && s == 1500000000);
+    CHECK(el_parse_seq("x-latch-1500000000", &s) == 0 && s == 1500000000);
+    CHECK(el_parse_seq("ab__lock__1500000000", &s) == 0 && s == 1500000000);
+    CHECK(el_parse_seq("n_1500000000", &s) == 0 && s == 1500000000);
     CHECK(el_parse_seq("n_2147483648", &s) == -1);          /* not a signed 32-bit value */
     CHECK(el_parse_seq("config", &s) == -1);
     CHECK(el_parse_seq("lock-00000000x1", &s) == -1);
