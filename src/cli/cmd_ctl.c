@@ -292,6 +292,27 @@ static pid_t find_keeper(pid_t agent)
     return found;
 }
 
+/* 1 when process pid has a handler for sig (/proc/PID/status SigCgt): a
+ * keeper without one (an older binary, or one between its exec and its
+ * sigaction) would die of the signal, its term unguarded, not end it. */
+static int catches(pid_t pid, int sig)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    int yes = 0;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, "SigCgt:", 7) == 0) {
+            unsigned long long mask = strtoull(line + 7, NULL, 16);
+            yes = sig >= 1 && sig <= 64 && (mask >> (sig - 1) & 1ULL);
+            break;
+        }
+    }
+    if (f != NULL)
+        fclose(f);
+    return yes;
+}
+
 static int pidfd_of(pid_t pid)
 {
     return (int)syscall(SYS_pidfd_open, pid, 0);
@@ -365,6 +386,10 @@ static int force_end(const char *path, pid_t agent, int json)
         die(EX_UNAVAILABLE, "the agent (pid %d) %s and has no keeper (zkelect run --fail-stop "
             "off?): nothing can end its term before its session expires; nothing ended",
             (int)agent, why);
+    if (!catches(k, KEEPER_END_SIGNAL))
+        die(EX_UNAVAILABLE, "the agent (pid %d) %s; its keeper (pid %d) does not take the "
+            "request (an older zkelect-guard: restart the agent after an upgrade), and the "
+            "signal would kill it: nothing ended", (int)agent, why, (int)k);
     siginfo_t si;
     memset(&si, 0, sizeof si);
     si.si_signo = KEEPER_END_SIGNAL;
