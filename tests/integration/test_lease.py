@@ -498,9 +498,14 @@ def test_the_servers_tick_is_learned_where_none_is_stated():
             x.term()
             assert x.wait_exit(10) == 0
         with h.StallProxy(zk.port) as px:
-            px.hold(1.0)
+            # held until the probe gave up (its deadline, a quarter of T
+            # after the connect began), whenever the agent got there
+            px.hold(60.0)
             c = h.Agent(zk, "tc", path=PATH, session_timeout=T, server_tick=None,
-                        zkhosts=px.hostport)
+                        zkhosts=px.hostport, extra=["--log-level", "debug"])
+            h.wait_until(lambda: [e for e in c.find("log") if "no shorter server tick learned"
+                                  in e.get("msg", "")], 20, "the probe gave up")
+            px.hold(0)
             c.wait_for("leader", timeout=10)
             # the plan of the start stands: nothing learned, nothing changed
             start = c.wait_for("start", timeout=1)
