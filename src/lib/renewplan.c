@@ -282,10 +282,18 @@ struct renew_step renewplan_answered(struct renewplan *p, const struct renew_now
     return s;
 }
 
-struct renew_step renewplan_soon(const struct renewplan *p, const struct renew_now *t, int64_t last_ns)
+struct renew_step renewplan_soon(struct renewplan *p, const struct renew_now *t, int64_t last_ns)
 {
     if (p->n_lease == 0 || p->in_flight)
         return keep();     /* its answer arms the next one (renewplan_answered) */
+    if (t->pending_at > 0 && t->pending_at <= t->now) {
+        /* a pairing waits for an answer sent after its own (the leader
+         * data publish's, which no renewal followed): a follow-up sync
+         * now, no transaction, whatever the renewals are */
+        p->follow = 1;
+        p->lead_ns = last_ns > 0 ? last_ns : t->now;
+        return arm(0.);
+    }
     double wait = 0.;
     if (last_ns > 0)
         wait = (double)(last_ns + (int64_t)renewplan_step_ms(t->pair_gap_ns) * 1000000 - t->now) / 1e9;

@@ -136,11 +136,13 @@ void renewplan_unanswered(struct renewplan *p);
  * lease base t->base includes what it confirmed): the next step (above). */
 struct renew_step renewplan_answered(struct renewplan *p, const struct renew_now *t, int64_t sent_ns);
 /* A term waits for a confirmed lease (conn_renew_soon), after the replan
- * was applied: the next renewal as soon as it can confirm the last
- * confirming request, sent at last_ns (0: none on this connection: now);
- * KEEP while one is in flight (its answer arms the next) or the timer fires
- * sooner anyway. */
-struct renew_step renewplan_soon(const struct renewplan *p, const struct renew_now *t, int64_t last_ns);
+ * was applied: a follow-up sync now when a pairing waits for an answer sent
+ * after its own (t->pending_at has passed: the leader data publish's);
+ * else the next renewal as soon as it can confirm the last confirming
+ * request, sent at last_ns (0: none on this connection: now); KEEP while
+ * one is in flight (its answer arms the next) or the timer fires sooner
+ * anyway. */
+struct renew_step renewplan_soon(struct renewplan *p, const struct renew_now *t, int64_t last_ns);
 /* Whether a request may ride the stream's first tick after after_ns
  * (conn_agent_ride): a tick must come within within_ms of t->now (the
  * longest gap between two ticks counted). The caller checks that the timer

@@ -222,6 +222,23 @@ static void test_the_next_renewal_waits_a_confirmation_step(void)
     CHECK(renewplan_soon(&p, &t, sent).act == RENEW_KEEP);  /* the timer comes sooner */
     renewplan_sent(&p);
     CHECK(renewplan_soon(&p, &t, 0).act == RENEW_KEEP);     /* its answer arms the next */
+    /* a pairing (the publish's answer) waits for an answer sent after its
+     * own: a follow-up sync now, whatever the renewals are */
+    renewplan_unanswered(&p);
+    t = facts(now, 0, 1, 0.7);
+    t.pending_at = now - 2 * MS;
+    s = renewplan_soon(&p, &t, sent);
+    CHECK(s.act == RENEW_ARM && s.after == 0.);
+    CHECK(renewplan_send(&p) == RENEW_SEND_SYNC);
+    renewplan_sent(&p);
+    t.pending_at = 0;
+    CHECK(renewplan_soon(&p, &t, sent).act == RENEW_KEEP);  /* in flight */
+    /* not yet answered pairing (its answer comes later): the usual step */
+    renewplan_unanswered(&p);
+    t = facts(now, 0, 1, 0.7);
+    t.pending_at = now + 1 * MS;
+    s = renewplan_soon(&p, &t, sent);
+    CHECK(s.act == RENEW_ARM && fabs(s.after - 0.211) < 1e-6);
 }
 
 /* What run_stream saw besides the sends: the follow-ups (syncs sent on a
