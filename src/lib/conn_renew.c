@@ -59,6 +59,7 @@ static void renew_done(void *arg, const struct zkc_result *r)
         return;
     }
     struct renew_now t = renew_facts(c);
+    t.answered = r->confirmed_ns;
     struct zkc_written w = zkclient_written_by(c->zkc);
     int64_t written = zkclient_written_base_ns(c->zkc);
     conn_logf(c, ZKE_LOG_DEBUG, "renewal answered in %" PRId64 " us; the lease base is %" PRId64

@@ -221,7 +221,7 @@ struct renew_step renewplan_answered(struct renewplan *p, const struct renew_now
     p->in_flight = 0;
     /* a follow-up's answer: the schedule is the renewal's it followed (its
      * send); whether it came late is its own */
-    int followed = p->follow;
+    int followed = p->follow;   /* 0, or the follow-up's rank (1, 2) */
     int64_t own_ns = sent_ns;
     if (followed)
         sent_ns = p->lead_ns;
@@ -235,6 +235,16 @@ struct renew_step renewplan_answered(struct renewplan *p, const struct renew_now
     }
     if (p->n_lease == 0)
         return keep();
+    if (followed == 1 && t->pending_at > own_ns && t->pending_at < t->answered) {
+        /* the follow-up went before the answer that now pairs (another
+         * request of the session answered while it was on its way, touch.h;
+         * not its own answer's pairing, which is at its answer's time):
+         * it confirms nothing; one more, once: the second is sent after
+         * that answer, and a third request answered during its flight
+         * waits for the next renewal rather than a chain of follow-ups */
+        p->follow = 2;
+        return (struct renew_step){ RENEW_SEND, 0. };
+    }
     if (!followed && t->pending_at > 0 && t->pending_at <= t->now) {
         /* this answer paired a request: it counts once a renewal sent
          * after this answer is answered (touch.h). A sync now: no

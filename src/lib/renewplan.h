@@ -14,7 +14,9 @@
  *   - one that paired a request (touch.h: the pairing counts once a
  *     renewal sent after this answer is answered): a follow-up now, a sync
  *     (no transaction), which confirms it; on its answer the steps below,
- *     from the renewal's send (a late one: the follow-up's own);
+ *     from the renewal's send (a late one: the follow-up's own); a
+ *     follow-up sent before the answer that pairs now (another request
+ *     answered while it was on its way) confirms nothing: one more, once;
  *   - a late one (it took more than half a confirmation step, and the
  *     period is at least a step): a renewal now, so that the one a step
  *     after it confirms a request of now, not of before the stall;
@@ -68,7 +70,8 @@ struct renewplan {
     struct renew_vals period, read, lease;  /* of the demands at each level */
     int n_lease, n_read, n_write;   /* demands at RENEW_LEASE, RENEW_READ; those wanting a write */
     int in_flight;                  /* a renewal or read was sent and not answered */
-    int follow;                     /* the one in flight (or due now) is a follow-up */
+    int follow;                     /* the one in flight (or due now) is a follow-up: 1, or 2
+                                     * for the one more (renewplan_answered); 0: not */
     int64_t lead_ns;                /* ... of the renewal sent then */
     int missed;                     /* its period came while one was in flight: send on its answer */
     int64_t prev_ns;                /* send time of the last renewal answered in turn, or 0 */
@@ -81,6 +84,8 @@ struct renew_now {
     int64_t base;               /* the lease base (zkclient_lease_base_ns), 0: none */
     int64_t pending_at;         /* a pairing waits for a renewal sent at or after this
                                  * (zkclient_lease_pending_ns), 0: none */
+    int64_t answered;           /* renewplan_answered: the answer's time as touch.h counted
+                                 * it (zkc_result.confirmed_ns), 0: unknown */
     int64_t pair_gap_ns;        /* one server tick x (1 + drift) (zkclient_pair_gap_ns) */
     int timeout_ms;             /* the session's timeout (session_timeout_ms) */
     int active;                 /* the stream's timer runs */

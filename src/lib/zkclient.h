@@ -83,6 +83,7 @@ struct zkc_result {
     const char *const *children;
     int nchildren;
     int64_t sent_ns;               /* when the request was handed to the library */
+    int64_t confirmed_ns;          /* a confirming answer (touch.h): when it was counted; 0: not one */
     int64_t read_ns;               /* CLOCK_MONOTONIC when the loop read this answer (the
                                     * wake-up of the io callback), 0 when the client made it
                                     * up itself (a close, a lost connection) */

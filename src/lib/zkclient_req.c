@@ -303,6 +303,7 @@ static void done(struct req *r, struct zkc_result *res, int rc)
         if (r->confirms && rc == ZOK) {
             int64_t wbefore = s->lease.touch.written;
             int64_t now = zkc_now_ns(), gap = zkclient_pair_gap_ns(s);
+            res->confirmed_ns = now;
             /* a sync's answer is weaker than a write's (touch.h); either
              * confirms the pairings made before it was sent */
             if (r->op == OP_SYNC)

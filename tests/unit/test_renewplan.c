@@ -282,6 +282,7 @@ static int run_stream(struct renewplan *p, int64_t rtt, int64_t stall_at, int64_
                 touch_synced(&tl, sent_ns, now, 200 * MS);
                 t = facts(now, tl.confirmed, active, (double)(at - now) / 1e9);
                 t.pending_at = touch_pending_at(&tl);
+                t.answered = now;
                 s = renewplan_answered(p, &t, sent_ns);
                 continue;
             }
@@ -378,15 +379,38 @@ static void test_a_pairing_answer_is_followed_by_a_sync(void)
     CHECK(s.act == RENEW_KEEP);
     CHECK(renewplan_send(&p) == RENEW_SEND_WRITE);
     renewplan_sent(&p);
-    /* a follow-up's answer that paired again (a read answered between) is
-     * not followed: the next renewal confirms it */
+    /* a follow-up sent before the answer that pairs now (another request,
+     * a publish say, answered while it was on its way) confirms nothing:
+     * one more follow-up, once; a pairing again after that one (a third
+     * request answered between) is not followed: the next renewal
+     * confirms it */
     t = facts(now + 1000 * MS, sent, 1, 0.9);
     t.pending_at = now + 1000 * MS;
     CHECK(renewplan_answered(&p, &t, now + 990 * MS).act == RENEW_SEND);
     renewplan_sent(&p);
     t = facts(now + 1002 * MS, sent, 1, 0.898);
-    t.pending_at = now + 1002 * MS;
-    CHECK(renewplan_answered(&p, &t, now + 1000 * MS).act != RENEW_SEND);
+    t.pending_at = now + 1001 * MS;
+    t.answered = now + 1002 * MS;
+    CHECK(renewplan_answered(&p, &t, now + 1000 * MS).act == RENEW_SEND);
+    CHECK(p.follow == 2 && renewplan_send(&p) == RENEW_SEND_SYNC);
+    renewplan_sent(&p);
+    t = facts(now + 1004 * MS, sent, 1, 0.896);
+    t.pending_at = now + 1003 * MS;
+    t.answered = now + 1004 * MS;
+    CHECK(renewplan_answered(&p, &t, now + 1002 * MS).act != RENEW_SEND);
+    CHECK(p.follow == 0);
+    /* a follow-up sent after the pairing answer (nothing answered between)
+     * whose answer pairs again (its own sync paired): not followed */
+    CHECK(renewplan_send(&p) == RENEW_SEND_WRITE);
+    renewplan_sent(&p);
+    t = facts(now + 2000 * MS, sent, 1, 0.9);
+    t.pending_at = now + 2000 * MS;
+    CHECK(renewplan_answered(&p, &t, now + 1990 * MS).act == RENEW_SEND);
+    renewplan_sent(&p);
+    t = facts(now + 2002 * MS, sent, 1, 0.898);
+    t.pending_at = now + 2002 * MS;
+    t.answered = now + 2002 * MS;
+    CHECK(renewplan_answered(&p, &t, now + 2000 * MS).act != RENEW_SEND);
     /* by sync, the follow-up is a sync too; further back, a read */
     renewplan_init(&p);
     memset(&a, 0, sizeof a);
