@@ -215,6 +215,8 @@ static int write_session_file(const zke_conn *c)
     return rc;
 }
 
+static void ask_later(zke_conn *c);
+
 static void zkc_state_cb(void *ud, enum zkc_state st)
 {
     zke_conn *c = ud;
@@ -237,13 +239,17 @@ static void zkc_state_cb(void *ud, enum zkc_state st)
             conn_logf(c, ZKE_LOG_WARN, "cannot write session file %s", c->cfg.session_file);
         c->cfg.last_session = sid;
         conn_guard_publish(c);       /* (again at each connection: the server may have changed) */
+        c->pr.retries = 0;
+        ev_timer_stop(c->loop, &c->pr.retry);
         if (c->pr.q != NULL && c->pr.state == PROBE_OVER)
             (void)srvask_round(c->pr.q, ask_deadline_ms(c));   /* the servers not reached yet */
+        ask_later(c);          /* (none answered by the first asking: after its end) */
         fan_state(c, st);
         /* a reconnected session's lease moves with the first renewal on the
          * new connection (touch.h): send it now, not a period on */
         conn_renew_now(c);
     } else if (st == ZKC_S_DISCONNECTED) {
+        ev_timer_stop(c->loop, &c->pr.retry);      /* asked again at the reconnection */
         fan_state(c, st);
         /* The client notices a dead connection up to 2/3 of the timeout
          * after the server last heard from us, and the server may expire us
@@ -388,8 +394,40 @@ static void probe_done(void *ud, int granted_ms)
     first_asked(c);
 }
 
+/* While connected, the servers not reached yet are asked again later
+ * (srvconf_retry), one round at a time: none once every server answered,
+ * none while nobody wants the session. */
+static void ask_later(zke_conn *c)
+{
+    int n, delay, deadline;
+    if (c->pr.q == NULL || ev_is_active(&c->pr.retry) || srvask_busy(c->pr.q) ||
+        !zkclient_connected(c->zkc) || !any_wanting(c))
+        return;
+    const struct srv_info *sv = srvask_servers(c->pr.q, &n);
+    if (srvconf_unreached(sv, n) == 0)
+        return;
+    srvconf_retry(c->pr.retries, &delay, &deadline);
+    ev_timer_set(&c->pr.retry, delay / 1000.0, 0.);
+    ev_timer_start(c->loop, &c->pr.retry);
+}
+
+static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    zke_conn *c = w->data;
+    int delay, deadline;
+    (void)loop;
+    (void)revents;
+    if (c->pr.q == NULL || !zkclient_connected(c->zkc) || !any_wanting(c))
+        return;
+    srvconf_retry(c->pr.retries, &delay, &deadline);
+    if (c->pr.retries < 30)
+        c->pr.retries++;
+    (void)srvask_round(c->pr.q, deadline);
+}
+
 /* A round of srvask is over: the first one passes a held connection on; a
- * later one (servers reached at a reconnection) tells the agents. */
+ * later one (servers reached at a reconnection, or while connected) tells
+ * the agents. */
 static void ask_done(void *ud)
 {
     zke_conn *c = ud;
@@ -397,10 +435,12 @@ static void ask_done(void *ud)
     if (c->pr.ask_pending) {
         c->pr.ask_pending = 0;
         first_asked(c);
+        ask_later(c);
         return;
     }
     if (!zkclient_connected(c->zkc) || c->pr.state == PROBE_HOLDING)
         return;
+    ask_later(c);
     c->in_cb++;
     for (conn_member *m = c->ms.first; m != NULL; m = m->next)
         if (!member_gone(m) && m->ops->running(m->a))
@@ -470,6 +510,7 @@ static void destroy(zke_conn *c)
     conn_renew_close(c);
     ev_timer_stop(c->loop, &c->rt.reopen);
     ev_timer_stop(c->loop, &c->rt.disc_to);
+    ev_timer_stop(c->loop, &c->pr.retry);
     struct probe *p = c->pr.p;
     c->pr.p = NULL;
     c->pr.state = PROBE_OVER;
@@ -506,8 +547,10 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     if (c->pr.state == PROBE_ANSWERED ||
         ((c->pr.state == PROBE_ASKING || c->pr.state == PROBE_HOLDING) && !any_wanting(c)))
         first_ask_end(c);
-    else if (srvask_busy(c->pr.q) && !any_wanting(c))
+    else if (!any_wanting(c)) {
         srvask_cancel(c->pr.q);     /* a later round: asked again at the next connection */
+        ev_timer_stop(c->loop, &c->pr.retry);
+    }
     zkclient_flush(c->zkc);
     int open = zkclient_is_open(c->zkc);
     if (c->was_open && !open) {
@@ -582,6 +625,8 @@ static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings 
     conn_renew_init(c);
     ev_timer_init(&c->rt.reopen, reopen_cb, 0., 0.);
     ev_timer_init(&c->rt.disc_to, disc_to_cb, 0., 0.);
+    ev_timer_init(&c->pr.retry, retry_cb, 0., 0.);
+    c->pr.retry.data = c;
     c->rt.reopen.data = c->rt.disc_to.data = c;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

@@ -97,7 +97,7 @@ struct conn_retry {
 /* conn.c's own: what the servers tell of their tick. At the first open:
  * the servers' configuration (srvask.h: conf and srvr of each server, for
  * the conn's life; the ones not reached are asked again at each
- * reconnection) and, where no agent stated the servers' tick, the tick
+ * reconnection, and while connected every few seconds: srvconf_retry) and, where no agent stated the servers' tick, the tick
  * probe (probe.h). The first ZKC_S_CONNECTED waits for both answers (the
  * agents plan their lease with them), their deadline at most. */
 struct conn_probelink {
@@ -105,6 +105,8 @@ struct conn_probelink {
     struct srvask *q;           /* from the first open on, or NULL */
     enum conn_probe state;
     int probe_pending, ask_pending;     /* parts of the first asking not answered */
+    ev_timer retry;             /* the next later round while connected (ask_later) */
+    int retries;                /* later rounds since the connection (srvconf_retry's k) */
     char told[96];              /* what the last judgement told the session (a change is logged) */
 };
 

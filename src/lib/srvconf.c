@@ -181,3 +181,22 @@ void srvconf_judge(const struct srv_info *sv, int n, int stated_ms, struct srv_v
     }
     list_servers(sv, n, v->line, sizeof v->line);
 }
+
+int srvconf_unreached(const struct srv_info *sv, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += sv[i].told == SRV_UNASKED || sv[i].told == SRV_UNREACHED;
+    return k;
+}
+
+void srvconf_retry(int k, int *delay_ms, int *deadline_ms)
+{
+    int d = SRVCONF_RETRY_FIRST_MS;
+    for (int i = 0; i < k && d < SRVCONF_RETRY_MAX_MS; i++)
+        d *= 2;
+    if (d > SRVCONF_RETRY_MAX_MS)
+        d = SRVCONF_RETRY_MAX_MS;
+    *delay_ms = d;
+    *deadline_ms = d < SRVCONF_RETRY_DEADLINE_MS ? d : SRVCONF_RETRY_DEADLINE_MS;
+}

@@ -80,4 +80,19 @@ struct srv_verdict {
 
 void srvconf_judge(const struct srv_info *sv, int n, int stated_ms, struct srv_verdict *v);
 
+/* The servers not reached yet (SRV_UNASKED, SRV_UNREACHED): a refusal of
+ * conf (SRV_NO_CONF) is an answer. */
+int srvconf_unreached(const struct srv_info *sv, int n);
+
+/* While the session is connected, the servers not reached are asked again
+ * (a slow conf answer would otherwise leave the inference standing for the
+ * session): the k-th later round (k >= 0, from each connection) goes
+ * *delay_ms after the last one ended (2 s doubling to 30 s) and waits for
+ * answers *deadline_ms (as long as the delay, at most 5 s: no holding
+ * connection waits for it). One round at a time (srvask.h). */
+#define SRVCONF_RETRY_FIRST_MS 2000
+#define SRVCONF_RETRY_MAX_MS 30000
+#define SRVCONF_RETRY_DEADLINE_MS 5000
+void srvconf_retry(int k, int *delay_ms, int *deadline_ms);
+
 #endif

@@ -9,10 +9,12 @@ two servers below 2 x tick and the other not answering conf, two servers
 disagreeing on tickTime, and a --server-tick shorter than the servers': the
 agent exits 78 with one error line naming each server's values and the fix.
 A server down at the first connect is asked when the session reconnects:
-the lease plans again with what it tells, or the agent stops."""
+the lease plans again with what it tells, or the agent stops. A server slow
+to answer conf is asked again while the session stays connected."""
 import os
 import re
 import sys
+import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -160,6 +162,44 @@ def test_a_server_reached_later_plans_again_or_stops():
             else:
                 msg = refused(a, roles=True)
                 assert "disagree" in msg and "%s tickTime=400" % zb.hostport in msg, msg
+
+
+class SlowConfProxy(h.StallProxy):
+    """A StallProxy that holds every `conf` asked through it for a while
+    (a server that answers conf, but late); the session's bytes pass."""
+
+    DELAY = 1.0
+
+    def _pump(self, a, b):
+        a.settimeout(5)
+        try:
+            first = a.recv(4, __import__("socket").MSG_PEEK)
+        except OSError:
+            first = b""
+        a.settimeout(None)
+        if first == b"conf":
+            time.sleep(self.DELAY)
+        super()._pump(a, b)
+
+
+def test_a_server_slow_to_answer_conf_is_asked_again_while_connected():
+    """tickTime 400, minSessionTimeout 400 behind a proxy that answers conf
+    1 s late, past the first asking's deadline (T/4 = 500 ms): the inference
+    stands at first (250 ms, wrong), with the warning. Asked again 2 s into
+    the session (a round that waits 2 s), the server tells 400 and the lease
+    plans again with it, the session never cut."""
+    with h.ZooKeeper(tick=400, extra_cfg=LOW_MIN) as zk, SlowConfProxy(zk.port) as px:
+        a = h.Agent(zk, "a", path=PATH, session_timeout=T, server_tick=None, zkhosts=px.hostport)
+        a.wait_for("leader", timeout=10)
+        assert lease_line(a) in ((T // 4 // 2, "at most half a probe session's grant"),
+                                 (T // 2, "at most half the session timeout")), a.describe()
+        assert a.find(lambda e: e.get("level") == "warn" and "unchecked" in e.get("msg", "")), \
+            a.describe()
+        a.wait_for(lambda e: e.get("event") == "log" and e.get("msg", "").startswith("lease ") and
+                   "server tick 400 ms, told by every server (conf)" in e.get("msg", ""), timeout=10)
+        assert not a.find(lambda e: e.get("event") in ("disconnected", "reconnected")), a.describe()
+        a.term()
+        assert a.wait_exit(10) == 0
 
 
 if __name__ == "__main__":

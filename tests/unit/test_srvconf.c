@@ -219,6 +219,26 @@ static void test_the_session_pairs_with_what_was_told(void)
     zkclient_free(s);
 }
 
+/* The servers not reached are asked again while connected: 2 s doubling
+ * to 30 s, each round waiting as long as its delay, at most 5 s; a
+ * refusal of conf is an answer (not asked again). */
+static void test_the_unreached_are_asked_again_backing_off(void)
+{
+    int d, dl;
+    static const int want[][2] = { { 2000, 2000 }, { 4000, 4000 }, { 8000, 5000 },
+                                   { 16000, 5000 }, { 30000, 5000 }, { 30000, 5000 } };
+    for (int k = 0; k < 6; k++) {
+        srvconf_retry(k, &d, &dl);
+        CHECK(d == want[k][0] && dl == want[k][1]);
+    }
+    srvconf_retry(1000, &d, &dl);
+    CHECK(d == 30000 && dl == 5000);
+    struct srv_info sv[4] = { silent("a:1", SRV_NO_CONF), silent("b:2", SRV_UNREACHED),
+                              silent("c:3", SRV_UNASKED), silent("d:4", SRV_CONF) };
+    CHECK(srvconf_unreached(sv, 4) == 2);
+    CHECK(srvconf_unreached(sv, 1) == 0);
+}
+
 int main(void)
 {
     RUN(test_a_real_conf_reply_parses);
@@ -229,5 +249,6 @@ int main(void)
     RUN(test_silence_keeps_the_inference_unchecked);
     RUN(test_an_observer_is_seen_whatever_else);
     RUN(test_the_session_pairs_with_what_was_told);
+    RUN(test_the_unreached_are_asked_again_backing_off);
     return check_done();
 }
