@@ -429,7 +429,7 @@ int el_parse_seq(const char *name, int32_t *seq)
         if (v == 0)
             return -1;      /* "-000000000": not how "%010d" writes any number */
         v = -v;
-    } else if (v <= INT32_MAX && n >= 11 && name[n - 11] == '-' &&
+    } else if (v >= 1000000000 && v <= INT32_MAX && n >= 11 && name[n - 11] == '-' &&
                (n == 11 || name[n - 12] == '-' || name[n - 12] == '_')) {
         /* "%010d" of -1000000000 .. -2147483647 is 11 characters: its '-'
          * comes right after the prefix, which ends in '-' (ours, Curator's)

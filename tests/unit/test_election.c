@@ -166,6 +166,9 @@ static void test_parse_seq(void)
     CHECK(el_parse_seq("x-latch-1500000000", &s) == 0 && s == 1500000000);
     CHECK(el_parse_seq("ab__lock__1500000000", &s) == 0 && s == 1500000000);
     CHECK(el_parse_seq("n_1500000000", &s) == 0 && s == 1500000000);
+    /* below 10^9 "%010d" writes a negative in 10 characters: a '-' before
+     * ten digits that start with 0 is the prefix's */
+    CHECK(el_parse_seq("x_-0000000001", &s) == 0 && s == 1);
     CHECK(el_parse_seq("n_2147483648", &s) == -1);          /* not a signed 32-bit value */
     CHECK(el_parse_seq("config", &s) == -1);
     CHECK(el_parse_seq("lock-00000000x1", &s) == -1);
