@@ -266,6 +266,10 @@ def test_reload_keeps_candidacy():
         done = wait_msg(a, "v1 hook done", timeout=5)
         again = wait_msg(a, "v1 on_leader reload=true", timeout=5)
         assert done["_i"] < again["_i"] and ("epoch=%d" % la["epoch"]) in again["msg"], again
+        # that reload's own line can follow the new script's first lines:
+        # read before the mark, so that the next reload line is SIGHUP's
+        first = a.wait_for("reload", timeout=5)
+        assert first["level"] == "info", first
         # a broken file is refused; the running script stays
         with open(pol, "w") as f:
             f.write("function on_leader(ev)\n")
