@@ -11,7 +11,7 @@
  *
  * Usage: test_sim [--seeds N] [--from S] [--trace] [--quiet]
  *        (or ZKELECT_SIM_SEEDS=N, ZKELECT_SIM_FROM=S). The suite (unit.sim)
- *        runs the default 2000 seeds from 1. A failing seed prints itself,
+ *        runs the default 2000 seeds from 1 (500 under ASan). A failing seed prints itself,
  *        the broken invariant and the run's trace (the last lines; --trace
  *        --seeds 1 --from S: all of it); `test_sim --seeds 1 --from S`
  *        replays it exactly (one RNG per seed, nothing else random).
