@@ -130,7 +130,10 @@ static void job_end(struct job *j, int eof)
             s->told = SRV_CONF;
             s->conf = c;
         } else {
-            s->told = j->connected && eof ? SRV_NO_CONF : SRV_UNREACHED;
+            /* refused by the whitelist: an answer; anything else (an
+             * empty reply, a server still starting) is asked again */
+            s->told = j->connected && eof && srvconf_refused(j->buf, j->len) ? SRV_NO_CONF
+                                                                             : SRV_UNREACHED;
         }
     } else if (j->connected) {
         enum srv_mode m = srvconf_parse_mode(j->buf, j->len);

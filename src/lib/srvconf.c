@@ -87,6 +87,16 @@ int srvconf_parse_conf(const char *buf, size_t len, struct srv_conf *out)
     return 0;
 }
 
+int srvconf_refused(const char *buf, size_t len)
+{
+    static const char pat[] = "not in the whitelist";
+    size_t m = sizeof pat - 1;
+    for (size_t i = 0; buf != NULL && i + m <= len; i++)
+        if (memcmp(buf + i, pat, m) == 0)
+            return 1;
+    return 0;
+}
+
 enum srv_mode srvconf_parse_mode(const char *buf, size_t len)
 {
     static const struct { const char *word; enum srv_mode m; } modes[] = {

@@ -37,6 +37,12 @@ struct srv_conf {
 int srvconf_parse_conf(const char *buf, size_t len, struct srv_conf *out);
 /* Parses a `srvr` reply: the "Mode: " line's state, else UNKNOWN. */
 enum srv_mode srvconf_parse_mode(const char *buf, size_t len);
+/* 1 when buf (len bytes, any bytes) is a server's refusal of a four-letter
+ * word that its 4lw.commands.whitelist leaves out ("... is not executed
+ * because it is not in the whitelist."): an answer, not asked again. An
+ * empty reply or another text (a server still starting: "This ZooKeeper
+ * instance is not currently serving requests") is not: asked again. */
+int srvconf_refused(const char *buf, size_t len);
 
 /* One server, as asked so far: conf's answer, srvr's mode. */
 enum srv_told { SRV_UNASKED, SRV_UNREACHED, SRV_NO_CONF, SRV_CONF };

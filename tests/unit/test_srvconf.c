@@ -69,6 +69,15 @@ static void test_anything_else_is_unknown(void)
     CHECK(srvconf_parse_conf(junk, sizeof junk, &c) == -1);
     CHECK(srvconf_parse_mode(junk, sizeof junk) == SRV_MODE_UNKNOWN);
     CHECK(srvconf_parse_conf(NULL, 0, &c) == -1 && srvconf_parse_mode(NULL, 0) == SRV_MODE_UNKNOWN);
+    /* a whitelist's refusal is an answer; an empty reply or a server still
+     * starting is not */
+    static const char refused[] = "conf is not executed because it is not in the whitelist.\n";
+    static const char starting[] = "This ZooKeeper instance is not currently serving requests\n";
+    CHECK(srvconf_refused(refused, sizeof refused - 1) == 1);
+    CHECK(srvconf_refused(refused, 20) == 0);
+    CHECK(srvconf_refused(starting, sizeof starting - 1) == 0);
+    CHECK(srvconf_refused("", 0) == 0 && srvconf_refused(NULL, 0) == 0);
+    CHECK(srvconf_refused(junk, sizeof junk) == 0);
     /* a key given twice keeps its last value */
     const char twice[] = "tickTime=200\ntickTime=400\nminSessionTimeout=800\nmaxSessionTimeout=900\n";
     CHECK(srvconf_parse_conf(twice, strlen(twice), &c) == 0 && c.tick_ms == 400);
