@@ -26,33 +26,26 @@ asan_pid=$!
 asan_built() {
   wait "$asan_pid"; local r=$?
   cat "$asan_log"
-  [ $r -eq 0 ] || { echo "the ASan build failed (exit $r)"; [ -z "$chaos_pid" ] || wait "$chaos_pid"; exit 1; }
+  [ $r -eq 0 ] || { echo "the ASan build failed (exit $r)"; exit 1; }
 }
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 passed=0 failed=0 rc=0
-# One ctest run: run_ctest_to DIR B ARGS runs it in build dir B with its
-# output, exit code, seconds and the CPU its tests used (user + sys of the
-# processes they waited for, by bash's times in ctest's subshell: not the
-# builds going on beside) in DIR; account DIR prints that and adds the
-# counts to passed/failed. run_ctest B ARGS: the two.
-run_ctest_to() {
-  local d=$1 b=$2; shift 2
+# One ctest run; adds its counts to passed/failed; says its time and the CPU
+# its tests used (user + sys of the processes they waited for, by bash's
+# times in ctest's subshell: not the builds going on beside).
+cpu_file=$(mktemp)
+run_ctest() {
+  local b=$1; shift
   local t0=$SECONDS
-  : >"$d/cpu"
-  ( cd "$b" && { ctest --output-on-failure --timeout 300 "$@" >"$d/out" 2>&1; r=$?; times >"$d/cpu"; exit $r; } )
-  echo $? >"$d/rc"
-  echo $((SECONDS - t0)) >"$d/secs"
-  echo "$b" >"$d/b"
-}
-account() {
-  local d=$1 b r out line total f
-  b=$(cat "$d/b"); r=$(cat "$d/rc"); out=$(cat "$d/out")
+  : >"$cpu_file"
+  out=$( cd "$b" && { ctest --output-on-failure --timeout 300 "$@" 2>&1; r=$?; times >"$cpu_file"; exit $r; } )
+  r=$?
   printf '%s\n' "$out"
-  awk -v b="$b" -v t="$(cat "$d/secs")" 'NR == 2 { split($1, u, "m"); split($2, s, "m")
+  awk -v b="$b" -v t=$((SECONDS - t0)) 'NR == 2 { split($1, u, "m"); split($2, s, "m")
     c = u[1] * 60 + u[2] + s[1] * 60 + s[2]
-    printf "ctest in %s: %d s, %.0f s of CPU (%.2f cores)\n", b, t, c, t ? c / t : 0 }' "$d/cpu"
+    printf "ctest in %s: %d s, %.0f s of CPU (%.2f cores)\n", b, t, c, t ? c / t : 0 }' "$cpu_file"
   line=$(printf '%s\n' "$out" | grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' | tail -n1)
   if [ -n "$line" ]; then
     total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
@@ -61,25 +54,17 @@ account() {
   elif ! printf '%s\n' "$out" | grep -q 'No tests were found'; then
     failed=$((failed + 1))
   fi
-  [ "$r" -eq 0 ] || printf '%s\n' "$out" | grep -q 'No tests were found' || rc=1
-}
-run_ctest() {
-  local d
-  d=$(mktemp -d)
-  run_ctest_to "$d" "$@"
-  account "$d"
-  rm -rf "$d"
+  [ $r -eq 0 ] || printf '%s\n' "$out" | grep -q 'No tests were found' || rc=1
 }
 # Static analysis (scripts/lint.sh: one test) and the fuzz targets (one test
-# each), in the whole run only: they run beside the chaos suite and the
-# ASan run under SCHED_IDLE, in the CPU time those leave idle (the chaos
-# suite waits on session timeouts and partitions; its processes take the
-# CPU at once when they wake). Their output is printed when they are done.
+# each), in the whole run only: they run beside the chaos suite under
+# SCHED_IDLE, in the CPU time it leaves idle (it waits on session timeouts
+# and partitions; its processes take the CPU at once when they wake), so
+# they do not add their two minutes to the run. Their output is printed
+# when they are done.
 side=$(mktemp -d)
-chaos=$(mktemp -d)
-trap 'rm -rf "$side" "$asan_log" "$chaos"' EXIT
+trap 'rm -rf "$side" "$asan_log" "$cpu_file"' EXIT
 side_pid=
-chaos_pid=
 start_side() {
   [ $# -eq 0 ] || return 0
   (
@@ -99,17 +84,13 @@ for b in build build-asan; do
     # compute: at -j3 the tests used 1.2 of the 2 cores in the normal build,
     # 1.3 in the ASan one); the schedule checks (integration.*_once) and the
     # package build take two slots each (PROCESSORS 2), so no more than two
-    # tests run beside them; the chaos suite (its own ensemble, namespaces,
-    # timing) runs in the normal build only, after its other tests and
-    # beside the ASan run (under ASan: scripts/test.sh -R chaos, or chaos.py
+    # tests run beside them; the chaos suite (its own ensemble, namespaces, timing) runs alone, in
+    # the normal build (under ASan: scripts/test.sh -R chaos, or chaos.py
     # with the ASan binary), to keep the whole run well inside 15 minutes
     if [ "$b" = build ]; then
       run_ctest "$b" -j4 -E '^chaos\.suite$'
-      # the chaos suite (mostly waiting: 0.25 of a core) beside the ASan
-      # run, as beside a CPU hog; its output once that is over
-      run_ctest_to "$chaos" "$b" -R '^chaos\.suite$' &
-      chaos_pid=$!
       start_side "$@"
+      run_ctest "$b" -R '^chaos\.suite$'
     elif [ -n "${ZKELECT_ASAN_ALL:-}" ]; then
       run_ctest "$b" -j4 -E '^chaos\.suite$'
     else
@@ -123,11 +104,6 @@ for b in build build-asan; do
     fi
   fi
 done
-if [ -n "$chaos_pid" ]; then
-  wait "$chaos_pid"
-  echo "=== ctest in build: the chaos suite (beside the ASan run)"
-  account "$chaos"
-fi
 if [ -n "$side_pid" ]; then
   wait "$side_pid"
   echo "=== lint"
