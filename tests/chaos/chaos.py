@@ -1365,6 +1365,11 @@ def sc_hand_delete(t):
                           {"type": "stepped_down", "target": lead.id}])
     _delete_by_hand(t, lead)
     t.fault_end("hand_delete")
+    # the steady window begins once the old leader has heard of the delete
+    # (beside a CPU hog its watch fired after the harness's delete
+    # returned, and the change fell inside the window: L3)
+    h.wait_until(lambda: lead.role() != "leader", timeout=5,
+                 desc="%s stepped down after the delete" % lead.id)
     t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
 
 
