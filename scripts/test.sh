@@ -84,7 +84,7 @@ for b in build build-asan; do
     # compute: at -j3 the tests used 1.2 of the 2 cores in the normal build,
     # 1.3 in the ASan one); the schedule checks (integration.*_once) and the
     # package build take two slots each (PROCESSORS 2), so no more than two
-    # tests run beside them; the chaos suite (its own ensemble, namespaces, timing) runs alone, in
+    # tests run beside them; the chaos suite (its own ensembles, namespaces, timing; two runs at once) runs alone, in
     # the normal build (under ASan: scripts/test.sh -R chaos, or chaos.py
     # with the ASan binary), to keep the whole run well inside 15 minutes
     if [ "$b" = build ]; then

@@ -3,7 +3,7 @@
 ensemble, checked by tests/chaos/checker.py (tests/chaos/README.md lists the
 scenarios and the properties; docs/design.md states the promise they test).
 
-    python3 tests/chaos/chaos.py [--trials N] [--scenario NAME ...] [--keep]
+    python3 tests/chaos/chaos.py [--trials N] [--scenario NAME ...] [--keep] [--jobs N]
                                  [--json FILE] [--out DIR] [--list]
 
 Needs root: the run re-executes itself in a private network + mount namespace
@@ -2065,6 +2065,85 @@ def fmt_result(r):
     return line
 
 
+# Seconds a scenario took in CI's quiet runs: how run_jobs() splits the
+# scenarios (longest first onto the part with the least so far); a scenario
+# not listed counts as 8.
+EST_S = {"log_stall": 15, "quorum_loss": 14, "http_flood": 13, "cut_after_create": 12,
+         "follower_isolated_s20": 12, "partition_long": 11, "leader_sigstop": 10,
+         "zk_leader_kill": 10, "quorum_link_stall": 10, "zk_leader_blackhole": 10,
+         "hostile_peer": 9, "follower_isolated_s5": 8}
+
+
+def split_parts(names, jobs):
+    """names (in SCENARIOS order) into at most jobs parts of about equal
+    estimated time; each part keeps the SCENARIOS order (so a scenario that
+    restarts the ensemble with other settings stays where it was: last)."""
+    load = [0.0] * jobs
+    part_of = {}
+    for n in sorted(names, key=lambda n: -EST_S.get(n, 8)):
+        k = load.index(min(load))
+        part_of[n] = k
+        load[k] += EST_S.get(n, 8)
+    return [p for p in ([n for n in names if part_of[n] == k] for k in range(jobs)) if p]
+
+
+def run_jobs(args, names):
+    """--jobs N: N runs of this script at once, each with a part of the
+    scenarios, its own private namespaces, ensemble and logs (OUT/part-K);
+    their lines go to our stdout as they come (one write each); the summary
+    is theirs merged. Exit: the first non-zero of theirs, else 0."""
+    base = args.out or tempfile.mkdtemp(prefix="zkechaos-")
+    t0 = time.monotonic()
+    procs = []
+    for k, part in enumerate(split_parts(names, args.jobs)):
+        out = os.path.join(base, "part-%d" % (k + 1))
+        os.makedirs(out, exist_ok=True)
+        cmd = [sys.executable, os.path.abspath(__file__), "--trials", str(args.trials),
+               "--out", out, "--json", os.path.join(out, "summary.json")]
+        cmd += ["--keep"] if args.keep else []
+        cmd += ["--allow-degraded"] if args.allow_degraded else []
+        for n in part:
+            cmd += ["--scenario", n]
+        print("chaos: part %d: %s" % (k + 1, " ".join(part)), flush=True)
+        procs.append((out, subprocess.Popen(cmd)))
+
+    def forward(signum, frame):
+        for _, p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    rcs = [p.wait() for _, p in procs]
+    merged = {"passed": 0, "failed": 0, "degraded": False, "trials": [], "logs": base}
+    for out, _ in procs:
+        try:
+            with open(os.path.join(out, "summary.json")) as f:
+                d = json.load(f)
+        except (OSError, ValueError) as e:
+            print("chaos: no summary from %s: %s" % (out, e), flush=True)
+            merged["failed"] += 1
+            continue
+        for k in ("passed", "failed"):
+            merged[k] += d[k]
+        merged["degraded"] = merged["degraded"] or d["degraded"]
+        merged["zkelect"] = d["zkelect"]
+        merged["trials"] += d["trials"]
+    merged["seconds"] = round(time.monotonic() - t0, 1)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(merged, f, indent=1, default=str)
+    where = "logs under %s" % base
+    if merged["failed"] == 0 and not any(rcs) and not args.keep and not args.out:
+        shutil.rmtree(base, ignore_errors=True)
+        where = "logs removed; --keep keeps them"
+    print("%d passed, %d failed (%.0fs in %d parts; %s)"
+          % (merged["passed"], merged["failed"], merged["seconds"], len(procs), where), flush=True)
+    bad = [r for r in rcs if r != 0]
+    if bad:
+        return bad[0] if bad[0] > 0 else 2
+    return 1 if merged["failed"] else 0
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -2077,6 +2156,9 @@ def main(argv):
     ap.add_argument("--allow-degraded", action="store_true",
                     help="accept an agent without zkelect.every/spawn (no duty process)")
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    ap.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="run the scenarios in N runs at once, each in its own namespaces with its "
+                         "own ensemble (default 1)")
     try:
         args = ap.parse_args(argv[1:])
     except SystemExit as e:
@@ -2092,6 +2174,12 @@ def main(argv):
     if args.trials < 1:
         print("chaos: --trials must be >= 1", file=sys.stderr)
         return 64
+    if args.jobs < 1:
+        print("chaos: --jobs must be >= 1", file=sys.stderr)
+        return 64
+    if args.jobs > 1:
+        return run_jobs(args, [s["name"] for s in SCENARIOS
+                               if not args.scenario or s["name"] in args.scenario])
 
     net.reexec_private([os.path.abspath(__file__)] + argv[1:])    # exits in the host namespace
 
