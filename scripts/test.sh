@@ -68,8 +68,11 @@ side_pid=
 start_side() {
   [ $# -eq 0 ] || return 0
   (
+    t0=$SECONDS
     "${idle[@]}" bash scripts/lint.sh >"$side/lint.log" 2>&1; echo $? >"$side/lint.rc"
+    t1=$SECONDS
     "${idle[@]}" bash scripts/fuzz.sh "${FUZZ_SECONDS:-4}" >"$side/fuzz.log" 2>&1
+    echo "lint $((t1 - t0)) s, fuzz $((SECONDS - t1)) s (beside the chaos suite)" >"$side/times"
   ) &
   side_pid=$!
 }
@@ -105,7 +108,9 @@ for b in build build-asan; do
   fi
 done
 if [ -n "$side_pid" ]; then
+  t_wait=$SECONDS
   wait "$side_pid"
+  echo "=== $(cat "$side/times" 2>/dev/null); waited $((SECONDS - t_wait)) s for them after it"
   echo "=== lint"
   cat "$side/lint.log"
   if [ "$(cat "$side/lint.rc" 2>/dev/null)" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; fi
