@@ -1457,9 +1457,12 @@ static void watch_end_asked(struct watch *w, int by)
     w->ended = w->killed_agent;
     if (!w->ended)
         atomic_store(&end_asked, 0);    /* it watches on, as before the request */
-    snprintf(msg, sizeof msg, "fail-stop: an end of the agent's terms was asked (by pid %d: "
+    char who[32] = "an unknown pid";     /* -1 in end_asked: zke_guard_end_now's 0 */
+    if (by > 0)
+        snprintf(who, sizeof who, "pid %d", by);
+    snprintf(msg, sizeof msg, "fail-stop: an end of the agent's terms was asked (by %s: "
              "zkelect ctl resign --force): SIGKILL to %d process group%s and to the agent "
-             "(pid %d%s)", by, n, n == 1 ? "" : "s", (int)w->agent,
+             "(pid %d%s)", who, n, n == 1 ? "" : "s", (int)w->agent,
              w->killed_agent ? "" : ": it could not be signalled");
     say(w->log, w->ud, ZKE_LOG_ERROR, msg);
 }

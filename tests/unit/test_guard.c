@@ -59,11 +59,12 @@ static void watcher_log(void *ud, enum zke_log_level lvl, const char *msg)
  * handler of zkelect ctl resign --force does) this long after it starts */
 static int end_after_s;
 static zke_guard *end_guard;
+static pid_t end_by;            /* the pid it names (0: unknown) */
 
 static void ask_end(int sig)
 {
     (void)sig;
-    zke_guard_end_now(end_guard, 4242);
+    zke_guard_end_now(end_guard, end_by);
 }
 
 /* Forks the watcher of g (a child of the calling process). */
@@ -445,14 +446,15 @@ static void test_kill_agent(void)
 
 /* zke_guard_end_now, from a signal handler in the watcher: the term's
  * group and the agent SIGKILLed long before the term's hard end, even
- * without ZKE_GUARD_KILL_AGENT, and one line naming who asked. */
-static void test_end_asked(void)
+ * without ZKE_GUARD_KILL_AGENT, and one line naming who asked (`want`). */
+static void test_end_asked(pid_t by, const char *want)
 {
     char buf[1024];
     int pfd[2], lfd[2];
     pid_t s = 0;
     CHECK(pipe(pfd) == 0 && pipe(lfd) == 0);
     end_after_s = 1;
+    end_by = by;
     pid_t a = fork_agent(0, 60000, pfd[1], lfd[1]);
     end_after_s = 0;
     CHECK(read(pfd[0], &s, sizeof s) == (ssize_t)sizeof s);
@@ -460,7 +462,7 @@ static void test_end_asked(void)
     CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     CHECK(group_gone(s, 3000));
     read_log(lfd[0], buf, sizeof buf, 2000);
-    CHECK(strstr(buf, "end of the agent's terms was asked (by pid 4242") != NULL &&
+    CHECK(strstr(buf, want) != NULL &&
           strstr(buf, "and to the agent") != NULL && strstr(buf, "outlived") == NULL);
     if (st == -1) {
         (void)kill(a, SIGKILL);
@@ -470,6 +472,16 @@ static void test_end_asked(void)
     close(pfd[1]);
     close(lfd[0]);
     close(lfd[1]);
+}
+
+static void test_end_asked_by_a_pid(void)
+{
+    test_end_asked(4242, "end of the agent's terms was asked (by pid 4242");
+}
+
+static void test_end_asked_by_an_unknown(void)
+{
+    test_end_asked(0, "end of the agent's terms was asked (by an unknown pid");
 }
 
 static void test_agent_dies(void)
@@ -983,7 +995,8 @@ int main(void)
     RUN(test_standby_arms_without_a_wake);
     RUN(test_two_phases);
     RUN(test_kill_agent);
-    RUN(test_end_asked);
+    RUN(test_end_asked_by_a_pid);
+    RUN(test_end_asked_by_an_unknown);
     RUN(test_agent_dies);
     RUN(test_fence);
     RUN(test_relative_ends);
