@@ -568,31 +568,29 @@ int zkclient_create(zkclient *s, const char *path, const char *data, size_t len,
     return submit(s, r);
 }
 
-int zkclient_list(zkclient *s, const char *path, int watch, zkc_done_fn *cb, void *arg)
+/* A read that may leave a watch: list, get, exists. */
+static int read_op(zkclient *s, enum req_op op, const char *path, int watch, zkc_done_fn *cb, void *arg)
 {
-    struct req *r = prepare(s, OP_LIST, path, cb, arg);
+    struct req *r = prepare(s, op, path, cb, arg);
     if (r == NULL)
         return -1;
     r->watch = watch != 0;
     return submit(s, r);
+}
+
+int zkclient_list(zkclient *s, const char *path, int watch, zkc_done_fn *cb, void *arg)
+{
+    return read_op(s, OP_LIST, path, watch, cb, arg);
 }
 
 int zkclient_get(zkclient *s, const char *path, int watch, zkc_done_fn *cb, void *arg)
 {
-    struct req *r = prepare(s, OP_GET, path, cb, arg);
-    if (r == NULL)
-        return -1;
-    r->watch = watch != 0;
-    return submit(s, r);
+    return read_op(s, OP_GET, path, watch, cb, arg);
 }
 
 int zkclient_exists(zkclient *s, const char *path, int watch, zkc_done_fn *cb, void *arg)
 {
-    struct req *r = prepare(s, OP_EXISTS, path, cb, arg);
-    if (r == NULL)
-        return -1;
-    r->watch = watch != 0;
-    return submit(s, r);
+    return read_op(s, OP_EXISTS, path, watch, cb, arg);
 }
 
 int zkclient_sync(zkclient *s, const char *path, zkc_done_fn *cb, void *arg)
