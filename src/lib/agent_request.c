@@ -167,6 +167,7 @@ static void to_el_result(const struct rctx *c, const struct zkc_result *r, struc
     res->rc = to_el_rc(r->rc);
     res->czxid = r->czxid;
     res->mzxid = r->mzxid;
+    res->version = r->version;
     res->owner = r->owner;
     res->data = r->data;
     res->datalen = r->datalen;

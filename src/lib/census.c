@@ -85,6 +85,7 @@ static void get_done(void *arg, const struct zkc_result *res)
             e->epoch = nd.epoch;
             e->kind = census_kind(e->node, nd.ours);
             e->priority = nd.priority;
+            free(nd.aside);     /* id and data are taken; the rest is not kept */
         }
         e->owner = res->owner;
         e->ctime_ms = res->ctime;

@@ -66,6 +66,13 @@ struct election {
     int rejoin_ms;              /* after the next resign: the owner's backoff (0: REJOIN_MS) */
     int led;                    /* our current node has led a term: it never leads again */
     int published;              /* the leader data of this term was written */
+    int32_t pub_version;        /* our node's data version after that write */
+    int pub_again;              /* the leader data changed while a publish was on its way */
+    char *aside;                /* leader: the node our data asks the ones ahead to step aside for */
+    int requeue;                /* stepping aside: our node is being deleted, to be created anew
+                                 * at once (no term is started meanwhile: the phase is not
+                                 * P_WATCH/P_SETTLED until a listing of the new node) */
+    char *aside_leader, *aside_target;  /* the last (leader node, target) we stepped aside for */
     int near_wrap, wrap_warned; /* a listing showed the wrap near (sticky), said once */
     enum zke_compat compat;     /* node naming and data (el_set_compat) */
     int started;                /* el_on_session was called: compat is fixed */
@@ -249,6 +256,8 @@ static void lose_node(election *e, const char *reason)
     e->role = ZKE_ROLE_IDLE;
     e->epoch = 0;
     e->suspended = e->led = 0;
+    e->requeue = e->pub_again = 0;
+    set_str(&e->aside, NULL);
     set_str(&e->node, NULL);
     e->trust = NODE_UNCHECKED;
     e->seq = -1;
@@ -275,6 +284,7 @@ static void finish_stop(election *e)
 
 static void start_create(election *e)
 {
+    e->requeue = 0;
     if (e->withdrawn) {
         e->phase = P_IDLE;      /* no node until el_rejoin */
         e->want_main = 0;       /* and no answer to wait for */
@@ -315,6 +325,8 @@ static void start_delete(election *e)
  * (now, or once connected again) and rejoin with a new one. */
 static void end_term(election *e, const char *reason)
 {
+    set_str(&e->aside, NULL);
+    e->pub_again = 0;
     emit(e, ZKE_EV_STEPDOWN, reason);
     e->role = ZKE_ROLE_IDLE;
     e->epoch = 0;
@@ -335,7 +347,7 @@ static void publish(election *e, int version)
         e->published = 1;
         return;
     }
-    char *enc = nodedata_encode(e->id, e->data, e->epoch, e->priority);
+    char *enc = nodedata_encode_aside(e->id, e->data, e->epoch, e->priority, e->aside);
     if (enc == NULL) {
         elog(e, ZKE_LOG_WARN, "out of memory: leader data of epoch %" PRId64 " not published",
              e->epoch);
@@ -366,6 +378,8 @@ static void become_leader(election *e, const char *reason)
         e->role = ZKE_ROLE_LEADER;
         e->led = 1;
         e->published = 0;
+        e->pub_again = 0;
+        set_str(&e->aside, NULL);
         e->suspended = 0;
         e->epoch = e->czxid;
         emit(e, ZKE_EV_LEADER, reason);
@@ -379,8 +393,10 @@ static void become_leader(election *e, const char *reason)
         /* same session, node confirmed ours again */
         e->suspended = 0;
         emit(e, ZKE_EV_RESUME, "reconnected");
-        if (!e->published && e->want_pub == 0)
+        if ((!e->published || e->pub_again) && e->want_pub == 0) {
+            e->pub_again = 0;
             publish(e, -1);
+        }
     }
     /* only now: the LEADER event names our last predecessor as `previous` */
     set_str(&e->pred, NULL);
@@ -747,6 +763,8 @@ static void on_delete(election *e, const struct el_result *r)
             finish_stop(e);
         } else if (e->withdrawn) {
             e->phase = P_IDLE;      /* stays out until el_rejoin */
+        } else if (e->requeue) {
+            start_create(e);        /* stepped aside: back in line at once, behind the target */
         } else {
             e->phase = P_IDLE;
             int base = e->rejoin_ms > 0 ? e->rejoin_ms : REJOIN_MS;
@@ -777,6 +795,45 @@ static int pred_claim_to_check(election *e, const struct el_result *r)
     return 1;
 }
 
+/* Our predecessor is the leader (our last listing: it is the smallest node)
+ * and its leader data (under its own czxid: it published it as the leader)
+ * asks the candidates ahead of a node to step aside for it: 1 if that is
+ * us. Only for a target behind us (a larger sequence; none near the wrap,
+ * where suffixes no longer follow creation order), once per (leader node,
+ * target), and never while we lead, stop or are out (the caller is in
+ * P_WATCH: never mid-step). Anyone who can write the folder can write
+ * such data: the only effect is that we re-queue, never that anybody
+ * leads. */
+static int aside_asked(election *e, const struct el_result *r)
+{
+    const char *t = e->leader_nd.aside;
+    int32_t tseq;
+    if (t == NULL || !e->leader_nd.ours || e->leader_nd.epoch <= 0 ||
+        e->leader_nd.epoch != r->czxid || e->role == ZKE_ROLE_LEADER || e->stopping ||
+        e->withdrawn || e->near_wrap || e->node == NULL || e->seq < 0)
+        return 0;
+    if (el_parse_seq(t, &tseq) != 0 || tseq <= e->seq || same(t, e->node))
+        return 0;
+    if (same(e->aside_leader, e->leader_node) && same(e->aside_target, t))
+        return 0;
+    set_str(&e->aside_leader, e->leader_node);
+    set_str(&e->aside_target, t);
+    return 1;
+}
+
+/* Steps aside for the target aside_asked() found: our node goes and a new
+ * one is created at once (on_delete), behind the target. The role stays
+ * (a follower re-queues, it does not leave); the phase is P_DELETE, then
+ * P_CREATE and P_LIST, so the predecessor's deletion starts no term
+ * meanwhile (el_on_watch acts on it only in P_WATCH and P_SETTLED). */
+static void step_aside(election *e)
+{
+    elog(e, ZKE_LOG_INFO, "stepping aside for %s (asked by the leader %s)", e->aside_target,
+         e->aside_leader);
+    start_delete(e);
+    e->requeue = 1;
+}
+
 /* EL_REQ_WATCH's answer: the exists-watch on our predecessor, with its data.
  * Its token is its own (not want_main). */
 static void on_watch(election *e, const struct el_result *r)
@@ -789,6 +846,10 @@ static void on_watch(election *e, const struct el_result *r)
         set_nd(&e->pred_nd, r->data, r->datalen);
         if (same(e->pred, e->leader_node)) {
             set_nd(&e->leader_nd, r->data, r->datalen);
+            if (aside_asked(e, r)) {
+                step_aside(e);
+                return;
+            }
         } else if (pred_claim_to_check(e, r)) {
             start_list(e);
             return;
@@ -827,9 +888,16 @@ static void on_publish(election *e, const struct el_result *r)
     e->want_pub = 0;
     if (r->rc == EL_OK) {
         e->published = 1;
+        e->pub_version = r->version;
         elog(e, ZKE_LOG_DEBUG, "leader data published: epoch %" PRId64 ", write zxid %" PRId64,
              e->epoch, r->mzxid);
-    } else if (r->rc != EL_CONNLOSS && r->rc != EL_EXPIRED && r->rc != EL_CLOSING &&
+        if (e->pub_again && e->role == ZKE_ROLE_LEADER && !e->stopping) {
+            e->pub_again = 0;
+            publish(e, e->pub_version);
+        }
+    } else if (r->rc == EL_CONNLOSS) {
+        e->pub_again = e->aside != NULL;    /* written again on resuming */
+    } else if (r->rc != EL_EXPIRED && r->rc != EL_CLOSING &&
                r->rc != EL_NONODE && r->rc != EL_DENIED) {
         elog(e, ZKE_LOG_WARN, "leader data of epoch %" PRId64 " not published (rc %d): "
              "someone else wrote our node", e->epoch, (int)r->rc);
@@ -1077,6 +1145,24 @@ int el_rejoin(election *e)
     return 0;
 }
 
+int el_set_aside(election *e, const char *node)
+{
+    if (e->role != ZKE_ROLE_LEADER || e->stopping || e->compat != ZKE_COMPAT_NONE)
+        return -1;
+    if (same(e->aside, node) || (e->aside == NULL && node == NULL))
+        return 0;
+    char *n = node != NULL ? xstrdup(node) : NULL;
+    if (node != NULL && n == NULL)
+        return -1;
+    free(e->aside);
+    e->aside = n;
+    if (e->want_pub != 0 || !e->connected)
+        e->pub_again = 1;       /* after the write on its way, or once connected again */
+    else
+        publish(e, e->published ? e->pub_version : -1);
+    return 0;
+}
+
 int el_lease_expired(election *e, const char *reason)
 {
     if (e->role != ZKE_ROLE_LEADER || e->stopping)
@@ -1239,5 +1325,8 @@ void el_free(election *e)
     free(e->adopt_node);
     free(e->stale_node);
     free(e->claim_checked);
+    free(e->aside);
+    free(e->aside_leader);
+    free(e->aside_target);
     free(e);
 }

@@ -59,6 +59,7 @@ struct el_result {
     const char *name;         /* CREATE: created name (no path) */
     int64_t czxid;            /* CREATE, CONFIRM, ADOPT_STAT, WATCH_SELF, WATCH */
     int64_t mzxid;            /* PUBLISH: zxid of the write */
+    int32_t version;          /* PUBLISH: the node's data version after the write */
     uint64_t owner;           /* ephemeralOwner, same ops */
     const char *data;         /* WATCH, GET_LEADER */
     int datalen;
@@ -105,6 +106,18 @@ void el_set_log_level(election *e, enum zke_log_level min);
  * publishes (ZKE_COMPAT_NONE only; 0: none). Call before the first
  * el_on_session(); later calls are ignored (returns -1). */
 int  el_set_compat(election *e, enum zke_compat compat, int priority);
+/* Switchover (a hand-over to a candidate that is not next in line): while
+ * it leads, ask the candidates ahead of node (a child name) to step aside,
+ * or stop asking (NULL). The ask is a field of our leader data ("aside",
+ * nodedata.h), written like the term's publish (EL_REQ_PUBLISH, versioned);
+ * the term ending clears it. A follower whose predecessor is the leader and
+ * whose node's sequence is below node's, reading it, steps aside once per
+ * (leader node, node): it deletes its node and at once creates a new one
+ * (same session, no withdraw, no rejoin delay), so it stands behind node
+ * and, the ones ahead doing the same in line order, keeps its order among
+ * them. Only a hint: nobody leads on it. -1 if not leader, stopping, or in a
+ * compat mode (Curator and kazoo nodes read no such field). */
+int  el_set_aside(election *e, const char *node);
 /* The owner's lease ran out: a leader steps down (reason), releases its node
  * when connected and rejoins. -1 if not leader. */
 int  el_lease_expired(election *e, const char *reason);

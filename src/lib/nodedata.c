@@ -62,11 +62,17 @@ static char *put_string(char *out, const char *s)
  * nodedata_decode); integers are written whole. */
 char *nodedata_encode(const char *id, const char *data, int64_t epoch, int priority)
 {
+    return nodedata_encode_aside(id, data, epoch, priority, NULL);
+}
+
+char *nodedata_encode_aside(const char *id, const char *data, int64_t epoch, int priority,
+                            const char *aside)
+{
     if (id == NULL)
         id = "";
     if (data == NULL)
         data = "";
-    size_t n = 6 * (strlen(id) + strlen(data)) + 96;
+    size_t n = 6 * (strlen(id) + strlen(data) + (aside != NULL ? strlen(aside) : 0)) + 112;
     char *buf = malloc(n);
     if (buf == NULL)
         return NULL;
@@ -80,6 +86,11 @@ char *nodedata_encode(const char *id, const char *data, int64_t epoch, int prior
         p += snprintf(p, 40, ",\"epoch\":%" PRId64, epoch);
     if (priority > 0)
         p += snprintf(p, 40, ",\"priority\":%d", priority);
+    if (aside != NULL) {
+        static const char key[] = ",\"aside\":";
+        memcpy(p, key, sizeof key - 1);
+        p = put_string(p + sizeof key - 1, aside);
+    }
     *p++ = '}';
     *p = '\0';
     return buf;
@@ -92,6 +103,22 @@ static int priority_of(const cJSON *p)
         return 0;
     int v = (int)p->valuedouble;
     return (double)v == p->valuedouble ? v : 0;
+}
+
+/* Another node's "aside" is untrusted: a copy when it is a plausible child
+ * name (nodedata.h), else NULL. */
+static char *aside_of(const cJSON *v)
+{
+    if (!cJSON_IsString(v) || v->valuestring == NULL)
+        return NULL;
+    const char *s = v->valuestring;
+    size_t n = strlen(s);
+    if (n == 0 || n > NODEDATA_ASIDE_MAX || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f || s[i] == '/')
+            return NULL;
+    return dupn(s, n);
 }
 
 int nodedata_decode(const char *buf, int len, struct nodedata *out)
@@ -115,6 +142,7 @@ int nodedata_decode(const char *buf, int len, struct nodedata *out)
             if (cJSON_IsNumber(ep) && ep->valuedouble > 0 && ep->valuedouble < 9007199254740992.0)
                 out->epoch = (int64_t)ep->valuedouble;
             out->priority = priority_of(cJSON_GetObjectItemCaseSensitive(o, "priority"));
+            out->aside = aside_of(cJSON_GetObjectItemCaseSensitive(o, "aside"));
             cJSON_Delete(o);
             if (out->id == NULL || out->data == NULL) {
                 nodedata_clear(out);
@@ -137,5 +165,6 @@ void nodedata_clear(struct nodedata *nd)
 {
     free(nd->id);
     free(nd->data);
+    free(nd->aside);
     memset(nd, 0, sizeof *nd);
 }

@@ -1239,8 +1239,206 @@ static void test_stale_list_after_new_session(void)
     el_free(e);
 }
 
+
+/* Switchover, the leader's side: el_set_aside rewrites our leader data
+ * with "aside" (versioned, after the term's publish), clears it with NULL,
+ * and waits for a publish on its way; a follower may not ask. */
+static void test_aside_publish(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    const char *target = "n_00000000000000aa-0000000009";
+    election *e = lead_alone(&x, name);
+    struct el_req first = *find_req(&x, EL_REQ_PUBLISH);
+    /* asked while the term's publish is on its way: written after it */
+    CHECK(el_set_aside(e, target) == 0);
+    CHECK(last_req(&x)->type != EL_REQ_PUBLISH || last_req(&x)->token == first.token);
+    struct el_result res;
+    memset(&res, 0, sizeof res);
+    res.token = first.token;
+    res.rc = EL_OK;
+    res.version = 1;
+    el_on_result(e, EL_REQ_PUBLISH, &res);
+    const struct el_req *p = last_req(&x);
+    CHECK(p->type == EL_REQ_PUBLISH && p->version == 1 && strcmp(p->node, name) == 0);
+    struct nodedata nd;
+    CHECK(nodedata_decode(p->data, (int)strlen(p->data), &nd) == 0);
+    CHECK(nd.ours && nd.epoch == 100 && nd.aside != NULL && strcmp(nd.aside, target) == 0);
+    CHECK(strcmp(nd.id, "me") == 0);
+    nodedata_clear(&nd);
+    res.token = p->token;
+    res.version = 2;
+    el_on_result(e, EL_REQ_PUBLISH, &res);
+    /* the same again: nothing to write; NULL: written without it */
+    int n = x.nreq;
+    CHECK(el_set_aside(e, target) == 0 && x.nreq == n);
+    CHECK(el_set_aside(e, NULL) == 0);
+    p = last_req(&x);
+    CHECK(p->type == EL_REQ_PUBLISH && p->version == 2);
+    CHECK(nodedata_decode(p->data, (int)strlen(p->data), &nd) == 0 && nd.aside == NULL &&
+          nd.epoch == 100);
+    nodedata_clear(&nd);
+    /* read back, the value is bounded: NODEDATA_ASIDE_MAX bytes, not one more */
+    char big[NODEDATA_ASIDE_MAX + 64], *enc;
+    for (int len = NODEDATA_ASIDE_MAX; len <= NODEDATA_ASIDE_MAX + 1; len++) {
+        memset(big, 'n', sizeof big);
+        snprintf(big + len - 10, 11, "%010d", 9);
+        enc = nodedata_encode_aside("a", "d", 5, 0, big);
+        CHECK(enc != NULL && nodedata_decode(enc, (int)strlen(enc), &nd) == 0);
+        CHECK(len == NODEDATA_ASIDE_MAX ? nd.aside != NULL && strlen(nd.aside) == (size_t)len
+                                        : nd.aside == NULL);
+        nodedata_clear(&nd);
+        free(enc);
+    }
+    /* the term ends: nothing more to ask */
+    CHECK(el_resign(e, 0) == 0);
+    CHECK(el_set_aside(e, target) == -1);
+    el_free(e);
+    /* a follower, and a leader in a compat mode, may not ask */
+    struct rec y = { 0 };
+    char others[8][64];
+    e = follow_at(&y, 1, name, others);
+    CHECK(el_set_aside(e, target) == -1);
+    el_free(e);
+    struct rec z = { 0 };
+    e = el_new("/app/election", "me", NULL, &ops, &z, 42);
+    CHECK(el_set_compat(e, ZKE_COMPAT_KAZOO, 0) == 0);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    reply_create(e, &z, 7, 100, 1, name);
+    const char *names[] = { name };
+    reply_list(e, last_req(&z), names, 1);
+    CHECK(el_role(e) == ZKE_ROLE_LEADER && el_set_aside(e, target) == -1);
+    el_free(e);
+}
+
+/* The leader's data (czxid 777, the leader node's) with aside = target. */
+static void leader_asks(election *e, struct rec *x, const char *leader, const char *target)
+{
+    char data[256];
+    snprintf(data, sizeof data, "{\"zkelect\":1,\"id\":\"leader-id\",\"data\":\"\",\"epoch\":777,"
+             "\"aside\":\"%s\"}", target);
+    el_on_watch(e, EL_W_CHANGED, leader);
+    CHECK(last_req(x)->type == EL_REQ_WATCH && strcmp(last_req(x)->node, leader) == 0);
+    reply_node_data(e, last_req(x), data, 777);
+}
+
+/* Switchover, the follower's side: next in line (the leader is our
+ * predecessor) and asked to step aside for a node behind us, we delete our
+ * node and create one at once, without a term on the leader's deletion
+ * meanwhile; back in line ahead of the target again (contrived: a sequence
+ * below its), the same ask is not obeyed twice. */
+static void test_follower_steps_aside_once(void)
+{
+    struct rec x = { 0 };
+    char name[128], others[8][64], renamed[128];
+    const char *target = "n_00000000000000aa-0000000005";
+    election *e = follow_at(&x, 1, name, others);
+    int m = x.nev;
+    leader_asks(e, &x, others[0], target);
+    CHECK(last_req(&x)->type == EL_REQ_DELETE && strcmp(last_req(&x)->node, name) == 0);
+    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER && x.nev == m);
+    struct el_req del = *last_req(&x);
+    /* mid-step: the leader going starts no term (no fast path, no listing) */
+    int n = x.nreq;
+    el_on_watch(e, EL_W_DELETED, others[0]);
+    CHECK(el_role(e) != ZKE_ROLE_LEADER && x.nreq == n);
+    /* and the same ask again does nothing either */
+    el_on_watch(e, EL_W_CHANGED, others[0]);
+    CHECK(x.nreq == n);
+    reply(e, &del, EL_OK);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);         /* at once: no rejoin backoff */
+    reply_create(e, &x, 2, 202, 1, renamed);
+    CHECK(strcmp(x.ev_reason[x.nev - 1], "created") == 0);
+    const char *line[] = { others[0], renamed, target };
+    reply_list(e, find_req(&x, EL_REQ_LIST), line, 3);
+    reply_stat(e, find_req(&x, EL_REQ_WATCH_SELF), 202, 1);
+    n = x.nreq;
+    char data[256];
+    snprintf(data, sizeof data, "{\"zkelect\":1,\"id\":\"leader-id\",\"data\":\"\",\"epoch\":777,"
+             "\"aside\":\"%s\"}", target);
+    reply_node_data(e, find_req(&x, EL_REQ_WATCH), data, 777);
+    CHECK(el_role(e) == ZKE_ROLE_FOLLOWER);
+    for (int i = n; i < x.nreq; i++)
+        CHECK(x.req[i].type != EL_REQ_DELETE);
+    /* a new target is a new ask */
+    leader_asks(e, &x, others[0], "n_00000000000000bb-0000000006");
+    CHECK(last_req(&x)->type == EL_REQ_DELETE && strcmp(last_req(&x)->node, renamed) == 0);
+    el_free(e);
+}
+
+/* Asks that are not obeyed: a target ahead of us, or our own node, data that is not the leader's (another czxid, no epoch, not ours),
+ * a value that is no plausible child name, a predecessor that is not the
+ * leader, and the leader itself (it reads no follower's data). */
+static void test_aside_not_obeyed(void)
+{
+    static const char *const targets[] = {
+        "n_00000000000000aa-0000000000",    /* ahead of us (sequence 0 < our 1) */
+        "", "../n_x-0000000009", "a/b-0000000009", "n_\\u0001-0000000009", "n_no_sequence",
+        "n_\\u00e9-0000000009",
+    };
+    for (size_t i = 0; i < sizeof targets / sizeof targets[0] + 1; i++) {
+        struct rec x = { 0 };
+        char name[128], others[8][64];
+        election *e = follow_at(&x, 1, name, others);
+        int n = x.nreq;
+        if (i < sizeof targets / sizeof targets[0]) {
+            leader_asks(e, &x, others[0], targets[i]);
+        } else {
+            char own[256];
+            snprintf(own, sizeof own, "%s", name);
+            leader_asks(e, &x, others[0], own);
+        }
+        for (int k = n; k < x.nreq; k++)
+            CHECK(x.req[k].type != EL_REQ_DELETE);
+        el_free(e);
+    }
+    static const char *const datas[] = {
+        "{\"zkelect\":1,\"id\":\"l\",\"epoch\":778,\"aside\":\"n_aa-0000000009\"}",  /* czxid */
+        "{\"zkelect\":1,\"id\":\"l\",\"aside\":\"n_aa-0000000009\"}",             /* no epoch */
+        "{\"id\":\"l\",\"epoch\":777,\"aside\":\"n_aa-0000000009\"}",               /* not ours */
+        "{\"zkelect\":1,\"id\":\"l\",\"epoch\":777,\"aside\":9}",                  /* a number */
+        "{\"zkelect\":1,\"id\":\"l\",\"epoch\":777,\"aside\":[\"n_aa-0000000009\"]}",
+    };
+    for (size_t i = 0; i < sizeof datas / sizeof datas[0]; i++) {
+        struct rec x = { 0 };
+        char name[128], others[8][64];
+        election *e = follow_at(&x, 1, name, others);
+        int n = x.nreq;
+        el_on_watch(e, EL_W_CHANGED, others[0]);
+        reply_node_data(e, last_req(&x), datas[i], 777);
+        for (int k = n; k < x.nreq; k++)
+            CHECK(x.req[k].type != EL_REQ_DELETE);
+        CHECK(el_role(e) == ZKE_ROLE_FOLLOWER);
+        el_free(e);
+    }
+    /* further back: the predecessor is not the leader, whatever it writes */
+    struct rec x = { 0 };
+    char name[128], others[8][64];
+    election *e = follow_at(&x, 2, name, others);
+    int n = x.nreq;
+    el_on_watch(e, EL_W_CHANGED, others[1]);
+    reply_node_data(e, last_req(&x), "{\"zkelect\":1,\"id\":\"l\",\"epoch\":777,"
+                    "\"aside\":\"n_aa-0000000009\"}", 777);
+    for (int k = n; k < x.nreq; k++)
+        CHECK(x.req[k].type != EL_REQ_DELETE);
+    el_free(e);
+    /* the leader: its own node's change is only its watch set again */
+    struct rec y = { 0 };
+    e = lead_alone(&y, name);
+    CHECK(el_set_aside(e, "n_00000000000000aa-0000000009") == 0);
+    n = y.nreq;
+    el_on_watch(e, EL_W_CHANGED, name);
+    for (int k = n; k < y.nreq; k++)
+        CHECK(y.req[k].type != EL_REQ_DELETE);
+    CHECK(el_role(e) == ZKE_ROLE_LEADER);
+    el_free(e);
+}
+
 int main(void)
 {
+    RUN(test_aside_publish);
+    RUN(test_follower_steps_aside_once);
+    RUN(test_aside_not_obeyed);
     RUN(test_denied_backs_off_quietly);
     RUN(test_log_level);
     RUN(test_withdraw_and_rejoin);
