@@ -782,6 +782,9 @@ struct zke_handover {
                                   * on success and with "other_led"; NULL otherwise */
     const char *leader_node;     /* its node */
     int64_t leader_epoch;        /* its published epoch (0: a foreign candidate) */
+    const char *stepped_aside;   /* a switchover: who was ahead of `to` when the ones ahead
+                                  * were asked to step aside (ids, ", "-separated); NULL when
+                                  * `to` was next in line, or no ask was made */
 };
 
 typedef void zke_handover_fn(zke_agent *a, const struct zke_handover *r, void *ud);

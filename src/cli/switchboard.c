@@ -167,6 +167,8 @@ static void handover_done(zke_agent *a, const struct zke_handover *r, void *ud)
     cJSON_AddStringToObject(o, "message", r->msg);
     cJSON_AddStringToObject(o, "leader", r->leader);
     cJSON_AddNumberToObject(o, "epoch", (double)r->leader_epoch);
+    if (r->stepped_aside != NULL)
+        cJSON_AddStringToObject(o, "stepped_aside", r->stepped_aside);
     log_msg(ZKE_LOG_INFO, "ctl", r->msg);
     answer(sb, token, o, EX_OK);
 }

@@ -2,7 +2,11 @@
  * agent_handover.c - operations that read the line on the agent's own
  * session for the host: zke_agent_resign_to (list, decide, resign, then
  * list every HANDOVER_POLL_S until another node leads) and
- * zke_agent_read_candidates (one reading). Each op is on the agent's list
+ * zke_agent_read_candidates (one reading). When others are ahead of the
+ * target (a switchover), the resign waits until they stepped aside: the
+ * leader's data asks them to (el_set_aside), and the line is read every
+ * ASIDE_POLL_S until the target is next, within the aside budget; else the
+ * ask is taken back and the lead stays (reason "not_aside"). Each op is on the agent's list
  * until its callback has run; the callback always runs from a zero timer
  * of its own (never inside a completion), but for an agent being freed,
  * when it runs from inside zke_agent_free. An op outlives its callback
@@ -20,10 +24,17 @@
 
 #define HANDOVER_POLL_S 0.3
 #define HANDOVER_MIN_MS 10000
+/* The switchover's wait for the ones ahead to step aside: half the
+ * hand-over's bound, max(5 s, 2 x the session timeout). A zkelect candidate
+ * steps aside within a few round trips of the ask; one that does not
+ * (frozen, an older version) holds the lead where it is for this long. */
+#define ASIDE_POLL_S    0.2
+#define ASIDE_MIN_MS    5000
 
 enum op_kind { OP_HANDOVER, OP_READ };
 enum op_state {
     OS_DECIDE,      /* the first listing is under way */
+    OS_ASIDE,       /* asked the ones ahead to step aside: listing until the target is next */
     OS_WATCH,       /* resigned: listing until another node leads */
     OS_FINISH,      /* the outcome is known: the callback is due */
     OS_DELIVERED    /* the callback ran; a reading may still hold the op */
@@ -40,6 +51,8 @@ struct handover {
     zke_candidates_fn *cdone;
     void *ud;
     char *to, *old_node;
+    char *aside_node;           /* OS_ASIDE on: the target's node the leader data names */
+    char *stepped;              /* who stepped aside (ids, ", "-separated), or NULL */
     int64_t old_epoch, deadline_ns;
     ev_timer t;
     struct line_read *rd;       /* OP_READ: the reading to hand to cdone */
@@ -53,6 +66,8 @@ static void op_free(struct handover *op)
     agent_line_free(op->rd);
     free(op->to);
     free(op->old_node);
+    free(op->aside_node);
+    free(op->stepped);
     free(op->msg);
     free(op->leader);
     free(op->leader_node);
@@ -84,6 +99,7 @@ static int deliver(struct handover *op, int freeing)
         op->res.to = op->to;
         op->res.leader = op->leader;
         op->res.leader_node = op->leader_node;
+        op->res.stepped_aside = op->stepped;
         op->done(a, &op->res, op->ud);
     } else {
         struct zke_census c;
@@ -125,13 +141,138 @@ static int start_read(struct handover *op)
     return 0;
 }
 
-/* The first listing: refuse, or resign now (in the answer's callback). */
+/* Takes the ask to step aside back (a switchover that ends without a
+ * resign): the leader data without "aside". Nothing once the term is over
+ * (its end took it back). */
+static void unask(struct handover *op)
+{
+    if (op->aside_node == NULL)
+        return;
+    free(op->aside_node);
+    op->aside_node = NULL;
+    if (el_set_aside(op->a->el, NULL) == 0)
+        agent_kick_now(op->a);
+}
+
+/* Appends name to the ", "-separated *list (left as it was when out of memory). */
+static void add_name(char **list, const char *name)
+{
+    char *more = xprintf("%s%s%s", *list != NULL ? *list : "", *list != NULL ? ", " : "", name);
+    if (more == NULL)
+        return;
+    free(*list);
+    *list = more;
+}
+
+static int aside_budget_ms(const zke_agent *a)
+{
+    return 2 * a->lease.plan.session_ms > ASIDE_MIN_MS ? 2 * a->lease.plan.session_ms : ASIDE_MIN_MS;
+}
+
+/* The target is next in line: a plain resign (the recipe's own step-down
+ * and fast path), then OS_WATCH. */
+static void resign_now(struct handover *op, const struct zke_status *st)
+{
+    zke_agent *a = op->a;
+    op->old_node = xstrdup(st->node);
+    op->old_epoch = st->epoch;
+    if (op->old_node == NULL) {
+        unask(op);
+        conclude(op, "internal", xstrdup("out of memory"));
+        return;
+    }
+    if (zke_agent_resign(a) != 0) {
+        unask(op);
+        conclude(op, "not_leader", xstrdup(zke_agent_errstr(a)));
+        return;
+    }
+    if (op->stepped != NULL)
+        agent_alog(a, ZKE_LOG_INFO, "resigning for %s, next in line (%s stepped aside)", op->to,
+                   op->stepped);
+    else
+        agent_alog(a, ZKE_LOG_INFO, "resigning for %s, next in line", op->to);
+    op->res.resigned = 1;
+    op->state = OS_WATCH;
+    int bound = 4 * a->lease.plan.session_ms > HANDOVER_MIN_MS ? 4 * a->lease.plan.session_ms : HANDOVER_MIN_MS;
+    op->deadline_ns = zkc_now_ns() + (int64_t)bound * 1000000;
+    ev_timer_set(&op->t, HANDOVER_POLL_S, 0.);
+    ev_timer_start(op->loop, &op->t);
+}
+
+/* Others are ahead of the target (ahead: their names, taken): ask them to
+ * step aside (el_set_aside), or refuse when one cannot (a Curator or kazoo
+ * candidate reads no such ask; in a compat mode our data carries none). */
+static void ask_aside(struct handover *op, const char *node, char *ahead, int nahead,
+                      const char *foreign)
+{
+    zke_agent *a = op->a;
+    if (a->set.compat != ZKE_COMPAT_NONE || foreign != NULL) {
+        conclude(op, "not_next", xprintf("%s is not next in line: %s %s ahead of it, and %s "
+                                         "cannot step aside (%s)", op->to, ahead,
+                                         nahead > 1 ? "are" : "is",
+                                         foreign != NULL ? foreign : "they",
+                                         a->set.compat != ZKE_COMPAT_NONE
+                                         ? "a compat mode's leader data asks nothing"
+                                         : "Curator and kazoo candidates read no such ask"));
+        free(ahead);
+        return;
+    }
+    op->aside_node = xstrdup(node);
+    if (op->aside_node == NULL) {
+        free(ahead);
+        conclude(op, "internal", xstrdup("out of memory"));
+        return;
+    }
+    if (el_set_aside(a->el, node) != 0) {
+        free(op->aside_node);
+        op->aside_node = NULL;
+        free(ahead);
+        conclude(op, "not_leader", xstrdup("this candidate does not lead (any more)"));
+        return;
+    }
+    agent_kick_now(a);
+    op->stepped = ahead;
+    int budget = aside_budget_ms(a);
+    agent_alog(a, ZKE_LOG_INFO, "switchover to %s: asking %s to step aside (within %d ms)",
+               op->to, ahead, budget);
+    op->state = OS_ASIDE;
+    op->deadline_ns = zkc_now_ns() + (int64_t)budget * 1000000;
+    ev_timer_set(&op->t, ASIDE_POLL_S, 0.);
+    ev_timer_start(op->loop, &op->t);
+}
+
+/* OS_ASIDE, the target not next yet (ahead: who is still ahead, or NULL
+ * when the line could not be read): read again, or give up at the budget's
+ * end, the lead staying here. */
+static void aside_later(struct handover *op, const char *ahead)
+{
+    if (zkc_now_ns() < op->deadline_ns) {
+        ev_timer_set(&op->t, ASIDE_POLL_S, 0.);
+        ev_timer_start(op->loop, &op->t);
+        return;
+    }
+    unask(op);
+    int budget = aside_budget_ms(op->a);
+    char *msg = ahead != NULL
+        ? xprintf("%s did not step aside for %s within %d ms; leadership stays", ahead, op->to,
+                  budget)
+        : xprintf("the line could not be read while waiting for the ones ahead of %s to step "
+                  "aside (%d ms); leadership stays", op->to, budget);
+    agent_alog(op->a, ZKE_LOG_WARN, "switchover to %s given up: %s", op->to,
+               msg != NULL ? msg : "out of memory");
+    conclude(op, "not_aside", msg);
+}
+
+/* The first listing (OS_DECIDE): refuse, resign now, or ask the ones ahead
+ * to step aside; each later one (OS_ASIDE): resign once the target is
+ * next. In the answer's callback. */
 static void decide(struct handover *op, const struct zke_census *c)
 {
     zke_agent *a = op->a;
     struct zke_status st;
     el_status(a->el, &st);
     if (st.role != ZKE_ROLE_LEADER || st.node == NULL || a->life != AL_RUNNING) {
+        unask(op);
         conclude(op, "not_leader", xstrdup("this candidate does not lead (any more)"));
         return;
     }
@@ -142,55 +283,46 @@ static void decide(struct handover *op, const struct zke_census *c)
             continue;
         if (first < 0)
             first = i;
-        if (k->id != NULL && strcmp(k->id, op->to) == 0 && strcmp(k->node, st.node) != 0)
+        if (op->aside_node != NULL ? strcmp(k->node, op->aside_node) == 0
+                                   : k->id != NULL && strcmp(k->id, op->to) == 0 &&
+                                     strcmp(k->node, st.node) != 0)
             target = i;
     }
     if (first < 0 || strcmp(c->candidates[first].node, st.node) != 0) {
+        unask(op);
         conclude(op, "not_leader", xstrdup("this candidate's node is not first in the "
                                            "election's listing"));
         return;
     }
     if (target < 0) {
-        conclude(op, "no_candidate", xprintf("no candidate %s in the election (zkelect status "
-                                             "lists them)", op->to));
+        conclude(op, "no_candidate", op->aside_node != NULL
+                 ? xprintf("%s left the election while the ones ahead of it stepped aside",
+                           op->to)
+                 : xprintf("no candidate %s in the election (zkelect status lists them)", op->to));
+        unask(op);
         return;
     }
-    char *ahead = NULL;
+    char *ahead = NULL, *foreign = NULL;
     int nahead = 0;
     for (int i = first + 1; i < target; i++) {
         const struct zke_candidate *k = &c->candidates[i];
         if (k->gone)
             continue;
-        char *more = xprintf("%s%s%s", ahead != NULL ? ahead : "", nahead ? ", " : "",
-                             k->id != NULL ? k->id : k->node);
-        free(ahead);
-        ahead = more;
+        add_name(&ahead, k->id != NULL ? k->id : k->node);
         nahead++;
+        if (strcmp(k->kind, "zkelect") != 0)
+            add_name(&foreign, k->id != NULL ? k->id : k->node);
     }
-    if (nahead > 0) {
-        conclude(op, "not_next", xprintf("%s is not next in line: %s %s ahead of it (they lead "
-                                         "first)", op->to, ahead != NULL ? ahead : "others",
-                                         nahead > 1 ? "are" : "is"));
-        free(ahead);
-        return;
+    if (nahead == 0) {
+        resign_now(op, &st);
+    } else if (op->state == OS_DECIDE) {
+        ask_aside(op, c->candidates[target].node, ahead, nahead, foreign);
+        ahead = NULL;
+    } else {
+        aside_later(op, ahead != NULL ? ahead : "others");
     }
-    op->old_node = xstrdup(st.node);
-    op->old_epoch = st.epoch;
-    if (op->old_node == NULL) {
-        conclude(op, "internal", xstrdup("out of memory"));
-        return;
-    }
-    if (zke_agent_resign(a) != 0) {
-        conclude(op, "not_leader", xstrdup(zke_agent_errstr(a)));
-        return;
-    }
-    agent_alog(a, ZKE_LOG_INFO, "resigning for %s, next in line", op->to);
-    op->res.resigned = 1;
-    op->state = OS_WATCH;
-    int bound = 4 * a->lease.plan.session_ms > HANDOVER_MIN_MS ? 4 * a->lease.plan.session_ms : HANDOVER_MIN_MS;
-    op->deadline_ns = zkc_now_ns() + (int64_t)bound * 1000000;
-    ev_timer_set(&op->t, HANDOVER_POLL_S, 0.);
-    ev_timer_start(op->loop, &op->t);
+    free(ahead);
+    free(foreign);
 }
 
 /* A listing after the resign: who leads now. */
@@ -226,7 +358,11 @@ static void watch(struct handover *op, const struct zke_census *c)
     }
     agent_alog(op->a, ZKE_LOG_INFO, "handed over: %s leads (epoch %" PRId64 ")", who,
                lead->epoch);
-    conclude(op, NULL, xprintf("%s leads (epoch %" PRId64 ")", who, lead->epoch));
+    if (op->stepped != NULL)
+        conclude(op, NULL, xprintf("%s leads (epoch %" PRId64 "); %s stepped aside for it", who,
+                                   lead->epoch, op->stepped));
+    else
+        conclude(op, NULL, xprintf("%s leads (epoch %" PRId64 ")", who, lead->epoch));
 }
 
 static void on_line(zke_agent *a, struct line_read *rd, void *ud)
@@ -251,7 +387,9 @@ static void on_line(zke_agent *a, struct line_read *rd, void *ud)
         agent_line_view(rd, &c);
     if (op->state == OS_DECIDE && rd == NULL)
         conclude(op, "unreachable", xstrdup("cannot list the election"));
-    else if (op->state == OS_DECIDE)
+    else if (op->state == OS_ASIDE && rd == NULL)
+        aside_later(op, NULL);
+    else if (op->state == OS_DECIDE || op->state == OS_ASIDE)
         decide(op, &c);
     else
         watch(op, rd != NULL ? &c : NULL);
@@ -265,6 +403,11 @@ static void op_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     if (op->state == OS_FINISH) {
         (void)deliver(op, 0);
+        return;
+    }
+    if (op->state == OS_ASIDE) {
+        if (!zkclient_connected(op->a->zkc) || start_read(op) != 0)
+            aside_later(op, NULL);      /* again later, or the budget's end */
         return;
     }
     if (op->state != OS_WATCH)

@@ -2,6 +2,7 @@
  * election.c - the leader-election recipe as a pure state machine.
  *
  * Phases: IDLE -> CREATE -> LIST -> (CONFIRM -> leader | WATCH -> follower).
+ * A follower that steps aside (a switchover) goes CREATE -> DROP_OLD -> LIST.
  * One "main" request is outstanding at a time (want_main); the follower's
  * predecessor watch (want_watch), the leader-data read (want_data) and the
  * watch every candidate keeps on its own node (want_self) have their own
@@ -32,7 +33,7 @@
 
 enum phase {
     P_IDLE, P_ENSURE, P_CREATE, P_ADOPT_LIST, P_ADOPT_STAT, P_LIST, P_CONFIRM,
-    P_WATCH, P_SETTLED, P_DELETE, P_STOPPED
+    P_WATCH, P_SETTLED, P_DELETE, P_DROP_OLD, P_STOPPED
 };
 
 /* What we know of our node in this session, in order: each needs the one
@@ -69,9 +70,9 @@ struct election {
     int32_t pub_version;        /* our node's data version after that write */
     int pub_again;              /* the leader data changed while a publish was on its way */
     char *aside;                /* leader: the node our data asks the ones ahead to step aside for */
-    int requeue;                /* stepping aside: our node is being deleted, to be created anew
-                                 * at once (no term is started meanwhile: the phase is not
-                                 * P_WATCH/P_SETTLED until a listing of the new node) */
+    char *requeue_old;          /* stepping aside: the node we leave, deleted once the new one
+                                 * exists (P_DROP_OLD); no term meanwhile: the phase is not
+                                 * P_WATCH/P_SETTLED until a listing of the new node */
     char *aside_leader, *aside_target;  /* the last (leader node, target) we stepped aside for */
     int near_wrap, wrap_warned; /* a listing showed the wrap near (sticky), said once */
     enum zke_compat compat;     /* node naming and data (el_set_compat) */
@@ -256,7 +257,7 @@ static void lose_node(election *e, const char *reason)
     e->role = ZKE_ROLE_IDLE;
     e->epoch = 0;
     e->suspended = e->led = 0;
-    e->requeue = e->pub_again = 0;
+    e->pub_again = 0;
     set_str(&e->aside, NULL);
     set_str(&e->node, NULL);
     e->trust = NODE_UNCHECKED;
@@ -284,7 +285,6 @@ static void finish_stop(election *e)
 
 static void start_create(election *e)
 {
-    e->requeue = 0;
     if (e->withdrawn) {
         e->phase = P_IDLE;      /* no node until el_rejoin */
         e->want_main = 0;       /* and no answer to wait for */
@@ -642,6 +642,44 @@ static void failed(election *e, const struct el_result *r, const char *what)
     backoff(e);
 }
 
+/* Our node exists (created or adopted), or none was found to adopt: the
+ * node we stepped aside from goes first (P_DROP_OLD: it is kept, whatever
+ * happens to the new one, until deleted in this session or handed to
+ * stale_node with it), then on as usual. */
+static void joined(election *e)
+{
+    if (e->requeue_old != NULL) {
+        e->phase = P_DROP_OLD;
+        if (e->connected)
+            e->want_main = request(e, EL_REQ_DELETE, e->requeue_old, 0);
+        return;
+    }
+    if (e->node == NULL) {
+        if (e->stopping)
+            finish_stop(e);
+        else
+            start_create(e);
+        return;
+    }
+    if (e->stopping || e->withdrawn) {
+        start_delete(e);
+    } else {
+        ensure_self_watch(e);
+        start_list(e);
+    }
+}
+
+/* EL_REQ_DELETE's answer in P_DROP_OLD: the node we stepped aside from. */
+static void on_drop_old(election *e, const struct el_result *r)
+{
+    if (r->rc == EL_OK || r->rc == EL_NONODE) {
+        set_str(&e->requeue_old, NULL);
+        joined(e);
+    } else {
+        failed(e, r, "delete the node we stepped aside from");
+    }
+}
+
 static void on_create(election *e, const struct el_result *r)
 {
     if (r->rc == EL_OK) {
@@ -655,12 +693,7 @@ static void on_create(election *e, const struct el_result *r)
             e->trust = NODE_UNCHECKED;
         e->led = 0;
         emit(e, ZKE_EV_JOINED, "created");
-        if (e->stopping || e->withdrawn) {
-            start_delete(e);
-        } else {
-            ensure_self_watch(e);
-            start_list(e);
-        }
+        joined(e);
     } else if (r->rc == EL_NONODE) {
         start_ensure(e);
     } else if (r->rc == EL_CONNLOSS) {
@@ -694,10 +727,7 @@ static void on_list(election *e, const struct el_result *r)
                 return;
             }
         }
-        if (e->stopping)
-            finish_stop(e);
-        else
-            start_create(e);
+        joined(e);              /* none: create one (or stop) */
         return;
     }
     evaluate(e, r->children, r->nchildren, r->cversion);
@@ -713,12 +743,7 @@ static void on_adopt_stat(election *e, const struct el_result *r)
         trust_at_least(e, NODE_VERIFIED);
         e->led = 0;
         emit(e, ZKE_EV_JOINED, "adopted");
-        if (e->stopping || e->withdrawn) {
-            start_delete(e);
-        } else {
-            ensure_self_watch(e);
-            start_list(e);
-        }
+        joined(e);
     } else if (r->rc == EL_OK || r->rc == EL_NONODE) {
         if (r->rc == EL_OK) {
             /* carries our guid but belongs to an older session */
@@ -727,10 +752,7 @@ static void on_adopt_stat(election *e, const struct el_result *r)
             request(e, EL_REQ_DELETE_STALE, e->adopt_node, 0);
         }
         new_guid(e);
-        if (e->stopping)
-            finish_stop(e);
-        else
-            start_create(e);
+        joined(e);              /* none: create one (or stop) */
     } else {
         failed(e, r, "adopt");
     }
@@ -763,8 +785,6 @@ static void on_delete(election *e, const struct el_result *r)
             finish_stop(e);
         } else if (e->withdrawn) {
             e->phase = P_IDLE;      /* stays out until el_rejoin */
-        } else if (e->requeue) {
-            start_create(e);        /* stepped aside: back in line at once, behind the target */
         } else {
             e->phase = P_IDLE;
             int base = e->rejoin_ms > 0 ? e->rejoin_ms : REJOIN_MS;
@@ -821,17 +841,30 @@ static int aside_asked(election *e, const struct el_result *r)
     return 1;
 }
 
-/* Steps aside for the target aside_asked() found: our node goes and a new
- * one is created at once (on_delete), behind the target. The role stays
- * (a follower re-queues, it does not leave); the phase is P_DELETE, then
- * P_CREATE and P_LIST, so the predecessor's deletion starts no term
- * meanwhile (el_on_watch acts on it only in P_WATCH and P_SETTLED). */
+/* Steps aside for the target aside_asked() found: a new node is created
+ * at once (behind the target), and our old one deleted only once it exists
+ * (joined): so the one behind us, which reacts to that deletion, creates
+ * its new node after ours, and the ones that step aside keep their order.
+ * The role stays (a follower re-queues, it does not leave); the phases are
+ * P_CREATE, P_DROP_OLD and P_LIST, so the predecessor's deletion starts no
+ * term meanwhile (el_on_watch acts on it only in P_WATCH and P_SETTLED),
+ * and the old node never leads: no machine holds it. */
 static void step_aside(election *e)
 {
+    char *old = xstrdup(e->node);
+    if (old == NULL)
+        return;                 /* out of memory: stay where we are */
     elog(e, ZKE_LOG_INFO, "stepping aside for %s (asked by the leader %s)", e->aside_target,
          e->aside_leader);
-    start_delete(e);
-    e->requeue = 1;
+    free(e->requeue_old);
+    e->requeue_old = old;
+    set_str(&e->node, NULL);
+    e->seq = -1;
+    e->czxid = 0;
+    e->trust = NODE_UNCHECKED;
+    clear_view(e);
+    new_guid(e);
+    start_create(e);
 }
 
 /* EL_REQ_WATCH's answer: the exists-watch on our predecessor, with its data.
@@ -848,7 +881,8 @@ static void on_watch(election *e, const struct el_result *r)
             set_nd(&e->leader_nd, r->data, r->datalen);
             if (aside_asked(e, r)) {
                 step_aside(e);
-                return;
+                if (e->phase == P_CREATE)
+                    return;
             }
         } else if (pred_claim_to_check(e, r)) {
             start_list(e);
@@ -949,7 +983,12 @@ void el_on_result(election *e, enum el_req_type type, const struct el_result *r)
     case EL_REQ_LIST:       on_list(e, r); break;
     case EL_REQ_ADOPT_STAT: on_adopt_stat(e, r); break;
     case EL_REQ_CONFIRM:    on_confirm(e, r); break;
-    case EL_REQ_DELETE:     on_delete(e, r); break;
+    case EL_REQ_DELETE:
+        if (e->phase == P_DROP_OLD)
+            on_drop_old(e, r);
+        else
+            on_delete(e, r);
+        break;
     default: break;
     }
 }
@@ -1043,8 +1082,13 @@ void el_on_session(election *e, enum el_session_state st, uint64_t sid)
          * node would block the election for a session timeout */
         if (e->node != NULL)
             set_str(&e->stale_node, e->node);
+        else if (e->requeue_old != NULL)
+            set_str(&e->stale_node, e->requeue_old);
+        /* (with both, the one we stepped aside from goes with the session,
+         * at the server's expiry: a node that no machine holds never leads) */
         if (e->node != NULL || e->role == ZKE_ROLE_LEADER)
             lose_node(e, "expired");
+        set_str(&e->requeue_old, NULL);
         e->want_main = e->want_watch = e->want_data = e->want_self = 0;
         if (e->stopping)
             finish_stop(e);
@@ -1055,6 +1099,10 @@ void el_on_session(election *e, enum el_session_state st, uint64_t sid)
     /* connected */
     e->connected = 1;
     if (sid != e->session) {
+        if (e->requeue_old != NULL) {
+            request(e, EL_REQ_DELETE_STALE, e->requeue_old, 0);
+            set_str(&e->requeue_old, NULL);
+        }
         if (e->node != NULL) {
             set_str(&e->stale_node, e->node);
             lose_node(e, "expired");
@@ -1103,6 +1151,7 @@ void el_kick(election *e)
     case P_WATCH:
     case P_SETTLED:    start_list(e); break;
     case P_DELETE:     start_delete(e); break;
+    case P_DROP_OLD:   joined(e); break;
     case P_STOPPED:    break;
     }
 }
@@ -1123,6 +1172,10 @@ int el_withdraw(election *e, const char *reason)
     e->withdrawn = 1;
     if (e->role == ZKE_ROLE_LEADER) {
         end_term(e, reason);
+    } else if (e->requeue_old != NULL) {
+        /* stepping aside: joined() deletes the old node, then the new one */
+        e->role = ZKE_ROLE_IDLE;
+        clear_view(e);
     } else if (e->node != NULL) {
         e->role = ZKE_ROLE_IDLE;
         clear_view(e);
@@ -1232,6 +1285,8 @@ void el_stop(election *e)
     e->suspended = 0;
     if (e->phase == P_STOPPED)
         return;
+    if (e->phase == P_DROP_OLD)
+        return;                     /* joined() deletes the old node, then the new one */
     if (e->node != NULL) {
         start_delete(e);
     } else if (e->phase == P_CREATE || e->phase == P_ADOPT_LIST || e->phase == P_ADOPT_STAT) {
@@ -1328,5 +1383,6 @@ void el_free(election *e)
     free(e->aside);
     free(e->aside_leader);
     free(e->aside_target);
+    free(e->requeue_old);
     free(e);
 }

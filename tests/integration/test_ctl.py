@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """zkelect ctl over the control socket (run --control PATH): status on a
 leader and a follower (one further back naming the new leader after a
-failover: the census, on with the control socket), resign, resign --to (the next in line; one not next
-in line and an unknown id refused, leadership staying put), withdraw and
+failover: the census, on with the control socket), resign, resign --to (the next in line; one
+behind a Curator node and an unknown id refused, leadership staying put; the switchover to any
+candidate is in test_handover.py), withdraw and
 rejoin, reload, the socket's mode, a stale socket replaced, clients
 that connect and send nothing never delaying a failover or the lease, and
 resign --force: a plain resign on a live leader; on a frozen one (SIGSTOP
@@ -23,6 +24,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zkharness as h  # noqa: E402
 import test_failstop as failstop  # noqa: E402  (its stall's calibration)
+from kazoo.client import KazooClient  # noqa: E402
 
 PATH = "/app/ctl"
 
@@ -136,13 +138,39 @@ def test_status_of_a_follower_further_back_names_the_new_leader():
         stop(b, c, d, e)
 
 
+def kazoo(zk):
+    kz = KazooClient(hosts=zk.hostport, timeout=10)
+    kz.start(timeout=10)
+    return kz
+
+
+def line(zk):
+    """The ids in line, as `zkelect status --json` reads them."""
+    code, out, err, _ = h.run([h.ZKELECT_BIN, "status", "--zk", zk.hostport, "--path", PATH,
+                               "--json"])
+    assert code == 0, (code, err)
+    return [x.get("id") for x in json.loads(out)["candidates"]]
+
+
 def test_resign_to():
     with h.ZooKeeper() as zk:
-        a, b, c = three(zk)
-        # not next in line: refused, naming the one ahead; a keeps leading
+        a = agent(zk, "ca")
+        a.wait_for("leader", timeout=15)
+        b = agent(zk, "cb")
+        b.wait_for("follower", timeout=15)
+        # a Curator participant between cb and cc: it cannot be asked to step aside
+        kz = kazoo(zk)
+        kz.create(PATH + "/_c_0b5e7d2a-0c1f-4f41-9d4f-5a8e1e2b3c4d-latch-", b"curator-1",
+                  ephemeral=True, sequence=True)
+        c = agent(zk, "cc")
+        c.wait_for("follower", timeout=15)
+        # not next in line: refused at once, naming the ones ahead; a keeps leading
         ma = a.mark()
         rc, out, err = ctl(a, "resign", "--to", "cc")
-        assert rc == 75 and "cc is not next in line" in err and "cb" in err, (rc, err)
+        assert rc == 75 and "cc is not next in line" in err and "cb, curator-1" in err, (rc, err)
+        assert "curator-1 cannot step aside" in err, err
+        kz.stop()
+        kz.close()
         rc, out, err = ctl(a, "resign", "--to", "nobody")
         assert rc == 65 and "no candidate nobody" in err, (rc, err)
         assert len(err.strip().splitlines()) == 1, err

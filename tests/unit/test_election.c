@@ -1323,10 +1323,12 @@ static void leader_asks(election *e, struct rec *x, const char *leader, const ch
 }
 
 /* Switchover, the follower's side: next in line (the leader is our
- * predecessor) and asked to step aside for a node behind us, we delete our
- * node and create one at once, without a term on the leader's deletion
- * meanwhile; back in line ahead of the target again (contrived: a sequence
- * below its), the same ask is not obeyed twice. */
+ * predecessor) and asked to step aside for a node behind us, we create a
+ * new node at once and delete the old one once it exists (so the one
+ * behind us, which reacts to that deletion, queues after us), without a
+ * term on the leader's deletion meanwhile; back in line ahead of the
+ * target again (contrived: a sequence below its), the same ask is not
+ * obeyed twice. */
 static void test_follower_steps_aside_once(void)
 {
     struct rec x = { 0 };
@@ -1335,9 +1337,8 @@ static void test_follower_steps_aside_once(void)
     election *e = follow_at(&x, 1, name, others);
     int m = x.nev;
     leader_asks(e, &x, others[0], target);
-    CHECK(last_req(&x)->type == EL_REQ_DELETE && strcmp(last_req(&x)->node, name) == 0);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);         /* at once: no rejoin backoff */
     CHECK(el_role(e) == ZKE_ROLE_FOLLOWER && x.nev == m);
-    struct el_req del = *last_req(&x);
     /* mid-step: the leader going starts no term (no fast path, no listing) */
     int n = x.nreq;
     el_on_watch(e, EL_W_DELETED, others[0]);
@@ -1345,10 +1346,16 @@ static void test_follower_steps_aside_once(void)
     /* and the same ask again does nothing either */
     el_on_watch(e, EL_W_CHANGED, others[0]);
     CHECK(x.nreq == n);
-    reply(e, &del, EL_OK);
-    CHECK(last_req(&x)->type == EL_REQ_CREATE);         /* at once: no rejoin backoff */
     reply_create(e, &x, 2, 202, 1, renamed);
     CHECK(strcmp(x.ev_reason[x.nev - 1], "created") == 0);
+    /* the old node goes once the new one exists; its watch firing is no news */
+    CHECK(last_req(&x)->type == EL_REQ_DELETE && strcmp(last_req(&x)->node, name) == 0);
+    struct el_req del = *last_req(&x);
+    n = x.nreq;
+    el_on_watch(e, EL_W_DELETED, name);
+    CHECK(x.nreq == n && el_role(e) == ZKE_ROLE_FOLLOWER);
+    reply(e, &del, EL_OK);
+    CHECK(last_req(&x)->type == EL_REQ_LIST);
     const char *line[] = { others[0], renamed, target };
     reply_list(e, find_req(&x, EL_REQ_LIST), line, 3);
     reply_stat(e, find_req(&x, EL_REQ_WATCH_SELF), 202, 1);
@@ -1362,13 +1369,43 @@ static void test_follower_steps_aside_once(void)
         CHECK(x.req[i].type != EL_REQ_DELETE);
     /* a new target is a new ask */
     leader_asks(e, &x, others[0], "n_00000000000000bb-0000000006");
-    CHECK(last_req(&x)->type == EL_REQ_DELETE && strcmp(last_req(&x)->node, renamed) == 0);
+    CHECK(last_req(&x)->type == EL_REQ_CREATE);
     el_free(e);
 }
 
-/* Asks that are not obeyed: a target ahead of us, or our own node, data that is not the leader's (another czxid, no epoch, not ours),
- * a value that is no plausible child name, a predecessor that is not the
- * leader, and the leader itself (it reads no follower's data). */
+/* Stopped or withdrawn while stepping aside: the old node is deleted
+ * first, then the new one, never only one of them. */
+static void test_step_aside_then_stop_or_withdraw(void)
+{
+    for (int withdraw = 0; withdraw <= 1; withdraw++) {
+        for (int early = 0; early <= 1; early++) {
+            struct rec x = { 0 };
+            char name[128], others[8][64], renamed[128];
+            election *e = follow_at(&x, 1, name, others);
+            leader_asks(e, &x, others[0], "n_00000000000000aa-0000000005");
+            CHECK(last_req(&x)->type == EL_REQ_CREATE);
+            if (early)              /* the create on its way */
+                withdraw ? (void)el_withdraw(e, "health") : el_stop(e);
+            reply_create(e, &x, 6, 206, 1, renamed);
+            if (!early)             /* the old node's delete on its way */
+                withdraw ? (void)el_withdraw(e, "health") : el_stop(e);
+            const struct el_req *d = last_req(&x);
+            CHECK(d->type == EL_REQ_DELETE && strcmp(d->node, name) == 0);
+            CHECK(el_role(e) == ZKE_ROLE_IDLE);
+            reply(e, d, EL_OK);
+            d = last_req(&x);
+            CHECK(d->type == EL_REQ_DELETE && strcmp(d->node, renamed) == 0);
+            reply(e, d, EL_OK);
+            CHECK(last_req(&x)->type == (withdraw ? EL_REQ_DELETE : EL_REQ_DONE));
+            el_free(e);
+        }
+    }
+}
+
+/* Asks that are not obeyed: a target ahead of us, or our own node; data
+ * that is not the leader's (another czxid, no epoch, not ours); a value
+ * that is no plausible child name; a predecessor that is not the leader;
+ * and the leader itself (it reads no follower's data). */
 static void test_aside_not_obeyed(void)
 {
     static const char *const targets[] = {
@@ -1389,7 +1426,7 @@ static void test_aside_not_obeyed(void)
             leader_asks(e, &x, others[0], own);
         }
         for (int k = n; k < x.nreq; k++)
-            CHECK(x.req[k].type != EL_REQ_DELETE);
+            CHECK(x.req[k].type != EL_REQ_DELETE && x.req[k].type != EL_REQ_CREATE);
         el_free(e);
     }
     static const char *const datas[] = {
@@ -1407,7 +1444,7 @@ static void test_aside_not_obeyed(void)
         el_on_watch(e, EL_W_CHANGED, others[0]);
         reply_node_data(e, last_req(&x), datas[i], 777);
         for (int k = n; k < x.nreq; k++)
-            CHECK(x.req[k].type != EL_REQ_DELETE);
+            CHECK(x.req[k].type != EL_REQ_DELETE && x.req[k].type != EL_REQ_CREATE);
         CHECK(el_role(e) == ZKE_ROLE_FOLLOWER);
         el_free(e);
     }
@@ -1420,7 +1457,7 @@ static void test_aside_not_obeyed(void)
     reply_node_data(e, last_req(&x), "{\"zkelect\":1,\"id\":\"l\",\"epoch\":777,"
                     "\"aside\":\"n_aa-0000000009\"}", 777);
     for (int k = n; k < x.nreq; k++)
-        CHECK(x.req[k].type != EL_REQ_DELETE);
+        CHECK(x.req[k].type != EL_REQ_DELETE && x.req[k].type != EL_REQ_CREATE);
     el_free(e);
     /* the leader: its own node's change is only its watch set again */
     struct rec y = { 0 };
@@ -1429,7 +1466,7 @@ static void test_aside_not_obeyed(void)
     n = y.nreq;
     el_on_watch(e, EL_W_CHANGED, name);
     for (int k = n; k < y.nreq; k++)
-        CHECK(y.req[k].type != EL_REQ_DELETE);
+        CHECK(y.req[k].type != EL_REQ_DELETE && y.req[k].type != EL_REQ_CREATE);
     CHECK(el_role(e) == ZKE_ROLE_LEADER);
     el_free(e);
 }
@@ -1439,6 +1476,7 @@ int main(void)
     RUN(test_aside_publish);
     RUN(test_follower_steps_aside_once);
     RUN(test_aside_not_obeyed);
+    RUN(test_step_aside_then_stop_or_withdraw);
     RUN(test_denied_backs_off_quietly);
     RUN(test_log_level);
     RUN(test_withdraw_and_rejoin);
