@@ -753,11 +753,19 @@ int zke_agent_candidates(zke_agent *a, struct zke_census *out, int64_t *age_ms);
 
 /* --- Hand-over: resigning to a named candidate (zkelect ctl resign --to) --
  *
- * zke_agent_resign_to() lists the election once on the agent's own
- * session (one listing, one read per candidate: ids come from the nodes'
- * data, and a foreign node's bytes are only a hint) and, in the answer's
- * callback, either refuses (leadership stays) or resigns as
- * zke_agent_resign() does; then it reads the line every 300 ms, up to
+ * zke_agent_resign_to() lists the election on the agent's own session (one
+ * listing, one read per candidate: ids come from the nodes' data, and a
+ * foreign node's bytes are only a hint) and, in the answer's callback,
+ * refuses (leadership stays), resigns as zke_agent_resign() does when the
+ * target is next in line, or else asks the candidates ahead of it to step
+ * aside (a switchover): its leader data names the target's node, and each
+ * zkelect candidate ahead re-queues (a new node, then the old one deleted;
+ * same session, in line order) behind the target. Nobody leads on the ask.
+ * It then reads the line every 200 ms until the target is next and resigns
+ * (in that reading's callback), or, after max(5 s, 2 x the session
+ * timeout), takes the ask back and keeps leading ("not_aside"). A Curator
+ * or kazoo candidate ahead, or a compat mode, is refused at once
+ * ("not_next"). After the resign it reads the line every 300 ms, up to
  * max(10 s, 4 x the session timeout), until another node leads with a newer
  * epoch. done() is called exactly once, from the loop (never from inside
  * zke_agent_resign_to), with the outcome: also when the agent is stopped
@@ -769,9 +777,11 @@ int zke_agent_candidates(zke_agent *a, struct zke_census *out, int64_t *age_ms);
 struct zke_handover {
     /* NULL: the candidate asked for leads. Otherwise why not:
      * "not_leader" (this agent does not lead, or its node is not first),
-     * "no_candidate" (no live candidate has that id), "not_next" (others
-     * are ahead of it: msg names them), "unreachable" (the listing
-     * failed), "no_successor" (resigned, no new leader seen in time),
+     * "no_candidate" (no live candidate has that id, or it left while the
+     * ones ahead stepped aside), "not_next" (a Curator or kazoo candidate
+     * is ahead of it, or this agent runs a compat mode: msg names them),
+     * "not_aside" (one ahead did not step aside in time: msg names them),
+     * "unreachable" (the first listing failed), "no_successor" (resigned, no new leader seen in time),
      * "other_led" (resigned, another candidate leads), "stopped", "freed",
      * "internal" (out of memory) */
     const char *reason;
@@ -789,8 +799,8 @@ struct zke_handover {
 
 typedef void zke_handover_fn(zke_agent *a, const struct zke_handover *r, void *ud);
 
-/* Hands leadership over to the candidate whose id is `id` (copied), if it
- * is next in line. Returns 0 (done() follows), or -1 with zke_agent_errstr
+/* Hands leadership over to the candidate whose id is `id` (copied), any
+ * live one: those ahead of it step aside first (above). Returns 0 (done() follows), or -1 with zke_agent_errstr
  * set, and then calls nothing: not the leader (zke_agent_resign's rule),
  * a hand-over under way, an invalid id or this agent's own, no memory.
  * Loop thread only, any time after start. */

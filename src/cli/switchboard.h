@@ -5,12 +5,15 @@
  * line) and "reason" (a word), and the exit code zkelect ctl ends with.
  *
  * resign with an ID (the hand-over, zke_agent_resign_to): refused unless
- * this candidate leads; the election is listed once (on the agent's own
- * session); refused
- * with "no_candidate" when no live candidate has that id, "not_next" (the
- * ones ahead named) when it is not next in line; otherwise, in the same
- * loop callback as the listing's answer, a plain resign (the recipe's own
- * step-down and fast path: the next in line leads, never two at once).
+ * this candidate leads; the election is listed (on the agent's own
+ * session); refused with "no_candidate" when no live candidate has that
+ * id, "not_next" (the ones ahead named) when a Curator or kazoo candidate
+ * is ahead of it, "not_aside" when the ones ahead were asked to step aside
+ * and did not within the budget (the lead stays); otherwise, once it is
+ * next in line and in the same loop callback as that listing's answer, a
+ * plain resign (the recipe's own step-down and fast path: the next in line
+ * leads, never two at once). The answer names who stepped aside
+ * ("stepped_aside").
  * Then the election is listed every 300 ms until a candidate other than
  * our old node leads with an epoch above ours (bounded: max(10 s, 4 x the
  * session timeout)); the answer names it, and is not ok ("other_led") when
