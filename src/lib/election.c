@@ -1082,13 +1082,11 @@ void el_on_session(election *e, enum el_session_state st, uint64_t sid)
          * node would block the election for a session timeout */
         if (e->node != NULL)
             set_str(&e->stale_node, e->node);
-        else if (e->requeue_old != NULL)
-            set_str(&e->stale_node, e->requeue_old);
-        /* (with both, the one we stepped aside from goes with the session,
-         * at the server's expiry: a node that no machine holds never leads) */
-        if (e->node != NULL || e->role == ZKE_ROLE_LEADER)
+        /* a follower stepping aside (it may have no node now: it is a
+         * follower no more) leaves requeue_old to the next session, which
+         * deletes it as stale */
+        if (e->node != NULL || e->role != ZKE_ROLE_IDLE)
             lose_node(e, "expired");
-        set_str(&e->requeue_old, NULL);
         e->want_main = e->want_watch = e->want_data = e->want_self = 0;
         if (e->stopping)
             finish_stop(e);
@@ -1106,6 +1104,8 @@ void el_on_session(election *e, enum el_session_state st, uint64_t sid)
         if (e->node != NULL) {
             set_str(&e->stale_node, e->node);
             lose_node(e, "expired");
+        } else if (e->role != ZKE_ROLE_IDLE) {
+            lose_node(e, "expired");    /* a follower stepping aside, between its nodes */
         }
         e->session = sid;
         e->trust = NODE_UNCHECKED;

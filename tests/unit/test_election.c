@@ -1402,6 +1402,34 @@ static void test_step_aside_then_stop_or_withdraw(void)
     }
 }
 
+/* The session expires while stepping aside (the create on its way, or the
+ * old node's delete): the follower is one no more, and the next session
+ * deletes what was left of the old one as stale before it joins again. */
+static void test_step_aside_then_expiry(void)
+{
+    for (int early = 0; early <= 1; early++) {
+        struct rec x = { 0 };
+        char name[128], others[8][64], renamed[128] = "";
+        election *e = follow_at(&x, 1, name, others);
+        leader_asks(e, &x, others[0], "n_00000000000000aa-0000000005");
+        if (!early)
+            reply_create(e, &x, 6, 206, 1, renamed);
+        el_on_session(e, EL_SESS_EXPIRED, 0);
+        CHECK(el_role(e) == ZKE_ROLE_IDLE);
+        int n = x.nreq;
+        el_on_session(e, EL_SESS_CONNECTED, 2);
+        int old = 0, fresh = 0, create = 0;
+        for (int k = n; k < x.nreq; k++) {
+            old += x.req[k].type == EL_REQ_DELETE_STALE && strcmp(x.req[k].node, name) == 0;
+            fresh += x.req[k].type == EL_REQ_DELETE_STALE && strcmp(x.req[k].node, renamed) == 0;
+            create += x.req[k].type == EL_REQ_CREATE;
+        }
+        CHECK(old == 1 && fresh == !early && create == 1);
+        CHECK(last_req(&x)->type == EL_REQ_CREATE);
+        el_free(e);
+    }
+}
+
 /* Asks that are not obeyed: a target ahead of us, or our own node; data
  * that is not the leader's (another czxid, no epoch, not ours); a value
  * that is no plausible child name; a predecessor that is not the leader;
@@ -1477,6 +1505,7 @@ int main(void)
     RUN(test_follower_steps_aside_once);
     RUN(test_aside_not_obeyed);
     RUN(test_step_aside_then_stop_or_withdraw);
+    RUN(test_step_aside_then_expiry);
     RUN(test_denied_backs_off_quietly);
     RUN(test_log_level);
     RUN(test_withdraw_and_rejoin);
