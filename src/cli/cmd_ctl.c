@@ -440,7 +440,7 @@ static void print_text(const char *cmd, cJSON *o)
     }
     static const char *const keys[] = { "id", "path", "role", "leader", "epoch", "lease_ms",
                                         "node", "position", "candidates", "connected",
-                                        "session" };
+                                        "session", "scheduled" };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
         if (cJSON_IsString(v))
@@ -454,18 +454,69 @@ static void print_text(const char *cmd, cJSON *o)
     }
 }
 
-/* --to and --force: resign's alone, and not together. */
+/* --to, --at, --cancel and --force: resign's alone, and not together
+ * (but --at, with --to). */
 static void check_resign_options(const struct opts *o, const char *cmd)
 {
     if (o->to != NULL && strcmp(cmd, "resign") != 0)
         die(EX_USAGE, "--to is for zkelect ctl resign only");
     if (o->force && strcmp(cmd, "resign") != 0)
         die(EX_USAGE, "--force is for zkelect ctl resign only");
+    if ((o->at != NULL || o->cancel) && strcmp(cmd, "resign") != 0)
+        die(EX_USAGE, "--%s is for zkelect ctl resign only", o->cancel ? "cancel" : "at");
+    if (o->at != NULL && o->to == NULL)
+        die(EX_USAGE, "--at schedules a switchover: give --to ID too");
+    if (o->cancel && (o->to != NULL || o->force))
+        die(EX_USAGE, "--cancel drops the scheduled switchover: give it alone");
     if (o->force && o->to != NULL)
         die(EX_USAGE, "--force and --to: a forced resign hands over to the next in line, give "
             "one of them");
     if (o->to != NULL && (o->to[0] == '\0' || strpbrk(o->to, " \n\r/") != NULL))
         die(EX_USAGE, "--to '%s': not a candidate id (no '/', spaces or newlines)", o->to);
+}
+
+/* --at TIME: seconds since the epoch. TIME is "+N" with s, m or h (from
+ * now), or an RFC 3339 UTC time "YYYY-MM-DDTHH:MM[:SS]Z"; in the future,
+ * within 30 days. */
+static double parse_at(const char *t)
+{
+    time_t now = time(NULL);
+    double at = -1;
+    char *end = NULL;
+    if (t[0] == '+' && t[1] >= '0' && t[1] <= '9') {
+        long v = strtol(t + 1, &end, 10);
+        long unit = *end == 's' ? 1 : *end == 'm' ? 60 : *end == 'h' ? 3600 : 0;
+        if (unit > 0 && end[1] == '\0' && v > 0 && v <= 30L * 24 * 3600)
+            at = (double)now + (double)(v * unit);
+    } else {
+        static const char *const forms[] = { "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%MZ" };
+        for (size_t i = 0; i < sizeof forms / sizeof forms[0] && at < 0; i++) {
+            struct tm tm;
+            memset(&tm, 0, sizeof tm);
+            const char *rest = strptime(t, forms[i], &tm);
+            time_t s = rest != NULL && *rest == '\0' ? timegm(&tm) : (time_t)-1;
+            if (s != (time_t)-1)
+                at = (double)s;
+        }
+    }
+    if (!(at > (double)now && at <= (double)now + 30. * 24 * 3600))
+        die(EX_USAGE, "--at '%s': not a time within the next 30 days (+N with s, m or h, or "
+            "YYYY-MM-DDTHH:MM[:SS]Z)", t);
+    return at;
+}
+
+/* The request for the socket, one line: cmd [ID], or the schedule's. */
+static void request_line(const struct opts *o, const char *cmd, char *line, size_t len)
+{
+    int n;
+    if (o->at != NULL)
+        n = snprintf(line, len, "schedule %.0f %s\n", parse_at(o->at), o->to);
+    else if (o->cancel)
+        n = snprintf(line, len, "unschedule\n");
+    else
+        n = snprintf(line, len, "%s%s%s\n", cmd, o->to ? " " : "", o->to ? o->to : "");
+    if (n < 0 || n >= (int)len)
+        die(EX_USAGE, "--to: the id is too long");
 }
 
 /* The agent's pid: the socket's listener's. 0 when unknown. */
@@ -504,11 +555,9 @@ int cmd_ctl(struct opts *o)
     check_resign_options(o, cmd);
     char *path = socket_path(o);
     char line[CONTROL_LINE_MAX];
-    if (snprintf(line, sizeof line, "%s%s%s\n", cmd, o->to ? " " : "", o->to ? o->to : "") >=
-        (int)sizeof line)
-        die(EX_USAGE, "--to: the id is too long");
+    request_line(o, cmd, line, sizeof line);
     int fd = connect_to(path, o->force ? FORCE_ANSWER_MS : ANSWER_WAIT_MS);
-    int waits = o->to != NULL || strcmp(cmd, "reload") == 0;
+    int waits = (o->to != NULL && o->at == NULL) || strcmp(cmd, "reload") == 0;
     pid_t agent = o->force ? peer_pid(fd) : 0;
     if (agent > 0 && is_stopped(agent)) {      /* no answer can come */
         close(fd);

@@ -222,6 +222,10 @@ static const struct option_row rows[] = {
       "ctl resign's target, chosen per request (no env form)", NULL, 0 },
     { "force", NULL, OPT_SWITCH, PLAIN(force), NULL,
       "ctl resign's choice for one request (a switch, no value)", NULL, 0 },
+    { "at", "TIME", OPT_STR, PLAIN(at), NULL,
+      "ctl resign --to's time, chosen per request (no env form)", NULL, 0 },
+    { "cancel", NULL, OPT_SWITCH, PLAIN(cancel), NULL,
+      "ctl resign's choice for one request (a switch, no value)", NULL, 0 },
     { "instance", "NAME", OPT_STR, PLAIN(instance), NULL,
       "ctl's agent, chosen per request (no env form: ZKELECT_CONTROL names a socket)", NULL, 0 },
     { "strict", NULL, OPT_SWITCH, PLAIN(strict), NULL,
@@ -238,12 +242,12 @@ static const struct option_row rows[] = {
  * every one but those listed for it. What a command does not read is
  * refused on its command line (options_refusal). */
 static const struct { const char *command; int all_but; const char *names; } takes[] = {
-    { "run", 1, " json to force strict keep zk-jar java instance " },
-    { "check", 1, " json to force keep zk-jar java instance " },     /* run's settings, checked */
+    { "run", 1, " json to force at cancel strict keep zk-jar java instance " },
+    { "check", 1, " json to force at cancel keep zk-jar java instance " },     /* run's settings, checked */
     { "status", 0, " zk path json connect-timeout auth auth-file " },
     { "watch", 0, " zk path id script log log-level session-timeout connect-timeout hook-timeout "
                   "hook-budget auth auth-file " },
-    { "ctl", 0, " control instance json to force " },
+    { "ctl", 0, " control instance json to force at cancel " },
     { "demo", 0, " keep session-timeout zk-jar java " },
 };
 #define NCOMMANDS (sizeof takes / sizeof takes[0])
@@ -275,7 +279,8 @@ static const char usage_head[] =
     "  zkelect check [--script policy.lua] [--strict] [run's settings] [-- CMD]\n"
     "  zkelect status --zk HOSTS --path /election/path [--json] [--auth-file FILE]\n"
     "  zkelect watch --zk HOSTS --path /election/path [--script observer.lua] [--auth-file FILE]\n"
-    "  zkelect ctl [--control PATH | -i NAME] status [--json] | resign [--to ID | --force]\n"
+    "  zkelect ctl [--control PATH | -i NAME] status [--json]\n"
+    "              | resign [--to ID [--at TIME] | --cancel | --force]\n"
     "              | withdraw | rejoin | reload\n"
     "  zkelect demo [--keep] [--session-timeout MS] [--zk-jar JAR] [--java JAVA]\n"
     "  zkelect --help | --version\n"

@@ -45,6 +45,8 @@ struct opts {
     const char *control;        /* run/ctl --control: the control socket's path */
     int control_flag;           /* control is --control's (argv), not ZKELECT_CONTROL's */
     const char *to;             /* ctl resign --to: the candidate to hand over to */
+    const char *at;             /* ctl resign --to ID --at TIME: when (as given) */
+    int cancel;                 /* ctl resign --cancel: drop the scheduled switchover */
     const char *instance;       /* ctl --instance / -i: zkelect@NAME's socket */
     const char *auth_file;
     char *auth;                 /* --auth's "scheme:credentials": a copy (argv's is blanked),

@@ -2,9 +2,11 @@
 #define _POSIX_C_SOURCE 200809L
 #include "switchboard.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 #include <ev.h>
@@ -29,7 +31,22 @@ struct switchboard {
     unsigned long reloads[CONTROL_MAX_CONNS];
     int nreloads;
     int handing_over, stopping;
+    /* the scheduled switchover (resign --to ID --at TIME): sched_to NULL
+     * when none; sched fires at sched_at, wall clock (ev_periodic) */
+    char *sched_to;
+    double sched_at;
+    ev_periodic sched;
 };
+
+/* t (seconds since the epoch) as RFC 3339 UTC into buf. */
+static const char *utc_text(double t, char *buf, size_t len)
+{
+    time_t s = (time_t)t;
+    struct tm tm;
+    if (gmtime_r(&s, &tm) == NULL || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(buf, len, "%.0f", t);
+    return buf;
+}
 
 static char *dup_or_null(const char *s)
 {
@@ -104,6 +121,14 @@ static void status(switchboard *sb, unsigned long token)
     char session[24];
     snprintf(session, sizeof session, "0x%llx", (unsigned long long)st.session);
     cJSON_AddStringToObject(o, "session", session);
+    if (sb->sched_to != NULL) {
+        char when[40], line[600];
+        snprintf(line, sizeof line, "%.500s at %s", sb->sched_to,
+                 utc_text(sb->sched_at, when, sizeof when));
+        cJSON_AddStringToObject(o, "scheduled", line);
+    } else {
+        cJSON_AddNullToObject(o, "scheduled");
+    }
     const char *ls, *lc, *lm;
     zke_agent_lifecycle(sb->agent, &ls, &lc, &lm);
     cJSON *life = cJSON_AddObjectToObject(o, "lifecycle");
@@ -173,6 +198,106 @@ static void handover_done(zke_agent *a, const struct zke_handover *r, void *ud)
     answer(sb, token, o, EX_OK);
 }
 
+/* The scheduled switchover's time came: the hand-over as resign --to's,
+ * with nobody waiting for its answer (token 0: the log says the outcome). */
+static void sched_fire(struct ev_loop *loop, ev_periodic *w, int revents)
+{
+    switchboard *sb = w->data;
+    (void)loop;
+    (void)revents;
+    char *to = sb->sched_to;
+    sb->sched_to = NULL;
+    ev_periodic_stop(sb->loop, &sb->sched);
+    if (to == NULL)
+        return;
+    struct zke_status st;
+    char msg[600];
+    (void)zke_agent_status(sb->agent, &st);
+    if (sb->handing_over) {
+        snprintf(msg, sizeof msg, "scheduled switchover to %.400s not made: a hand-over is in "
+                 "progress already", to);
+        log_msg(ZKE_LOG_WARN, "ctl", msg);
+    } else if (st.role != ZKE_ROLE_LEADER) {
+        snprintf(msg, sizeof msg, "scheduled switchover to %.400s not made: this candidate does "
+                 "not lead", to);
+        log_msg(ZKE_LOG_WARN, "ctl", msg);
+    } else if (zke_agent_resign_to(sb->agent, to, handover_done, sb) != 0) {
+        snprintf(msg, sizeof msg, "scheduled switchover to %.300s not made: %.200s", to,
+                 zke_agent_errstr(sb->agent));
+        log_msg(ZKE_LOG_WARN, "ctl", msg);
+    } else {
+        snprintf(msg, sizeof msg, "scheduled switchover to %.400s: starting", to);
+        log_msg(ZKE_LOG_INFO, "ctl", msg);
+        sb->token = 0;
+        sb->handing_over = 1;
+    }
+    free(to);
+}
+
+/* resign --to ID --at TIME: "schedule SECONDS ID" (SECONDS since the
+ * epoch, the wall clock's). Only a leader takes one; one at a time. */
+static void schedule(switchboard *sb, unsigned long token, const char *arg)
+{
+    char err[600], when[40];
+    char *end = NULL;
+    errno = 0;
+    double at = strtod(arg, &end);
+    if (end == arg || errno != 0 || *end != ' ' || !(at > 0 && at < 1e11)) {
+        fail(sb, token, EX_USAGE, "usage", "schedule: SECONDS ID");
+        return;
+    }
+    const char *to = end + 1;
+    if (zke_check_id(to, err, sizeof err) != 0) {
+        fail(sb, token, EX_USAGE, "usage", err);
+        return;
+    }
+    if (strcmp(to, sb->id) == 0) {
+        fail(sb, token, EX_DATAERR, "self", "that is this candidate's own id");
+        return;
+    }
+    if (sb->sched_to != NULL) {
+        snprintf(err, sizeof err, "a switchover to %.400s is scheduled already at %s (zkelect "
+                 "ctl resign --cancel)", sb->sched_to, utc_text(sb->sched_at, when, sizeof when));
+        fail(sb, token, EX_TEMPFAIL, "busy", err);
+        return;
+    }
+    struct zke_status st;
+    (void)zke_agent_status(sb->agent, &st);
+    if (st.role != ZKE_ROLE_LEADER) {
+        fail(sb, token, EX_TEMPFAIL, "not_leader", "this candidate does not lead");
+        return;
+    }
+    sb->sched_to = strdup(to);
+    if (sb->sched_to == NULL) {
+        fail(sb, token, EX_SOFTWARE, "internal", "out of memory");
+        return;
+    }
+    sb->sched_at = at;
+    ev_periodic_set(&sb->sched, at, 0., NULL);
+    ev_periodic_start(sb->loop, &sb->sched);
+    snprintf(err, sizeof err, "switchover to %.400s scheduled at %s (zkelect ctl resign --cancel "
+             "cancels it)", to, utc_text(at, when, sizeof when));
+    log_msg(ZKE_LOG_INFO, "ctl", err);
+    done(sb, token, err);
+}
+
+/* resign --cancel: the scheduled switchover is dropped. */
+static void unschedule(switchboard *sb, unsigned long token)
+{
+    char msg[600], when[40];
+    if (sb->sched_to == NULL) {
+        fail(sb, token, EX_TEMPFAIL, "not_scheduled", "no switchover is scheduled");
+        return;
+    }
+    ev_periodic_stop(sb->loop, &sb->sched);
+    snprintf(msg, sizeof msg, "the switchover to %.400s at %s is cancelled", sb->sched_to,
+             utc_text(sb->sched_at, when, sizeof when));
+    free(sb->sched_to);
+    sb->sched_to = NULL;
+    log_msg(ZKE_LOG_INFO, "ctl", msg);
+    done(sb, token, msg);
+}
+
 static void resign_to(switchboard *sb, unsigned long token, const char *to)
 {
     char err[600];
@@ -215,6 +340,10 @@ void switchboard_request(void *ud, unsigned long token, const char *cmd, const c
         status(sb, token);
     } else if (strcmp(cmd, "resign") == 0 && arg[0] != '\0') {
         resign_to(sb, token, arg);
+    } else if (strcmp(cmd, "schedule") == 0 && arg[0] != '\0') {
+        schedule(sb, token, arg);
+    } else if (strcmp(cmd, "unschedule") == 0 && arg[0] == '\0') {
+        unschedule(sb, token);
     } else if (strcmp(cmd, "resign") == 0) {
         if (zke_agent_resign(sb->agent) != 0) {
             fail(sb, token, EX_TEMPFAIL, "not_leader", "this candidate does not lead");
@@ -255,7 +384,7 @@ void switchboard_request(void *ud, unsigned long token, const char *cmd, const c
         sb->reloads[sb->nreloads++] = token;     /* answered by switchboard_reloaded */
     } else {
         snprintf(msg, sizeof msg, "unknown request '%.200s%s%.200s' (status, resign [ID], "
-                 "withdraw, rejoin, reload)", cmd, arg[0] ? " " : "", arg);
+                 "schedule SECONDS ID, unschedule, withdraw, rejoin, reload)", cmd, arg[0] ? " " : "", arg);
         fail(sb, token, EX_USAGE, "usage", msg);
     }
 }
@@ -294,6 +423,8 @@ switchboard *switchboard_new(struct ev_loop *loop, const struct switchboard_sett
     sb->id = dup_or_null(s->id);
     sb->scheme = dup_or_null(s->auth_scheme);
     sb->cred = dup_or_null(s->auth_credentials);
+    ev_periodic_init(&sb->sched, sched_fire, 0., 0., NULL);
+    sb->sched.data = sb;
     if (sb->zk == NULL || sb->path == NULL || sb->id == NULL ||
         (s->auth_scheme != NULL && sb->scheme == NULL) ||
         (s->auth_credentials != NULL && sb->cred == NULL)) {
@@ -318,6 +449,9 @@ void switchboard_free(switchboard *sb)
     for (int i = 0; i < sb->nreloads; i++)
         fail(sb, sb->reloads[i], EX_TEMPFAIL, "stopping", "the agent is stopping");
     sb->nreloads = 0;
+    ev_periodic_stop(sb->loop, &sb->sched);
+    free(sb->sched_to);
+    sb->sched_to = NULL;
     free(sb->zk);
     free(sb->path);
     free(sb->id);

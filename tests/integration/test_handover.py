@@ -5,8 +5,9 @@ real ZooKeeper: candidates() lists the line in order (as `zkelect status
 unknown id, and leadership stays put; to one that is not next in line, the
 one ahead steps aside and that candidate leads next; called from health(),
 outside the term, it returns the successor. And issue 39's switchover
-through zkelect ctl: to the last of five, and one that a candidate ahead
-does not step aside for (the lead stays, and the answer says why)."""
+through zkelect ctl: to the last of five, one that a candidate ahead
+does not step aside for (the lead stays, and the answer says why), and one
+scheduled with --at (shown in ctl status, made at its time) or cancelled."""
 import json
 import os
 import sys
@@ -139,6 +140,38 @@ def test_switchover_that_cannot_finish_keeps_the_lead():
         assert json.loads(data).get("aside") is None and json.loads(data)["epoch"] > 0, data
         kz.stop()
         kz.close()
+        ctlt.stop(a, b, c)
+
+
+def test_scheduled_switchover_and_cancel():
+    """ctl resign --to ID --at TIME: the agent holds it (ctl status shows
+    it) and makes it at TIME; one at a time; resign --cancel drops it."""
+    with h.ZooKeeper() as zk:
+        a = ctlt.agent(zk, "ca")
+        a.wait_for("leader", timeout=15)
+        b = ctlt.agent(zk, "cb")
+        b.wait_for("follower", timeout=15)
+        c = ctlt.agent(zk, "cc")
+        c.wait_for("follower", timeout=15)
+        rc, out, err = ctlt.ctl(a, "resign", "--to", "cb", "--at", "+1h")
+        assert rc == 0 and "switchover to cb scheduled at " in out, (rc, out, err)
+        assert ctlt.status(a)["scheduled"].startswith("cb at "), ctlt.status(a)
+        rc, out, err = ctlt.ctl(a, "resign", "--to", "cc", "--at", "+1h")
+        assert rc == 75 and "scheduled already" in err, (rc, err)
+        rc, out, err = ctlt.ctl(a, "resign", "--cancel")
+        assert rc == 0 and "cancelled" in out, (rc, out, err)
+        assert ctlt.status(a)["scheduled"] is None
+        rc, out, err = ctlt.ctl(a, "resign", "--cancel")
+        assert rc == 75 and "no switchover is scheduled" in err, (rc, err)
+        # made at its time, to one not next in line: cb steps aside, cc leads
+        mc = c.mark()
+        t0 = time.time()
+        rc, out, err = ctlt.ctl(a, "resign", "--to", "cc", "--at", "+2s")
+        assert rc == 0 and time.time() - t0 < 1, (rc, out, err)
+        lc = c.wait_for("leader", timeout=15, since=mc)
+        assert lc["_t"] >= t0 + 1.0, (lc, t0)
+        assert not b.find("leader") and len(stepped_aside(b, 0)) == 1, b.describe()
+        assert ctlt.status(a)["scheduled"] is None
         ctlt.stop(a, b, c)
 
 
