@@ -1242,6 +1242,121 @@ const char *zke_policy_hook_run(const zke_policy *p, const char **state);
 /* Ends what the script started outside a term and frees it; NULL is a no-op. */
 void zke_policy_free(zke_policy *p);
 
+/* --- Balanced groups (many elections spread over the processes) ---------
+ *
+ * A gateway holds one election per shard on one zke_conn, in every process
+ * of the gateway; without a group the first process leads them all. A
+ * group spreads them: each process (a member) makes one group on its conn,
+ * adds each of its agents (every agent's id is the member's id), and the
+ * members, once the set of them has been unchanged for the settle delay,
+ * hand over the elections above their share (zke_agent_resign_to, the
+ * graceful hand-over: each move is a hand-over with its own epoch, no
+ * overlap) to the members below theirs:
+ *
+ *   c = zke_conn_new(loop, &cs, log, ud);
+ *   g = zke_group_new(c, &(struct zke_group_settings){ .path = "/gw/group",
+ *                     .id = "gw-1" }, log, ud);
+ *   for each shard: a = zke_agent_new_on(c, &s, &cb, ud);  zke_group_add(g, a);
+ *                   zke_agent_start(a);
+ *   zke_group_start(g);
+ *   ... at the end: zke_group_leave(g, done, ud) -> done: zke_agent_stop each,
+ *       zke_group_free(g) (before or after the agents' free), zke_conn_free(c)
+ *
+ * The shares: E elections (this member's agents) over the live members by
+ * weight, largest remainder, equal remainders by id, none above its max
+ * (docs/embedding.md "Balanced groups"). Membership is an ephemeral node
+ * <path>/members/<id> on the conn's session, its data what the member
+ * leads (republished at most every ZKE_GROUP_PUBLISH_MS); another member's
+ * data is a hint (validated: garbage leaves that member out). Every member
+ * computes the same moves from the same reading and acts on its own.
+ * A graceful leave hands this member's elections to the members below
+ * their share without it (exactly its elections move), then calls done.
+ * A crash needs nothing: the dead member's elections fail over to the next
+ * in line, its node goes with its session, and the rest settle by moves.
+ * Cost while idle: nothing; each change of the group costs one listing and
+ * one read per member (flat in E).
+ *
+ * Loop thread only. The group does not own the agents nor the conn; the
+ * conn must outlive it. An agent freed while in the group leaves it
+ * (zke_agent_free removes it). done of zke_group_leave is called exactly
+ * once, from the loop: also when the group is freed first (left = 0).
+ * Elections must not lie under <path>/members (its watches are the
+ * group's). */
+typedef struct zke_group zke_group;
+
+#define ZKE_DEFAULT_GROUP_SETTLE_MS      2000  /* the member set unchanged this long */
+#define ZKE_DEFAULT_GROUP_MOVES_PER_MIN  6000  /* hand-overs a minute (a token bucket) */
+#define ZKE_DEFAULT_GROUP_PARALLEL       32    /* hand-overs at once */
+#define ZKE_GROUP_PUBLISH_MS             300   /* "leads" republished at most this often */
+#define ZKE_GROUP_WEIGHT_MAX             1000
+
+struct zke_group_settings {         /* copied by zke_group_new() */
+    const char *path;               /* the group's folder (its members under <path>/members) */
+    const char *id;                 /* this member: every agent added has this id; a node
+                                     * name (printable ASCII, no '/', '"', '\\'), <= 255 bytes */
+    int weight;                     /* 0: 1; at most ZKE_GROUP_WEIGHT_MAX */
+    int max;                        /* 0: no limit; else lead at most this many */
+    int settle_ms;                  /* 0: ZKE_DEFAULT_GROUP_SETTLE_MS */
+    int moves_per_min;              /* 0: ZKE_DEFAULT_GROUP_MOVES_PER_MIN */
+    int parallel;                   /* 0: ZKE_DEFAULT_GROUP_PARALLEL */
+};
+
+/* The group's life: NEW (zke_group_new), JOINING (started: its node being
+ * made), MEMBER (its node is there: it balances), LEAVING (zke_group_leave:
+ * handing its elections over), LEFT (done was called; it moves nothing). */
+enum zke_group_state {
+    ZKE_GROUP_NEW, ZKE_GROUP_JOINING, ZKE_GROUP_MEMBER, ZKE_GROUP_LEAVING, ZKE_GROUP_LEFT
+};
+/* "new", "joining", "member", "leaving", "left"; NULL out of range. */
+const char *zke_group_state_name(enum zke_group_state s);
+
+struct zke_group_status {
+    enum zke_group_state state;
+    int members;                    /* live members read (this one included once joined) */
+    int elections;                  /* agents in the group */
+    int leads;                      /* of them, leading now */
+    int target;                     /* this member's share (-1: not known yet) */
+    int moving;                     /* hand-overs under way */
+    int64_t moved_out;              /* hand-overs of ours that succeeded, since new */
+    int64_t failed;                 /* hand-overs refused or failed (each backs its election off) */
+};
+
+/* Validates and copies the settings. NULL with the reason in err (a bad
+ * path, id, weight...; out of memory). log (may be NULL) gets the group's
+ * lines, from the loop. */
+zke_group *zke_group_new(zke_conn *c, const struct zke_group_settings *s, zke_log_fn *log,
+                         void *ud, char *err, size_t errlen);
+/* Adds an agent of the group's conn whose id is the group's, made and not
+ * freed (started or not, before or after zke_group_start). 0, or -1
+ * (zke_group_errstr): another conn, another id, already in, left. */
+int zke_group_add(zke_group *g, zke_agent *a);
+/* Takes it out (its hand-over under way finishes). 0, or -1: not in. */
+int zke_group_remove(zke_group *g, zke_agent *a);
+/* Joins: makes the member node (on connection, again after an expiry) and
+ * balances from then on. 0, or -1: started already. */
+int zke_group_start(zke_group *g);
+typedef void zke_group_done_fn(zke_group *g, int left, void *ud);
+/* The graceful leave: this member's share becomes 0 ("leaving" published,
+ * so the others plan without it), its elections are handed to the members
+ * below their share, no settle delay, within the rate; done(g, 1, ud) once
+ * it leads none (or no member can take any more: done(g, 0, ud)), from the
+ * loop. The agents keep running: the host stops them in done. -1: not
+ * started, or leaving already. */
+int zke_group_leave(zke_group *g, zke_group_done_fn *done, void *ud);
+int zke_group_status(const zke_group *g, struct zke_group_status *out);
+/* fn(g, ud) from the loop after a field of the status changed (coalesced:
+ * one call for the changes of one turn of the group's work); NULL: none.
+ * fn may call zke_group_status and zke_group_free (deferred until it
+ * returns). 0, or -1 for a NULL group. */
+typedef void zke_group_change_fn(zke_group *g, void *ud);
+int zke_group_on_change(zke_group *g, zke_group_change_fn *fn, void *ud);
+const char *zke_group_errstr(const zke_group *g);
+/* Deletes the member node (its session keeps the others' elections),
+ * stops the hand-overs it asked (their results are ignored), calls a
+ * pending done with left = 0, and frees. NULL is fine. Not from inside
+ * done or the group's log. */
+void zke_group_free(zke_group *g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -403,8 +403,25 @@ static void agent_teardown(zke_agent *a)
 }
 
 
+int agent_set_tap(zke_agent *a, const struct agent_tap_ops *ops, void *ud)
+{
+    if (ops != NULL && a->tap != NULL)
+        return -1;
+    a->tap = ops;
+    a->tap_ud = ops != NULL ? ud : NULL;
+    return 0;
+}
+
+zke_conn *agent_conn(const zke_agent *a) { return a->conn; }
+
+
 void zke_agent_free(zke_agent *a)
 {
+    if (a != NULL && a->tap != NULL) {
+        const struct agent_tap_ops *t = a->tap;
+        a->tap = NULL;
+        t->gone(a->tap_ud, a);
+    }
     if (a == NULL || !dispatch_request_free(&a->q))
         return;         /* asked already, or agent_call_host() finishes it when the callback returns */
     agent_teardown(a);

@@ -22,4 +22,20 @@ int agent_free_requested(const zke_agent *a);
 /* Epoch of the current term the host was told about (0: none). */
 int64_t agent_term_epoch(const zke_agent *a);
 
+/* A tap on the agent's terms for a module that counts them (group.c): role
+ * is called with leads = 1 when a term begins for the host (right before
+ * on_leader would run) and with leads = 0 when it ends (before its
+ * on_stepdown), from the agent's pump; gone once, from inside
+ * zke_agent_free (the agent is still valid during the call), after which
+ * the tap is removed. Neither may free the agent or call into it beyond
+ * the queries. One tap per agent: -1 when one is set (ops NULL removes
+ * it: 0). */
+struct agent_tap_ops {
+    void (*role)(void *ud, zke_agent *a, int leads);
+    void (*gone)(void *ud, zke_agent *a);
+};
+int agent_set_tap(zke_agent *a, const struct agent_tap_ops *ops, void *ud);
+/* The agent's conn (shared or private). */
+zke_conn *agent_conn(const zke_agent *a);
+
 #endif

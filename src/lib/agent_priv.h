@@ -115,6 +115,8 @@ struct zke_agent {
     struct agent_withdraw withdraw;     /* agent_resign.h */
     struct agent_flap flap;     /* agent_resign.h */
     struct dupe *dupe;          /* agent_dupe.c: other candidates with our id, or NULL */
+    const struct agent_tap_ops *tap;    /* agent_set_tap (group.c), or NULL */
+    void *tap_ud;
     struct handover *handover;  /* agent_handover.c: zke_agent_resign_to under way, or NULL */
 };
 

@@ -80,6 +80,8 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
             agent_alog(a, ZKE_LOG_ERROR, "out of memory: this term cannot start timers or processes");
         term_begin(&a->term, in->epoch, xstrdup(in->node), zkc_now_ns(), a->term.scope != NULL);
         agent_guard_sync(a);              /* armed before the host can start anything */
+        if (a->tap != NULL)
+            a->tap->role(a->tap_ud, a, 1);
         copy.lease_ms = left;
         agent_lease_tick(a);
     } else if (in->type == ZKE_EV_STEPDOWN) {
@@ -88,6 +90,8 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
         scope_free(a->term.scope);      /* drained (the FIFO's gate waited for it) */
         a->term.scope = NULL;
         agent_guard_sync(a);    /* its soft end cleared before on_stepdown starts anything */
+        if (a->tap != NULL)
+            a->tap->role(a->tap_ud, a, 0);
     } else if (in->type == ZKE_EV_SUSPEND || in->type == ZKE_EV_RESUME) {
         if (!term_leads(&a->term) || in->epoch != a->term.epoch || agent_term(a) == NULL)
             return 0;       /* the term is over (the lease check ended it) */

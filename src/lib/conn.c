@@ -175,6 +175,8 @@ static void reopen_later(zke_conn *c)
 
 static void fan_state(zke_conn *c, enum zkc_state st)
 {
+    for (struct conn_listener *l = c->listeners; l != NULL; l = l->next)
+        l->state(l->ud, st);
     c->in_cb++;
     for (conn_member *m = c->ms.first; m != NULL; m = m->next)
         if (!member_gone(m) && m->ops->running(m->a))
@@ -186,6 +188,8 @@ static void fan_state(zke_conn *c, enum zkc_state st)
 void conn_lose(zke_conn *c, const char *event_reason, const char *why)
 {
     ev_timer_stop(c->loop, &c->rt.disc_to);
+    for (struct conn_listener *l = c->listeners; l != NULL; l = l->next)
+        l->lost(l->ud);
     c->in_cb++;
     for (conn_member *m = c->ms.first; m != NULL; m = m->next)
         if (!member_gone(m) && m->ops->running(m->a))
@@ -297,6 +301,13 @@ static void zkc_state_cb(void *ud, enum zkc_state st)
 static void zkc_watch_cb(void *ud, enum zkc_watch type, const char *path)
 {
     zke_conn *c = ud;
+    for (struct conn_listener *l = c->listeners; l != NULL; l = l->next) {
+        size_t n = strlen(l->prefix);
+        if (strncmp(path, l->prefix, n) == 0 && (path[n] == '\0' || path[n] == '/')) {
+            l->watch(l->ud, type, path);
+            return;
+        }
+    }
     const char *slash = strrchr(path, '/');
     if (slash == NULL || slash == path)
         return;
@@ -310,6 +321,23 @@ static void zkc_watch_cb(void *ud, enum zkc_watch type, const char *path)
 static void zkc_log_cb(void *ud, enum zke_log_level lvl, const char *msg)
 {
     conn_logf(ud, lvl, "%s", msg);
+}
+
+void conn_listen(zke_conn *c, struct conn_listener *l)
+{
+    l->next = c->listeners;
+    c->listeners = l;
+    if (zkclient_connected(c->zkc))
+        l->state(l->ud, ZKC_S_CONNECTED);
+}
+
+void conn_unlisten(zke_conn *c, struct conn_listener *l)
+{
+    for (struct conn_listener **p = &c->listeners; *p != NULL; p = &(*p)->next)
+        if (*p == l) {
+            *p = l->next;
+            return;
+        }
 }
 
 /* --- loop glue ---------------------------------------------------------- */

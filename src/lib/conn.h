@@ -294,6 +294,24 @@ int conn_others_running(const zke_conn *c, const conn_member *m);
 void conn_detach(zke_conn *c, conn_member *m);
 /* Frees a private conn whose owner could not attach (conn_attach failed). */
 void conn_free_unattached(zke_conn *c);
+/* Something beside the agents that follows the session (group.c): its
+ * state changes (as the agents get them, also ZKC_S_CONNECTED at once from
+ * conn_listen when connected), its loss, and every watch on prefix or a
+ * path under it. Called from inside the ZooKeeper library (or conn_lose):
+ * the listener queues, it issues no host callback from there. The struct
+ * is the listener's, linked while listening; conn_unlisten before it goes
+ * (not from inside those calls). */
+struct conn_listener {
+    void (*state)(void *ud, enum zkc_state st);
+    void (*lost)(void *ud);
+    void (*watch)(void *ud, enum zkc_watch type, const char *path);
+    void *ud;
+    const char *prefix;
+    struct conn_listener *next;     /* the conn's */
+};
+void conn_listen(zke_conn *c, struct conn_listener *l);
+void conn_unlisten(zke_conn *c, struct conn_listener *l);
+
 /* Gives the session up now (we close it on purpose): every running agent
  * loses it (event_reason "expired" or "closed"), the handle is closed and
  * a new one opened after a backoff. From anywhere on the loop thread. */

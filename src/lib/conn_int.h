@@ -125,6 +125,7 @@ struct zke_conn {
     struct conn_guardlink guard;        /* conn_guard.c */
     struct conn_retry rt;
     struct conn_probelink pr;
+    struct conn_listener *listeners;    /* conn_listen */
     ev_prepare prepare;         /* unreferenced: pumps, flush, reopen, logs, deferred free */
     uint64_t rng;
     enum conn_life life;        /* conn.h */

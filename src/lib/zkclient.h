@@ -197,7 +197,7 @@ int zkclient_inflight(const zkclient *s);
 
 /* Requests. 0: the completion will be called; -1: it will not (error in
  * zkclient_error()). Paths are copied. */
-enum zkc_create { ZKC_PERSISTENT, ZKC_EPHEMERAL_SEQ, ZKC_CONTAINER };
+enum zkc_create { ZKC_PERSISTENT, ZKC_EPHEMERAL_SEQ, ZKC_CONTAINER, ZKC_EPHEMERAL };
 int zkclient_create(zkclient *s, const char *path, const char *data, size_t len,
                    enum zkc_create mode, zkc_done_fn *cb, void *arg);
 /* watch: a child watch (ZKC_W_CHILD) */

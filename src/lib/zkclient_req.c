@@ -553,7 +553,8 @@ int zkclient_create(zkclient *s, const char *path, const char *data, size_t len,
     if (r == NULL)
         return -1;
     r->flags = mode == ZKC_EPHEMERAL_SEQ ? ZOO_EPHEMERAL_SEQUENTIAL
-             : mode == ZKC_CONTAINER ? ZOO_CONTAINER : ZOO_PERSISTENT;
+             : mode == ZKC_CONTAINER ? ZOO_CONTAINER
+             : mode == ZKC_EPHEMERAL ? ZOO_EPHEMERAL : ZOO_PERSISTENT;
     if (data != NULL) {
         r->data = malloc(len > 0 ? len : 1);
         if (r->data == NULL) {
