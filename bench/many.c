@@ -11,6 +11,9 @@
  *
  * stdout, one write(2) per line:
  *   <mono_us> <i> leader|follower|stopped     per agent event
+ *   <mono_us> <i> stepdown                    a term's end (on_stepdown: before
+ *                                             the node goes, so before the
+ *                                             successor's leader line)
  *   <mono_us> - joined <leaders> <followers>  once, when every agent has a role
  *   <mono_us> - stopped                       when every agent has stopped
  * mono_us is CLOCK_MONOTONIC in microseconds, taken first thing in the
@@ -27,6 +30,23 @@
  * guards its elections does. The watcher's log lines go to stderr, each in
  * one write(2): "bench_many: <mono_us> guard <level>: <msg>" (once this
  * process is gone: its groups killed, then its session closed).
+ *
+ * Balanced group mode ($BENCH_MANY_GROUP=PATH, docs/embedding.md "Balanced
+ * groups"): the E agents join one zke_group at PATH (its members under
+ * PATH/members), so that the processes of the group spread the E
+ * elections by their shares. The agents' id (the member's) is
+ * "many-<pid>", or $BENCH_MANY_ID; $BENCH_MANY_WEIGHT (1..1000, default 1),
+ * $BENCH_MANY_MAX (0: no limit), $BENCH_MANY_SETTLE_MS (default the
+ * library's, 2000) are its settings. Then stdout also gets
+ *   <mono_us> - group members=P leads=N target=T moving=M moved_out=K
+ * whenever one of those values changes (T -1: not known yet), the epoch
+ * after each agent's leader line ("<mono_us> <i> leader <epoch>"), and
+ *   <mono_us> - left
+ * when a graceful leave has ended: stdin "leave" or SIGTERM hand every
+ * election this process leads to the other members (zke_group_leave), then
+ * it says "left" and stops as for "quit" (exit 0). stdin "quit", EOF and
+ * SIGINT stop at once (the leaders' elections fail over to the next in
+ * line, as without a group).
  *
  * Threading: none; everything runs on the loop. The callbacks below are
  * called by the library from the loop, one at a time.
@@ -67,6 +87,10 @@ static struct {
     int log_level;              /* the library's lines at or above it go to stderr */
     ev_io in;
     ev_signal sigterm, sigint;
+    zke_group *group;           /* group mode, until the stop */
+    struct zke_group_status gs; /* the last one printed */
+    int gs_said;
+    int grouped;                /* group mode: leader lines carry the epoch */
     char inbuf[1024];
     size_t inlen;
 } B;
@@ -130,8 +154,10 @@ static void on_leader(zke_agent *a, const struct zke_event *ev, void *ud)
     int64_t now = mono_us();
     struct slot *s = ud;
     (void)a;
-    (void)ev;
-    emit_at(now, s->i, "leader");
+    if (B.grouped)
+        emit_at(now, s->i, "leader %" PRId64, ev->epoch);
+    else
+        emit_at(now, s->i, "leader");
     set_role(s, R_LEADER);
 }
 
@@ -147,9 +173,12 @@ static void on_follower(zke_agent *a, const struct zke_event *ev, void *ud)
 
 static void on_stepdown(zke_agent *a, const struct zke_event *ev, void *ud)
 {
+    int64_t now = mono_us();
+    struct slot *s = ud;
     (void)a;
     (void)ev;
-    set_role(ud, R_NONE);
+    emit_at(now, s->i, "stepdown");
+    set_role(s, R_NONE);
 }
 
 static void on_stopped(zke_agent *a, const struct zke_event *ev, void *ud)
@@ -211,6 +240,8 @@ static void stop_all(void)
     if (B.stopping)
         return;
     B.stopping = 1;
+    zke_group_free(B.group);        /* (inside its callbacks: when they return) */
+    B.group = NULL;
     for (int i = 0; i < B.e; i++)
         if (B.slots[i].a != NULL)
             zke_agent_stop(B.slots[i].a);
@@ -219,6 +250,49 @@ static void stop_all(void)
         ev_io_stop(B.loop, &B.in);
         ev_signal_stop(B.loop, &B.sigterm);
         ev_signal_stop(B.loop, &B.sigint);
+    }
+}
+
+/* The group line, when a value of it changed. */
+static void on_group_change(zke_group *g, void *ud)
+{
+    struct zke_group_status st;
+    (void)ud;
+    if (zke_group_status(g, &st) != 0)
+        return;
+    if (B.gs_said && st.members == B.gs.members && st.leads == B.gs.leads &&
+        st.target == B.gs.target && st.moving == B.gs.moving && st.moved_out == B.gs.moved_out)
+        return;
+    B.gs = st;
+    B.gs_said = 1;
+    emit_at(mono_us(), -1, "group members=%d leads=%d target=%d moving=%d moved_out=%" PRId64,
+            st.members, st.leads, st.target, st.moving, st.moved_out);
+}
+
+static void on_left(zke_group *g, int left, void *ud)
+{
+    (void)g;
+    (void)ud;
+    if (!left)
+        fprintf(stderr, "bench_many: the leave ended with elections not handed over\n");
+    on_group_change(g, NULL);
+    emit_at(mono_us(), -1, "left");
+    stop_all();
+}
+
+/* The graceful leave in group mode (then the stop); a stop otherwise. */
+static void leave_or_stop(void)
+{
+    if (B.group == NULL || B.stopping) {
+        stop_all();
+        return;
+    }
+    struct zke_group_status st;
+    if (zke_group_status(B.group, &st) == 0 && st.state >= ZKE_GROUP_LEAVING)
+        return;             /* leaving already */
+    if (zke_group_leave(B.group, on_left, NULL) != 0) {
+        fprintf(stderr, "bench_many: leave: %s\n", zke_group_errstr(B.group));
+        stop_all();
     }
 }
 
@@ -246,6 +320,8 @@ static void stdin_cb(struct ev_loop *loop, ev_io *w, int revents)
                 B.inbuf[i - 1] = '\0';
             if (strcmp(B.inbuf + start, "quit") == 0)
                 stop_all();
+            else if (strcmp(B.inbuf + start, "leave") == 0)
+                leave_or_stop();
             else if (B.inbuf[start] != '\0')
                 fprintf(stderr, "bench_many: unknown command '%s'\n", B.inbuf + start);
             start = i + 1;
@@ -260,9 +336,11 @@ static void stdin_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
     (void)loop;
-    (void)w;
     (void)revents;
-    stop_all();
+    if (w->signum == SIGTERM)
+        leave_or_stop();        /* group mode: leave first */
+    else
+        stop_all();
 }
 
 /* A whole number in [lo, hi], or -1. */
@@ -272,6 +350,36 @@ static int number(const char *s, long lo, long hi)
     errno = 0;
     long v = strtol(s, &end, 10);
     return errno == 0 && end != s && *end == '\0' && v >= lo && v <= hi ? (int)v : -1;
+}
+
+/* The group of $BENCH_MANY_GROUP, with the member's id (id: "many-<pid>",
+ * replaced by $BENCH_MANY_ID) and settings from the environment. */
+static int make_group(const char *path, char *id, size_t idlen)
+{
+    const char *v;
+    struct zke_group_settings gs = { .path = path, .id = id };
+    if ((v = getenv("BENCH_MANY_ID")) != NULL && v[0] != '\0')
+        snprintf(id, idlen, "%s", v);
+    if ((v = getenv("BENCH_MANY_WEIGHT")) != NULL && (gs.weight = number(v, 1, 1000)) < 0) {
+        fprintf(stderr, "bench_many: BENCH_MANY_WEIGHT '%.32s': expected 1..1000\n", v);
+        return -1;
+    }
+    if ((v = getenv("BENCH_MANY_MAX")) != NULL && (gs.max = number(v, 0, 1000000)) < 0) {
+        fprintf(stderr, "bench_many: BENCH_MANY_MAX '%.32s': expected 0..1000000\n", v);
+        return -1;
+    }
+    if ((v = getenv("BENCH_MANY_SETTLE_MS")) != NULL && (gs.settle_ms = number(v, 1, 3600000)) < 0) {
+        fprintf(stderr, "bench_many: BENCH_MANY_SETTLE_MS '%.32s': expected 1..3600000\n", v);
+        return -1;
+    }
+    char err[256];
+    B.group = zke_group_new(B.conn, &gs, on_log, NULL, err, sizeof err);
+    if (B.group == NULL) {
+        fprintf(stderr, "bench_many: %s\n", err);
+        return -1;
+    }
+    (void)zke_group_on_change(B.group, on_group_change, NULL);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -333,6 +441,10 @@ int main(int argc, char **argv)
         .on_stopped = on_stopped, .log = on_log,
     };
     snprintf(id, sizeof id, "many-%ld", (long)getpid());
+    const char *gpath = getenv("BENCH_MANY_GROUP");
+    if (gpath != NULL && gpath[0] != '\0' && make_group(gpath, id, sizeof id) != 0)
+        return 64;
+    B.grouped = B.group != NULL;
     for (int i = 0; i < B.e; i++) {
         /* census_interval_ms stays 0 (no census): a census is one exists()
          * per agent per interval, E/interval requests a second for a number
@@ -355,6 +467,14 @@ int main(int argc, char **argv)
             return 70;
         }
         B.slots[i].a = a;
+        if (B.group != NULL && zke_group_add(B.group, a) != 0) {
+            fprintf(stderr, "bench_many: %s\n", zke_group_errstr(B.group));
+            return 70;
+        }
+    }
+    if (B.group != NULL && zke_group_start(B.group) != 0) {
+        fprintf(stderr, "bench_many: %s\n", zke_group_errstr(B.group));
+        return 70;
     }
     int fl = fcntl(STDIN_FILENO, F_GETFL);
     if (fl >= 0)
@@ -367,6 +487,7 @@ int main(int argc, char **argv)
     ev_signal_start(B.loop, &B.sigint);
 
     ev_run(B.loop, 0);        /* returns when every agent stopped */
+    zke_group_free(B.group);  /* (freed by the stop already) */
     for (int i = 0; i < B.e; i++)
         zke_agent_free(B.slots[i].a);        /* none left after a clean run */
     if (zke_conn_free(B.conn) != 0)
