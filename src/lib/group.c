@@ -70,7 +70,6 @@ struct reading {
     int pending;                /* reads not answered */
     int n;
     struct gmember *m;
-    unsigned gen;               /* the session's generation it was started in */
 };
 
 struct qmove {
@@ -254,7 +253,7 @@ static void create_next(zke_group *g)
         if (s == NULL)
             break;
     }
-    if (step++ == g->create_step) {
+    if (step == g->create_step) {
         zkclient_tag(g->zkc, &g->own);
         if (zkclient_create(g->zkc, g->mdir, NULL, 0, ZKC_CONTAINER, create_done, g) == 0)
             g->creating = 1;
@@ -405,7 +404,7 @@ static void list_done(void *arg, const struct zkc_result *r)
     }
     int n = r->nchildren < MEMBERS_MAX ? r->nchildren : MEMBERS_MAX;
     free(g->rd.m);
-    g->rd.m = calloc(n > 0 ? (size_t)n : 1, sizeof *g->rd.m);
+    g->rd.m = calloc((size_t)n + 1, sizeof *g->rd.m);
     g->rd.n = 0;
     g->rd.pending = 1;          /* held until every read is asked */
     for (int i = 0; g->rd.m != NULL && i < n; i++) {
