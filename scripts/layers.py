@@ -46,7 +46,7 @@ LIB_ORDER = {"zkclient": {"agent", "conn", "election"},
 # The pure modules: the promise's arithmetic and state machines, no I/O,
 # the time passed in (tests/unit drives them, test_sim in virtual time).
 # None includes ev.h or zookeeper.h, and none reaches these modules.
-PURE = ("election", "term", "touch", "leasewatch", "renewplan", "srvconf")
+PURE = ("election", "term", "touch", "leasewatch", "renewplan", "srvconf", "balance")
 IMPURE = {"agent", "conn", "zkclient", "scope", "guard", "dispatch", "census", "observer", "probe",
           "srvask", "bootwait"}
 for _m in PURE:
