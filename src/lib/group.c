@@ -235,7 +235,20 @@ static int encode(zke_group *g, char *buf, size_t len)
  * in; a group freed meanwhile cancelled it (ZKC_CLOSING). */
 static void create_done(void *arg, const struct zkc_result *r);
 
+static void create_send(zke_group *g);
+
+/* The next step of the create chain; a request that cannot be sent is
+ * tried again from the timer. */
 static void create_next(zke_group *g)
+{
+    create_send(g);
+    if (!g->creating) {
+        g->want_create = 1;
+        wake(g, RETRY_MS / 1000.0);
+    }
+}
+
+static void create_send(zke_group *g)
 {
     /* the folders of path, then <path>/members, then our node */
     char buf[2048];
@@ -437,12 +450,27 @@ static void list_done(void *arg, const struct zkc_result *r)
 static void reading_end(zke_group *g)
 {
     int k = 0;
+    if (g->rd.m == NULL) {      /* out of memory: again later */
+        g->rd.active = 0;
+        g->want_read = 1;
+        wake(g, RETRY_MS / 1000.0);
+        return;
+    }
     for (int i = 0; i < g->rd.n; i++)
         if (g->rd.m[i].d.id[0] != '\0')
             g->rd.m[k++] = g->rd.m[i];
     qsort(g->rd.m, (size_t)k, sizeof *g->rd.m, by_member_id);
     if (set_changed(g->members, g->nmembers, g->rd.m, k))
         bal_settle_change(&g->settle, now_ms(g));
+    int self = 0;
+    for (int i = 0; i < k && !self; i++)
+        self = strcmp(g->rd.m[i].d.id, g->id) == 0;
+    if (!self && g->node_ok && !g->creating) {
+        /* our node went (an earlier session's, which we found in place,
+         * expired): made again */
+        g->node_ok = 0;
+        g->want_create = 1;
+    }
     free(g->members);
     g->members = g->rd.m;
     g->nmembers = k;
@@ -535,7 +563,7 @@ static int plan(zke_group *g, int queue)
     }
     int rows = self >= 0 && queue ? bal_moves(m, n, t, NULL, 0) : 0;
     struct bal_move *mv = rows > 0 ? calloc((size_t)rows, sizeof *mv) : NULL;
-    struct gent **cand = mv != NULL ? calloc((size_t)g->n + 1, sizeof *cand) : NULL;
+    struct gent **cand = mv != NULL ? calloc((size_t)g->n + 1, sizeof(struct gent *)) : NULL;
     if (cand != NULL) {
         (void)bal_moves(m, n, t, mv, rows);
         int nc = 0;
@@ -545,7 +573,7 @@ static int plan(zke_group *g, int queue)
             if (e->leads && !e->moving && e->backoff_until <= now)
                 cand[nc++] = e;
         }
-        qsort(cand, (size_t)nc, sizeof *cand, by_hash);
+        qsort(cand, (size_t)nc, sizeof(struct gent *), by_hash);
         int next = 0;
         free(g->queue);
         g->queue = calloc((size_t)nc + 1, sizeof *g->queue);
@@ -707,7 +735,7 @@ static int work(zke_group *g)
     }
     if (g->connected && g->node_ok)
         publish(g);
-    double wait;
+    double wait = -1;
     if (g->connected && g->want_read && !g->rd.active) {
         double fresh = g->round_end + 2.0 * ZKE_GROUP_PUBLISH_MS / 1000.0 - ev_now(g->loop);
         if (fresh > 0)
@@ -726,6 +754,8 @@ static int work(zke_group *g)
             if (g->leads == 0 || back < 0)
                 return finish_leave(g, g->leads == 0);
             wake(g, back);
+        } else if (backed_off(g) >= 0) {
+            wake(g, backed_off(g));     /* a plan again once they may move */
         }
     } else {
         (void)plan(g, 0);   /* the target only */
@@ -902,7 +932,7 @@ int zke_group_add(zke_group *g, zke_agent *a)
     }
     if (g->n == g->cap) {
         int cap = g->cap > 0 ? g->cap * 2 : 64;
-        struct gent **v = realloc(g->ents, (size_t)cap * sizeof *v);
+        struct gent **v = realloc(g->ents, (size_t)cap * sizeof(struct gent *));
         if (v == NULL) {
             seterr(g, "out of memory");
             return -1;

@@ -79,7 +79,12 @@ def settled(ms, want):
 
 
 def wait_settled(ms, want, since, what):
-    wait(lambda: settled(ms, want), SETTLE_BOUND, "%s: %s" % (what, want), *ms)
+    try:
+        wait(lambda: settled(ms, want), SETTLE_BOUND, "%s: %s" % (what, want), *ms)
+    except h.Timeout as e:
+        why = ["%s: %s; %s" % (m.mid, m.group(), [l for l in m.stderr().splitlines()
+                                                   if "hand-over" in l][-3:]) for m in ms]
+        raise h.Timeout("%s\n%s" % (e, "\n".join(why)))
     took = time.monotonic() - since
     print("  info: %s settled at %s in %.2f s (settle delay %d ms)" % (what, want, took, SETTLE_MS),
           flush=True)
