@@ -55,7 +55,9 @@ struct gent {
     zke_group *g;               /* NULL once the group is freed */
     uint32_t hash;              /* of the election path: the order moves take */
     int leads;
+    int at;                     /* its index in g->ents */
     int moving;                 /* a hand-over of ours under way */
+    int queued;                 /* in g->queue, not started yet */
     int fails;
     int64_t backoff_until;      /* ms (ev_now) */
 };
@@ -535,6 +537,14 @@ static struct bal_member *as_members(zke_group *g, int *n, int *self)
     return m;
 }
 
+/* Empties the queue of moves not started. */
+static void queue_clear(zke_group *g)
+{
+    for (int i = g->qhead; i < g->qlen; i++)
+        g->queue[i].e->queued = 0;
+    g->qlen = g->qhead = 0;
+}
+
 static int by_hash(const void *x, const void *y)
 {
     const struct gent *a = *(struct gent *const *)x, *b = *(struct gent *const *)y;
@@ -575,6 +585,7 @@ static int plan(zke_group *g, int queue)
         }
         qsort(cand, (size_t)nc, sizeof(struct gent *), by_hash);
         int next = 0;
+        queue_clear(g);
         free(g->queue);
         g->queue = calloc((size_t)nc + 1, sizeof *g->queue);
         g->qlen = g->qhead = 0;
@@ -584,6 +595,7 @@ static int plan(zke_group *g, int queue)
             for (int k = 0; k < mv[r].count && next < nc; k++) {
                 struct qmove *q = &g->queue[g->qlen++];
                 q->e = cand[next++];
+                q->e->queued = 1;
                 snprintf(q->to, sizeof q->to, "%s", m[mv[r].to].id);
             }
         }
@@ -609,6 +621,7 @@ static void pump_moves(zke_group *g)
         }
         struct qmove *q = &g->queue[g->qhead++];
         struct gent *e = q->e;
+        e->queued = 0;
         if (e->a == NULL || !e->leads || e->moving)
             continue;
         if (zke_agent_resign_to(e->a, q->to, handover_done, e) != 0) {
@@ -787,22 +800,21 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* --- the tap on the agents -------------------------------------------- */
 
-static struct gent *find(const zke_group *g, const zke_agent *a, int *at)
+static struct gent *find(const zke_group *g, const zke_agent *a)
 {
     for (int i = 0; i < g->n; i++)
-        if (g->ents[i]->a == a) {
-            if (at != NULL)
-                *at = i;
+        if (g->ents[i]->a == a)
             return g->ents[i];
-        }
     return NULL;
 }
 
+/* The tap's ud is the agent's entry: O(1) per term. */
 static void tap_role(void *ud, zke_agent *a, int leads)
 {
-    zke_group *g = ud;
-    struct gent *e = find(g, a, NULL);
-    if (e == NULL || e->leads == leads)
+    struct gent *e = ud;
+    zke_group *g = e->g;
+    (void)a;
+    if (e->leads == leads)
         return;
     e->leads = leads;
     g->leads += leads ? 1 : -1;
@@ -810,23 +822,22 @@ static void tap_role(void *ud, zke_agent *a, int leads)
     wake(g, 0);
 }
 
-static void drop(zke_group *g, int at)
+static void drop(zke_group *g, struct gent *e)
 {
-    struct gent *e = g->ents[at];
-    g->ents[at] = g->ents[--g->n];
+    g->ents[e->at] = g->ents[--g->n];
+    g->ents[e->at]->at = e->at;
     if (e->leads)
         g->leads--;
-    if (e->moving) {
+    for (int i = g->qhead; e->queued && i < g->qlen; i++)
+        if (g->queue[i].e == e) {
+            memmove(&g->queue[i], &g->queue[i + 1], (size_t)(g->qlen - i - 1) * sizeof *g->queue);
+            g->qlen--;
+            break;
+        }
+    if (e->moving)
         e->a = NULL;            /* its done frees it */
-    } else {
-        for (int i = g->qhead; i < g->qlen; i++)
-            if (g->queue[i].e == e) {
-                memmove(&g->queue[i], &g->queue[i + 1], (size_t)(g->qlen - i - 1) * sizeof *g->queue);
-                g->qlen--;
-                i--;
-            }
+    else
         free(e);
-    }
     g->dirty = 1;
     g->pub_dirty = 1;           /* "elections" changed */
     wake(g, 0);
@@ -834,10 +845,9 @@ static void drop(zke_group *g, int at)
 
 static void tap_gone(void *ud, zke_agent *a)
 {
-    zke_group *g = ud;
-    int at;
-    if (find(g, a, &at) != NULL)
-        drop(g, at);
+    struct gent *e = ud;
+    (void)a;
+    drop(e->g, e);
 }
 
 static const struct agent_tap_ops TAP = { tap_role, tap_gone };
@@ -926,10 +936,6 @@ int zke_group_add(zke_group *g, zke_agent *a)
         seterr(g, "agent %s has id '%.64s', the group's is '%.64s'", agent_path(a), agent_id(a), g->id);
         return -1;
     }
-    if (find(g, a, NULL) != NULL) {
-        seterr(g, "agent %s is in the group already", agent_path(a));
-        return -1;
-    }
     if (g->n == g->cap) {
         int cap = g->cap > 0 ? g->cap * 2 : 64;
         struct gent **v = realloc(g->ents, (size_t)cap * sizeof(struct gent *));
@@ -941,8 +947,8 @@ int zke_group_add(zke_group *g, zke_agent *a)
         g->cap = cap;
     }
     struct gent *e = calloc(1, sizeof *e);
-    if (e == NULL || agent_set_tap(a, &TAP, g) != 0) {
-        seterr(g, e == NULL ? "out of memory" : "agent %s is in another group", agent_path(a));
+    if (e == NULL || agent_set_tap(a, &TAP, e) != 0) {
+        seterr(g, e == NULL ? "out of memory" : "agent %s is in a group already", agent_path(a));
         free(e);
         return -1;
     }
@@ -951,6 +957,7 @@ int zke_group_add(zke_group *g, zke_agent *a)
     e->hash = fnv(agent_path(a));
     e->leads = agent_term_epoch(a) > 0;
     g->leads += e->leads;
+    e->at = g->n;
     g->ents[g->n++] = e;
     g->pub_dirty = 1;
     g->dirty = 1;
@@ -961,14 +968,14 @@ int zke_group_add(zke_group *g, zke_agent *a)
 
 int zke_group_remove(zke_group *g, zke_agent *a)
 {
-    int at;
-    if (g == NULL || find(g, a, &at) == NULL) {
+    struct gent *e = g != NULL ? find(g, a) : NULL;
+    if (e == NULL) {
         if (g != NULL)
             seterr(g, "not in the group");
         return -1;
     }
     (void)agent_set_tap(a, NULL, NULL);
-    drop(g, at);
+    drop(g, e);
     return 0;
 }
 
@@ -1001,7 +1008,7 @@ int zke_group_leave(zke_group *g, zke_group_done_fn *done, void *ud)
     g->pub_dirty = 1;
     g->pub_at = -1e9;           /* "leaving" goes out now */
     /* a round under way ends: the leave plans its own */
-    g->qlen = g->qhead = 0;
+    queue_clear(g);
     g->round = g->moving > 0;
     g->dirty = 1;
     wake(g, 0);
