@@ -1353,8 +1353,9 @@ int zke_group_on_change(zke_group *g, zke_group_change_fn *fn, void *ud);
 const char *zke_group_errstr(const zke_group *g);
 /* Deletes the member node (its session keeps the others' elections),
  * stops the hand-overs it asked (their results are ignored), calls a
- * pending done with left = 0, and frees. NULL is fine. Not from inside
- * done or the group's log. */
+ * pending done with left = 0, and frees. NULL is fine. Inside done or the
+ * change callback, deferred until it returns; not from inside the group's
+ * log. */
 void zke_group_free(zke_group *g);
 
 #ifdef __cplusplus
