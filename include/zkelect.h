@@ -1286,7 +1286,7 @@ typedef struct zke_group zke_group;
 
 #define ZKE_DEFAULT_GROUP_SETTLE_MS      2000  /* the member set unchanged this long */
 #define ZKE_DEFAULT_GROUP_MOVES_PER_MIN  6000  /* hand-overs a minute (a token bucket) */
-#define ZKE_DEFAULT_GROUP_PARALLEL       32    /* hand-overs at once */
+#define ZKE_DEFAULT_GROUP_PARALLEL       64    /* hand-overs at once */
 #define ZKE_GROUP_PUBLISH_MS             300   /* "leads" republished at most this often */
 #define ZKE_GROUP_WEIGHT_MAX             1000
 
