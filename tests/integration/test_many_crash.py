@@ -78,7 +78,7 @@ def test_a_killed_host_s_watcher_closes_its_session():
             assert sid not in zk.ephemerals()
             assert "lease ran out" not in b.stderr(), b.stderr()[-2000:]
             b.p.send_signal(signal.SIGTERM)
-            assert b.p.wait(30) == 0
+            assert b.exited(30) == 0
             h.wait_until(lambda: not zk.ephemerals(), 10, "every node released")
         finally:
             for m in (a, b):
@@ -113,7 +113,7 @@ def test_a_host_crashed_with_its_watcher_waits_for_the_expiry():
             assert not a.guard_lines(), a.guard_lines()
             assert sid not in zk.ephemerals()
             b.p.send_signal(signal.SIGTERM)
-            assert b.p.wait(30) == 0
+            assert b.exited(30) == 0
         finally:
             for m in (a, b):
                 if m is not None:
