@@ -341,14 +341,18 @@ static void real_free(zke_agent *a)
          * delete each would hold that close back: 5000 of them kept it
          * waiting past its bound, and it was lost) */
         struct zke_status st;
-        if (a->el != NULL && started && !a->stop.node_to_close)
+        const char *nodes[2] = { NULL, NULL };  /* ours, and the one we step aside from */
+        if (a->el != NULL && started && !a->stop.node_to_close) {
             el_status(a->el, &st);
-        else
-            st.node = NULL;
-        char *path = st.node != NULL && zkclient_connected(a->zkc) ? agent_full_path(a, st.node) : NULL;
-        if (path != NULL && zkclient_delete(a->zkc, path, forget_done, NULL) == 0)
-            agent_alog(a, ZKE_LOG_DEBUG, "freed without a finished stop: deleting %s", st.node);
-        free(path);
+            nodes[0] = st.node;
+            nodes[1] = el_leaving_node(a->el);
+        }
+        for (int i = 0; i < 2 && zkclient_connected(a->zkc); i++) {
+            char *path = nodes[i] != NULL ? agent_full_path(a, nodes[i]) : NULL;
+            if (path != NULL && zkclient_delete(a->zkc, path, forget_done, NULL) == 0)
+                agent_alog(a, ZKE_LOG_DEBUG, "freed without a finished stop: deleting %s", nodes[i]);
+            free(path);
+        }
     }
     if (a->conn != NULL && a->cm != NULL)
         conn_detach(a->conn, a->cm);    /* a private conn closes: completions see a->freeing */

@@ -287,8 +287,10 @@ void agent_fail_now(zke_agent *a, const char *reason)
     a->stop.reason = reason;
     ev_timer_stop(a->loop, &a->link.connect_to);
     el_status(a->el, &st);
-    if (!conn_is_private(a->conn) && !agent_stopping(a) && st.node != NULL && zkclient_connected(a->zkc)) {
-        /* a shared session stays: release our node the normal way */
+    if (!conn_is_private(a->conn) && !agent_stopping(a) &&
+        (st.node != NULL || el_leaving_node(a->el) != NULL) && zkclient_connected(a->zkc)) {
+        /* a shared session stays: release our node (and one we step aside
+         * from) the normal way */
         agent_life_to(a, AL_STOPPING);
         el_stop(a->el);
         ev_timer_set(&a->stop.to, 5.0, 0.);

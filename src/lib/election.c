@@ -930,7 +930,8 @@ static void on_publish(election *e, const struct el_result *r)
             publish(e, e->pub_version);
         }
     } else if (r->rc == EL_CONNLOSS) {
-        e->pub_again = e->aside != NULL;    /* written again on resuming */
+        e->pub_again = 1;       /* a lost write may or may not be in: the data is written
+                                 * again on resuming (an ask taken back meanwhile too) */
     } else if (r->rc != EL_EXPIRED && r->rc != EL_CLOSING &&
                r->rc != EL_NONODE && r->rc != EL_DENIED) {
         elog(e, ZKE_LOG_WARN, "leader data of epoch %" PRId64 " not published (rc %d): "
@@ -1326,6 +1327,11 @@ void el_status(const election *e, struct zke_status *st)
     st->predecessor = e->role == ZKE_ROLE_FOLLOWER ? e->pred : NULL;
     st->position = e->role == ZKE_ROLE_LEADER ? 0 : e->role == ZKE_ROLE_FOLLOWER ? e->position : -1;
     st->candidates = e->candidates;
+}
+
+const char *el_leaving_node(const election *e)
+{
+    return e->requeue_old;
 }
 
 int el_near_wrap(const election *e)

@@ -130,6 +130,11 @@ void el_stop(election *e);          /* leave for good; EL_REQ_DONE when released
 
 enum zke_role el_role(const election *e);
 void el_status(const election *e, struct zke_status *st);
+/* Stepping aside: the node we leave (deleted once the new one exists), not
+ * in el_status's node; NULL otherwise. An owner that drops the machine
+ * without a finished stop on a session that stays deletes it too, or it
+ * blocks the election. */
+const char *el_leaving_node(const election *e);
 /* 1 once a listing showed the sequence near or past the 2^31 wrap (sticky). */
 int el_near_wrap(const election *e);
 

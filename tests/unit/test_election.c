@@ -1311,6 +1311,47 @@ static void test_aside_publish(void)
     el_free(e);
 }
 
+/* An ask taken back while its write is on its way, and that write's answer
+ * lost with the connection (it may or may not be in): on resuming, the
+ * leader writes its data again, without the ask, so no candidate keeps
+ * stepping aside after "leadership stays". */
+static void test_aside_taken_back_across_a_lost_write(void)
+{
+    struct rec x = { 0 };
+    char name[128];
+    const char *target = "n_00000000000000aa-0000000009";
+    election *e = lead_alone(&x, name);
+    const struct el_req *p = find_req(&x, EL_REQ_PUBLISH);
+    struct el_result res;
+    memset(&res, 0, sizeof res);
+    res.token = p->token;
+    res.rc = EL_OK;
+    res.version = 1;
+    el_on_result(e, EL_REQ_PUBLISH, &res);
+    CHECK(el_set_aside(e, target) == 0);
+    p = last_req(&x);
+    CHECK(p->type == EL_REQ_PUBLISH);
+    uint32_t asked = p->token;
+    CHECK(el_set_aside(e, NULL) == 0);      /* the budget ran out: taken back */
+    res.token = asked;
+    res.rc = EL_CONNLOSS;
+    el_on_result(e, EL_REQ_PUBLISH, &res);
+    el_on_session(e, EL_SESS_DISCONNECTED, 1);
+    el_on_session(e, EL_SESS_CONNECTED, 1);
+    const char *names[] = { name };
+    reply_list(e, last_req(&x), names, 1);
+    CHECK(last_req(&x)->type == EL_REQ_CONFIRM);
+    reply_stat(e, last_req(&x), 100, 1);
+    CHECK(el_role(e) == ZKE_ROLE_LEADER);
+    p = find_req(&x, EL_REQ_PUBLISH);
+    CHECK(p != NULL && p->token != asked);
+    struct nodedata nd;
+    CHECK(p != NULL && nodedata_decode(p->data, (int)strlen(p->data), &nd) == 0 &&
+          nd.aside == NULL && nd.epoch == 100);
+    nodedata_clear(&nd);
+    el_free(e);
+}
+
 /* The leader's data (czxid 777, the leader node's) with aside = target. */
 static void leader_asks(election *e, struct rec *x, const char *leader, const char *target)
 {
@@ -1502,6 +1543,7 @@ static void test_aside_not_obeyed(void)
 int main(void)
 {
     RUN(test_aside_publish);
+    RUN(test_aside_taken_back_across_a_lost_write);
     RUN(test_follower_steps_aside_once);
     RUN(test_aside_not_obeyed);
     RUN(test_step_aside_then_stop_or_withdraw);
