@@ -38,12 +38,14 @@
 #include "exits.h"
 #include "guardrun.h"
 
-/* the longest an answer may take: a hand-over waits up to max(10 s, 4 x
- * the session timeout) for the new leader (switchboard.h; the longest
- * session ZooKeeper grants is a few minutes), a reload until no hook runs
- * (at most a hook's budget, 30 s by default); every other request is
- * answered from the agent's loop at once: a frozen agent is reported */
-#define LONG_WAIT_MS 2700000
+/* the longest an answer may take: a hand-over waits up to max(5 s, 2 x
+ * the session timeout) for the ones ahead of the target to step aside,
+ * then up to max(10 s, 4 x the session timeout) for the new leader
+ * (switchboard.h): 6 x 600 s at the longest session we take; a reload
+ * until no hook runs (at most a hook's budget, 30 s by default); every
+ * other request is answered from the agent's loop at once: a frozen agent
+ * is reported */
+#define LONG_WAIT_MS 3700000
 #define ANSWER_WAIT_MS 10000
 /* resign --force: the agent answers within this, or its keeper ends it; the
  * keeper's SIGKILL ends it within FORCE_DEATH_MS; its close (the term's

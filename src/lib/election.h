@@ -112,8 +112,9 @@ int  el_set_compat(election *e, enum zke_compat compat, int priority);
  * nodedata.h), written like the term's publish (EL_REQ_PUBLISH, versioned);
  * the term ending clears it. A follower whose predecessor is the leader and
  * whose node's sequence is below node's, reading it, steps aside once per
- * (leader node, node): it deletes its node and at once creates a new one
- * (same session, no withdraw, no rejoin delay), so it stands behind node
+ * (leader node, node): it creates a new node at once, then deletes its old
+ * one (el_leaving_node() meanwhile; same session, no withdraw, no rejoin
+ * delay; creating first keeps the order), so it stands behind node
  * and, the ones ahead doing the same in line order, keeps its order among
  * them. Only a hint: nobody leads on it. -1 if not leader, stopping, or in a
  * compat mode (Curator and kazoo nodes read no such field). */
