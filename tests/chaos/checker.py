@@ -1121,6 +1121,161 @@ class Checker:
         return "\n".join(lines) + "\n"
 
 
+class GroupChecker:
+    """Balanced groups: the history of a group of bench_many processes
+    (bench/many.c with BENCH_MANY_GROUP), each leading some of the group's
+    E elections, while processes join, leave and are killed. Records:
+
+      process  g_leader{e} g_stepdown{e} g_follower{e} g_stopped{e}
+               (bench_many's "<us> <i> leader|stepdown|follower|stopped"
+               lines: a term of election e runs from g_leader to the next
+               g_stepdown, g_follower or g_stopped of the same process and
+               election), g_group{members,leads,target,moving} (its group
+               line), exit{rc}
+      harness  config{group: true, E} killed{target, sent_ns} (sent_ns: the
+               SIGKILL was sent: nothing the process does comes after it, so
+               its open terms end there) leave{target} settled{} or
+               unsettled{} (the harness's own wait for the end state)
+
+    Properties: G1 no overlap: two processes' terms of one election never
+    meet (bound 0: a hand-over ends the old term, on_stepdown, before its
+    node goes; a killed process's terms end at the signal, before its
+    keeper closes the session); G2 settled: at the harness's settled
+    record, every process alive then says the group has exactly them, moves
+    nothing and leads its target (its last group line), the targets sum to
+    E, and every election has exactly one open term, by the lines; G3
+    well-formed: no line of a process after its kill or exit, no term begun
+    by a process that was already leading that election."""
+
+    TERM_END = ("g_stepdown", "g_follower", "g_stopped")
+
+    def __init__(self, recs):
+        self.recs = recs
+        self.cfg = {}
+        for r in recs:
+            if r["ev"] == "config":
+                self.cfg.update({k: v for k, v in r.items() if not k.startswith("_")})
+        self.results = {}
+
+    def run(self):
+        recs = self.recs
+        ends = {}       # src -> mono_ns after which it does nothing (kill sent, exit)
+        for r in recs:
+            if r["ev"] == "killed" and r["src"] == "harness":
+                t = r.get("sent_ns", r["mono_ns"])
+                ends[r["target"]] = min(ends.get(r["target"], t), t)
+        g3, terms, open_ = [], [], {}
+        for r in recs:
+            src = r["src"]
+            if src in NON_CANDIDATE or not r["ev"].startswith("g_"):
+                if r["ev"] == "exit" and src not in NON_CANDIDATE:
+                    ends[src] = min(ends.get(src, r["mono_ns"]), r["mono_ns"])
+                continue
+            if src in ends and r["mono_ns"] > ends[src]:
+                g3.append({"why": "%s wrote %s after its end (kill or exit)" % (src, r["ev"]),
+                           "rec": witness(r)})
+            if r["ev"] == "g_group":
+                continue
+            key = (src, r.get("e"))
+            if r["ev"] == "g_leader":
+                if key in open_:
+                    g3.append({"why": "%s: leader of election %s twice without an end between" % key,
+                               "rec": witness(r)})
+                    continue
+                open_[key] = {"src": src, "e": r.get("e"), "start": r["mono_ns"], "end": None}
+            elif key in open_:
+                iv = open_.pop(key)
+                iv["end"] = r["mono_ns"]
+                terms.append(iv)
+        for key, iv in open_.items():
+            iv["end"] = ends.get(key[0])        # None: still leading at the history's end
+            terms.append(iv)
+        t_last = recs[-1]["mono_ns"] if recs else 0
+        by_e = {}
+        for iv in terms:
+            by_e.setdefault(iv["e"], []).append(iv)
+        g1, worst = [], 0
+        for e, ivs in sorted(by_e.items(), key=lambda kv: str(kv[0])):
+            ivs.sort(key=lambda iv: iv["start"])
+            for i, a in enumerate(ivs):
+                a_end = a["end"] if a["end"] is not None else t_last + 1
+                for b in ivs[i + 1:]:
+                    if b["start"] >= a_end:
+                        break
+                    if b["src"] == a["src"]:
+                        continue
+                    ov = min(a_end, b["end"] if b["end"] is not None else t_last + 1) - b["start"]
+                    worst = max(worst, ov)
+                    g1.append({"why": "election %s: %s led from %.3f ms to %s, %s from %.3f ms: "
+                               "%.3f ms of two leaders" % (
+                                   e, a["src"], ms(a["start"] - recs[0]["mono_ns"]),
+                                   "%.3f ms" % ms(a["end"] - recs[0]["mono_ns"])
+                                   if a["end"] is not None else "the end", b["src"],
+                                   ms(b["start"] - recs[0]["mono_ns"]), ms(ov))})
+        self.result("G1", g1)
+        self.result("G2", self.settled(terms, ends))
+        self.result("G3", g3)
+        failed = [k for k, v in self.results.items() if v["status"] == "fail"]
+        return {"verdict": "fail" if failed else "pass", "failed": failed,
+                "scenario": self.cfg.get("scenario"), "trial": self.cfg.get("trial"),
+                "properties": self.results, "warnings": [], "records": len(recs),
+                "metrics": {"overlaps": len(g1), "overlap_ms_max": ms(worst) if g1 else None,
+                            "terms": len(terms), "faults": [], "flaps": None, "orphans": None,
+                            "fence_rejects": None}}
+
+    def settled(self, terms, ends):
+        recs = self.recs
+        st = [r for r in recs if r["ev"] in ("settled", "unsettled") and r["src"] == "harness"]
+        if not st or st[-1]["ev"] != "settled":
+            return [{"why": "the harness saw no settled group (%s)" % (
+                "unsettled" if st else "no settled record")}]
+        t = st[-1]["mono_ns"]
+        e_total = self.cfg.get("E")
+        started = {r["src"] for r in recs if r["ev"].startswith("g_") and r["mono_ns"] <= t}
+        live = sorted(s for s in started if ends.get(s) is None or ends[s] > t)
+        last = {}
+        for r in recs:
+            if r["ev"] == "g_group" and r["mono_ns"] <= t:
+                last[r["src"]] = r
+        out = []
+        for s in live:
+            g = last.get(s)
+            if g is None or g.get("members") != len(live) or g.get("moving") != 0 or \
+                    g.get("leads") != g.get("target"):
+                out.append({"why": "%s at the settled record: group line %s, %d processes live" % (
+                    s, None if g is None else {k: g.get(k) for k in (
+                        "members", "leads", "target", "moving")}, len(live))})
+        targets = sum(last[s].get("target", 0) for s in live if s in last)
+        if e_total is not None and targets != e_total:
+            out.append({"why": "the targets of the live processes sum to %d, not E = %d" % (
+                targets, e_total)})
+        led = {}
+        for iv in terms:
+            if iv["start"] <= t and (iv["end"] is None or iv["end"] > t):
+                led.setdefault(iv["e"], []).append(iv["src"])
+        bad = {e: v for e, v in led.items() if len(v) != 1}
+        if bad:
+            out.append({"why": "elections led by more than one process at the settled record: %s"
+                        % bad})
+        if e_total is not None and len(led) != e_total:
+            out.append({"why": "%d of E = %d elections led at the settled record" % (
+                len(led), e_total)})
+        return out
+
+    def result(self, prop, violations):
+        self.results[prop] = {"status": "fail" if violations else "pass",
+                              "violations": violations}
+
+
+def group_verdict_line(summary):
+    parts = ["%s:%s" % (k, "ok" if r["status"] == "pass" else "FAIL(%d)" % len(r["violations"]))
+             for k, r in summary["properties"].items()]
+    m = summary["metrics"]
+    return "%s %s %s terms=%s overlaps=%s worst=%sms" % (
+        "PASS" if summary["verdict"] == "pass" else "FAIL", summary.get("scenario") or "history",
+        " ".join(parts), m.get("terms"), m.get("overlaps"), m.get("overlap_ms_max"))
+
+
 def verdict_line(summary):
     parts = []
     for k in ("S1", "S2", "S2p", "S3", "S4", "S5", "S6", "S7", "S8", "L1", "L2", "L3", "L4", "E"):
@@ -1159,12 +1314,13 @@ def main(argv=None):
         recs = load(a.history)
         if not recs:
             raise Malformed("empty history")
-        ck = Checker(recs, {k: getattr(a, k) for k in DEFAULTS})
+        group = any(r["ev"] == "config" and r.get("group") for r in recs)
+        ck = GroupChecker(recs) if group else Checker(recs, {k: getattr(a, k) for k in DEFAULTS})
         summary = ck.run()
     except Malformed as e:
         print("MALFORMED %s" % e)
         return EXIT_MALFORMED
-    line = verdict_line(summary)
+    line = group_verdict_line(summary) if group else verdict_line(summary)
     print(line)
     if not a.quiet:
         for k, r in summary["properties"].items():
@@ -1179,7 +1335,7 @@ def main(argv=None):
         else:
             with open(a.json, "w") as f:
                 f.write(text + "\n")
-    if a.timeline:
+    if a.timeline and not group:
         with open(a.timeline, "w") as f:
             f.write(ck.timeline_csv())
     return EXIT_PASS if summary["verdict"] == "pass" else EXIT_FAIL

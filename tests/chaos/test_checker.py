@@ -969,5 +969,102 @@ def test_cli_exit_codes_and_outputs():
     teardown()
 
 
+# -- balanced groups (GroupChecker): bench_many's lines ------------------------
+
+def group_clean():
+    """Two elections over p1 and p2: p1 leads both, p2 joins and takes e1
+    by a hand-over, p1 is SIGKILLed and p2 takes e0 once its keeper closed
+    the session; settled with p2 alone."""
+    hh = Hist()
+    hh.harness(0, "config", group=True, E=2, scenario="synthetic_group", trial=1)
+    hh.add(10, "p1", "g_leader", e=0)
+    hh.add(11, "p1", "g_leader", e=1)
+    hh.add(12, "p1", "g_group", members=1, leads=2, target=2, moving=0)
+    hh.add(100, "p2", "g_follower", e=0)
+    hh.add(101, "p2", "g_follower", e=1)
+    hh.add(102, "p2", "g_group", members=2, leads=0, target=1, moving=1)
+    hh.add(300, "p1", "g_stepdown", e=1)        # the hand-over: p1's term ends first
+    hh.add(302, "p2", "g_leader", e=1)
+    hh.add(303, "p2", "g_group", members=2, leads=1, target=1, moving=0)
+    hh.add(500, "p1", "g_follower", e=1)        # p1 rejoined e1
+    hh.harness(600, "killed", target="p1", sent_ns=BASE + 601 * 10 ** 6)
+    hh.add(610, "p2", "g_leader", e=0)
+    hh.add(611, "p2", "g_group", members=1, leads=2, target=2, moving=0)
+    hh.harness(700, "settled")
+    hh.add(800, "p2", "g_stopped", e=0)
+    hh.add(801, "p2", "g_stopped", e=1)
+    hh.add(802, "p2", "exit", rc=0)
+    return hh
+
+
+def group_check(hh):
+    return checker.GroupChecker(sorted(hh.recs, key=lambda r: r["mono_ns"])).run()
+
+
+def test_group_clean_passes():
+    s = group_check(group_clean())
+    assert s["verdict"] == "pass", s
+    assert s["metrics"]["terms"] == 4, s["metrics"]
+
+
+def test_group_handover_overlap_caught():
+    hh = group_clean()      # the successor leads before the old term's end
+    next(r for r in hh.recs if r["src"] == "p2" and r["ev"] == "g_leader")["mono_ns"] = \
+        BASE + 299 * 10 ** 6
+    s = group_check(hh)
+    assert s["failed"] == ["G1"], s
+    assert "election 1" in s["properties"]["G1"]["violations"][0]["why"], s
+
+
+def test_group_kill_overlap_caught():
+    hh = group_clean()      # p2 leads e0 before p1's kill was sent
+    [r for r in hh.recs if r["src"] == "p2" and r["ev"] == "g_leader"][1]["mono_ns"] = \
+        BASE + 590 * 10 ** 6
+    s = group_check(hh)
+    assert "G1" in s["failed"], s
+
+
+def test_group_missing_stepdown_caught():
+    hh = group_clean()      # the old term never ends: still open when p2 leads
+    hh.drop(lambda r: r["src"] == "p1" and r["ev"] == "g_stepdown")
+    hh.drop(lambda r: r["src"] == "p1" and r["ev"] == "g_follower")
+    s = group_check(hh)
+    assert "G1" in s["failed"], s
+
+
+def test_group_unsettled_caught():
+    hh = group_clean()
+    hh.drop(lambda r: r["ev"] == "settled")
+    assert group_check(hh)["failed"] == ["G2"]
+    hh = group_clean()      # p2's last group line still moving at the settled record
+    hh.add(650, "p2", "g_group", members=1, leads=2, target=2, moving=1)
+    assert group_check(hh)["failed"] == ["G2"]
+    hh = group_clean()      # an election without a leader at the settled record
+    hh.drop(lambda r: r["src"] == "p2" and r["ev"] == "g_leader" and r["e"] == 0)
+    assert "G2" in group_check(hh)["failed"]
+
+
+def test_group_line_after_kill_caught():
+    hh = group_clean()
+    hh.add(650, "p1", "g_group", members=2, leads=1, target=1, moving=0)
+    s = group_check(hh)
+    assert s["failed"] == ["G3"], s
+
+
+def test_group_cli():
+    d = tempfile.mkdtemp(prefix="zkechaos-checker-")
+    _tmp.append(d)
+    p = os.path.join(d, "h.jsonl")
+    group_clean().write(p)
+    code, out, err, _ = h.run([sys.executable, os.path.join(HERE, "checker.py"), p])
+    assert code == 0 and out.startswith("PASS synthetic_group G1:ok G2:ok G3:ok"), (code, out, err)
+    hh = group_clean()
+    hh.drop(lambda r: r["src"] == "p1" and r["ev"] == "g_stepdown")
+    hh.write(p)
+    code, out, err, _ = h.run([sys.executable, os.path.join(HERE, "checker.py"), p])
+    assert code == 1 and "G1:FAIL" in out, (code, out)
+    teardown()
+
+
 if __name__ == "__main__":
     h.run_tests(globals())
