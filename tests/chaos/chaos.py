@@ -35,7 +35,9 @@ agent's --fence; the leader SIGKILLed / frozen), log_stall (the leader's
 log pipe stops being read, then it is partitioned for 2.5 T), and for
 issue 38 quorum_link_stall (the quorum leader's data to the leader's
 follower stalls, then that follower is cut off as the stall ends) and
-zk_leader_blackhole (the quorum leader's host lost silently). The
+zk_leader_blackhole (the quorum leader's host lost silently), and for
+issue 39 balance_kill9 (a balance group of bench_many processes, killed,
+restarted and leaving while the shares move; checker.GroupChecker). The
 candidates get `--server-tick 200` when the binary has it.
 
 Per scenario: start 3 candidates (c1 first, so c1 leads), wait for a leader,
@@ -49,6 +51,8 @@ Environment:
   ZKELECT_BIN        zkelect binary (default <repo>/build/zkelect)
   FENCE_WRITER_BIN   fence_writer (default <repo>/build/tests/tools/fence_writer)
   ZK_JAR             ZooKeeper class path (default /usr/share/java/zookeeper.jar)
+  BENCH_MANY_BIN     bench_many, balance_kill9's processes (default: bench/bench_many
+                     beside ZKELECT_BIN)
 Exit: 0 all trials passed, 1 some failed, 2 setup error, 64 usage, 77 not root.
 """
 import argparse
@@ -98,6 +102,10 @@ SCENARIO_BOUND_S = 90.0     # hard time bound of one scenario
 POLL = 0.02
 STALL_S = 0.7               # quorum_link_stall: the stall of L -> F, under syncLimit x tickTime (1 s)
 LOG_PIPE_BYTES = 4096       # log_stall: the capacity of c1's log pipe (one page, the least)
+BENCH_MANY_BIN = os.path.abspath(os.environ.get("BENCH_MANY_BIN") or os.path.join(
+    os.path.dirname(h.ZKELECT_BIN), "bench", "bench_many"))    # the group scenarios' processes
+GROUP_E = 24                # balance_kill9: the group's elections
+GROUP_SETTLE_MS = 100       # balance_kill9: the group's settle delay (BENCH_MANY_SETTLE_MS)
 
 
 # a server's log line on a session's end (slf4j simple logger, HH:mm:ss.SSS)
@@ -505,6 +513,7 @@ class Trial:
         self.zk_log = os.path.join(tdir, "zk.jsonl")
         self.zk_log_at = {}      # server index -> its log's size when the trial began
         self.stopped = False
+        self.group = []          # the group scenarios' bench_many processes (GroupProc)
 
     # -- candidates ------------------------------------------------------------------
 
@@ -703,6 +712,8 @@ class Trial:
     def finish(self, err):
         """Heal, stop, collect, check. Runs even after an error."""
         run = self.run_
+        if self.sc.get("group"):
+            return self.finish_group(err)
         try:
             run.heal_all(self)
             self.ens.wait_healthy(60)
@@ -742,6 +753,89 @@ class Trial:
                 f.write(ck.timeline_csv())
         for c in self.cands:
             run.cands.remove(c)
+
+    # -- the group scenarios: bench_many processes of one balance group ------------
+
+    def group_start(self, name):
+        g = GroupProc(self, name)
+        self.group.append(g)
+        self.run_.procs.append(g.proc)
+        return g
+
+    def group_kill(self, g):
+        """SIGKILL of the process alone (its keeper lives and closes its
+        session): its terms end at the signal (the checker's killed)."""
+        r = self.rec.emit("killed", target=g.name, signal="KILL")
+        os.kill(g.pid, signal.SIGKILL)
+        r["sent_ns"] = time.monotonic_ns()
+        g.killed = True
+        h._wait_proc(g.proc, 5.0)
+
+    def group_live(self):
+        return [g for g in self.group if not g.killed and g.proc.poll() is None and not g.leaving]
+
+    def group_settled(self):
+        """Every live process's last group line: exactly the live ones,
+        nothing moving, its target led (and its own leader lines agree),
+        the targets summing to E."""
+        live = self.group_live()
+        for g in self.group:
+            g.poll()
+        if not live:
+            return False
+        for g in live:
+            st = g.state
+            if st is None or st.get("members") != len(live) or st.get("moving") != 0 or \
+                    st.get("leads") != st.get("target") or len(g.led) != st.get("target"):
+                return False
+        return sum(g.state["target"] for g in live) == GROUP_E
+
+    def finish_group(self, err):
+        """The group scenarios' end: stop every process ("quit"), reap, the
+        keepers gone, then the history (the processes' lines and the
+        harness's records) through checker.GroupChecker."""
+        run = self.run_
+        self.rec.emit("phase", name="stop")
+        for g in self.group:
+            if g.proc.poll() is None:
+                g.send("quit")
+        for g in self.group:
+            rc = h._wait_proc(g.proc, 10.0)
+            if rc is None:
+                self.problems.append("%s did not exit within 10 s of quit" % g.name)
+                run.kill_proc(g.proc, signal.SIGKILL)
+            elif rc != 0 and not g.killed:
+                self.problems.append("%s exited with %s (expected 0)" % (g.name, rc))
+            g.exit_ns = g.exit_ns or time.monotonic_ns()
+        for g in self.group:
+            for w in g.watchers():
+                try:
+                    h.wait_until(lambda: not h.pid_alive(w), timeout=5, desc="keeper %d's end" % w)
+                except h.Timeout:
+                    self.problems.append("%s's keeper (pid %d) outlived it by 5 s" % (g.name, w))
+                    try:
+                        os.kill(w, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            g.poll()
+            marks = h.crash_markers(g.stderr())
+            if marks:
+                self.problems.append("%s: crash markers %s" % (g.name, marks))
+        recs = list(self.rec.recs)
+        for g in self.group:
+            recs.extend(g.recs)
+            recs.append({"mono_ns": g.exit_ns, "wall": None, "src": g.name, "pid": g.pid,
+                         "ev": "exit", "rc": g.proc.returncode})
+        recs.sort(key=lambda r: r["mono_ns"])
+        self.history = os.path.join(self.tdir, "history.jsonl")
+        with open(self.history, "w") as f:
+            for r in recs:
+                f.write(json.dumps(r, separators=(",", ":"), default=str) + "\n")
+        if err is None:
+            self.summary = CK.GroupChecker(CK.load([self.history])).run()
+            with open(os.path.join(self.tdir, "summary.json"), "w") as f:
+                json.dump(self.summary, f, indent=1, default=str)
+        self.notes["terms"] = (self.summary or {}).get("metrics", {}).get("terms")
 
     def zk_session_ends(self):
         """The servers' log lines on sessions that ended during the trial
@@ -2009,6 +2103,141 @@ def sc_http_flood(t):
                               % (cid, r["answer_ms"], r["error"]))
 
 
+class GroupProc:
+    """One bench_many process of a balance group (bench/many.c with
+    BENCH_MANY_GROUP, its keeper on: BENCH_MANY_GUARD) in the run's own
+    namespace, its stdout and stderr in files of the trial, read as they
+    grow (one write(2) per line: a line is whole once its newline is in)."""
+
+    def __init__(self, t, name):
+        if not os.access(BENCH_MANY_BIN, os.X_OK):
+            raise SetupError("bench_many not found: %s (set BENCH_MANY_BIN)" % BENCH_MANY_BIN)
+        self.name = name
+        self.out = os.path.join(t.tdir, name + ".out")
+        self.err = os.path.join(t.tdir, name + ".err")
+        env = dict(h._child_env(), BENCH_MANY_GROUP=t.path + "-group", BENCH_MANY_ID=name,
+                   BENCH_MANY_SETTLE_MS=str(GROUP_SETTLE_MS), BENCH_MANY_GUARD="1")
+        with open(self.out, "wb") as o, open(self.err, "wb") as e:
+            self.proc = subprocess.Popen(
+                [BENCH_MANY_BIN, t.ens.connect_string(), t.path, str(GROUP_E), str(T_MS),
+                 str(TICK_MS)], stdin=subprocess.PIPE, stdout=o, stderr=e, env=env,
+                preexec_fn=_preexec)
+        self.pid = self.proc.pid
+        self.off = 0
+        self.recs = []          # GroupChecker's records of its lines
+        self.state = None       # its last group line
+        self.led = set()        # the elections it leads, by its lines
+        self.killed = self.leaving = False
+        self.exit_ns = None
+
+    def poll(self):
+        try:
+            with open(self.out, "rb") as f:
+                f.seek(self.off)
+                data = f.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1
+        self.off += end
+        for line in data[:end].decode(errors="replace").splitlines():
+            p = line.split()
+            if len(p) < 3 or not p[0].isdigit():
+                continue
+            r = {"mono_ns": int(p[0]) * 1000, "wall": None, "src": self.name, "pid": self.pid}
+            if p[1] == "-":
+                if p[2] != "group":
+                    continue
+                try:
+                    kv = {k: int(v) for k, v in (x.split("=", 1) for x in p[3:] if "=" in x)}
+                except ValueError:
+                    continue
+                self.state = kv
+                r.update(kv, ev="g_group")
+            elif p[1].isdigit() and p[2] in ("leader", "stepdown", "follower", "stopped"):
+                r.update(ev="g_" + p[2], e=int(p[1]))
+                (self.led.add if p[2] == "leader" else self.led.discard)(int(p[1]))
+            else:
+                continue
+            self.recs.append(r)
+
+    def leads(self):
+        self.poll()
+        return len(self.led)
+
+    def moving(self):
+        self.poll()
+        return (self.state or {}).get("moving", 0)
+
+    def send(self, cmd):
+        try:
+            self.proc.stdin.write((cmd + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError:
+            pass
+
+    def stderr(self):
+        try:
+            with open(self.err, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def watchers(self):
+        return [int(m) for m in re.findall(r"^guard watcher (\d+)$", self.stderr(), re.M)]
+
+
+def _group_wait(t, cond, timeout, desc):
+    """Polls cond every ms (a move is a few ms: the fault must land inside
+    it); a timeout is a fault not injected (the harness's problem)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.001)
+    t.problems.append("fault not injected: no %s within %.0f s" % (desc, timeout))
+    return False
+
+
+def sc_balance_kill9(t):
+    """A balance group of GROUP_E elections over bench_many processes
+    (each with its keeper), the shares moving while processes die and
+    come back: b1 SIGKILLed as the first elections move to it from a1;
+    once a1 leads all again, c1 and b2 join and a1 (the donor) is
+    SIGKILLed as the first elections move from it; a2 joins and, as the
+    first elections move to it, the process leading most leaves gracefully
+    (stdin "leave"). Checked (checker.GroupChecker): no two processes'
+    terms of one election meet (G1), the group settles afterwards (G2:
+    every process at its target, every election led once), no line after
+    a process's end (G3); the leave exits 0."""
+    t.rec.emit("config", group=True, E=GROUP_E, settle_ms=GROUP_SETTLE_MS)
+    a1 = t.group_start("a1")
+    _group_wait(t, lambda: a1.leads() == GROUP_E, 10, "a1 leading all")
+    b1 = t.group_start("b1")
+    if _group_wait(t, lambda: b1.leads() >= 1, 8, "move to b1"):
+        t.group_kill(b1)            # the receiver, the hand-overs to it under way
+    _group_wait(t, lambda: a1.leads() == GROUP_E, 8, "a1 leading all again")
+    c1, b2 = t.group_start("c1"), t.group_start("b2")
+    if _group_wait(t, lambda: c1.leads() + b2.leads() >= 1, 8, "move from a1"):
+        t.group_kill(a1)            # the donor, its hand-overs under way
+    a2 = t.group_start("a2")
+    if _group_wait(t, lambda: a2.leads() >= 1, 8, "move to a2"):
+        leaver = max((c1, b2), key=lambda g: g.leads())
+        t.rec.emit("leave", target=leaver.name)
+        leaver.leaving = True
+        leaver.send("leave")        # a graceful leave while the shares move
+        rc = h._wait_proc(leaver.proc, 10.0)
+        if rc != 0:
+            t.problems.append("%s's leave: exit %s (expected 0 within 10 s)" % (leaver.name, rc))
+        else:
+            leaver.exit_ns = time.monotonic_ns()
+    try:
+        h.wait_until(t.group_settled, timeout=10, desc="the group settled")
+        t.rec.emit("settled")
+    except h.Timeout:
+        t.rec.emit("unsettled", states={g.name: g.state for g in t.group_live()})
+    t.notes["leads"] = {g.name: len(g.led) for g in t.group_live()}
+
+
 SCENARIOS = [
     {"name": "leader_kill9", "fn": sc_leader_kill9},
     {"name": "agent_kill9_keeper", "fn": sc_agent_kill9_keeper},
@@ -2037,6 +2266,7 @@ SCENARIOS = [
     {"name": "resign_force_frozen", "fn": sc_resign_force_frozen},
     {"name": "quorum_link_stall", "fn": sc_quorum_link_stall},
     {"name": "zk_leader_blackhole", "fn": sc_zk_leader_blackhole},
+    {"name": "balance_kill9", "fn": sc_balance_kill9, "group": True},
     {"name": "follower_isolated_s5", "fn": sc_follower_isolated_s5},
     # last: it restarts the ensemble with syncLimit 20 (the next trial's first
     # scenario restarts it with the default again)

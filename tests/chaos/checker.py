@@ -68,6 +68,11 @@ led (from its became_leader on), and none is left once every candidate has stopp
 (a final_children record of phase after_stop). Skipped without marker
 records.
 
+A history whose config record has group: true is a balanced group's
+(bench_many processes, tests/chaos/chaos.py's balance_kill9): it is checked
+by GroupChecker instead (G1 no overlap per election, G2 settled, G3 no line
+after a process's end; its docstring has the records).
+
 Output: a one-line verdict on stdout; --json FILE writes the summary (per
 property pass|fail|skipped with witnesses, and metrics); --timeline FILE
 writes leadership intervals as CSV (for Figure-T).
