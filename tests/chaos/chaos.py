@@ -2126,6 +2126,7 @@ class GroupProc:
         self.off = 0
         self.recs = []          # GroupChecker's records of its lines
         self.state = None       # its last group line
+        self.state_ns = 0       # its stamp
         self.led = set()        # the elections it leads, by its lines
         self.killed = self.leaving = False
         self.exit_ns = None
@@ -2151,7 +2152,7 @@ class GroupProc:
                     kv = {k: int(v) for k, v in (x.split("=", 1) for x in p[3:] if "=" in x)}
                 except ValueError:
                     continue
-                self.state = kv
+                self.state, self.state_ns = kv, r["mono_ns"]
                 r.update(kv, ev="g_group")
             elif p[1].isdigit() and p[2] in ("leader", "stepdown", "follower", "stopped"):
                 r.update(ev="g_" + p[2], e=int(p[1]))
@@ -2198,14 +2199,28 @@ def _group_wait(t, cond, timeout, desc):
     return False
 
 
+def _group_joined(t, gs, members):
+    """The stamp of the latest of gs's first group lines with `members`
+    members (each has joined the group and sees it whole), or None."""
+    def stamp():
+        got = []
+        for g in gs:
+            g.poll()
+            got.append(next((r["mono_ns"] for r in g.recs if r["ev"] == "g_group" and
+                             r.get("members") == members), None))
+        return None if None in got else max(got)
+    return stamp() if _group_wait(t, lambda: stamp() is not None, 8, "%s in the group" % ", ".join(
+        g.name for g in gs)) else None
+
+
 def sc_balance_kill9(t):
     """A balance group of GROUP_E elections over bench_many processes
     (each with its keeper), the shares moving while processes die and
     come back: b1 SIGKILLed as the first elections move to it from a1;
     once a1 leads all again, c1 and b2 join and a1 (the donor) is
-    SIGKILLed as the first elections move from it; a2 joins and, as the
-    first elections move to it, the process leading most leaves gracefully
-    (stdin "leave"). Checked (checker.GroupChecker): no two processes'
+    SIGKILLed as soon as its group line says it hands elections over; a2
+    joins and, as soon as c1's or b2's says it hands elections over (to
+    a2), that one leaves gracefully (stdin "leave"). Checked (checker.GroupChecker): no two processes'
     terms of one election meet (G1), the group settles afterwards (G2:
     every process at its target, every election led once), no line after
     a process's end (G3); the leave exits 0."""
@@ -2217,12 +2232,15 @@ def sc_balance_kill9(t):
         t.group_kill(b1)            # the receiver, the hand-overs to it under way
     _group_wait(t, lambda: a1.leads() == GROUP_E, 8, "a1 leading all again")
     c1, b2 = t.group_start("c1"), t.group_start("b2")
-    if _group_wait(t, lambda: c1.leads() + b2.leads() >= 1, 8, "move from a1"):
+    t_in = _group_joined(t, (c1, b2), 3)
+    if t_in and _group_wait(t, lambda: a1.moving() > 0 and a1.state_ns > t_in, 8, "move from a1"):
         t.group_kill(a1)            # the donor, its hand-overs under way
     a2 = t.group_start("a2")
-    if _group_wait(t, lambda: a2.leads() >= 1, 8, "move to a2"):
-        leaver = max((c1, b2), key=lambda g: g.leads())
-        t.rec.emit("leave", target=leaver.name)
+    t_in = _group_joined(t, (a2,), 3)
+    if t_in and _group_wait(t, lambda: any(g.moving() > 0 and g.state_ns > t_in for g in (c1, b2)),
+                            8, "move to a2"):
+        leaver = max((c1, b2), key=lambda g: g.moving() if g.state_ns > t_in else -1)
+        t.rec.emit("leave", target=leaver.name, moving=leaver.state.get("moving"))
         leaver.leaving = True
         leaver.send("leave")        # a graceful leave while the shares move
         rc = h._wait_proc(leaver.proc, 10.0)
