@@ -2220,10 +2220,11 @@ def sc_balance_kill9(t):
     once a1 leads all again, c1 and b2 join and a1 (the donor) is
     SIGKILLed as soon as its group line says it hands elections over; a2
     joins and, as soon as c1's or b2's says it hands elections over (to
-    a2), that one leaves gracefully (stdin "leave"). Checked (checker.GroupChecker): no two processes'
-    terms of one election meet (G1), the group settles afterwards (G2:
-    every process at its target, every election led once), no line after
-    a process's end (G3); the leave exits 0."""
+    a2), that one leaves gracefully (stdin "leave"). Checked
+    (checker.GroupChecker): no two processes' terms of one election meet
+    (G1), the group settles afterwards (G2: every process at its target,
+    every election led once), no line after a process's end (G3); the
+    leave exits 0."""
     t.rec.emit("config", group=True, E=GROUP_E, settle_ms=GROUP_SETTLE_MS)
     a1 = t.group_start("a1")
     _group_wait(t, lambda: a1.leads() == GROUP_E, 10, "a1 leading all")
