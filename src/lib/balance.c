@@ -252,8 +252,9 @@ static int num_of(const cJSON *o, const char *key, int lo, int hi, int dflt, int
         *out = dflt;
         return 0;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble ||
-        v->valuedouble < lo || v->valuedouble > hi)
+    /* the range first: a cast of a double outside int64_t is undefined */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) ||
+        v->valuedouble != (double)(int64_t)v->valuedouble)
         return -1;
     *out = (int)v->valuedouble;
     return 0;

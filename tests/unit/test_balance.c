@@ -180,6 +180,8 @@ static void test_member_data_round_trips_and_garbage_is_refused(void)
         "{\"id\":\"gw-1\",\"weight\":1.5}", "{\"id\":\"gw-1\",\"weight\":1,\"leads\":-1}",
         "{\"id\":\"gw-1\",\"weight\":1,\"leads\":1e300}", "{\"id\":1,\"weight\":1}",
         "{\"id\":\"gw-1\",\"weight\":1,\"leaving\":2}", "\xff\xfe",
+        "{\"id\":\"gw-1\",\"weight\":1e300}", "{\"id\":\"gw-1\",\"weight\":1,\"max\":-1e300}",
+        "{\"id\":\"gw-1\",\"weight\":1,\"elections\":1e19}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         CHECK(bal_data_decode(bad[i], (int)strlen(bad[i]), "gw-1", &o) == -1);
