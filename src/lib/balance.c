@@ -201,14 +201,16 @@ void bal_settle_change(struct bal_settle *s, int64_t now_ms)
     int64_t window = (int64_t)s->base_ms * 10;
     if (s->changed_at != INT64_MIN) {
         int64_t quiet = now_ms - s->changed_at;
-        for (int64_t w = window; w > 0 && quiet >= w && s->delay_ms > s->base_ms; quiet -= w)
-            s->delay_ms /= 2;
-        if (s->delay_ms < s->base_ms)
-            s->delay_ms = s->base_ms;
         if (quiet < window) {
             s->delay_ms *= 2;
             if (s->delay_ms > (int64_t)s->base_ms * 16)
                 s->delay_ms = (int64_t)s->base_ms * 16;
+        } else {
+            /* a change after a quiet stretch: halved per whole window of it */
+            for (; quiet >= window && s->delay_ms > s->base_ms; quiet -= window)
+                s->delay_ms /= 2;
+            if (s->delay_ms < s->base_ms)
+                s->delay_ms = s->base_ms;
         }
     }
     s->changed_at = now_ms;

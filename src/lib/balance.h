@@ -65,9 +65,10 @@ void bal_rate_take(struct bal_rate *r, int n);
 int64_t bal_rate_wait_ms(const struct bal_rate *r, int64_t now_ms, int per_min);
 
 /* The settle delay: moves start only once the member set has been
- * unchanged for delay_ms. Each change within the window (10 x base) of the
- * last one doubles it, up to 16 x base; each whole window without a change
- * halves it again, down to base. */
+ * unchanged for delay_ms. A change within the window (10 x base) of the
+ * last one doubles it, up to 16 x base; a change after a quiet stretch of
+ * a window or more halves it once per whole window of that stretch, down
+ * to base (and does not double it). */
 struct bal_settle {
     int base_ms;
     int64_t delay_ms;

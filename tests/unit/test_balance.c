@@ -155,8 +155,12 @@ static void test_the_settle_delay_doubles_while_changing_and_decays(void)
     for (int i = 0; i < 10; i++)
         bal_settle_change(&s, 1600 + i);
     CHECK(s.delay_ms == 1600);                      /* capped at 16 x base */
-    bal_settle_change(&s, 1609 + 3 * 1000);         /* three quiet windows: 1600 -> 200, x2 */
-    CHECK(s.delay_ms == 400);
+    bal_settle_change(&s, 1609 + 3 * 1000);         /* three quiet windows: 1600 -> 200 */
+    CHECK(s.delay_ms == 200);
+    bal_settle_change(&s, 4609 + 1500);             /* one and a half: halved once, not doubled */
+    CHECK(s.delay_ms == 100);
+    bal_settle_change(&s, 6109 + 999);              /* within the window: doubled */
+    CHECK(s.delay_ms == 200);
     bal_settle_change(&s, 100000);                  /* long quiet: back to base */
     CHECK(s.delay_ms == 100);
 }
