@@ -44,7 +44,9 @@
  *   <mono_us> - left
  * when a graceful leave has ended: stdin "leave" or SIGTERM hand every
  * election this process leads to the other members (zke_group_leave), then
- * it says "left" and stops as for "quit" (exit 0). stdin "quit", EOF and
+ * it says "left" and stops as for "quit" (exit 0); stdin "remove" takes
+ * every agent out of the group (zke_group_remove), then stops as for
+ * "quit" (hand-overs may be under way then). stdin "quit", EOF and
  * SIGINT stop at once (the leaders' elections fail over to the next in
  * line, as without a group).
  *
@@ -296,6 +298,16 @@ static void leave_or_stop(void)
     }
 }
 
+/* stdin "remove": every agent taken out of the group (hand-overs under
+ * way go on without it), then the stop (which frees the group first). */
+static void remove_and_stop(void)
+{
+    for (int i = 0; B.group != NULL && i < B.e; i++)
+        if (B.slots[i].a != NULL)
+            (void)zke_group_remove(B.group, B.slots[i].a);
+    stop_all();
+}
+
 static void stdin_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)revents;
@@ -322,6 +334,8 @@ static void stdin_cb(struct ev_loop *loop, ev_io *w, int revents)
                 stop_all();
             else if (strcmp(B.inbuf + start, "leave") == 0)
                 leave_or_stop();
+            else if (strcmp(B.inbuf + start, "remove") == 0)
+                remove_and_stop();
             else if (B.inbuf[start] != '\0')
                 fprintf(stderr, "bench_many: unknown command '%s'\n", B.inbuf + start);
             start = i + 1;

@@ -301,13 +301,18 @@ static void zkc_state_cb(void *ud, enum zkc_state st)
 static void zkc_watch_cb(void *ud, enum zkc_watch type, const char *path)
 {
     zke_conn *c = ud;
+    int heard = 0;
+    /* every listener of the path: two groups of one path on one conn each
+     * get it (a watch fires once per session and path) */
     for (struct conn_listener *l = c->listeners; l != NULL; l = l->next) {
         size_t n = strlen(l->prefix);
         if (strncmp(path, l->prefix, n) == 0 && (path[n] == '\0' || path[n] == '/')) {
             l->watch(l->ud, type, path);
-            return;
+            heard = 1;
         }
     }
+    if (heard)
+        return;
     const char *slash = strrchr(path, '/');
     if (slash == NULL || slash == path)
         return;

@@ -100,6 +100,7 @@ struct zke_group {
     struct conn_listener lis;
     unsigned gen;               /* bumped at each new connection and loss */
     int connected, node_ok, creating;
+    int disconnected;           /* the connection was lost; the session may live on */
     int create_step;            /* folders made so far (the create chain) */
     int published, publishing, pub_dirty;
     double pub_at;              /* ev_now of the last publish */
@@ -194,9 +195,13 @@ static void on_state(void *ud, enum zkc_state st)
             g->connected = 1;
             g->want_create = 1;
             g->want_read = 1;
+        } else if (g->disconnected) {
+            g->want_read = 1;   /* a reading cut by the loss may have missed a member */
         }
+        g->disconnected = 0;
     } else if (st == ZKC_S_DISCONNECTED) {
         /* the session may live on: the node and the watches stay */
+        g->disconnected = 1;
     } else {
         g->connected = 0;
         g->node_ok = 0;
@@ -398,6 +403,8 @@ static void get_done(void *arg, const struct zkc_result *r)
     struct gmember *m = &g->rd.m[i];
     char name[BAL_ID_MAX + 1];
     snprintf(name, sizeof name, "%s", m->d.id);
+    if (r->rc != ZKC_OK && r->rc != ZKC_NONODE)
+        g->rd.again = 1;        /* not read (a connection loss): no watch set, read again */
     if (r->rc != ZKC_OK || bal_data_decode(r->data, r->datalen, name, &m->d) != 0)
         m->d.id[0] = '\0';      /* gone, or garbage: left out */
     if (--g->rd.pending == 0)
@@ -655,10 +662,8 @@ static void handover_done(zke_agent *a, const struct zke_handover *r, void *ud)
     zke_group *g = e->g;
     (void)a;
     e->moving = 0;
-    if (g == NULL || e->a == NULL) {
-        if (g != NULL)
-            g->moving--;
-        free(e);                /* orphaned: the group or the agent went */
+    if (g == NULL) {
+        free(e);                /* orphaned: the group or the agent went (counted then) */
         return;
     }
     g->moving--;
@@ -834,10 +839,15 @@ static void drop(zke_group *g, struct gent *e)
             g->qlen--;
             break;
         }
-    if (e->moving)
-        e->a = NULL;            /* its done frees it */
-    else
+    if (e->moving) {
+        /* its done frees it (and only that: the group may be gone then) */
+        g->moving--;
+        e->g = NULL;
+        e->a = NULL;
+        round_over(g);
+    } else {
         free(e);
+    }
     g->dirty = 1;
     g->pub_dirty = 1;           /* "elections" changed */
     wake(g, 0);
@@ -1066,8 +1076,13 @@ void zke_group_free(zke_group *g)
         conn_unlisten(g->c, &g->lis);
     g->freeing = 1;
     zkclient_cancel(g->zkc, &g->own);
-    if (g->node_ok && zkclient_connected(g->zkc))
-        (void)zkclient_delete(g->zkc, g->node, ignore_done, NULL);   /* untagged: not cancelled */
+    /* untagged (not cancelled), whenever the session may live on: also
+     * while the connection is down (sent on reconnecting) and while our
+     * create is in flight (a session's requests run in order: the delete
+     * after it); a node that is not there answers NONODE, ignored */
+    enum zkc_life life = zkclient_life(g->zkc);
+    if (g->state != ZKE_GROUP_NEW && (life == ZKC_LIFE_CONNECTED || life == ZKC_LIFE_SUSPENDED))
+        (void)zkclient_delete(g->zkc, g->node, ignore_done, NULL);
     for (int i = 0; i < g->n; i++) {
         struct gent *e = g->ents[i];
         if (e->a != NULL)

@@ -11,6 +11,10 @@ SETTLE_MS. Every wait is for the condition, bounded by SETTLE_BOUND s
   other one did, and it exits 0.
 * Weights 2, 1, 1 with E = 40: 20/10/10.
 * A max of 4 among three with E = 30: 4/13/13.
+* Agents taken out of the group (zke_group_remove) while their hand-overs
+  are under way, then the group freed: the process exits cleanly (the
+  hand-overs' results come after the group is gone; ASan builds check
+  that nothing touches it).
 * In every case, every election's terms never overlap: each new leader
   line (with its epoch) comes after the previous leader's stepdown line,
   and the epochs of one election only grow.
@@ -209,6 +213,27 @@ def test_a_max_is_respected():
             ms, t0 = start_three(zk, "/bal/max", 30, ({"max_": 4}, {}, {}))
             wait_settled(ms, [4, 13, 13], t0, "a max of 4")
             check_no_overlap(ms)
+        finally:
+            close(ms)
+
+
+def group_line(m, pred):
+    pump(m)
+    g = m.group()
+    return g is not None and pred(g)
+
+
+def test_agents_removed_mid_hand_over_then_the_group_freed():
+    with h.ZooKeeper() as zk:
+        ms = []
+        try:
+            ms = [Member(zk, "/bal/remove", 30, "p1")]
+            wait(ms[0].joined, 20, "p1 joins", *ms)
+            ms.append(Member(zk, "/bal/remove", 30, "p2"))
+            wait(lambda: group_line(ms[0], lambda g: g["moving"] > 0), SETTLE_BOUND,
+                 "p1 hands over", *ms)
+            ms[0].send("remove")
+            assert ms[0].p.wait(SETTLE_BOUND) == 0, ms[0].stderr()[-2000:]
         finally:
             close(ms)
 
