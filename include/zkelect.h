@@ -1262,15 +1262,18 @@ void zke_policy_free(zke_policy *p);
  *   ... at the end: zke_group_leave(g, done, ud) -> done: zke_agent_stop each,
  *       zke_group_free(g) (before or after the agents' free), zke_conn_free(c)
  *
- * The shares: E elections (this member's agents) over the live members by
- * weight, largest remainder, equal remainders by id, none above its max
- * (docs/embedding.md "Balanced groups"). Membership is an ephemeral node
+ * The shares: E elections over the live members by weight, largest
+ * remainder, equal remainders by id, none above its max nor above the
+ * elections it holds (docs/embedding.md "Balanced groups"). The members
+ * must hold the same elections: E is the most elections a member
+ * publishes, and a member is given (and counted as leading) no more than
+ * it publishes; members with different ones balance only approximately. Membership is an ephemeral node
  * <path>/members/<id> on the conn's session, its data what the member
  * leads (republished at most every ZKE_GROUP_PUBLISH_MS); another member's
  * data is a hint (validated: garbage leaves that member out). Every member
  * computes the same moves from the same reading and acts on its own.
  * A graceful leave hands this member's elections to the members below
- * their share without it (exactly its elections move), then calls done.
+ * their share without it (only its elections move), then calls done.
  * A crash needs nothing: the dead member's elections fail over to the next
  * in line, its node goes with its session, and the rest settle by moves.
  * Cost while idle: nothing; each change of the group costs one listing and
@@ -1295,7 +1298,9 @@ struct zke_group_settings {         /* copied by zke_group_new() */
     const char *id;                 /* this member: every agent added has this id; a node
                                      * name (printable ASCII, no '/', '"', '\\'), <= 255 bytes */
     int weight;                     /* 0: 1; at most ZKE_GROUP_WEIGHT_MAX */
-    int max;                        /* 0: no limit; else lead at most this many */
+    int max;                        /* 0: no limit; else a share of at most this many (not
+                                     * enforced: failover, or no other member able to take
+                                     * them, may leave it leading more) */
     int settle_ms;                  /* 0: ZKE_DEFAULT_GROUP_SETTLE_MS */
     int moves_per_min;              /* 0: ZKE_DEFAULT_GROUP_MOVES_PER_MIN */
     int parallel;                   /* 0: ZKE_DEFAULT_GROUP_PARALLEL */
@@ -1318,7 +1323,7 @@ struct zke_group_status {
     int target;                     /* this member's share (-1: not known yet) */
     int moving;                     /* hand-overs under way */
     int64_t moved_out;              /* hand-overs of ours that succeeded, since new */
-    int64_t failed;                 /* hand-overs refused or failed (each backs its election off) */
+    int64_t failed;                 /* hand-overs of ours refused or failed, since new */
 };
 
 /* Validates and copies the settings. NULL with the reason in err (a bad
@@ -1339,8 +1344,9 @@ typedef void zke_group_done_fn(zke_group *g, int left, void *ud);
 /* The graceful leave: this member's share becomes 0 ("leaving" published,
  * so the others plan without it), its elections are handed to the members
  * below their share, no settle delay, within the rate; done(g, 1, ud) once
- * it leads none (or no member can take any more: done(g, 0, ud)), from the
- * loop. The agents keep running: the host stops them in done. -1: not
+ * it leads none, done(g, 0, ud) once each election it still leads was
+ * refused by each member below its share (none is asked twice while the
+ * members stay the same), from the loop. The agents keep running: the host stops them in done. -1: not
  * started, or leaving already. */
 int zke_group_leave(zke_group *g, zke_group_done_fn *done, void *ud);
 int zke_group_status(const zke_group *g, struct zke_group_status *out);

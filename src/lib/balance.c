@@ -287,3 +287,16 @@ int bal_data_decode(const char *buf, int len, const char *name, struct bal_data 
         memset(out, 0, sizeof *out);
     return rc;
 }
+
+int bal_member_of(const struct bal_data *d, struct bal_member *m)
+{
+    if (d->elections <= 0 || d->weight < 1 || d->weight > BAL_WEIGHT_MAX)
+        return -1;
+    *m = (struct bal_member){
+        .id = d->id, .weight = d->weight,
+        .max = d->max > 0 && d->max < d->elections ? d->max : d->elections,
+        .leads = d->leads < d->elections ? d->leads : d->elections,
+        .leaving = d->leaving != 0,
+    };
+    return 0;
+}

@@ -96,4 +96,12 @@ int bal_data_encode(const struct bal_data *d, char *buf, size_t len);
  * does not parse is ignored). */
 int bal_data_decode(const char *buf, int len, const char *name, struct bal_data *out);
 
+/* A member as the shares take it from what it published: it is given no
+ * more than its elections (a cap below its max, if any) and counted as
+ * leading no more than them (a member claiming 10^7 leads with 10
+ * elections is taken at 10: its claim cannot take every donor's rows).
+ * 0 and *m filled (m->id points into d), or -1 when it published no
+ * election (then it is left out: it can take none). */
+int bal_member_of(const struct bal_data *d, struct bal_member *m);
+
 #endif

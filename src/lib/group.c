@@ -21,8 +21,14 @@
  *    hand-over ended, so the receivers' new counts are in it (no
  *    overshoot on stale counts). Which elections move: this member's
  *    leaders in the order of a hash of their path (stable: the same ones
- *    first each time, never a shuffle). A refused or failed hand-over
- *    backs that election off (settle_ms doubling per failure, <= 60 s).
+ *    first each time, never a shuffle). A refusal the receiver would give
+ *    again (no_candidate, not_next; any during a leave) is remembered: that
+ *    election is not asked of that receiver again, and a receiver refusing
+ *    RX_REFUSALS in a row gets no rows, until the members' data other than
+ *    "leads" changes. Another failure backs the election off (settle_ms
+ *    doubling per failure, <= 60 s). Each member counts at most its
+ *    published elections, as its cap (bal_member_of); E is the most any
+ *    member publishes.
  *
  * Contexts: the session's calls (conn_listener) and the completions run
  * inside the ZooKeeper library: they record and start the group's timer;
@@ -47,6 +53,8 @@
 #define MEMBERS_MAX 1024        /* names of a listing taken (the rest ignored) */
 #define BACKOFF_MAX_MS 60000
 #define RETRY_MS 1000           /* a failed request of the group's own, again */
+#define REF_MAX 8               /* receivers remembered per election as refusing it */
+#define RX_REFUSALS 8           /* refusals in a row that make a receiver skipped */
 
 /* One of the group's agents. Heap-allocated one by one: a hand-over's
  * done gets it, and it outlives the group while one is under way (g NULL). */
@@ -60,10 +68,17 @@ struct gent {
     int queued;                 /* in g->queue, not started yet */
     int fails;
     int64_t backoff_until;      /* ms (ev_now) */
+    /* the receivers that refused it (fnv of their ids), while the members'
+     * data is unchanged (ref_gen == the group's): it is not asked of them
+     * again; REF_MAX of them: refused by all */
+    unsigned ref_gen;
+    int nref;
+    uint32_t ref[REF_MAX];
 };
 
 struct gmember {
     struct bal_data d;
+    int refused;                /* refusals in a row (no success between), this data */
 };
 
 /* The reading under way: the names listed, the data read. */
@@ -99,6 +114,7 @@ struct zke_group {
     struct zkc_owner own;
     struct conn_listener lis;
     unsigned gen;               /* bumped at each new connection and loss */
+    unsigned ref_gen;           /* bumped when the members' data (not "leads") changes */
     int connected, node_ok, creating;
     int disconnected;           /* the connection was lost; the session may live on */
     int create_step;            /* folders made so far (the create chain) */
@@ -392,6 +408,17 @@ static int set_changed(const struct gmember *a, int na, const struct gmember *b,
     return 0;
 }
 
+/* Whether anything but "leads" changed: what a refusal depends on. */
+static int data_changed(const struct gmember *a, int na, const struct gmember *b, int nb)
+{
+    if (set_changed(a, na, b, nb))
+        return 1;
+    for (int i = 0; i < na; i++)
+        if (a[i].d.elections != b[i].d.elections || a[i].d.leaving != b[i].d.leaving)
+            return 1;
+    return 0;
+}
+
 static void get_done(void *arg, const struct zkc_result *r)
 {
     struct readarg *ra = arg;
@@ -471,6 +498,11 @@ static void reading_end(zke_group *g)
     qsort(g->rd.m, (size_t)k, sizeof *g->rd.m, by_member_id);
     if (set_changed(g->members, g->nmembers, g->rd.m, k))
         bal_settle_change(&g->settle, now_ms(g));
+    if (data_changed(g->members, g->nmembers, g->rd.m, k))
+        g->ref_gen++;           /* every refusal may be void now */
+    else
+        for (int i = 0; i < k; i++)
+            g->rd.m[i].refused = g->members[i].refused;
     int self = 0;
     for (int i = 0; i < k && !self; i++)
         self = strcmp(g->rd.m[i].d.id, g->id) == 0;
@@ -512,32 +544,48 @@ static void read_members(zke_group *g)
 
 /* --- the plan ----------------------------------------------------------- */
 
-/* The members of the reading as balance.c takes them, ours with our own
- * counts (fresher than our node's); *self: our index, -1 if not read. */
-static struct bal_member *as_members(zke_group *g, int *n, int *self)
+/* The members of the reading as balance.c takes them (bal_member_of: each
+ * capped at its published elections, those without any left out), ours
+ * with our own counts (fresher than our node's); *self: our index, -1 if
+ * not read; *e: the elections balanced, the most a member holds (the same
+ * for every member when they hold the same ones); *mi: each one's index
+ * in g->members (-1: ours added). */
+static struct bal_member *as_members(zke_group *g, int *n, int *self, int *e, int **mi)
 {
     struct bal_member *m = calloc((size_t)g->nmembers + 1, sizeof *m);
+    *mi = calloc((size_t)g->nmembers + 1, sizeof **mi);
     *self = -1;
-    if (m == NULL)
+    *e = g->n;
+    if (m == NULL || *mi == NULL) {
+        free(m);
+        free(*mi);
         return NULL;
+    }
     int k = 0;
     for (int i = 0; i < g->nmembers; i++) {
-        const struct bal_data *d = &g->members[i].d;
-        m[k] = (struct bal_member){ .id = d->id, .weight = d->weight, .max = d->max,
-                                    .leads = d->leads, .leaving = d->leaving };
-        if (strcmp(d->id, g->id) == 0) {
-            *self = k;
-            m[k].leads = g->leads;
-            m[k].weight = g->weight;
-            m[k].max = g->max;
-            m[k].leaving = g->state == ZKE_GROUP_LEAVING;
+        struct bal_data d = g->members[i].d;
+        int me = strcmp(d.id, g->id) == 0;
+        if (me) {
+            d.leads = g->leads;
+            d.weight = g->weight;
+            d.max = g->max;
+            d.elections = g->n;
+            d.leaving = g->state == ZKE_GROUP_LEAVING;
         }
-        k++;
+        if (bal_member_of(&d, &m[k]) != 0)
+            continue;
+        m[k].id = g->members[i].d.id;
+        if (me)
+            *self = k;
+        if (d.elections > *e)
+            *e = d.elections;
+        (*mi)[k++] = i;
     }
-    if (*self < 0 && g->state == ZKE_GROUP_LEAVING) {
+    if (*self < 0 && g->state == ZKE_GROUP_LEAVING && g->leads > 0) {
         /* our node not read (yet, or any more): we still lead what we lead */
         m[k] = (struct bal_member){ .id = g->id, .weight = g->weight, .max = g->max,
                                     .leads = g->leads, .leaving = 1 };
+        (*mi)[k] = -1;
         *self = k++;
     }
     *n = k;
@@ -558,19 +606,73 @@ static int by_hash(const void *x, const void *y)
     return a->hash < b->hash ? -1 : a->hash > b->hash;
 }
 
+/* Whether the receiver whose id hashes to h refused e (this data). */
+static int refused_by(const zke_group *g, const struct gent *e, uint32_t h)
+{
+    if (e->ref_gen != g->ref_gen)
+        return 0;
+    if (e->nref >= REF_MAX)
+        return 1;
+    for (int i = 0; i < e->nref; i++)
+        if (e->ref[i] == h)
+            return 1;
+    return 0;
+}
+
+/* Our rows as the queue of a round: for each receiver, our leaders in hash
+ * order that it did not refuse. Returns the count queued. */
+static int queue_rows(zke_group *g, const struct bal_member *m, const int *mi, int self,
+                      const struct bal_move *mv, int rows)
+{
+    struct gent **cand = calloc((size_t)g->n + 1, sizeof(struct gent *));
+    if (cand == NULL)
+        return 0;
+    int nc = 0;
+    int64_t now = now_ms(g);
+    for (int i = 0; i < g->n; i++) {
+        struct gent *e = g->ents[i];
+        if (e->leads && !e->moving && e->backoff_until <= now)
+            cand[nc++] = e;
+    }
+    qsort(cand, (size_t)nc, sizeof(struct gent *), by_hash);
+    queue_clear(g);
+    free(g->queue);
+    g->queue = calloc((size_t)nc + 1, sizeof *g->queue);
+    g->qlen = g->qhead = 0;
+    for (int r = 0; g->queue != NULL && r < rows; r++) {
+        int to = mv[r].to;
+        if (mv[r].from != self || (mi[to] >= 0 && g->members[mi[to]].refused >= RX_REFUSALS))
+            continue;           /* not ours, or a receiver refusing every move */
+        uint32_t h = fnv(m[to].id);
+        for (int j = 0, k = 0; j < nc && k < mv[r].count; j++) {
+            if (cand[j] == NULL || refused_by(g, cand[j], h))
+                continue;
+            struct qmove *q = &g->queue[g->qlen++];
+            q->e = cand[j];
+            q->e->queued = 1;
+            cand[j] = NULL;
+            snprintf(q->to, sizeof q->to, "%s", m[to].id);
+            k++;
+        }
+    }
+    free(cand);
+    return g->qlen;
+}
+
 /* Computes the target; with `queue`, also our rows as the queue of a round.
  * Returns the count queued. */
 static int plan(zke_group *g, int queue)
 {
-    int n, self;
-    struct bal_member *m = as_members(g, &n, &self);
+    int n, self, e, *mi;
+    struct bal_member *m = as_members(g, &n, &self, &e, &mi);
     if (m == NULL)
         return 0;
     int *t = calloc((size_t)n + 1, sizeof *t);
     int queued = 0;
-    if (t == NULL || bal_shares(m, n, g->n, t) < 0) {
+    if (t == NULL || bal_shares(m, n, e, t) < 0) {
         free(t);
         free(m);
+        free(mi);
         return 0;
     }
     int target = self >= 0 ? t[self] : -1;
@@ -580,38 +682,18 @@ static int plan(zke_group *g, int queue)
     }
     int rows = self >= 0 && queue ? bal_moves(m, n, t, NULL, 0) : 0;
     struct bal_move *mv = rows > 0 ? calloc((size_t)rows, sizeof *mv) : NULL;
-    struct gent **cand = mv != NULL ? calloc((size_t)g->n + 1, sizeof(struct gent *)) : NULL;
-    if (cand != NULL) {
+    if (mv != NULL) {
         (void)bal_moves(m, n, t, mv, rows);
-        int nc = 0;
-        int64_t now = now_ms(g);
-        for (int i = 0; i < g->n; i++) {
-            struct gent *e = g->ents[i];
-            if (e->leads && !e->moving && e->backoff_until <= now)
-                cand[nc++] = e;
-        }
-        qsort(cand, (size_t)nc, sizeof(struct gent *), by_hash);
-        int next = 0;
-        queue_clear(g);
-        free(g->queue);
-        g->queue = calloc((size_t)nc + 1, sizeof *g->queue);
-        g->qlen = g->qhead = 0;
-        for (int r = 0; g->queue != NULL && r < rows; r++) {
-            if (mv[r].from != self)
-                continue;
-            for (int k = 0; k < mv[r].count && next < nc; k++) {
-                struct qmove *q = &g->queue[g->qlen++];
-                q->e = cand[next++];
-                q->e->queued = 1;
-                snprintf(q->to, sizeof q->to, "%s", m[mv[r].to].id);
-            }
-        }
-        queued = g->qlen;
+        int ours = 0;
+        for (int r = 0; r < rows && !ours; r++)
+            ours = mv[r].from == self;
+        if (ours)               /* the O(E log E) of the candidates only then */
+            queued = queue_rows(g, m, mi, self, mv, rows);
     }
-    free(cand);
     free(mv);
     free(t);
     free(m);
+    free(mi);
     return queued;
 }
 
@@ -656,6 +738,36 @@ static void round_over(zke_group *g)
     }
 }
 
+/* The member of the last reading whose id is id, or NULL. */
+static struct gmember *member_of(zke_group *g, const char *id)
+{
+    for (int i = 0; id != NULL && i < g->nmembers; i++)
+        if (strcmp(g->members[i].d.id, id) == 0)
+            return &g->members[i];
+    return NULL;
+}
+
+/* A refusal the receiver will give again while nothing changes (it has no
+ * candidate there, or cannot be switched to), or any during a leave (its
+ * tries are bounded: a leave ends): not asked of it again until the
+ * members' data changes. 1 when recorded. */
+static int note_refusal(zke_group *g, struct gent *e, const struct zke_handover *r)
+{
+    int lasting = strcmp(r->reason, "no_candidate") == 0 || strcmp(r->reason, "not_next") == 0;
+    if (r->resigned || r->to == NULL || !(lasting || g->state == ZKE_GROUP_LEAVING))
+        return 0;
+    if (e->ref_gen != g->ref_gen) {
+        e->ref_gen = g->ref_gen;
+        e->nref = 0;
+    }
+    if (e->nref < REF_MAX)
+        e->ref[e->nref++] = fnv(r->to);
+    struct gmember *gm = member_of(g, r->to);
+    if (gm != NULL && gm->refused < RX_REFUSALS)
+        gm->refused++;
+    return 1;
+}
+
 static void handover_done(zke_agent *a, const struct zke_handover *r, void *ud)
 {
     struct gent *e = ud;
@@ -671,12 +783,17 @@ static void handover_done(zke_agent *a, const struct zke_handover *r, void *ud)
     if (r->reason == NULL) {
         g->moved_out++;
         e->fails = 0;
+        struct gmember *gm = member_of(g, r->to);
+        if (gm != NULL)
+            gm->refused = 0;
     } else {
         g->failed++;
-        if (e->fails < 16)
-            e->fails++;
-        int64_t back = (int64_t)g->settle_ms << (e->fails - 1);
-        e->backoff_until = now_ms(g) + (back > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : back);
+        if (!note_refusal(g, e, r)) {
+            if (e->fails < 16)
+                e->fails++;
+            int64_t back = (int64_t)g->settle_ms << (e->fails - 1);
+            e->backoff_until = now_ms(g) + (back > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : back);
+        }
         glog(g, r->resigned ? ZKE_LOG_WARN : ZKE_LOG_INFO, "hand-over of %s to %s: %s (%s)",
              agent_path(e->a), r->to != NULL ? r->to : "?", r->reason, r->msg ? r->msg : "");
     }
@@ -767,13 +884,12 @@ static int work(zke_group *g)
             g->round = 1;
             glog(g, ZKE_LOG_INFO, "round: %d of %d leaders to hand over (target %d)", q, g->leads,
                  g->target);
-        } else if (g->state == ZKE_GROUP_LEAVING && g->moving == 0) {
+        } else {
             double back = backed_off(g);
-            if (g->leads == 0 || back < 0)
+            if (g->state == ZKE_GROUP_LEAVING && g->moving == 0 && (g->leads == 0 || back < 0))
                 return finish_leave(g, g->leads == 0);
-            wake(g, back);
-        } else if (backed_off(g) >= 0) {
-            wake(g, backed_off(g));     /* a plan again once they may move */
+            if (back >= 0)
+                wake(g, back);  /* a plan again once they may move */
         }
     } else {
         (void)plan(g, 0);   /* the target only */

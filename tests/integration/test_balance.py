@@ -11,6 +11,9 @@ SETTLE_MS. Every wait is for the condition, bounded by SETTLE_BOUND s
   other one did, and it exits 0.
 * Weights 2, 1, 1 with E = 40: 20/10/10.
 * A max of 4 among three with E = 30: 4/13/13.
+* A leave whose elections no other member holds (another prefix) ends:
+  each receiver refuses (no_candidate) once, and the leave says its
+  elections were not handed over, instead of asking again forever.
 * Agents taken out of the group (zke_group_remove) while their hand-overs
   are under way, then the group freed: the process exits cleanly (the
   hand-overs' results come after the group is gone; ASan builds check
@@ -37,14 +40,14 @@ SETTLE_BOUND = 15.0
 class Member(Many):
     """A bench_many process in group mode, member `mid`."""
 
-    def __init__(self, zk, prefix, e, mid, weight=None, max_=None):
+    def __init__(self, zk, prefix, e, mid, weight=None, max_=None, group=None):
         self.dir = h.mkdtemp("balance")
         self.errfile = os.path.join(self.dir, "stderr.log")
         self.mid = mid
         argv = [MANY_BIN, zk.hostport, prefix, str(e), str(T), "200"]
         if h.WRAP:
             argv = list(h.WRAP) + argv
-        env = dict(os.environ, BENCH_MANY_GROUP=prefix + "-group", BENCH_MANY_ID=mid,
+        env = dict(os.environ, BENCH_MANY_GROUP=group or prefix + "-group", BENCH_MANY_ID=mid,
                    BENCH_MANY_SETTLE_MS=str(SETTLE_MS), BENCH_MANY_LOG="info")
         env.pop("BENCH_MANY_GUARD", None)
         if weight is not None:
@@ -221,6 +224,25 @@ def group_line(m, pred):
     pump(m)
     g = m.group()
     return g is not None and pred(g)
+
+
+def test_a_leave_ends_when_no_member_holds_its_elections():
+    with h.ZooKeeper() as zk:
+        ms = []
+        try:
+            grp = "/bal/apart-group"
+            ms = [Member(zk, "/bal/apart-a", 10, "p1", group=grp)]
+            wait(ms[0].joined, 20, "p1 joins", *ms)
+            ms += [Member(zk, "/bal/apart-b", 10, mid, group=grp) for mid in ("p2", "p3")]
+            wait(lambda: all(m.joined() for m in ms) and
+                 group_line(ms[0], lambda g: g["members"] == 3), SETTLE_BOUND, "three members", *ms)
+            ms[0].send("leave")
+            assert ms[0].p.wait(SETTLE_BOUND) == 0, ms[0].stderr()[-2000:]
+            pump(*ms)
+            assert any(p[1:3] == ["-", "left"] for p in ms[0].lines), ms[0].lines[-5:]
+            assert "not handed over" in ms[0].stderr(), ms[0].stderr()[-2000:]
+        finally:
+            close(ms)
 
 
 def test_agents_removed_mid_hand_over_then_the_group_freed():

@@ -195,6 +195,30 @@ static void test_member_data_round_trips_and_garbage_is_refused(void)
     CHECK(bal_data_encode(&q, buf, sizeof buf) == -1);
 }
 
+static void test_a_member_is_capped_at_its_published_elections(void)
+{
+    struct bal_member m[3];
+    struct bal_data liar = { .id = "a", .weight = 1, .elections = 10, .leads = 10000000 };
+    struct bal_data heavy = { .id = "b", .weight = 1000, .max = 50, .elections = 20, .leads = 0 };
+    struct bal_data none = { .id = "c", .weight = 1000, .elections = 0, .leads = 5 };
+    struct bal_data small = { .id = "d", .weight = 1, .max = 3, .elections = 20, .leads = 2 };
+    CHECK(bal_member_of(&liar, &m[0]) == 0 && m[0].leads == 10 && m[0].max == 10);
+    CHECK(bal_member_of(&heavy, &m[1]) == 0 && m[1].max == 20 && m[1].leads == 0);
+    CHECK(bal_member_of(&none, &m[2]) == -1);               /* holds none: left out */
+    CHECK(bal_member_of(&small, &m[2]) == 0 && m[2].max == 3 && m[2].leads == 2);
+    /* the claim of 10^7 leads takes no more than its 10 from the rows */
+    int t[3];
+    CHECK(bal_shares(m, 2, 20, t) == 20 && t[0] == 0 && t[1] == 20);
+    struct bal_move mv[4];
+    CHECK(bal_moves(m, 2, t, mv, 4) == 1);
+    CHECK(mv[0].from == 0 && mv[0].to == 1 && mv[0].count == 10);
+    /* weight 1000 with no elections does not drain the others */
+    struct bal_member two[2];
+    struct bal_data a = { .id = "a", .weight = 1, .elections = 20, .leads = 20 };
+    CHECK(bal_member_of(&a, &two[0]) == 0 && bal_member_of(&none, &two[1]) == -1);
+    CHECK(bal_shares(two, 1, 20, t) == 20 && t[0] == 20);
+}
+
 int main(void)
 {
     RUN(test_equal_weights_share_evenly_remainder_by_id);
@@ -207,5 +231,6 @@ int main(void)
     RUN(test_the_rate_is_a_token_bucket);
     RUN(test_the_settle_delay_doubles_while_changing_and_decays);
     RUN(test_member_data_round_trips_and_garbage_is_refused);
+    RUN(test_a_member_is_capped_at_its_published_elections);
     return check_done();
 }
