@@ -196,12 +196,16 @@ void bal_settle_init(struct bal_settle *s, int base_ms)
     s->changed_at = INT64_MIN;
 }
 
-void bal_settle_change(struct bal_settle *s, int64_t now_ms)
+void bal_settle_change(struct bal_settle *s, int64_t now_ms, int gone)
 {
     int64_t window = (int64_t)s->base_ms * 10;
     if (s->changed_at != INT64_MIN) {
         int64_t quiet = now_ms - s->changed_at;
         if (quiet < window) {
+            if (!gone) {
+                s->changed_at = now_ms;     /* a join: the wait starts again, no longer */
+                return;
+            }
             s->delay_ms *= 2;
             if (s->delay_ms > (int64_t)s->base_ms * 16)
                 s->delay_ms = (int64_t)s->base_ms * 16;

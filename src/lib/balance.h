@@ -65,18 +65,22 @@ void bal_rate_take(struct bal_rate *r, int n);
 int64_t bal_rate_wait_ms(const struct bal_rate *r, int64_t now_ms, int per_min);
 
 /* The settle delay: moves start only once the member set has been
- * unchanged for delay_ms. A change within the window (10 x base) of the
- * last one doubles it, up to 16 x base; a change after a quiet stretch of
- * a window or more halves it once per whole window of that stretch, down
- * to base (and does not double it). */
+ * unchanged for delay_ms. A change in which a member went away (a crash,
+ * a flap, a leave), within the window (10 x base) of the last change,
+ * doubles it, up to 16 x base; a change that only adds members restarts
+ * the wait without doubling (a planned scale-out, one process after the
+ * other, is no flap: doubling it took five joins to 16 x base); a change
+ * after a quiet stretch of a window or more halves it once per whole
+ * window of that stretch, down to base (and does not double it). */
 struct bal_settle {
     int base_ms;
     int64_t delay_ms;
     int64_t changed_at;     /* ms of the last change; INT64_MIN: none yet */
 };
 void bal_settle_init(struct bal_settle *s, int base_ms);
-/* The member set changed at now_ms. */
-void bal_settle_change(struct bal_settle *s, int64_t now_ms);
+/* The member set changed at now_ms; gone: a member of the last set is not
+ * in the new one. */
+void bal_settle_change(struct bal_settle *s, int64_t now_ms, int gone);
 /* ms until moves may start (0: they may now). */
 int64_t bal_settle_wait_ms(const struct bal_settle *s, int64_t now_ms);
 

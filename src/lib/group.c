@@ -496,8 +496,15 @@ static void reading_end(zke_group *g)
         if (g->rd.m[i].d.id[0] != '\0')
             g->rd.m[k++] = g->rd.m[i];
     qsort(g->rd.m, (size_t)k, sizeof *g->rd.m, by_member_id);
-    if (set_changed(g->members, g->nmembers, g->rd.m, k))
-        bal_settle_change(&g->settle, now_ms(g));
+    if (set_changed(g->members, g->nmembers, g->rd.m, k)) {
+        int gone = 0;   /* an id of the last reading missing from this one (both sorted) */
+        for (int i = 0, j = 0; i < g->nmembers && !gone; i++) {
+            while (j < k && strcmp(g->rd.m[j].d.id, g->members[i].d.id) < 0)
+                j++;
+            gone = j >= k || strcmp(g->rd.m[j].d.id, g->members[i].d.id) != 0;
+        }
+        bal_settle_change(&g->settle, now_ms(g), gone);
+    }
     if (data_changed(g->members, g->nmembers, g->rd.m, k))
         g->ref_gen++;           /* every refusal may be void now */
     else

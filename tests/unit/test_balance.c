@@ -147,22 +147,37 @@ static void test_the_settle_delay_doubles_while_changing_and_decays(void)
     struct bal_settle s;
     bal_settle_init(&s, 100);
     CHECK(bal_settle_wait_ms(&s, 0) == 0);
-    bal_settle_change(&s, 1000);
+    bal_settle_change(&s, 1000, 1);
     CHECK(bal_settle_wait_ms(&s, 1000) == 100);
     CHECK(bal_settle_wait_ms(&s, 1100) == 0);
-    bal_settle_change(&s, 1500);                    /* within the window: doubled */
+    bal_settle_change(&s, 1500, 1);                    /* within the window: doubled */
     CHECK(s.delay_ms == 200 && bal_settle_wait_ms(&s, 1600) == 100);
     for (int i = 0; i < 10; i++)
-        bal_settle_change(&s, 1600 + i);
+        bal_settle_change(&s, 1600 + i, 1);
     CHECK(s.delay_ms == 1600);                      /* capped at 16 x base */
-    bal_settle_change(&s, 1609 + 3 * 1000);         /* three quiet windows: 1600 -> 200 */
+    bal_settle_change(&s, 1609 + 3 * 1000, 1);         /* three quiet windows: 1600 -> 200 */
     CHECK(s.delay_ms == 200);
-    bal_settle_change(&s, 4609 + 1500);             /* one and a half: halved once, not doubled */
+    bal_settle_change(&s, 4609 + 1500, 1);             /* one and a half: halved once, not doubled */
     CHECK(s.delay_ms == 100);
-    bal_settle_change(&s, 6109 + 999);              /* within the window: doubled */
+    bal_settle_change(&s, 6109 + 999, 1);              /* within the window: doubled */
     CHECK(s.delay_ms == 200);
-    bal_settle_change(&s, 100000);                  /* long quiet: back to base */
+    bal_settle_change(&s, 100000, 1);                  /* long quiet: back to base */
     CHECK(s.delay_ms == 100);
+}
+
+/* Members that only join, one after the other within the window, restart
+ * the wait but never double it (five joins took it to 16 x base). */
+static void test_joins_restart_the_settle_delay_without_doubling(void)
+{
+    struct bal_settle s;
+    bal_settle_init(&s, 100);
+    for (int i = 0; i < 5; i++)
+        bal_settle_change(&s, 1000 + 150 * i, 0);
+    CHECK(s.delay_ms == 100 && bal_settle_wait_ms(&s, 1600) == 100);
+    bal_settle_change(&s, 1700, 1);                 /* one goes: doubled */
+    CHECK(s.delay_ms == 200);
+    bal_settle_change(&s, 1800, 0);                 /* a join: not doubled again, wait restarted */
+    CHECK(s.delay_ms == 200 && bal_settle_wait_ms(&s, 1800) == 200);
 }
 
 static void test_member_data_round_trips_and_garbage_is_refused(void)
@@ -230,6 +245,7 @@ int main(void)
     RUN(test_every_process_computes_the_same_rows);
     RUN(test_the_rate_is_a_token_bucket);
     RUN(test_the_settle_delay_doubles_while_changing_and_decays);
+    RUN(test_joins_restart_the_settle_delay_without_doubling);
     RUN(test_member_data_round_trips_and_garbage_is_refused);
     RUN(test_a_member_is_capped_at_its_published_elections);
     return check_done();
