@@ -44,7 +44,10 @@ def line_up(zk, prefix):
     assert len(sessions) == 1, sessions
     b = Many(zk, prefix, e=E, t=T)
     wait(b.joined, 60, "B joins behind A", a, b)
-    assert b.count("follower") == E and b.count("leader") == 0
+    assert b.count("follower") == E and b.count("leader") == 0, (
+        "B: %d follower and %d leader lines of %d; A: %d stepdown lines; A's stderr:\n%s\nB's:\n%s"
+        % (b.count("follower"), b.count("leader"), E, a.count("stepdown"), a.stderr()[-1500:],
+           b.stderr()[-1500:]))
     return a, b, w, sessions.pop()
 
 
