@@ -1,6 +1,7 @@
 /* srvconf.c - see srvconf.h. */
 #include "srvconf.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -158,7 +159,7 @@ void srvconf_judge(const struct srv_info *sv, int n, int stated_ms, struct srv_v
         lo = told == 0 || t < lo ? t : lo;
         hi = t > hi ? t : hi;
         told++;
-        if (sv[i].conf.min_ms < 2 * t)
+        if ((int64_t)sv[i].conf.min_ms < 2 * (int64_t)t)     /* a told tick is up to 2^31 - 1 */
             below = 1;
     }
     v->tick_ms = hi;

@@ -137,6 +137,19 @@ static void test_every_server_telling_one_tick_is_the_tick(void)
     CHECK(v.j == SRV_J_STATED);
 }
 
+/* A tick of 2^31 - 1 ms (a server's reply is anyone's bytes): judged
+ * without overflow (2 x tick in int was undefined: fuzz.srvconf under UBSan). */
+static void test_the_longest_tick_is_judged_without_overflow(void)
+{
+    struct srv_verdict v;
+    struct srv_info sv[2] = { told("a:1", 2000, 4000), told("b:1", 2000, 4000) };
+    sv[1].conf.tick_ms = 2147483647;
+    sv[1].conf.min_ms = 400;
+    sv[1].conf.max_ms = 2147483647;
+    srvconf_judge(sv, 2, 0, &v);
+    CHECK(v.tick_ms == 2147483647 && v.j != SRV_J_TOLD);
+}
+
 static void test_the_refusals_name_every_server(void)
 {
     struct srv_verdict v;
@@ -254,6 +267,7 @@ int main(void)
     RUN(test_anything_else_is_unknown);
     RUN(test_the_mode_line);
     RUN(test_every_server_telling_one_tick_is_the_tick);
+    RUN(test_the_longest_tick_is_judged_without_overflow);
     RUN(test_the_refusals_name_every_server);
     RUN(test_silence_keeps_the_inference_unchecked);
     RUN(test_an_observer_is_seen_whatever_else);
