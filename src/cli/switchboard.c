@@ -234,6 +234,22 @@ static void sched_fire(struct ev_loop *loop, ev_periodic *w, int revents)
     free(to);
 }
 
+/* The id a switchover goes to: refused (1, the answer sent) when it is no
+ * valid id or this candidate's own; 0 when it may be asked for. */
+static int bad_target(switchboard *sb, unsigned long token, const char *to)
+{
+    char err[600];
+    if (zke_check_id(to, err, sizeof err) != 0) {
+        fail(sb, token, EX_USAGE, "usage", err);
+        return 1;
+    }
+    if (strcmp(to, sb->id) == 0) {
+        fail(sb, token, EX_DATAERR, "self", "that is this candidate's own id");
+        return 1;
+    }
+    return 0;
+}
+
 /* resign --to ID --at TIME: "schedule SECONDS ID" (SECONDS since the
  * epoch, the wall clock's). Only a leader takes one; one at a time. */
 static void schedule(switchboard *sb, unsigned long token, const char *arg)
@@ -247,14 +263,8 @@ static void schedule(switchboard *sb, unsigned long token, const char *arg)
         return;
     }
     const char *to = end + 1;
-    if (zke_check_id(to, err, sizeof err) != 0) {
-        fail(sb, token, EX_USAGE, "usage", err);
+    if (bad_target(sb, token, to))
         return;
-    }
-    if (strcmp(to, sb->id) == 0) {
-        fail(sb, token, EX_DATAERR, "self", "that is this candidate's own id");
-        return;
-    }
     if (sb->sched_to != NULL) {
         snprintf(err, sizeof err, "a switchover to %.400s is scheduled already at %s (zkelect "
                  "ctl resign --cancel)", sb->sched_to, utc_text(sb->sched_at, when, sizeof when));
@@ -305,14 +315,8 @@ static void resign_to(switchboard *sb, unsigned long token, const char *to)
         fail(sb, token, EX_TEMPFAIL, "busy", "a hand-over is in progress already");
         return;
     }
-    if (zke_check_id(to, err, sizeof err) != 0) {
-        fail(sb, token, EX_USAGE, "usage", err);
+    if (bad_target(sb, token, to))
         return;
-    }
-    if (strcmp(to, sb->id) == 0) {
-        fail(sb, token, EX_DATAERR, "self", "that is this candidate's own id");
-        return;
-    }
     struct zke_status st;
     (void)zke_agent_status(sb->agent, &st);
     if (st.role != ZKE_ROLE_LEADER) {
