@@ -23,7 +23,6 @@ SETTLE_MS. Every wait is for the condition, bounded by SETTLE_BOUND s
   and the epochs of one election only grow.
 """
 import os
-import subprocess
 import sys
 import time
 
@@ -41,25 +40,14 @@ class Member(Many):
     """A bench_many process in group mode, member `mid`."""
 
     def __init__(self, zk, prefix, e, mid, weight=None, max_=None, group=None):
-        self.dir = h.mkdtemp("balance")
-        self.errfile = os.path.join(self.dir, "stderr.log")
         self.mid = mid
-        argv = [MANY_BIN, zk.hostport, prefix, str(e), str(T), "200"]
-        if h.WRAP:
-            argv = list(h.WRAP) + argv
-        env = dict(os.environ, BENCH_MANY_GROUP=group or prefix + "-group", BENCH_MANY_ID=mid,
+        env = dict(BENCH_MANY_GROUP=group or prefix + "-group", BENCH_MANY_ID=mid,
                    BENCH_MANY_SETTLE_MS=str(SETTLE_MS), BENCH_MANY_LOG="info")
-        env.pop("BENCH_MANY_GUARD", None)
         if weight is not None:
             env["BENCH_MANY_WEIGHT"] = str(weight)
         if max_ is not None:
             env["BENCH_MANY_MAX"] = str(max_)
-        self.err = open(self.errfile, "wb")
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self.err, preexec_fn=h._pdeathsig, env=env)
-        os.set_blocking(self.p.stdout.fileno(), False)
-        self.buf = b""
-        self.lines = []
+        super().__init__(zk, prefix, e, T, env=env, tag="balance")
 
     def group(self):
         """The last group line as a dict (members, leads, target, moving, moved_out)."""
@@ -67,10 +55,6 @@ class Member(Many):
             if len(p) >= 3 and p[1] == "-" and p[2] == "group":
                 return {k: int(v) for k, v in (x.split("=") for x in p[3:])}
         return None
-
-    def send(self, text):
-        self.p.stdin.write(text.encode() + b"\n")
-        self.p.stdin.flush()
 
 
 def settled(ms, want):
@@ -198,26 +182,20 @@ def test_three_settle_evenly_and_a_leave_moves_only_its_elections():
             close(ms)
 
 
-def test_a_weight_of_two_gets_twice_the_share():
+def test_weights_and_a_max_set_the_shares():
+    """Weights 2, 1, 1 with E = 40: 20/10/10; a max of 4 among three with
+    E = 30: 4/13/13 (one server, a group each)."""
+    cases = (("/bal/weight", 40, ({"weight": 2}, {}, {}), [20, 10, 10], "weights 2, 1, 1"),
+             ("/bal/max", 30, ({"max_": 4}, {}, {}), [4, 13, 13], "a max of 4"))
     with h.ZooKeeper() as zk:
-        ms = []
-        try:
-            ms, t0 = start_three(zk, "/bal/weight", 40, ({"weight": 2}, {}, {}))
-            wait_settled(ms, [20, 10, 10], t0, "weights 2, 1, 1")
-            check_no_overlap(ms)
-        finally:
-            close(ms)
-
-
-def test_a_max_is_respected():
-    with h.ZooKeeper() as zk:
-        ms = []
-        try:
-            ms, t0 = start_three(zk, "/bal/max", 30, ({"max_": 4}, {}, {}))
-            wait_settled(ms, [4, 13, 13], t0, "a max of 4")
-            check_no_overlap(ms)
-        finally:
-            close(ms)
+        for prefix, e, opts, want, desc in cases:
+            ms = []
+            try:
+                ms, t0 = start_three(zk, prefix, e, opts)
+                wait_settled(ms, want, t0, desc)
+                check_no_overlap(ms)
+            finally:
+                close(ms)
 
 
 def group_line(m, pred):

@@ -36,13 +36,15 @@ class Many:
     guard: every election guarded by one zke_guard, its watcher a forked
     child (BENCH_MANY_GUARD=1)."""
 
-    def __init__(self, zk, prefix, e=None, t=None, guard=False):
-        self.dir = h.mkdtemp("many")
+    def __init__(self, zk, prefix, e=None, t=None, guard=False, env=None, tag="many"):
+        """env: more BENCH_MANY_* settings (a group member's); tag names
+        its temporary folder."""
+        self.dir = h.mkdtemp(tag)
         self.errfile = os.path.join(self.dir, "stderr.log")
         argv = [MANY_BIN, zk.hostport, prefix, str(e or E), str(t or T), "200"]
         if h.WRAP:
             argv = list(h.WRAP) + argv
-        env = dict(os.environ)
+        env = dict(os.environ, **(env or {}))
         env.pop("BENCH_MANY_GUARD", None)
         if guard:
             env["BENCH_MANY_GUARD"] = "1"
@@ -86,6 +88,11 @@ class Many:
             if line.startswith("bench_many: ") and " guard " in line and text in line:
                 out.append(line.split(" guard ", 1)[1])
         return out
+
+    def send(self, text):
+        """A line on its stdin (bench_many's commands: leave, remove ...)."""
+        self.p.stdin.write(text.encode() + b"\n")
+        self.p.stdin.flush()
 
     def stderr(self):
         self.err.flush()
