@@ -129,6 +129,17 @@ static void reply_stat(election *e, const struct el_req *r, int64_t czxid, uint6
     el_on_result(e, r->type, &res);
 }
 
+/* A leader-data write's answer: rc, and the node's version after it. */
+static void reply_publish(election *e, uint32_t token, int rc, int32_t version)
+{
+    struct el_result res;
+    memset(&res, 0, sizeof res);
+    res.token = token;
+    res.rc = rc;
+    res.version = version;
+    el_on_result(e, EL_REQ_PUBLISH, &res);
+}
+
 /* A machine joined as the only candidate: leader with node *name. */
 static election *lead_alone(struct rec *x, char *name)
 {
@@ -1253,12 +1264,7 @@ static void test_aside_publish(void)
     /* asked while the term's publish is on its way: written after it */
     CHECK(el_set_aside(e, target) == 0);
     CHECK(last_req(&x)->type != EL_REQ_PUBLISH || last_req(&x)->token == first.token);
-    struct el_result res;
-    memset(&res, 0, sizeof res);
-    res.token = first.token;
-    res.rc = EL_OK;
-    res.version = 1;
-    el_on_result(e, EL_REQ_PUBLISH, &res);
+    reply_publish(e, first.token, EL_OK, 1);
     const struct el_req *p = last_req(&x);
     CHECK(p->type == EL_REQ_PUBLISH && p->version == 1 && strcmp(p->node, name) == 0);
     struct nodedata nd;
@@ -1266,9 +1272,7 @@ static void test_aside_publish(void)
     CHECK(nd.ours && nd.epoch == 100 && nd.aside != NULL && strcmp(nd.aside, target) == 0);
     CHECK(strcmp(nd.id, "me") == 0);
     nodedata_clear(&nd);
-    res.token = p->token;
-    res.version = 2;
-    el_on_result(e, EL_REQ_PUBLISH, &res);
+    reply_publish(e, p->token, EL_OK, 2);
     /* the same again: nothing to write; NULL: written without it */
     int n = x.nreq;
     CHECK(el_set_aside(e, target) == 0 && x.nreq == n);
@@ -1322,20 +1326,13 @@ static void test_aside_taken_back_across_a_lost_write(void)
     const char *target = "n_00000000000000aa-0000000009";
     election *e = lead_alone(&x, name);
     const struct el_req *p = find_req(&x, EL_REQ_PUBLISH);
-    struct el_result res;
-    memset(&res, 0, sizeof res);
-    res.token = p->token;
-    res.rc = EL_OK;
-    res.version = 1;
-    el_on_result(e, EL_REQ_PUBLISH, &res);
+    reply_publish(e, p->token, EL_OK, 1);
     CHECK(el_set_aside(e, target) == 0);
     p = last_req(&x);
     CHECK(p->type == EL_REQ_PUBLISH);
     uint32_t asked = p->token;
     CHECK(el_set_aside(e, NULL) == 0);      /* the budget ran out: taken back */
-    res.token = asked;
-    res.rc = EL_CONNLOSS;
-    el_on_result(e, EL_REQ_PUBLISH, &res);
+    reply_publish(e, asked, EL_CONNLOSS, 1);
     el_on_session(e, EL_SESS_DISCONNECTED, 1);
     el_on_session(e, EL_SESS_CONNECTED, 1);
     const char *names[] = { name };
