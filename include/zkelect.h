@@ -305,7 +305,12 @@ struct zke_settings {
      * and close the session: ZooKeeper then deletes our nodes at once and the
      * successor may lead while this agent still acts (docs/design.md "The
      * promise": a session closed from outside). 0 (default): the id alone ("0xSESSIONID"). */
-    int session_file_password;
+    int session_file_password;    /* The history of terms (see "The history of terms" below): N > 0 records every term
+     * of this agent in <path>.history (its start when it begins, its end and reason at
+     * its step-down), the writer keeping the newest N records (at most
+     * ZKE_HISTORY_KEEP_MAX); 0 (default): none recorded. The CLI's --history keeps
+     * ZKE_DEFAULT_HISTORY_KEEP. */
+    int history_keep;
 };
 
 struct zke_status {
@@ -1363,6 +1368,101 @@ const char *zke_group_errstr(const zke_group *g);
  * change callback, deferred until it returns; not from inside the group's
  * log. */
 void zke_group_free(zke_group *g);
+
+/* --- The history of terms (zkelect history, zkelect audit) -------------
+ *
+ * A leader with settings.history_keep > 0 records its term in ZooKeeper,
+ * in the folder "<path>.history" (a sibling of the election folder, so the
+ * election's listing never holds a record): one persistent node per term,
+ * named "term-" and the epoch in 19 digits, whose data is one JSON object
+ * {"zkelect_term":1,"epoch":E,"id":"...","node":"...","start_ms":S} with,
+ * once the term ended by a step-down, "end_ms" and "reason" (the
+ * step-down's). A successor that finds its predecessor's record open marks
+ * it "reason":"no_stepdown" with "closed_by" (its id): that term was killed
+ * or its session expired. Stamps are the leader's own wall clock (ms since
+ * 1970). The writes are queued behind the term's start and step-down,
+ * never waited for (a step-down does not wait for its record), and bounded
+ * (at most 16 in flight per agent; the writer prunes the oldest records
+ * beyond history_keep). Everything read back is untrusted: a record that
+ * does not decode is counted as garbage, never followed.
+ */
+#define ZKE_DEFAULT_HISTORY_KEEP 64
+#define ZKE_HISTORY_KEEP_MAX     1024
+#define ZKE_HISTORY_SUFFIX       ".history"   /* the folder: the election path + this */
+
+struct zke_term {
+    int64_t epoch;               /* the term's epoch (the leader's node's czxid) */
+    const char *id;              /* the leader's id (any bytes another client wrote) */
+    const char *node;            /* the leader's node name */
+    int64_t start_ms;            /* the leader's wall clock when its term began */
+    int64_t end_ms;              /* ... when it stepped down; 0: no end recorded */
+    const char *reason;          /* the step-down's reason; "no_stepdown": a successor found
+                                  * the term open (killed, expired); NULL: open */
+    const char *closed_by;       /* "no_stepdown": the successor's id, else NULL */
+    int64_t recorded_zxid;       /* the record's czxid: the order ZooKeeper recorded terms in */
+    const char *name;            /* the record's node name */
+};
+
+struct zke_history {
+    /* NULL: read. Otherwise why not: "unreachable", "auth", "config" (as for
+     * a census); msg then says it in one line. */
+    const char *reason;
+    const char *msg;
+    int exists;                  /* the folder exists */
+    int n;
+    const struct zke_term *terms;/* by recorded_zxid (the order they were recorded in) */
+    int garbage;                 /* children that are no record (name or data) */
+};
+
+/* What an audit raises (zke_history_judge). */
+enum zke_finding_kind {
+    ZKE_FINDING_OVERLAP = 0,     /* a term's end stamp is after the next term's start stamp */
+    ZKE_FINDING_EPOCH_BACKWARDS, /* a term recorded after another has a smaller epoch */
+    ZKE_FINDING_NO_STEPDOWN,     /* a term ended without a step-down (a later term exists and
+                                  * this one recorded no end: killed, or its session expired) */
+    ZKE_FINDING_COUNT
+};
+struct zke_finding {
+    enum zke_finding_kind kind;
+    int64_t epoch;               /* the term it is about */
+    int64_t other;               /* OVERLAP: the earlier term's epoch; EPOCH_BACKWARDS: the
+                                  * largest epoch recorded before it; else 0 */
+    int64_t ms;                  /* OVERLAP: by how much (ms); else 0 */
+};
+/* "overlap", "epoch_backwards", "no_stepdown"; NULL out of range. */
+const char *zke_finding_name(enum zke_finding_kind k);
+/* Judges the n terms of a reading (in recorded order): every finding, in
+ * the order OVERLAP (by epoch), EPOCH_BACKWARDS (by record), NO_STEPDOWN
+ * (by epoch). Writes at most max into out; returns how many there are.
+ * skew_ms: an overlap up to this long is not raised (the stamps are
+ * different hosts' clocks). Pure: any thread. */
+int zke_history_judge(const struct zke_term *terms, int n, int64_t skew_ms,
+                      struct zke_finding *out, int max);
+
+/* Reading the history without joining (own session, like an observer):
+ * once (follow 0: one reading, on_history once, then the session is
+ * closed) or following it (follow 1: a reading at every change, by
+ * watches: a child watch on the folder, a data watch on each record, an
+ * exists watch while the folder is missing; changes during a reading
+ * coalesce into one more). At most 256 records are read (the newest
+ * names). Callbacks from the loop, one at a time; the reading is borrowed
+ * for the call. on_fatal at most once ("unreachable": no reading within
+ * connect_timeout_ms, or the session expired; "auth"; "config"), then
+ * nothing more. zke_history_reader_free: any time, inside its callbacks
+ * too (deferred until they return). It never writes. */
+typedef struct zke_history_reader zke_history_reader;
+struct zke_history_callbacks {
+    void (*on_history)(zke_history_reader *r, const struct zke_history *h, void *ud);
+    void (*on_fatal)(zke_history_reader *r, const char *reason, const char *msg, void *ud);
+    zke_log_fn *log;
+};
+/* NULL only when out of memory; invalid settings: errstr set, start fails. */
+zke_history_reader *zke_history_reader_new(struct ev_loop *loop,
+                                           const struct zke_observer_settings *s, int follow,
+                                           const struct zke_history_callbacks *cb, void *ud);
+int zke_history_reader_start(zke_history_reader *r);
+void zke_history_reader_free(zke_history_reader *r);
+const char *zke_history_reader_errstr(const zke_history_reader *r);
 
 #ifdef __cplusplus
 }

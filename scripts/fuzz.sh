@@ -15,7 +15,7 @@ secs=${1:-10}
 shift || true
 B=${FUZZ_BUILD_DIR:-build-fuzz}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(children nodedata hosts_path_id flags status_addr http_head lua_api utf8 srvconf memberdata)
+[ ${#targets[@]} -gt 0 ] || targets=(children nodedata hosts_path_id flags status_addr http_head lua_api utf8 srvconf memberdata histrecord)
 
 command -v clang >/dev/null || { echo "fuzz: clang not found (scripts/setup.sh --dev installs it)" >&2; exit 1; }
 cmake -S . -B "$B" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DZKELECT_FUZZ=ON \

@@ -46,9 +46,9 @@ LIB_ORDER = {"zkclient": {"agent", "conn", "election"},
 # The pure modules: the promise's arithmetic and state machines, no I/O,
 # the time passed in (tests/unit drives them, test_sim in virtual time).
 # None includes ev.h or zookeeper.h, and none reaches these modules.
-PURE = ("election", "term", "touch", "leasewatch", "renewplan", "srvconf", "balance")
+PURE = ("election", "term", "touch", "leasewatch", "renewplan", "srvconf", "balance", "history")
 IMPURE = {"agent", "conn", "zkclient", "scope", "guard", "dispatch", "census", "observer", "probe",
-          "srvask", "bootwait"}
+          "srvask", "bootwait", "histread"}
 for _m in PURE:
     LIB_ORDER[_m] = LIB_ORDER.get(_m, set()) | IMPURE
 # The Lua core's files, one way, each calling only files below it:
@@ -91,7 +91,8 @@ FILE_ORDER = {
             "agent_core.c": set(),
             "agent_dupe.c": {"agent_core.c"},
             "agent_lease.c": {"agent_core.c"},
-            "agent_term.c": {"agent_core.c", "agent_lease.c"},
+            "agent_history.c": {"agent_core.c"},
+            "agent_term.c": {"agent_core.c", "agent_lease.c", "agent_history.c"},
             "agent_session.c": {"agent_core.c", "agent_lease.c"},
             "agent_request.c": {"agent_core.c", "agent_dupe.c"},
             "agent_status.c": {"agent_core.c", "agent_dupe.c", "agent_lease.c"},
@@ -102,7 +103,8 @@ FILE_ORDER = {
                               "agent_status.c"},
             "agent.c": {"agent_core.c", "agent_dupe.c", "agent_lease.c", "agent_term.c",
                         "agent_session.c", "agent_request.c", "agent_status.c",
-                        "agent_resign.c", "agent_prio.c", "agent_handover.c", "agent_queue.c"},
+                        "agent_resign.c", "agent_prio.c", "agent_handover.c", "agent_queue.c",
+                        "agent_history.c"},
         },
     },
     # The conn: conn.c (the handle's lifecycle, the public zke_conn_*) calls

@@ -149,6 +149,7 @@ static int take_settings(zke_agent *a, const struct zke_settings *s)
     a->set.hook_budget_ms = s->hook_budget_ms;
     a->set.census_interval_ms = s->census_interval_ms > 0 ? s->census_interval_ms : 0;
     a->set.compat = s->compat;
+    a->set.history_keep = s->history_keep;
     a->set.priority = s->priority;
     a->set.preempt = s->preempt != 0;
     a->set.preempt_delay_ms = s->preempt_delay_ms == 0 ? ZKE_DEFAULT_PREEMPT_DELAY_MS
@@ -160,6 +161,10 @@ static int take_settings(zke_agent *a, const struct zke_settings *s)
                  ZKE_PRIORITY_MAX);
         return -1;
     }
+    if (s->history_keep < 0) {
+        agent_err(a, "history_keep %d is negative (0: no history)", s->history_keep);
+        return -1;
+    }
     if ((s->priority > 0 || s->preempt) && s->compat != ZKE_COMPAT_NONE) {
         agent_err(a, "priorities need zkelect's own node data (compat none)");
         return -1;
@@ -169,6 +174,10 @@ static int take_settings(zke_agent *a, const struct zke_settings *s)
         return -1;
     }
     char why[4096];
+    if (agent_history_init(a) != 0) {
+        agent_err(a, "out of memory");
+        return -1;
+    }
     if (settings_check_candidate(a->set.path, a->set.id, a->set.data, why, sizeof why) == 0)
         return 0;
     agent_err(a, "%s", why);
@@ -359,6 +368,7 @@ static void real_free(zke_agent *a)
     else if (a->conn != NULL && conn_is_private(a->conn))
         conn_free_unattached(a->conn);  /* its owner never attached (no memory) */
     agent_dupe_free(a);             /* its completions ran (zkclient_cancel) */
+    agent_history_free(a);          /* the same */
     el_free(a->el);
     dispatch_close(&a->q, NULL);
     free((char *)a->set.zk);

@@ -18,6 +18,7 @@
 #include "zkelect.h"
 #include "agent_dupe.h"
 #include "agent_handover.h"
+#include "agent_history.h"
 #include "agent_int.h"
 #include "agent_lease.h"
 #include "agent_prio.h"
@@ -112,6 +113,7 @@ struct zke_agent {
     struct agent_req req;       /* agent_request.h */
     struct agent_census census; /* agent_status.h */
     struct agent_prio prio;     /* agent_prio.h */
+    struct agent_history hist;  /* agent_history.h */
     struct agent_withdraw withdraw;     /* agent_resign.h */
     struct agent_flap flap;     /* agent_resign.h */
     struct dupe *dupe;          /* agent_dupe.c: other candidates with our id, or NULL */

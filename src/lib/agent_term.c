@@ -80,6 +80,7 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
             agent_alog(a, ZKE_LOG_ERROR, "out of memory: this term cannot start timers or processes");
         term_begin(&a->term, in->epoch, xstrdup(in->node), zkc_now_ns(), a->term.scope != NULL);
         agent_guard_sync(a);              /* armed before the host can start anything */
+        agent_history_begin(a, in->epoch, in->node);    /* sent, not waited for */
         if (a->tap != NULL)
             a->tap->role(a->tap_ud, a, 1);
         copy.lease_ms = left;
@@ -90,6 +91,7 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
         scope_free(a->term.scope);      /* drained (the FIFO's gate waited for it) */
         a->term.scope = NULL;
         agent_guard_sync(a);    /* its soft end cleared before on_stepdown starts anything */
+        agent_history_end(a, in->epoch, in->reason);
         if (a->tap != NULL)
             a->tap->role(a->tap_ud, a, 0);
     } else if (in->type == ZKE_EV_SUSPEND || in->type == ZKE_EV_RESUME) {
@@ -98,16 +100,21 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
         copy.lease_ms = agent_lease_remaining_ms(a);
     }
     if (fn == NULL) {
-        if (in->type == ZKE_EV_STEPDOWN)
+        if (in->type == ZKE_EV_STEPDOWN) {
             (void)term_stepdown_returned(&a->term, 0);
+            agent_history_released(a);
+        }
         agent_guard_sync(a);
         return 0;
     }
     dispatch_enter(&a->q);
     fn(a, ev, a->ud);
     int gone = dispatch_leave(&a->q);
-    if (in->type == ZKE_EV_STEPDOWN &&
-        term_stepdown_returned(&a->term, !gone && a->life != AL_FREEING) == TERM_HELD) {
+    enum term_life after = in->type == ZKE_EV_STEPDOWN
+        ? term_stepdown_returned(&a->term, !gone && a->life != AL_FREEING) : TERM_NONE;
+    if (in->type == ZKE_EV_STEPDOWN && after != TERM_HELD)
+        agent_history_released(a);      /* the step-down is over: its end, before the node */
+    if (in->type == ZKE_EV_STEPDOWN && after == TERM_HELD) {
         /* the host's on_stepdown goes on after its callback returned (a
          * hook that waits): the rest of the FIFO, our node's release
          * first, waits for it, within the second half of the budget (the
@@ -129,6 +136,7 @@ int agent_call_host(zke_agent *a, const struct zke_event *in)
 void agent_end_hold(zke_agent *a)
 {
     term_hold_over(&a->term);
+    agent_history_released(a);
     agent_guard_sync(a);
     ev_timer_stop(a->loop, &a->hold.to);
     agent_kick_now(a);
