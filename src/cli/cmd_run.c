@@ -22,6 +22,7 @@
 #include "datadir.h"
 #include "endpoints.h"
 #include "exits.h"
+#include "histview.h"
 #include "failstop.h"
 #include "fdlimit.h"
 #include "httpd.h"
@@ -67,6 +68,9 @@ struct app {
     supervisor *cmd;            /* -- CMD (supervise.h), or NULL */
     control *control;           /* --control's socket (control.h), or NULL */
     switchboard *switchboard;   /* what it serves */
+    const char *path;           /* --path */
+    zke_history_reader *history;/* --history with --status: /history's reader, or NULL */
+    char *history_json;         /* its last reading */
 };
 
 /* After the policy saw a "connected" session event: the server may have
@@ -232,7 +236,8 @@ static void on_http(void *ud, const char *method, const char *url, struct httpd_
     struct app *app = ud;
     if (app->policy != NULL)
         metrics_set_lua_bytes(app->metrics, (long long)zke_policy_memory(app->policy));
-    struct endpoints_view v = { app->metrics, app->agent, app->leader_ready, 0 };
+    struct endpoints_view v = { app->metrics, app->agent, app->leader_ready, 0,
+                                app->history != NULL, app->history_json };
     if (app->takeover_delay_ms > 0 && app->term_began > 0) {
         /* rounded up: "0 ms left" is never a 503's reason */
         double left = app->takeover_delay_ms - (mono_now() - app->term_began) * 1000.0;
@@ -427,6 +432,7 @@ static struct zke_settings agent_settings(const struct opts *o, const char *asch
         .preempt = o->priority >= 0 || o->preempt_delay >= 0 || o->preempt_check > 0,
         .preempt_delay_ms = o->preempt_delay < 0 ? 0 : o->preempt_delay == 0 ? -1 : o->preempt_delay,
         .preempt_check_ms = o->preempt_check,
+        .history_keep = o->history ? ZKE_DEFAULT_HISTORY_KEEP : 0,
     };
     if (o->status_addr != NULL || o->script != NULL || control != NULL) {
         /* the election's size for /status, /metrics, zkelect.status() and
@@ -530,6 +536,45 @@ static void make_agent(struct app *app, const struct zke_settings *s)
     if (app->policy != NULL)
         zke_policy_attach(app->policy, app->agent);
     supervisor_attach(app->cmd, app->agent);
+}
+
+static void on_history(zke_history_reader *r, const struct zke_history *h, void *ud)
+{
+    struct app *app = ud;
+    (void)r;
+    if (h->reason != NULL)
+        return;
+    char *txt = histview_json(h, app->path);
+    if (txt != NULL) {
+        free(app->history_json);
+        app->history_json = txt;
+    }
+}
+
+static void on_history_fatal(zke_history_reader *r, const char *reason, const char *msg, void *ud)
+{
+    (void)r;
+    (void)reason;
+    (void)ud;
+    log_msg(ZKE_LOG_WARN, "log", msg);  /* /history keeps its last reading; the term goes on */
+}
+
+/* --history with --status: a reader that follows the history for
+ * /history (its own session; the agent's terms are not touched by it). */
+static void start_history(struct app *app, const struct opts *o, const char *ascheme,
+                          const char *acred)
+{
+    if (!o->history || o->status_addr == NULL)
+        return;
+    struct zke_observer_settings s = {
+        .zk = o->zk, .path = o->path, .session_timeout_ms = o->session_timeout,
+        .connect_timeout_ms = -1, .auth_scheme = ascheme, .auth_credentials = acred,
+    };
+    struct zke_history_callbacks cb = { on_history, on_history_fatal, NULL };
+    app->history = zke_history_reader_new(app->loop, &s, 1, &cb, app);
+    if (app->history == NULL || zke_history_reader_start(app->history) != 0)
+        die(EX_SOFTWARE, "%s", app->history != NULL ? zke_history_reader_errstr(app->history)
+                                                    : "out of memory");
 }
 
 /* --status: the HTTP server on the loop. */
@@ -743,6 +788,8 @@ static void teardown(struct app *app)
     switchboard_free(app->switchboard);     /* answers a hand-over still running */
     control_free(app->control);             /* removes the socket file */
     httpd_free(app->httpd);
+    zke_history_reader_free(app->history);
+    free(app->history_json);
     notifier_free(app->notifier);
     if (app->policy != NULL)
         zke_policy_attach(app->policy, NULL);  /* its timers and holds must not reach a freed agent */
@@ -871,6 +918,8 @@ int cmd_run(struct opts *o)
     }
     make_agent(&app, &s);
     start_control(&app, o, control, ascheme, acred);
+    app.path = o->path;
+    start_history(&app, o, ascheme, acred);
     free(def_control);                  /* control_new keeps its own copy */
     forget_auth(o, ascheme, acred);     /* the agent has its copy */
     s.auth_scheme = s.auth_credentials = NULL;

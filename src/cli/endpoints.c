@@ -10,7 +10,7 @@
 
 #define ALLOW "GET, HEAD, OPTIONS"
 
-enum kind { K_INDEX, K_LEADER, K_FOLLOWER, K_HEALTH, K_STATUS, K_METRICS, K_ANY };
+enum kind { K_INDEX, K_LEADER, K_FOLLOWER, K_HEALTH, K_STATUS, K_METRICS, K_HISTORY, K_ANY };
 
 static const struct route {
     const char *path;
@@ -24,6 +24,7 @@ static const struct route {
     { "/health", K_HEALTH },
     { "/status", K_STATUS },
     { "/metrics", K_METRICS },
+    { "/history", K_HISTORY },
     { "*", K_ANY },             /* OPTIONS * */
 };
 
@@ -36,7 +37,8 @@ static const char index_text[] =
     "  /health               the agent runs and is connected to ZooKeeper\n"
     "GET|HEAD:\n"
     "  /status               JSON\n"
-    "  /metrics              Prometheus text\n";
+    "  /metrics              Prometheus text\n"
+    "  /history              the history of terms, JSON (run --history)\n";
 
 /* The agent's state now, as the checks see it. */
 struct now {
@@ -176,6 +178,25 @@ void endpoints_answer(const struct endpoints_view *v, const char *method, const 
         case K_METRICS:
             document(v, rt->kind, options, r);
             return;
+        case K_HISTORY:
+            if (options)
+                return;
+            if (!v->history_on) {
+                r->status = 404;
+                r->body = strdup("not found: /history is served with --history\n");
+            } else if (v->history_json == NULL) {
+                r->status = 503;
+                r->body = strdup("no reading of the history yet\n");
+            } else {
+                size_t len = strlen(v->history_json);
+                r->type = "application/json";
+                r->body = malloc(len + 2);
+                if (r->body != NULL) {
+                    memcpy(r->body, v->history_json, len);
+                    memcpy(r->body + len, "\n", 2);
+                }
+            }
+            break;
         case K_ANY:
             return;
         /* each check decided in a statement of its own, before its reply

@@ -2,7 +2,8 @@
  * endpoints.h - what each path of the status server (--status) answers:
  * the documents (/status, /metrics) and the checks that load balancers
  * already speak (/leader and /primary, /follower and /replica, /health,
- * and / like /leader, as Patroni's REST API does). docs/operations.md
+ * and / like /leader, as Patroni's REST API does), and /history (the
+ * history of terms, with --history). docs/operations.md
  * "Status and metrics" is the reference.
  *
  * Every answer carries X-Zkelect-Role (leader, follower, idle, stopped) and
@@ -31,6 +32,8 @@ struct endpoints_view {
     int leader_ready;           /* leading, and on_leader (if any) has done its work */
     long long takeover_left_ms; /* > 0: the term's takeover delay has this much left
                                  * (--status-takeover-delay: /leader says 503 until then) */
+    int history_on;             /* run --history: /history is served */
+    const char *history_json;   /* its last reading (histview_json), NULL: none yet (503) */
 };
 
 /* Fills r for one request (an httpd_handler's work): from the loop, with

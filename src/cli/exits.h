@@ -12,6 +12,7 @@
 #include "zkelect.h"
 
 #define EX_OK 0
+#define EX_AUDIT_RAISED 1  /* audit: something was raised (a finding) */
 #define EX_NO_LEADER 3      /* status: the election has no leader (LSB's "not running") */
 #define EX_USAGE 64
 #define EX_DATAERR 65

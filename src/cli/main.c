@@ -56,6 +56,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*run)(struct opts *); } commands[] = {
         { "run", cmd_run }, { "watch", cmd_watch }, { "status", cmd_status }, { "check", cmd_check },
         { "ctl", cmd_ctl }, { "demo", cmd_demo },
+        { "history", cmd_history }, { "audit", cmd_audit },
     };
     struct opts o;
     char *msg = NULL;
@@ -63,7 +64,7 @@ int main(int argc, char **argv)
     std_fds();
 
     if (argc < 2)
-        die(EX_USAGE, "missing command (run, check, status, watch, ctl or demo)");
+        die(EX_USAGE, "missing command (run, check, status, watch, history, audit, ctl or demo)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         options_usage(stdout);
         return EX_OK;

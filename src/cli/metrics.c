@@ -582,6 +582,12 @@ static void prom_role(struct sbuf *b, const metrics *m, const zke_agent *a, int 
 {
     head(b, "zkelect_is_leader", "gauge", "1 while this candidate leads.");
     put(b, "zkelect_is_leader %d\n", have && st->role == ZKE_ROLE_LEADER);
+    head(b, "leader_election_master_status", "gauge",
+         "1 while this candidate leads the election named (client-go's metric: the sum over "
+         "the candidates above 1 is two leaders).");
+    put(b, "leader_election_master_status{name=\"");
+    put_label(b, m->path);
+    put(b, "\"} %d\n", have && st->role == ZKE_ROLE_LEADER);
     head(b, "zkelect_role", "gauge", "The candidate's role (one of them is 1).");
     static const char *const roles[] = { "idle", "follower", "leader", "stopped" };
     int role = have ? (int)st->role : 3;

@@ -199,6 +199,10 @@ static const struct option_row rows[] = {
       "/leader (/primary, /) stays 503 for MS after a term began,\n"
       "so that a load balancer takes the old leader out first: its\n"
       "check interval plus its check timeout; default 0", 1 },
+    { "history", NULL, OPT_SWITCH, PLAIN(history), "ZKELECT_HISTORY", NULL,
+      "record each term of ours in ZooKeeper at PATH.history (start,\n"
+      "end, reason; the newest " STR(ZKE_DEFAULT_HISTORY_KEEP) " kept) for zkelect history and\n"
+      "audit, and serve it at /history with --status (variable: 1 or 0)", 0 },
     { "control", "PATH", OPT_STR, PLAIN(control), "ZKELECT_CONTROL", NULL,
       "serve zkelect ctl on a unix socket at PATH (mode 0600);\n"
       "default $RUNTIME_DIRECTORY/zkelect.sock when systemd sets\n"
@@ -228,6 +232,8 @@ static const struct option_row rows[] = {
       "ctl resign's choice for one request (a switch, no value)", NULL, 0 },
     { "instance", "NAME", OPT_STR, PLAIN(instance), NULL,
       "ctl's agent, chosen per request (no env form: ZKELECT_CONTROL names a socket)", NULL, 0 },
+    { "once", NULL, OPT_SWITCH, PLAIN(once), NULL,
+      "audit's mode for one run, chosen by whoever runs it (a switch, no value)", NULL, 0 },
     { "strict", NULL, OPT_SWITCH, PLAIN(strict), NULL,
       "check's CI gate, chosen by whoever runs that one check (a switch, no value)",
       NULL, 0 },
@@ -242,12 +248,15 @@ static const struct option_row rows[] = {
  * every one but those listed for it. What a command does not read is
  * refused on its command line (options_refusal). */
 static const struct { const char *command; int all_but; const char *names; } takes[] = {
-    { "run", 1, " json to force at cancel strict keep zk-jar java instance " },
-    { "check", 1, " json to force at cancel keep zk-jar java instance " },     /* run's settings, checked */
+    { "run", 1, " json to force at cancel strict keep zk-jar java instance once " },
+    { "check", 1, " json to force at cancel keep zk-jar java instance once " },     /* run's settings, checked */
     { "status", 0, " zk path json connect-timeout auth auth-file " },
     { "watch", 0, " zk path id script log log-level session-timeout connect-timeout hook-timeout "
                   "hook-budget auth auth-file " },
     { "ctl", 0, " control instance json to force at cancel " },
+    { "history", 0, " zk path json connect-timeout auth auth-file " },
+    { "audit", 0, " zk path once status log log-level session-timeout connect-timeout auth "
+                  "auth-file " },
     { "demo", 0, " keep session-timeout zk-jar java " },
 };
 #define NCOMMANDS (sizeof takes / sizeof takes[0])
@@ -279,6 +288,8 @@ static const char usage_head[] =
     "  zkelect check [--script policy.lua] [--strict] [run's settings] [-- CMD]\n"
     "  zkelect status --zk HOSTS --path /election/path [--json] [--auth-file FILE]\n"
     "  zkelect watch --zk HOSTS --path /election/path [--script observer.lua] [--auth-file FILE]\n"
+    "  zkelect history --zk HOSTS --path /election/path [--json] [--auth-file FILE]\n"
+    "  zkelect audit --zk HOSTS --path /election/path [--once] [--status [HOST:]PORT]\n"
     "  zkelect ctl [--control PATH | -i NAME] status [--json]\n"
     "              | resign [--to ID [--at TIME] | --cancel | --force]\n"
     "              | withdraw | rejoin | reload\n"
@@ -308,6 +319,12 @@ static const char usage_tail[] =
     "watches the leader's node only. Runs until SIGTERM/SIGINT or until stdout is closed\n"
     "(exit 0; 69, 77 and 78 as status).\n"
     "status and watch take --auth/--auth-file too, for elections with a creator-all ACL.\n"
+    "history: print the terms the leaders recorded (run --history) at PATH.history:\n"
+    "epoch, id, start, end, reason (--json: one object). Exit as status, 0 when read.\n"
+    "audit: follow the election's history (--once: read it once) and raise, as a log\n"
+    "line and in /metrics (--status), two terms that overlap by their own stamps, an\n"
+    "epoch that goes backwards, a term that ended without a step-down. Exit 0 nothing\n"
+    "raised, 1 something was (follow: at SIGTERM/SIGINT), 69, 77, 78 as status.\n"
     "ctl: ask a running agent (run --control PATH) for its status (--json: one object),\n"
     "to resign (--to ID: hand over to that candidate, the ones ahead of it stepping aside;\n"
     "--force: an agent that does not answer within 2 s is ended by its keeper, its term's\n"

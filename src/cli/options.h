@@ -67,6 +67,8 @@ struct opts {
     int json;
     int force;                  /* ctl resign --force: a frozen agent's keeper ends its term */
     int strict;                 /* check --strict: any warning exits 78 */
+    int history;                /* run --history: record our terms (ZKE_DEFAULT_HISTORY_KEEP) */
+    int once;                   /* audit --once: one reading, then exit */
     int keep;                   /* demo --keep: the election runs on until Ctrl-C */
     const char *zk_jar, *java;  /* demo --zk-jar, --java: the ZooKeeper server's jar, java */
     double drift;

@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""The history of terms (run --history), `zkelect history`, /history and
+`zkelect audit`: two graceful terms are recorded with their ends (shutdown)
+and no finding; a SIGKILLed leader's term is marked no_stepdown by its
+successor and `audit --once` exits 1 naming it; a record forged by another
+client (kazoo) that overlaps a term by its own stamps and goes back in epoch
+is raised by a following audit (log lines, its /metrics counters, exit 1 at
+SIGTERM); garbage records (names and data) are counted, never fatal."""
+import json
+import os
+import sys
+import time
+import urllib.request
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zkharness as h  # noqa: E402
+from kazoo.client import KazooClient  # noqa: E402
+
+PATH = "/app/hist"
+
+
+def history(zk):
+    code, out, err, _ = h.run([h.ZKELECT_BIN, "history", "--zk", zk.hostport, "--path", PATH,
+                               "--json"])
+    assert code == 0, (code, out, err)
+    return json.loads(out)
+
+
+def audit_once(zk):
+    code, out, err, _ = h.run([h.ZKELECT_BIN, "audit", "--once", "--zk", zk.hostport, "--path",
+                               PATH, "--log", "json"])
+    return code, [json.loads(x) for x in err.splitlines() if x.startswith("{")]
+
+
+def get(port, path):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5) as r:
+        return r.read().decode()
+
+
+class Auditor(h.Agent):
+    """A following `zkelect audit` with its /metrics."""
+
+    def argv(self):
+        return [h.ZKELECT_BIN, "audit", "--zk", self.zk.hostport, "--path", self.path,
+                "--log", "json"] + self.extra
+
+
+def test_history_and_audit():
+    with h.ZooKeeper() as zk:
+        port = h.free_port()
+        agents = h.start_in_order(zk, ("a1", "a2", "a3", "a4"), path=PATH, extra=["--history"])
+        agents[2].stop()
+        a3 = h.Agent(zk, "a3", path=PATH, extra=["--history", "--status", "127.0.0.1:%d" % port])
+        a3.wait_for("follower", timeout=5)
+        l1 = agents[0].wait_for("leader", timeout=5)
+        agents[0].term()
+        l2 = agents[1].wait_for("leader", timeout=5)
+        agents[1].term()
+        # in line now: a4, a3 (a3 rejoined at the back)
+        l4 = agents[3].wait_for("leader", timeout=5)
+        agents[3].term()
+        l3 = a3.wait_for("leader", timeout=5)
+        # 1: graceful terms, recorded with their ends, in order, nothing raised
+        h.wait_until(lambda: [t["reason"] for t in history(zk)["terms"]]
+                     == ["shutdown", "shutdown", "shutdown", None], 5, "three ends recorded")
+        doc = history(zk)
+        terms = doc["terms"]
+        assert [t["epoch"] for t in terms] == [l1["epoch"], l2["epoch"], l4["epoch"], l3["epoch"]]
+        assert [t["id"] for t in terms] == ["a1", "a2", "a4", "a3"]
+        for a, b in zip(terms, terms[1:]):
+            assert a["end_ms"] <= b["start_ms"], (a, b)
+        assert doc["findings"] == [] and doc["garbage"] == 0, doc
+        assert audit_once(zk)[0] == 0
+        served = json.loads(get(port, "/history"))
+        assert [t["epoch"] for t in served["terms"]][:3] == [t["epoch"] for t in terms][:3]
+        assert "leader_election_master_status{name=\"%s\"} 1" % PATH in get(port, "/metrics")
+        # a following audit, before the faults
+        aport = h.free_port()
+        aud = Auditor(zk, "audit", path=PATH, extra=["--status", "127.0.0.1:%d" % aport])
+        aud.wait_for("audit_reading", timeout=5)
+        # 2: the leader SIGKILLed: its successor marks the term no_stepdown
+        n = h.Agent(zk, "a5", path=PATH, extra=["--history"])
+        n.wait_for("follower", timeout=5)
+        a3.kill9()
+        l5 = n.wait_for("leader", timeout=10)
+        h.wait_until(lambda: any(t["epoch"] == l3["epoch"] and t["reason"] == "no_stepdown"
+                                 and t["closed_by"] == "a5" for t in history(zk)["terms"]),
+                     5, "a3's term marked no_stepdown by a5")
+        code, lines = audit_once(zk)
+        assert code == 1, lines
+        raised = [e for e in lines if e.get("event") == "audit"]
+        assert [(e["kind"], e["epoch"]) for e in raised] == [("no_stepdown", l3["epoch"])], raised
+        aud.wait_for(lambda e: e.get("event") == "audit" and e.get("kind") == "no_stepdown",
+                     timeout=5)
+        # 3: another client forges a record after a1's (epoch l1 + 1 is no
+        # node's: a1's publish took that zxid) that began before a1's end
+        kz = KazooClient(hosts=zk.hostport, timeout=10)
+        kz.start(timeout=10)
+        try:
+            a1 = terms[0]
+            forged = {"zkelect_term": 1, "epoch": l1["epoch"] + 1, "id": "forger", "node": "x",
+                      "start_ms": a1["end_ms"] - 500, "end_ms": a1["end_ms"] + 10,
+                      "reason": "resign"}
+            kz.create("%s.history/term-%019d" % (PATH, l1["epoch"] + 1),
+                      json.dumps(forged).encode())
+            # garbage: a name that is no record, data that is no record
+            kz.create(PATH + ".history/term-abc", b"{}")
+            kz.create(PATH + ".history/term-%019d" % 7, b"\xff{\"zkelect_term\":1,[[[")
+            kz.create(PATH + ".history/term-%019d" % 8, b"[" * 100000)
+        finally:
+            kz.stop()
+            kz.close()
+        for kind, epoch in (("overlap", l1["epoch"] + 1), ("epoch_backwards", l1["epoch"] + 1)):
+            aud.wait_for(lambda e, k=kind, ep=epoch: e.get("event") == "audit"
+                         and e.get("kind") == k and e.get("epoch") == ep, timeout=5)
+        doc = history(zk)
+        assert doc["garbage"] == 3, doc
+        metrics = get(aport, "/metrics")
+        for kind in ("overlap", "epoch_backwards", "no_stepdown"):
+            assert "zkelect_audit_findings_total{kind=\"%s\"} 1" % kind in metrics, metrics
+        assert "leader_election_master_status{name=\"%s\",id=\"a5\"} 1" % PATH in metrics, metrics
+        assert aud.alive()
+        aud.term()
+        assert aud.wait_exit(timeout=5) == 1
+        assert l5["epoch"] > l3["epoch"]
+
+
+if __name__ == "__main__":
+    h.run_tests(globals())
