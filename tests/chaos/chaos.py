@@ -1072,12 +1072,37 @@ def _keeper_lines(c, text):
     return [e for e in c.events() if e.get("event") == "fail_stop" and text in (e.get("msg") or "")]
 
 
+def _audit_history(t, killed):
+    """The terms the candidates recorded (--history), judged by `zkelect
+    history --json`: no overlap and no epoch backwards, and the killed
+    leader's term raised as ended without a step-down."""
+    code, out, err, _ = h.run([h.ZKELECT_BIN, "history", "--zk", t.ens.connect_string(), "--path",
+                               t.path, "--json"], timeout=15)
+    if code != 0:
+        t.problems.append("zkelect history exited %s: %s" % (code, (err or out).strip()[:300]))
+        return
+    doc = json.loads(out)
+    kinds = [(f["kind"], f["epoch"]) for f in doc["findings"]]
+    t.notes["history"] = {"terms": len(doc["terms"]), "findings": kinds}
+    bad = [k for k in kinds if k[0] != "no_stepdown"]
+    if bad:
+        t.problems.append("the history's audit raised %s" % bad)
+    ep = (killed.last("leader") or {}).get("epoch")
+    if ("no_stepdown", ep) not in kinds:
+        t.problems.append("the killed leader's term (epoch %s) is not raised as no_stepdown: %s"
+                          % (ep, kinds))
+
+
 def sc_leader_kill9(t):
     """The leader SIGKILLed with --fail-stop off (no keeper): nobody
     closes its session, the successor leads once a server expired it
     (session_expired), within L2's T + tick + 0.5 s: the bare recipe's
-    crash failover, as before the keeper closed sessions."""
-    _kill9(t, extra=["--fail-stop", "off"], expect=[{"type": "session_expired", "silent": True}])
+    crash failover, as before the keeper closed sessions. The candidates
+    record their terms (--history): the audit's judgement of them raises
+    no overlap, no epoch backwards, and the killed term as no_stepdown."""
+    lead = _kill9(t, extra=["--fail-stop", "off", "--history"],
+                  expect=[{"type": "session_expired", "silent": True}])
+    _audit_history(t, lead)
 
 
 def sc_agent_kill9_keeper(t):
