@@ -95,12 +95,14 @@ def test_history_and_audit():
                      timeout=5)
         # 3: another client forges a record after a1's (epoch l1 + 1 is no
         # node's: a1's publish took that zxid) that began before a1's end
+        # and ended then too (not after a2's start: a2 may lead within
+        # milliseconds of a1's end, and that would be a second overlap)
         kz = KazooClient(hosts=zk.hostport, timeout=10)
         kz.start(timeout=10)
         try:
             a1 = terms[0]
             forged = {"zkelect_term": 1, "epoch": l1["epoch"] + 1, "id": "forger", "node": "x",
-                      "start_ms": a1["end_ms"] - 500, "end_ms": a1["end_ms"] + 10,
+                      "start_ms": a1["end_ms"] - 500, "end_ms": a1["end_ms"] - 499,
                       "reason": "resign"}
             kz.create("%s.history/term-%019d" % (PATH, l1["epoch"] + 1),
                       json.dumps(forged).encode())
