@@ -5,7 +5,8 @@
 #                              build dir: $BUILD_DIR (default build)
 #   (default)   what building and the demo need: a compiler, cmake, pkg-config,
 #               the -dev libraries, zookeeper (with its JRE), python3
-#   --dev       also the test, lint, fuzz, package and benchmark tools
+#   --dev       also the test, lint, fuzz, package and benchmark tools, and
+#               zkelect-tls (Debian's zookeeper source, fetched once: scripts/zksource.sh)
 #               (scripts/test.sh uses it)
 #   --dry-run   only say what is missing and how big it is; install and build nothing
 # Before installing it names the missing packages and prints how many
@@ -46,10 +47,12 @@ DEV_LINT=(clang-tidy cppcheck)                       # scripts/lint.sh
 DEV_MAN=(lowdown)                                    # renders the man page (docs.manpage)
 DEV_PACKAGE=(systemd dpkg-dev debhelper lintian dpkg-repack)  # the Debian package test, systemd-analyze verify (integration.units too)
 DEV_BENCH=(gnuplot-nox)                              # bench/run plots (bench.tiny)
+DEV_TLS=(libssl-dev libnetty-java)                   # zkelect-tls (cmake -DZKELECT_TLS=ON: OpenSSL; the
+                                                     # TLS server's Netty, integration.tls)
 DEV_PKGS=("${DEV_TEST[@]}" "${DEV_MIXED[@]}" "${DEV_EXAMPLES[@]}" "${DEV_POSTGRES[@]}"
           "${DEV_PROMETHEUS[@]}"
           "${DEV_VALGRIND[@]}" "${DEV_FUZZ[@]}" "${DEV_LINT[@]}" "${DEV_MAN[@]}"
-          "${DEV_PACKAGE[@]}" "${DEV_BENCH[@]}")
+          "${DEV_PACKAGE[@]}" "${DEV_BENCH[@]}" "${DEV_TLS[@]}")
 
 PKGS=("${BUILD_PKGS[@]}" "${DEMO_PKGS[@]}")
 what="build and demo"
@@ -101,8 +104,15 @@ fi
 command -v java >/dev/null || { echo "setup: java not found after installing zookeeper" >&2; exit 1; }
 
 BUILD_DIR=${BUILD_DIR:-build}
+# --dev: zkelect-tls too (integration.tls), from Debian's zookeeper source,
+# fetched once into a cache (scripts/zksource.sh: checksum-verified)
+tls=()
+if ((dev)); then
+  bash scripts/zksource.sh >/dev/null
+  tls=(-DZKELECT_TLS=ON)
+fi
 # the configure output only on failure; its warning lines always (lowdown)
-if ! conf=$(cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"); then
+if ! conf=$(cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${tls[@]}" "$@"); then
   printf '%s\n' "$conf"
   exit 1
 fi
