@@ -221,6 +221,28 @@ enum zke_compat { ZKE_COMPAT_NONE = 0, ZKE_COMPAT_CURATOR, ZKE_COMPAT_KAZOO };
 #define ZKE_DEFAULT_MEM_LIMIT            ((size_t)64 << 20) /* a policy's Lua heap */
 #define ZKE_DEFAULT_NOTIFY_TIMEOUT_MS    10000 /* the CLI's --notify: one call's budget */
 
+/* TLS to ZooKeeper (docs/operations.md "TLS to ZooKeeper"): the session's
+ * connections are TLS with a client certificate. Only a library built with
+ * TLS can (zke_tls_supported(); cmake -DZKELECT_TLS=ON); one built without
+ * refuses settings that name it (never plain text instead). The files are
+ * PEM, read again at every connection (a renewed certificate is used from
+ * the next one); none of their names or the password may contain ','. */
+struct zke_tls {
+    const char *ca;              /* the CA certificates that sign the servers' (only these are
+                                  * trusted; the host name is not checked) */
+    const char *cert;            /* our certificate (chain) */
+    const char *key;             /* its private key */
+    const char *key_password;    /* NULL: the key is not encrypted (copied, wiped at free) */
+};
+/* 1 when this library was built with TLS, else 0. */
+int zke_tls_supported(void);
+/* The files are readable, parse, the key is the certificate's (with the
+ * password), and the certificate is valid now (neither expired nor yet to
+ * come). *not_after (may be NULL): when it expires (Unix seconds). -1 with a
+ * one-line reason in err (never the password), also for any TLS setting
+ * in a build without TLS. */
+int zke_check_tls(const struct zke_tls *tls, int64_t *not_after, char *err, size_t errlen);
+
 /* Copied by zke_agent_new(); the caller keeps ownership of its strings. */
 enum zke_renewal { ZKE_RENEW_WRITE = 0, ZKE_RENEW_SYNC };
 
@@ -305,11 +327,13 @@ struct zke_settings {
      * and close the session: ZooKeeper then deletes our nodes at once and the
      * successor may lead while this agent still acts (docs/design.md "The
      * promise": a session closed from outside). 0 (default): the id alone ("0xSESSIONID"). */
-    int session_file_password;    /* The history of terms (see "The history of terms" below): N > 0 records every term
-     * of this agent in <path>.history (its start when it begins, its end and reason at
-     * its step-down), the writer keeping the newest N records (at most
-     * ZKE_HISTORY_KEEP_MAX); 0 (default): none recorded. The CLI's --history keeps
-     * ZKE_DEFAULT_HISTORY_KEEP. */
+    int session_file_password;
+    const struct zke_tls *tls;   /* NULL: plain TCP; see struct zke_tls (copied) */
+    /* The history of terms (see "The history of terms" below): N > 0 records
+     * every term of this agent in <path>.history (its start when it begins,
+     * its end and reason at its step-down), the writer keeping the newest N
+     * records (at most ZKE_HISTORY_KEEP_MAX); 0 (default): none recorded. The
+     * CLI's --history keeps ZKE_DEFAULT_HISTORY_KEEP. */
     int history_keep;
 };
 
@@ -528,6 +552,7 @@ struct zke_conn_settings {          /* copied by zke_conn_new() */
     const char *auth_credentials;
     enum zke_acl acl;               /* ACL of every node any agent on the conn creates */
     int session_file_password;      /* as in struct zke_settings: 1 writes the password too */
+    const struct zke_tls *tls;      /* as in struct zke_settings */
 };
 
 /* Validates and copies the settings. NULL only when out of memory; with
@@ -540,7 +565,7 @@ zke_conn *zke_conn_new(struct ev_loop *loop, const struct zke_conn_settings *s, 
                        void *ud);
 /* An agent on a shared conn. The connection members of s (zk,
  * session_timeout_ms, connect_timeout_ms, session_file, session_file_password,
- * auth_scheme, auth_credentials, acl) must be zero/NULL: they are the conn's (an error
+ * auth_scheme, auth_credentials, acl, tls) must be zero/NULL: they are the conn's (an error
  * otherwise, in zke_agent_errstr). The lease settings are validated against
  * the conn's requested timeout now and against the granted one at every new
  * session. The conn must outlive the agent. Not from inside a callback of
@@ -668,6 +693,7 @@ struct zke_observer_settings {
                                   * -1: forever */
     const char *auth_scheme;     /* NULL: none; as in struct zke_settings (copied, */
     const char *auth_credentials;/* wiped at free, never logged) */
+    const struct zke_tls *tls;   /* NULL: plain TCP; as in struct zke_settings */
 };
 
 typedef void zke_observer_fn(zke_observer *o, const struct zke_event *ev, void *ud);

@@ -409,6 +409,21 @@ static enum zke_acl choose_acl(const struct opts *o, const char *ascheme)
     return asked != ZKE_ACL_DEFAULT ? asked : ascheme != NULL ? ZKE_ACL_WORLD_READ : ZKE_ACL_OPEN;
 }
 
+/* --zk-tls-*: the files checked now (readable, the key the certificate's,
+ * the certificate valid), or the run refused: a build without TLS never
+ * goes on in plain text. */
+static struct zke_tls run_tls;
+static int64_t run_tls_expiry;
+static void resolve_tls(const struct opts *o)
+{
+    if (o->tls_ca == NULL && o->tls_cert == NULL && o->tls_key == NULL)
+        return;
+    char err[512];
+    run_tls = (struct zke_tls){ .ca = o->tls_ca, .cert = o->tls_cert, .key = o->tls_key };
+    if (zke_check_tls(&run_tls, &run_tls_expiry, err, sizeof err) != 0)
+        die(EX_CONFIG, "%s", err);
+}
+
 /* The agent's settings from the options (strings borrowed from o). */
 static struct zke_settings agent_settings(const struct opts *o, const char *ascheme,
                                           const char *acred, enum zke_acl acl,
@@ -432,6 +447,7 @@ static struct zke_settings agent_settings(const struct opts *o, const char *asch
         .preempt = o->priority >= 0 || o->preempt_delay >= 0 || o->preempt_check > 0,
         .preempt_delay_ms = o->preempt_delay < 0 ? 0 : o->preempt_delay == 0 ? -1 : o->preempt_delay,
         .preempt_check_ms = o->preempt_check,
+        .tls = run_tls.ca != NULL ? &run_tls : NULL,
         .history_keep = o->history ? ZKE_DEFAULT_HISTORY_KEEP : 0,
     };
     if (o->status_addr != NULL || o->script != NULL || control != NULL) {
@@ -757,7 +773,7 @@ static void log_start(const struct app *app, const struct opts *o,
     /* server_tick "asked": no --server-tick, the plan assumes half the
      * session timeout until the servers tell theirs at the first connect
      * (then a "budgets" line gives the plan again) */
-    struct logf f[17] = {
+    struct logf f[19] = {
         { "version", LF_STR, ZKELECT_VERSION, 0 }, { "zk", LF_STR, o->zk, 0 },
         { "path", LF_STR, o->path, 0 }, { "script", LF_STR, o->script, 0 },
         { "lease_ms", LF_INT, NULL, plan->lease_ms },
@@ -769,13 +785,21 @@ static void log_start(const struct app *app, const struct opts *o,
         { "hook_timeout_ms", LF_INT, NULL, o->hook_timeout },
         { "on_disconnect", LF_STR, options_choice_name("--on-disconnect", o->on_disconnect), 0 },
         { "auth", LF_STR, who, 0 }, { "acl", LF_STR, zke_acl_name(acl), 0 },
+        { "tls", LF_STR, run_tls.cert != NULL ? run_tls.cert : "off", 0 },
+        { "tls_cert_expires", LF_INT, NULL, run_tls_expiry },
         { "compat", LF_STR, options_choice_name("--compat", o->compat), 0 },
         { "fail_stop", LF_STR, options_choice_name("--fail-stop", o->fail_stop), 0 },
         { "containment", LF_STR, app->cgroups != NULL ? zke_cgroups_path(app->cgroups)
                                  : app->cgroups_why[0] == '\0' ? "none"
                                  : app->adopts ? "process groups, subreaper" : "process groups", 0 },
     };
-    log_line(ZKE_LOG_INFO, "start", f, 17);
+    log_line(ZKE_LOG_INFO, "start", f, 19);
+    if (run_tls.cert != NULL && run_tls_expiry - (int64_t)time(NULL) < (int64_t)14 * 86400) {
+        /* when it expires the servers refuse the handshake: no session, no lease */
+        struct logf w[2] = { { "cert", LF_STR, run_tls.cert, 0 },
+                             { "expires", LF_INT, NULL, run_tls_expiry } };
+        log_line(ZKE_LOG_WARN, "tls_cert_expires_soon", w, 2);
+    }
     if (app->cgroups == NULL && app->cgroups_why[0] != '\0') {
         struct logf w[1] = { { "why", LF_STR, app->cgroups_why, 0 } };
         log_line(ZKE_LOG_WARN, "containment_groups_only", w, 1);
@@ -841,6 +865,7 @@ int run_preflight(struct opts *o)
     struct zke_lease_plan plan;
     check_run_options(o);
     supervise_check(o);
+    resolve_tls(o);
     resolve_auth(o, &ascheme, &acred, who, sizeof who);
     enum zke_acl acl = choose_acl(o, ascheme);
     struct zke_settings s = agent_settings(o, ascheme, acred, acl, NULL);
@@ -881,6 +906,7 @@ int cmd_run(struct opts *o)
     fdlimit_raise();                    /* before anything is opened or forked */
     check_run_options(o);
     supervise_check(o);
+    resolve_tls(o);
     resolve_auth(o, &ascheme, &acred, who, sizeof who);
     enum zke_acl acl = choose_acl(o, ascheme);
     log_setup(stderr, (enum log_format)o->log, (enum zke_log_level)o->level, o->id);

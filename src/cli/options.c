@@ -215,6 +215,13 @@ static const struct option_row rows[] = {
       "start; put the credentials in a file and use ZKELECT_AUTH_FILE or --auth-file",
       "the same on the command line (erased from ps once parsed,\n"
       "visible until then: prefer --auth-file; no env form)", 0 },
+    { "zk-tls-ca", "FILE", OPT_STR, PLAIN(tls_ca), "ZKELECT_ZK_TLS_CA", NULL,
+      "TLS to ZooKeeper (zkelect-tls; all three together): the\n"
+      "CA certificates (PEM) that sign the servers' (only these)", 0 },
+    { "zk-tls-cert", "FILE", OPT_STR, PLAIN(tls_cert), "ZKELECT_ZK_TLS_CERT", NULL,
+      "our client certificate (PEM, its chain may follow)", 0 },
+    { "zk-tls-key", "FILE", OPT_STR, PLAIN(tls_key), "ZKELECT_ZK_TLS_KEY", NULL,
+      "its private key (PEM, not encrypted; keep it 0600)", 0 },
     { "acl", "ACL", OPT_CHOICE, ONEOF(acl, acl_names, ZKE_ACL_OPEN), "ZKELECT_ACL", NULL,
       "ACL of the nodes we create: creator-all (only our identity),\n"
       "world-read (ours, and read for everyone: the default with\n"

@@ -49,6 +49,7 @@ struct opts {
     int cancel;                 /* ctl resign --cancel: drop the scheduled switchover */
     const char *instance;       /* ctl --instance / -i: zkelect@NAME's socket */
     const char *auth_file;
+    const char *tls_ca, *tls_cert, *tls_key;   /* --zk-tls-ca/-cert/-key (zkelect-tls) */
     char *auth;                 /* --auth's "scheme:credentials": a copy (argv's is blanked),
                                  * owned by the command, which wipes it after use; or NULL */
     /* --auth given; --auth-file given (not the env). Not one enum: both

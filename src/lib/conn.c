@@ -487,11 +487,12 @@ static void first_ask(zke_conn *c)
 {
     int ask = probe_ask_ms(c);
     c->pr.state = PROBE_OVER;
-    c->pr.q = srvask_new(c->loop, c->cfg.hosts, ask_done, c);
+    /* (the four-letter words are plain TCP: a TLS port does not answer them) */
+    c->pr.q = zkclient_has_tls(c->zkc) ? NULL : srvask_new(c->loop, c->cfg.hosts, ask_done, c);
     if (c->pr.q != NULL && srvask_round(c->pr.q, ask_deadline_ms(c)))
         c->pr.ask_pending = 1;
     if (zkclient_tick_unstated(c->zkc) && ask >= 10)
-        c->pr.p = probe_start(c->loop, c->cfg.hosts, ask, ask_deadline_ms(c), probe_done, c);
+        c->pr.p = probe_start(c->loop, c->cfg.hosts, c->zkc, ask, ask_deadline_ms(c), probe_done, c);
     c->pr.probe_pending = c->pr.p != NULL;
     if (c->pr.ask_pending || c->pr.probe_pending)
         c->pr.state = PROBE_ASKING;
@@ -675,6 +676,10 @@ static zke_conn *make_body(struct ev_loop *loop, const struct zke_conn_settings 
     c->zkc = zkclient_new(loop, c->cfg.hosts, c->cfg.timeout_ms, &scb, c);
     if (c->zkc == NULL || zkclient_set_auth(c->zkc, s->auth_scheme, s->auth_credentials) != 0) {
         snprintf(c->err, sizeof c->err, "out of memory");
+        return c;
+    }
+    if (zkclient_set_tls(c->zkc, s->tls) != 0) {
+        snprintf(c->err, sizeof c->err, "%s", zkclient_error(c->zkc));
         return c;
     }
     zkclient_set_acl(c->zkc, s->acl);

@@ -76,8 +76,8 @@ static void report_cb(struct ev_loop *loop, ev_timer *w, int revents)
     report_now(w->data);
 }
 
-struct probe *probe_start(struct ev_loop *loop, const char *hosts, int ask_ms, int deadline_ms,
-                          probe_done_fn *done, void *ud)
+struct probe *probe_start(struct ev_loop *loop, const char *hosts, const zkclient *like,
+                          int ask_ms, int deadline_ms, probe_done_fn *done, void *ud)
 {
     struct probe *p = calloc(1, sizeof *p);
     struct zkc_cbs cbs = { state_cb, NULL, NULL };     /* no watch is set; no log wanted */
@@ -93,7 +93,7 @@ struct probe *probe_start(struct ev_loop *loop, const char *hosts, int ask_ms, i
     }
     /* the library's own lines of a session nobody uses are noise */
     zkclient_set_log_level(p->s, ZKE_LOG_ERROR);
-    if (zkclient_open(p->s) != 0) {
+    if (zkclient_copy_tls(p->s, like) != 0 || zkclient_open(p->s) != 0) {
         zkclient_free(p->s);
         free(p);
         return NULL;

@@ -19,6 +19,7 @@
 
 struct ev_loop;
 struct probe;
+typedef struct zkclient zkclient;   /* zkclient.h */
 
 /* granted_ms: the timeout the servers granted the probe's session, or 0
  * when nothing was learned (no handshake within the deadline, a refusal,
@@ -28,10 +29,11 @@ typedef void probe_done_fn(void *ud, int granted_ms);
 /* Connects to `hosts` (a ZooKeeper connect string) asking for a session
  * timeout of ask_ms; done() is called exactly once: from the loop after
  * the handshake, at deadline_ms at the latest, or from probe_free() (never
- * from probe_start). NULL (nothing will be called) when out of memory or
+ * from probe_start). like: the session whose TLS it uses
+ * (zkclient_copy_tls). NULL (nothing will be called) when out of memory or
  * when the client library refuses the hosts. */
-struct probe *probe_start(struct ev_loop *loop, const char *hosts, int ask_ms, int deadline_ms,
-                          probe_done_fn *done, void *ud);
+struct probe *probe_start(struct ev_loop *loop, const char *hosts, const zkclient *like,
+                          int ask_ms, int deadline_ms, probe_done_fn *done, void *ud);
 /* Closes its session if it is still open and frees; calls done() first if
  * it was not called yet. Any time except from inside done(). NULL is a
  * no-op. */

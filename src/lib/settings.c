@@ -489,7 +489,7 @@ int settings_conn_given(const struct zke_settings *s)
 {
     return s->zk != NULL || s->session_timeout_ms != 0 || s->connect_timeout_ms != 0 ||
            s->session_file != NULL || s->session_file_password != 0 || s->auth_scheme != NULL ||
-           s->auth_credentials != NULL || s->acl != ZKE_ACL_DEFAULT;
+           s->auth_credentials != NULL || s->acl != ZKE_ACL_DEFAULT || s->tls != NULL;
 }
 
 void settings_conn_of(const struct zke_settings *s, struct zke_conn_settings *out)
@@ -503,12 +503,14 @@ void settings_conn_of(const struct zke_settings *s, struct zke_conn_settings *ou
     out->auth_scheme = s->auth_scheme;
     out->auth_credentials = s->auth_credentials;
     out->acl = s->acl;
+    out->tls = s->tls;
 }
 
 int settings_check_conn(const struct zke_conn_settings *s, char *err, size_t errlen)
 {
     if (zke_check_hosts(s->zk != NULL ? s->zk : "", err, errlen) != 0 ||
-        zke_check_auth(s->auth_scheme, s->auth_credentials, err, errlen) != 0)
+        zke_check_auth(s->auth_scheme, s->auth_credentials, err, errlen) != 0 ||
+        (s->tls != NULL && zke_check_tls(s->tls, NULL, err, errlen) != 0))
         return -1;
     if ((s->acl == ZKE_ACL_CREATOR_ALL || s->acl == ZKE_ACL_WORLD_READ) && s->auth_scheme == NULL) {
         snprintf(err, errlen, "ACL '%s' names the creator's identity, which needs "

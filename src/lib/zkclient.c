@@ -79,7 +79,7 @@ void zkc_become(zkclient *s, enum zkc_life to)
 
 /* Overwrites a secret before it is freed (a loop through a volatile pointer
  * is not optimised away, unlike a memset right before free). */
-static void wipe_free(char *p, size_t n)
+void zkc_wipe_free(char *p, size_t n)
 {
     if (p == NULL)
         return;
@@ -119,7 +119,7 @@ zkclient *zkclient_new(struct ev_loop *loop, const char *hosts, int timeout_ms,
 
 int zkclient_set_auth(zkclient *s, const char *scheme, const char *cred)
 {
-    wipe_free(s->auth.cred, s->auth.len);
+    zkc_wipe_free(s->auth.cred, s->auth.len);
     free(s->auth.scheme);
     s->auth.cred = s->auth.scheme = NULL;
     s->auth.len = 0;
@@ -322,8 +322,7 @@ int zkclient_open(zkclient *s)
     }
     errno = 0;
     zkclient *outer = zkc_route_enter(s);
-    s->zh = zookeeper_init2(s->hosts, global_watcher, s->timeout_ms, NULL, s,
-                            ZOO_NO_LOG_CLIENTENV, zkc_zk_log);
+    s->zh = zkc_init_handle(s, global_watcher, zkc_zk_log);   /* TLS or not: zkclient_tls.c */
     zkc_route_leave(outer);
     if (s->zh == NULL) {
         int e = errno;
@@ -400,11 +399,29 @@ void zkclient_free(zkclient *s)
         return;
     zkc_close_now(s);
     s->pump.ops->detach(s->pump.loop);
-    wipe_free(s->auth.cred, s->auth.len);
+    zkc_wipe_free(s->auth.cred, s->auth.len);
+    if (s->tls != NULL)
+        zkc_wipe_free(s->tls, strlen(s->tls));
     free(s->auth.scheme);
     free(s->hosts);
     free(s->open_err);
     free(s);
+}
+
+int zkclient_copy_tls(zkclient *to, const zkclient *from)
+{
+    if (to->tls != NULL)
+        zkc_wipe_free(to->tls, strlen(to->tls));
+    to->tls = NULL;
+    if (from->tls == NULL)
+        return 0;
+    to->tls = strdup(from->tls);
+    return to->tls != NULL ? 0 : -1;
+}
+
+int zkclient_has_tls(const zkclient *s)
+{
+    return s->tls != NULL;
 }
 
 int zkclient_connected(const zkclient *s)

@@ -112,6 +112,15 @@ void zkclient_set_acl(zkclient *s, enum zke_acl acl);
 /* Lines below min (the ZooKeeper client's included) are dropped before they
  * are formatted; default ZKE_LOG_DEBUG: every line. Any time. */
 void zkclient_set_log_level(zkclient *s, enum zke_log_level min);
+/* TLS for every handle zkclient_open() makes from now on (NULL: plain
+ * TCP): the names copied, the password wiped at free. -1 (zkclient_error)
+ * when the build has no TLS (zkclient_tls.c) or a name has a ','. The files
+ * themselves: zke_check_tls. */
+int zkclient_set_tls(zkclient *s, const struct zke_tls *tls);
+/* to's TLS becomes from's (another session to the same servers: the
+ * probe). -1 when out of memory. */
+int zkclient_copy_tls(zkclient *to, const zkclient *from);
+int zkclient_has_tls(const zkclient *s);
 /* Who we authenticate as, for messages: "digest:user", "scheme 'x'", or
  * "no credentials". Never the secret. */
 const char *zkclient_auth_who(const zkclient *s);

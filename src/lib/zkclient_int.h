@@ -119,6 +119,8 @@ struct zkclient {
     struct zkc_lease lease;
     struct zkc_queue q;
     char err[160];
+    char *tls;                  /* zookeeper_init_ssl's "ca,cert,key[,password]" (wiped at
+                                 * free), or NULL: plain TCP (zkclient_tls.c) */
     char *open_err;             /* why the last zkclient_open failed (allocated: a host list
                                  * can be long), shown while err is "" */
 };
@@ -178,6 +180,11 @@ void zkc_note_conn_err(zkclient *s, const char *text);
  * between zkc_route_enter() and zkc_route_leave() (nested calls, a
  * completion of one handle calling another's library, restore the outer). */
 void zkc_zk_log(const char *message);
+/* zeroes n bytes of p, then frees it (NULL: nothing) */
+void zkc_wipe_free(char *p, size_t n);
+/* zkclient_tls.c: a new handle for s->hosts, with TLS when s->tls is set
+ * (zookeeper_init2 or zookeeper_init_ssl2; NULL as they return it) */
+zhandle_t *zkc_init_handle(zkclient *s, watcher_fn w, log_callback_fn log);
 zkclient *zkc_route_enter(zkclient *s);
 void zkc_route_leave(zkclient *prev);
 /* The handle whose library call is running, or NULL. */

@@ -23,6 +23,9 @@
 #define BACKOFF_MAX 1.0
 #define PROCESS_BATCH 256    /* responses read per readiness event at most (zkclient_loop_ready) */
 #define STALL_SECONDS 0.05   /* zkclient_loop_ready: a gap this long ends the batch */
+/* The state of a TLS handshake (the library's ZOO_SSL_CONNECTING_STATE,
+ * which zookeeper.h does not declare; only a client with TLS enters it). */
+#define ZKC_SSL_CONNECTING_STATE 7
 #define HANDSHAKE_MIN 1.0    /* s: an unanswered connect attempt is cut after max(this, T/10) */
 
 /* The wall clock in seconds, as ev_time() reads it (the loop's now is the
@@ -48,7 +51,8 @@ static double handshake_watch(zkclient *s, int fd)
 {
     struct zkc_pump *p = &s->pump;
     int st = zoo_state(s->zh);
-    if (fd < 0 || (st != ZOO_CONNECTING_STATE && st != ZOO_ASSOCIATING_STATE)) {
+    if (fd < 0 || (st != ZOO_CONNECTING_STATE && st != ZOO_ASSOCIATING_STATE &&
+                   st != ZKC_SSL_CONNECTING_STATE)) {
         p->attempt_fd = -1;
         return -1;
     }
