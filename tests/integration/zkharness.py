@@ -374,10 +374,16 @@ def _drop_spare():
 class ZooKeeper:
     """A standalone ZooKeeper 3.8 server on a free loopback port."""
 
-    def __init__(self, start=True, tick=200, startup_timeout=30.0, extra_cfg=(), spare=False):
+    def __init__(self, start=True, tick=200, startup_timeout=30.0, extra_cfg=(), spare=False,
+                 tls=None):
         """extra_cfg: more zoo.cfg lines, e.g. ("enforce.auth.enabled=true",).
-        spare: the next test's server (_start_spare), launched, not waited for."""
-        default = start and tick == 200 and not extra_cfg and not spare
+        spare: the next test's server (_start_spare), launched, not waited for.
+        tls: a TLS-only server (secureClientPort, no clientPort: Netty, client
+        certificates required): a dict with keystore, truststore, password
+        (the JKS/PKCS12 files the server reads) and ca, cert, key (PEM files
+        of a client the server trusts, for the harness's four-letter words)."""
+        default = start and tick == 200 and not extra_cfg and not spare and tls is None
+        self.tls = tls
         if default and _spare["zk"] is not None:
             zk, _spare["zk"] = _spare["zk"], None
             if zk.running():
@@ -407,8 +413,19 @@ class ZooKeeper:
                 "initLimit=10",
                 "syncLimit=5",
                 "dataDir=%s" % self.datadir,
+            ] + ([
                 "clientPort=%d" % self.port,
                 "clientPortAddress=127.0.0.1",
+            ] if tls is None else [
+                "secureClientPort=%d" % self.port,
+                "secureClientPortAddress=127.0.0.1",
+                "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+                "ssl.keyStore.location=%s" % tls["keystore"],
+                "ssl.keyStore.password=%s" % tls["password"],
+                "ssl.trustStore.location=%s" % tls["truststore"],
+                "ssl.trustStore.password=%s" % tls["password"],
+                "ssl.clientAuth=need",
+            ]) + [
                 "maxClientCnxns=0",
                 "admin.enableServer=false",
                 "4lw.commands.whitelist=*",
@@ -443,11 +460,13 @@ class ZooKeeper:
         logf.write(("\n==== start #%d at %s ====\n" % (self.starts, time.strftime("%H:%M:%S"))).encode())
         logf.flush()
         cp = ZK_JAR
+        if self.tls is not None:    # (Debian's zookeeper.jar does not name Netty's codec)
+            cp += ":/usr/share/java/netty-codec.jar"
         if os.path.exists(SLF4J_SIMPLE):      # server log (else slf4j logs nothing)
             cp += ":" + SLF4J_SIMPLE
         # the class-data archive if there is one, else this start writes it
         # when it exits (under a name of its own, renamed once it is whole)
-        cds, self._cds_dump = _cds_archive(), None
+        cds, self._cds_dump = (_cds_archive() if self.tls is None else None), None
         if cds is not None and os.path.exists(cds):
             share = ["-XX:SharedArchiveFile=" + cds]
         elif cds is not None:
@@ -491,9 +510,23 @@ class ZooKeeper:
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def _connect(self, timeout):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        if self.tls is None:
+            return s
+        import ssl
+        ctx = ssl.create_default_context(cafile=self.tls["ca"])
+        ctx.check_hostname = False
+        ctx.load_cert_chain(self.tls["cert"], self.tls["key"])
+        try:
+            return ctx.wrap_socket(s)
+        except ssl.SSLError as e:
+            s.close()
+            raise OSError("TLS handshake: %s" % e)
+
     def four(self, cmd, timeout=5.0):
         """Sends a four-letter word, returns the whole answer as text."""
-        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+        with self._connect(timeout) as s:
             s.sendall(cmd.encode())
             chunks = []
             deadline = time.monotonic() + timeout

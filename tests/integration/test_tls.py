@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+"""TLS to ZooKeeper (zkelect-tls: the C client built with OpenSSL from
+Debian's source, cmake -DZKELECT_TLS=ON) against a real server that serves
+only a secureClientPort (Netty, client certificates required; no plain
+clientPort in its zoo.cfg), its keystore and truststore made by the JDK's
+keytool from a CA and certificates the test makes with openssl. A plain
+four-letter word on the port gets no answer and Debian's plain zkelect
+cannot connect (exit 69): the traffic is TLS. Two zkelect-tls candidates
+elect a leader, and the second leads at once when the first stops (its
+session closed over TLS, not left to expire). A client that does not trust
+the server's CA, and one whose certificate another CA signed (the server
+refuses the handshake), never connect and never lead (exit 69). Settings
+are checked at start: an expired certificate, a key that is not the
+certificate's, or any TLS flag given to the plain build is refused (exit 78)."""
+import os
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import zkharness as h  # noqa: E402
+
+TLS_BIN = os.path.abspath(os.environ.get("ZKELECT_TLS_BIN") or
+                          os.path.join(os.path.dirname(h.ZKELECT_BIN), "zkelect-tls"))
+PASSWORD = "keystore-pw"
+
+
+def sh(*args):
+    r = subprocess.run(list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=30)
+    assert r.returncode == 0, (args, r.stderr.decode(errors="replace"))
+
+
+def make_pki(d):
+    """Two CAs (the good one and a stranger), the server's certificate and
+    two client certificates (one per CA) with openssl; the server's keystore
+    and truststore with keytool. Returns the paths."""
+    p = {k: os.path.join(d, k) for k in (
+        "ca.pem", "ca.key", "other.pem", "other.key", "server.pem", "server.key", "server.p12",
+        "client.pem", "client.key", "stranger.pem", "stranger.key", "expired.pem",
+        "keystore.jks", "truststore.jks", "san.ext")}
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    for ca in ("ca", "other"):
+        sh("openssl", "req", "-x509", *ec, "-keyout", p[ca + ".key"], "-out", p[ca + ".pem"],
+           "-days", "2", "-subj", "/CN=zkelect-test-" + ca)
+    with open(p["san.ext"], "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+
+    def leaf(name, ca, cn, days="2", ext=None):
+        csr = os.path.join(d, name + ".csr")
+        sh("openssl", "req", *ec, "-keyout", p[name + ".key"], "-out", csr, "-subj", "/CN=" + cn)
+        sh("openssl", "x509", "-req", "-in", csr, "-CA", p[ca + ".pem"], "-CAkey", p[ca + ".key"],
+           "-CAcreateserial", "-out", p[name + ".pem"], "-days", days,
+           *(["-extfile", ext] if ext else []))
+    leaf("server", "ca", "localhost", ext=p["san.ext"])
+    leaf("client", "ca", "zkelect")
+    leaf("stranger", "other", "stranger")
+    # a certificate of the client's key that expired yesterday
+    sh("openssl", "x509", "-in", p["client.pem"], "-signkey", p["client.key"], "-out",
+       p["expired.pem"], "-days", "-1")
+    sh("openssl", "pkcs12", "-export", "-in", p["server.pem"], "-inkey", p["server.key"],
+       "-certfile", p["ca.pem"], "-out", p["server.p12"], "-passout", "pass:" + PASSWORD,
+       "-name", "server")
+    # the server's stores, by the JDK's keytool (two JVMs at once)
+    procs = [subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT) for args in (
+        ["keytool", "-importkeystore", "-srckeystore", p["server.p12"], "-srcstoretype", "PKCS12",
+         "-srcstorepass", PASSWORD, "-destkeystore", p["keystore.jks"], "-deststoretype", "JKS",
+         "-deststorepass", PASSWORD, "-noprompt"],
+        ["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", p["ca.pem"],
+         "-keystore", p["truststore.jks"], "-storetype", "JKS", "-storepass", PASSWORD])]
+    for pr in procs:
+        out = pr.communicate(timeout=30)[0]
+        assert pr.returncode == 0, out
+    return p
+
+
+def tls_flags(ca, cert, key):
+    return ["--zk-tls-ca", ca, "--zk-tls-cert", cert, "--zk-tls-key", key]
+
+
+class TlsAgent(h.Agent):
+    def argv(self):
+        return [TLS_BIN] + h.Agent.argv(self)[1:]
+
+
+def test_tls_only_server_elects_and_refuses_strangers():
+    assert os.access(TLS_BIN, os.X_OK), "%s not built (cmake -DZKELECT_TLS=ON)" % TLS_BIN
+    d = h.mkdtemp("tls")
+    p = make_pki(d)
+    tls = {"keystore": p["keystore.jks"], "truststore": p["truststore.jks"], "password": PASSWORD,
+           "ca": p["ca.pem"], "cert": p["client.pem"], "key": p["client.key"]}
+    with h.ZooKeeper(tls=tls) as zk:
+        with open(zk.cfg) as f:
+            cfg = f.read()
+        assert "secureClientPort=%d" % zk.port in cfg and "clientPort=" not in cfg.replace(
+            "secureClientPort=", ""), cfg
+        assert "Mode: standalone" in zk.four("srvr")     # over TLS, as the harness asks
+        # plain TCP on the port: no answer to a four-letter word
+        import socket
+        with socket.create_connection(("127.0.0.1", zk.port), timeout=3) as s:
+            s.sendall(b"ruok")
+            try:
+                got = s.recv(100)
+            except (ConnectionResetError, socket.timeout):
+                got = b""
+        assert b"imok" not in got, got
+        # those that must not get in, all at once, beside the election
+        base = ["run", "--zk", zk.hostport, "--path", "/tls/e", "--connect-timeout", "3000",
+                "--fail-stop", "off", "--log", "json"]
+        bad = {
+            "plain": subprocess.Popen([h.ZKELECT_BIN] + base + ["--id", "plain"],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE),
+            "wrong_ca": subprocess.Popen(
+                [TLS_BIN] + base + ["--id", "wrongca"] + tls_flags(p["other.pem"], p["client.pem"],
+                                                                   p["client.key"]),
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE),
+            "stranger": subprocess.Popen(
+                [TLS_BIN] + base + ["--id", "stranger"] + tls_flags(p["ca.pem"], p["stranger.pem"],
+                                                                    p["stranger.key"]),
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE),
+        }
+        flags = tls_flags(p["ca.pem"], p["client.pem"], p["client.key"])
+        a = TlsAgent(zk, "a", path="/tls/e", extra=flags)
+        a.wait_for("leader", timeout=10)
+        start = [e for e in a.events() if e.get("event") == "start"][0]
+        assert start.get("tls") == p["client.pem"] and start.get("tls_cert_expires", 0) > time.time(), start
+        b = TlsAgent(zk, "b", path="/tls/e", extra=flags)
+        b.wait_for("follower", timeout=10)
+        m = b.mark()
+        a.term()
+        assert a.wait_exit(10) == 0, a.describe()
+        t_exit = time.monotonic()
+        b.wait_for("leader", since=m, timeout=10)
+        took = time.monotonic() - t_exit
+        # the session closed over TLS: no wait for its expiry (2 s)
+        assert took < 1.5, "b led %.2f s after a's exit" % took
+        for name, pr in bad.items():
+            out, err = pr.communicate(timeout=15)
+            err = err.decode(errors="replace")
+            assert pr.returncode == 69, (name, pr.returncode, err[-2000:])
+            assert '"event":"leader"' not in err.replace(" ", "") and "joined" not in err, (name, err)
+        h.stop_cleanly([b])
+        print("tls: b led %.2f s after a's exit" % took)
+
+
+def test_tls_settings_checked_at_start():
+    d = h.mkdtemp("tlsbad")
+    p = make_pki(d)
+    base = ["run", "--zk", "127.0.0.1:1", "--path", "/tls/e", "--id", "x", "--fail-stop", "off"]
+    cases = [
+        (TLS_BIN, tls_flags(p["ca.pem"], p["expired.pem"], p["client.key"]), "expired"),
+        (TLS_BIN, tls_flags(p["ca.pem"], p["client.pem"], p["stranger.key"]), "not the key"),
+        (TLS_BIN, tls_flags(p["ca.pem"], p["client.pem"], os.path.join(d, "none.key")),
+         "No such file"),
+        (TLS_BIN, ["--zk-tls-ca", p["ca.pem"]], "together"),
+        (h.ZKELECT_BIN, tls_flags(p["ca.pem"], p["client.pem"], p["client.key"]), "no TLS"),
+    ]
+    for binary, flags, want in cases:
+        code, out, err, t = h.run([binary] + base + flags, timeout=10)
+        assert code == 78 and want in err, (binary, flags, code, err)
+
+
+if __name__ == "__main__":
+    h.run_tests(globals())
