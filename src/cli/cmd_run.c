@@ -416,12 +416,7 @@ static struct zke_tls run_tls;
 static int64_t run_tls_expiry;
 static void resolve_tls(const struct opts *o)
 {
-    if (o->tls_ca == NULL && o->tls_cert == NULL && o->tls_key == NULL)
-        return;
-    char err[512];
-    run_tls = (struct zke_tls){ .ca = o->tls_ca, .cert = o->tls_cert, .key = o->tls_key };
-    if (zke_check_tls(&run_tls, &run_tls_expiry, err, sizeof err) != 0)
-        die(EX_CONFIG, "%s", err);
+    (void)resolve_tls_of(o, &run_tls, &run_tls_expiry);
 }
 
 /* The agent's settings from the options (strings borrowed from o). */

@@ -196,6 +196,9 @@ int cmd_status(struct opts *o)
         .connect_timeout_ms = options_status_timeout(o),
         .auth_scheme = ascheme, .auth_credentials = acred,
     };
+    struct zke_tls tls;
+    int64_t expiry;
+    s.tls = resolve_tls_of(o, &tls, &expiry);
     int rc = zke_census_run(loop, &s, status_done, &sr, err, sizeof err);
     forget_auth(o, ascheme, acred);
     if (rc != 0)

@@ -152,6 +152,9 @@ int cmd_watch(struct opts *o)
         .connect_timeout_ms = options_connect_timeout(o),
         .auth_scheme = ascheme, .auth_credentials = acred,
     };
+    struct zke_tls tls;
+    int64_t expiry;
+    s.tls = resolve_tls_of(o, &tls, &expiry);
     struct zke_observer_callbacks cb = { watch_change, watch_fatal, watch_log };
     zke_observer *ob = zke_observer_new(w.loop, &s, &cb, &w);
     forget_auth(o, ascheme, acred);

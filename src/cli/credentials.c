@@ -100,3 +100,14 @@ void forget_auth(struct opts *o, const char *scheme, const char *cred)
     free(o->auth);
     o->auth = NULL;
 }
+
+const struct zke_tls *resolve_tls_of(const struct opts *o, struct zke_tls *buf, int64_t *expiry)
+{
+    if (o->tls_ca == NULL && o->tls_cert == NULL && o->tls_key == NULL)
+        return NULL;
+    char err[512];
+    *buf = (struct zke_tls){ .ca = o->tls_ca, .cert = o->tls_cert, .key = o->tls_key };
+    if (zke_check_tls(buf, expiry, err, sizeof err) != 0)
+        die(EX_CONFIG, "%s", err);
+    return buf;
+}

@@ -13,6 +13,12 @@
 
 #include "options.h"
 
+/* --zk-tls-ca/-cert/-key (run, check, status, watch): NULL when none is
+ * given, else buf filled (strings borrowed from o) and checked with
+ * zke_check_tls (*expiry: the certificate's end, Unix seconds); exits 78
+ * with the reason when they are not usable, or in a build without TLS. */
+const struct zke_tls *resolve_tls_of(const struct opts *o, struct zke_tls *buf, int64_t *expiry);
+
 /* The credentials from --auth or --auth-file (ZKELECT_AUTH_FILE), checked;
  * *scheme and *cred point into o->auth (NULL: none). who names them without
  * the secret ("none" without). Exits 64 for --auth with --auth-file or a

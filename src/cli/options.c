@@ -257,9 +257,9 @@ static const struct option_row rows[] = {
 static const struct { const char *command; int all_but; const char *names; } takes[] = {
     { "run", 1, " json to force at cancel strict keep zk-jar java instance once " },
     { "check", 1, " json to force at cancel keep zk-jar java instance once " },     /* run's settings, checked */
-    { "status", 0, " zk path json connect-timeout auth auth-file " },
+    { "status", 0, " zk path json connect-timeout auth auth-file zk-tls-ca zk-tls-cert zk-tls-key " },
     { "watch", 0, " zk path id script log log-level session-timeout connect-timeout hook-timeout "
-                  "hook-budget auth auth-file " },
+                  "hook-budget auth auth-file zk-tls-ca zk-tls-cert zk-tls-key " },
     { "ctl", 0, " control instance json to force at cancel " },
     { "history", 0, " zk path json connect-timeout auth auth-file " },
     { "audit", 0, " zk path once status log log-level session-timeout connect-timeout auth "

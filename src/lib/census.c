@@ -255,6 +255,7 @@ static void later_cb(struct ev_loop *loop, ev_timer *w, int revents)
 int census_run(struct ev_loop *loop, const char *zk, const char *path, int session_ms,
                int timeout_ms,
                const char *auth_scheme, const char *auth_credentials,
+                       const struct zke_tls *tls,
                census_done_fn *done, void *ud)
 {
     struct run *r = calloc(1, sizeof *r);
@@ -271,6 +272,7 @@ int census_run(struct ev_loop *loop, const char *zk, const char *path, int sessi
     if (strchr(zk, '/') != NULL)
         r->chroot = strdup(strchr(zk, '/'));
     if (r->s == NULL || zkclient_set_auth(r->s, auth_scheme, auth_credentials) != 0 ||
+        zkclient_set_tls(r->s, tls) != 0 ||
         (strchr(zk, '/') != NULL && r->chroot == NULL)) {
         zkclient_free(r->s);
         free(r->chroot);

@@ -57,6 +57,7 @@ typedef void census_done_fn(void *ud, const struct census *c);
 int census_run(struct ev_loop *loop, const char *zk, const char *path, int session_ms,
                int timeout_ms,
                const char *auth_scheme, const char *auth_credentials,
+                       const struct zke_tls *tls,
                census_done_fn *done, void *ud);
 
 #endif

@@ -51,7 +51,8 @@ int zke_census_run(struct ev_loop *loop, const struct zke_observer_settings *s,
         return -1;
     }
     if (zke_check_hosts(s->zk, err, errlen) != 0 || zke_check_path(s->path, err, errlen) != 0 ||
-        zke_check_auth(s->auth_scheme, s->auth_credentials, err, errlen) != 0)
+        zke_check_auth(s->auth_scheme, s->auth_credentials, err, errlen) != 0 ||
+        (s->tls != NULL && zke_check_tls(s->tls, NULL, err, errlen) != 0))
         return -1;
     if (s->session_timeout_ms < 0) {
         snprintf(err, errlen, "session timeout %d ms is negative", s->session_timeout_ms);
@@ -66,7 +67,7 @@ int zke_census_run(struct ev_loop *loop, const struct zke_observer_settings *s,
     call->ud = ud;
     int timeout = s->connect_timeout_ms == 0 ? ZKE_DEFAULT_CONNECT_TIMEOUT_MS : s->connect_timeout_ms;
     if (census_run(loop, s->zk, s->path, s->session_timeout_ms, timeout, s->auth_scheme,
-                   s->auth_credentials, census_done, call) != 0) {
+                   s->auth_credentials, s->tls, census_done, call) != 0) {
         free(call);
         snprintf(err, errlen, "out of memory");
         return -1;

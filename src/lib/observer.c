@@ -432,6 +432,7 @@ static void reopen_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 observer *observer_new(struct ev_loop *loop, const char *zk, const char *path, int session_ms,
                        const char *auth_scheme, const char *auth_credentials,
+                       const struct zke_tls *tls,
                        zke_event_fn *on_change, zke_log_fn *log, observer_fatal_fn *on_fatal,
                        void *ud)
 {
@@ -448,7 +449,8 @@ observer *observer_new(struct ev_loop *loop, const char *zk, const char *path, i
     o->ud = ud;
     o->s = o->zk && o->path ? zkclient_new(loop, zk, session_ms > 0 ? session_ms : ZKE_DEFAULT_SESSION_TIMEOUT_MS, &cbs, o)
                             : NULL;
-    if (o->s == NULL || zkclient_set_auth(o->s, auth_scheme, auth_credentials) != 0) {
+    if (o->s == NULL || zkclient_set_auth(o->s, auth_scheme, auth_credentials) != 0 ||
+        zkclient_set_tls(o->s, tls) != 0) {
         observer_free(o);
         return NULL;
     }

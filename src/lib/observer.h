@@ -49,6 +49,7 @@ typedef void observer_fatal_fn(void *ud, enum ob_reason why, const char *msg);
 /* auth_scheme NULL: no credentials; they are copied (and wiped at free). */
 observer *observer_new(struct ev_loop *loop, const char *zk, const char *path, int session_ms,
                        const char *auth_scheme, const char *auth_credentials,
+                       const struct zke_tls *tls,
                        zke_event_fn *on_change, zke_log_fn *log, observer_fatal_fn *on_fatal,
                        void *ud);
 int observer_start(observer *o);

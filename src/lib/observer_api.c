@@ -212,7 +212,8 @@ zke_observer *zke_observer_new(struct ev_loop *loop, const struct zke_observer_s
     }
     if (zke_check_hosts(s->zk, o->err, sizeof o->err) != 0 ||
         zke_check_path(s->path, o->err, sizeof o->err) != 0 ||
-        zke_check_auth(s->auth_scheme, s->auth_credentials, o->err, sizeof o->err) != 0)
+        zke_check_auth(s->auth_scheme, s->auth_credentials, o->err, sizeof o->err) != 0 ||
+        (s->tls != NULL && zke_check_tls(s->tls, NULL, o->err, sizeof o->err) != 0))
         return o;
     if (s->session_timeout_ms < 0) {
         snprintf(o->err, sizeof o->err, "session timeout %d ms is negative", s->session_timeout_ms);
@@ -220,7 +221,7 @@ zke_observer *zke_observer_new(struct ev_loop *loop, const struct zke_observer_s
     }
     o->zk = strdup(s->zk);
     o->ob = o->zk != NULL ? observer_new(loop, s->zk, s->path, s->session_timeout_ms,
-                                         s->auth_scheme, s->auth_credentials, inner_change,
+                                         s->auth_scheme, s->auth_credentials, s->tls, inner_change,
                                          inner_log, inner_fatal, o)
                           : NULL;
     if (o->ob == NULL) {

@@ -7,7 +7,8 @@ keytool from a CA and certificates the test makes with openssl. A plain
 four-letter word on the port gets no answer and Debian's plain zkelect
 cannot connect (exit 69): the traffic is TLS. Two zkelect-tls candidates
 elect a leader, and the second leads at once when the first stops (its
-session closed over TLS, not left to expire). A client that does not trust
+session closed over TLS, not left to expire); `zkelect-tls status` reads
+the election over TLS too. A client that does not trust
 the server's CA, and one whose certificate another CA signed (the server
 refuses the handshake), never connect and never lead (exit 69). Settings
 are checked at start: an expired certificate, a key that is not the
@@ -143,6 +144,9 @@ def test_tls_only_server_elects_and_refuses_strangers():
             err = err.decode(errors="replace")
             assert pr.returncode == 69, (name, pr.returncode, err[-2000:])
             assert '"event":"leader"' not in err.replace(" ", "") and "joined" not in err, (name, err)
+        code, out, err, t = h.run([TLS_BIN, "status", "--zk", zk.hostport, "--path", "/tls/e",
+                                   "--json"] + flags, timeout=15)
+        assert code == 0 and '"b"' in out, (code, out, err)
         h.stop_cleanly([b])
         print("tls: b led %.2f s after a's exit" % took)
 
