@@ -1442,7 +1442,8 @@ struct zke_history {
 
 /* What an audit raises (zke_history_judge). */
 enum zke_finding_kind {
-    ZKE_FINDING_OVERLAP = 0,     /* a term's end stamp is after the next term's start stamp */
+    ZKE_FINDING_OVERLAP = 0,     /* a term's start stamp is before the end stamp of a term of
+                                  * a smaller epoch that stepped down (the latest such end) */
     ZKE_FINDING_EPOCH_BACKWARDS, /* a term recorded after another has a smaller epoch */
     ZKE_FINDING_NO_STEPDOWN,     /* a term ended without a step-down (a later term exists and
                                   * this one recorded no end: killed, or its session expired) */
@@ -1451,7 +1452,7 @@ enum zke_finding_kind {
 struct zke_finding {
     enum zke_finding_kind kind;
     int64_t epoch;               /* the term it is about */
-    int64_t other;               /* OVERLAP: the earlier term's epoch; EPOCH_BACKWARDS: the
+    int64_t other;               /* OVERLAP: that earlier term's epoch; EPOCH_BACKWARDS: the
                                   * largest epoch recorded before it; else 0 */
     int64_t ms;                  /* OVERLAP: by how much (ms); else 0 */
 };
@@ -1461,7 +1462,8 @@ const char *zke_finding_name(enum zke_finding_kind k);
  * the order OVERLAP (by epoch), EPOCH_BACKWARDS (by record), NO_STEPDOWN
  * (by epoch). Writes at most max into out; returns how many there are.
  * skew_ms: an overlap up to this long is not raised (the stamps are
- * different hosts' clocks). Pure: any thread. */
+ * different hosts' clocks; negative: 0). Any int64 stamps (differences
+ * saturate). Pure: any thread. */
 int zke_history_judge(const struct zke_term *terms, int n, int64_t skew_ms,
                       struct zke_finding *out, int max);
 

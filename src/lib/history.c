@@ -145,24 +145,41 @@ static int stepped_down(const struct zke_term *t)
     return t->end_ms > 0 && (t->reason == NULL || strcmp(t->reason, HIST_NO_STEPDOWN) != 0);
 }
 
+/* a - b, saturated (the terms may come from any host: any int64). */
+static int64_t minus(int64_t a, int64_t b)
+{
+    if (b < 0 && a > INT64_MAX + b)
+        return INT64_MAX;
+    if (b > 0 && a < INT64_MIN + b)
+        return INT64_MIN;
+    return a - b;
+}
+
 int zke_history_judge(const struct zke_term *terms, int n, int64_t skew_ms,
                       struct zke_finding *out, int max)
 {
     int found = 0;
     if (terms == NULL || n <= 0)
         return 0;
+    if (skew_ms < 0)
+        skew_ms = 0;
     struct zke_term *byep = malloc((size_t)n * sizeof *byep);   /* shallow copies */
     if (byep == NULL)
         return 0;
     memcpy(byep, terms, (size_t)n * sizeof *byep);
     qsort(byep, (size_t)n, sizeof *byep, by_epoch);
     const struct zke_term *e = byep;
-    /* each term against the next by epoch: its own end after the next's start */
-    for (int i = 0; i + 1 < n; i++)
-        if (stepped_down(&e[i]) && e[i].end_ms - e[i + 1].start_ms > skew_ms)
-            add(out, max, &found, (struct zke_finding){ ZKE_FINDING_OVERLAP, e[i + 1].epoch,
-                                                        e[i].epoch,
-                                                        e[i].end_ms - e[i + 1].start_ms });
+    /* each term against every earlier one by epoch that stepped down: the
+     * latest such end (a long term covers several after it) after its start */
+    int last = -1;              /* the earlier term with the latest own end */
+    for (int i = 0; i < n; i++) {
+        int64_t by = last >= 0 ? minus(e[last].end_ms, e[i].start_ms) : 0;
+        if (last >= 0 && e[last].epoch != e[i].epoch && by > skew_ms)
+            add(out, max, &found, (struct zke_finding){ ZKE_FINDING_OVERLAP, e[i].epoch,
+                                                        e[last].epoch, by });
+        if (stepped_down(&e[i]) && (last < 0 || e[i].end_ms > e[last].end_ms))
+            last = i;
+    }
     /* in the order ZooKeeper recorded them, the epochs only grow */
     int64_t top = 0;
     for (int i = 0; i < n; i++) {

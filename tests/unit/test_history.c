@@ -3,8 +3,8 @@
  * bytes another client wrote: wrong names, wrong numbers, an end without
  * its reason), and the audit's judgement (zke_history_judge): graceful
  * terms raise nothing, an overlap by the terms' own stamps (with the skew
- * allowed), an epoch recorded after a larger one, a term a later one
- * followed that recorded no step-down (open, or marked no_stepdown). */
+ * allowed; a term that covers several; any int64 stamps), an epoch
+ * recorded after a larger one, a term a later one followed that recorded no step-down (open, or marked no_stepdown). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +99,34 @@ static void test_overlap_by_own_stamps(void)
     CHECK(strcmp(zke_finding_name(f[0].kind), "overlap") == 0);
 }
 
+static void test_overlap_beyond_the_next_term(void)
+{
+    /* a long term (a forged record, or a leader that never stopped) covers
+     * the two after it: each of them is raised, not only the next */
+    struct zke_term t[] = { T(5, 100, 1000, "resign"), T(9, 200, 300, "shutdown"),
+                            T(12, 400, 0, NULL) };
+    struct zke_finding f[8];
+    CHECK(judge(t, 3, 0, f) == 2);
+    CHECK(f[0].kind == ZKE_FINDING_OVERLAP && f[0].epoch == 9 && f[0].other == 5 && f[0].ms == 800);
+    CHECK(f[1].kind == ZKE_FINDING_OVERLAP && f[1].epoch == 12 && f[1].other == 5 && f[1].ms == 600);
+    CHECK(judge(t, 3, 700, f) == 1 && f[0].epoch == 9);        /* 600 within the skew */
+}
+
+static void test_absurd_stamps_and_skew(void)
+{
+    /* any int64 from a host: the difference saturates, never wraps */
+    struct zke_term t[] = { T(5, 1, INT64_MAX, "resign"), T(9, -1, 0, NULL) };
+    struct zke_finding f[8];
+    CHECK(judge(t, 2, 0, f) == 1);
+    CHECK(f[0].kind == ZKE_FINDING_OVERLAP && f[0].ms == INT64_MAX);
+    struct zke_term u[] = { T(5, 1, 5, "resign"), T(9, INT64_MIN, 0, NULL) };
+    CHECK(judge(u, 2, INT64_MAX, f) == 0);          /* 5 - INT64_MIN: INT64_MAX */
+    CHECK(judge(u, 2, 0, f) == 1 && f[0].ms == INT64_MAX);
+    /* a negative skew is none: terms 10 ms apart do not overlap */
+    struct zke_term v[] = { T(5, 100, 200, "resign"), T(9, 210, 0, NULL) };
+    CHECK(judge(v, 2, -50, f) == 0);
+}
+
 static void test_epoch_backwards(void)
 {
     /* recorded in this order: 5, 9, then 7 (another client's, or a late leader's) */
@@ -131,6 +159,8 @@ int main(void)
     RUN(test_garbage_is_refused);
     RUN(test_graceful_terms_raise_nothing);
     RUN(test_overlap_by_own_stamps);
+    RUN(test_overlap_beyond_the_next_term);
+    RUN(test_absurd_stamps_and_skew);
     RUN(test_epoch_backwards);
     RUN(test_no_stepdown);
     return check_done();
