@@ -31,6 +31,7 @@ struct audit_app {
     struct ev_loop *loop;
     const char *path;
     int once, code, fatal;
+    int64_t skew_ms;            /* --skew-ms: overlaps up to this long are not raised */
     ev_signal sigterm, sigint;
     httpd *http;
     unsigned long long found[ZKE_FINDING_COUNT];
@@ -71,9 +72,9 @@ static void on_history(zke_history_reader *r, const struct zke_history *h, void 
     a->terms = h->n;
     a->garbage = h->garbage;
     free(a->history_json);
-    a->history_json = histview_json(h, a->path);
+    a->history_json = histview_json(h, a->path, a->skew_ms);
     struct zke_finding f[HISTVIEW_FINDINGS_MAX];
-    int nf = zke_history_judge(h->terms, h->n, 0, f, HISTVIEW_FINDINGS_MAX);
+    int nf = zke_history_judge(h->terms, h->n, a->skew_ms, f, HISTVIEW_FINDINGS_MAX);
     for (int i = 0; i < nf && i < HISTVIEW_FINDINGS_MAX; i++) {
         if (seen_before(a, &f[i]))
             continue;
@@ -238,6 +239,7 @@ int cmd_audit(struct opts *o)
     signal(SIGPIPE, SIG_IGN);
     a.path = o->path;
     a.once = o->once;
+    a.skew_ms = o->skew_ms;
     if (o->status_addr != NULL) {
         int e = 0;
         a.http = httpd_new(a.loop, o->status_addr, on_http, &a, on_http_log, err, sizeof err, &e);

@@ -17,6 +17,7 @@
 struct history_run {
     const char *path;
     int json, code, done;
+    int64_t skew_ms;
 };
 
 static void on_history(zke_history_reader *r, const struct zke_history *h, void *ud)
@@ -30,7 +31,7 @@ static void on_history(zke_history_reader *r, const struct zke_history *h, void 
         return;
     }
     if (hr->json) {
-        char *txt = histview_json(h, hr->path);
+        char *txt = histview_json(h, hr->path, hr->skew_ms);
         if (txt == NULL) {
             error_line("out of memory", "");
             hr->code = EX_SOFTWARE;
@@ -39,7 +40,7 @@ static void on_history(zke_history_reader *r, const struct zke_history *h, void 
         printf("%s\n", txt);
         free(txt);
     } else {
-        histview_text(stdout, h, hr->path);
+        histview_text(stdout, h, hr->path, hr->skew_ms);
     }
     hr->code = EX_OK;
 }
@@ -56,7 +57,7 @@ static void on_fatal(zke_history_reader *r, const char *reason, const char *msg,
 int cmd_history(struct opts *o)
 {
     char err[2048];
-    struct history_run hr = { o->path, o->json, 0, 0 };
+    struct history_run hr = { o->path, o->json, 0, 0, o->skew_ms };
     if (o->zk == NULL || o->zk[0] == '\0')
         die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
     if (o->path == NULL || o->path[0] == '\0')

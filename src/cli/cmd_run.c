@@ -555,7 +555,7 @@ static void on_history(zke_history_reader *r, const struct zke_history *h, void 
     (void)r;
     if (h->reason != NULL)
         return;
-    char *txt = histview_json(h, app->path);
+    char *txt = histview_json(h, app->path, 0);
     if (txt != NULL) {
         free(app->history_json);
         app->history_json = txt;

@@ -52,10 +52,10 @@ void histview_finding(const struct zke_finding *f, char *buf, size_t len)
     }
 }
 
-char *histview_json(const struct zke_history *h, const char *path)
+char *histview_json(const struct zke_history *h, const char *path, int64_t skew_ms)
 {
     struct zke_finding f[HISTVIEW_FINDINGS_MAX];
-    int nf = zke_history_judge(h->terms, h->n, 0, f, HISTVIEW_FINDINGS_MAX);
+    int nf = zke_history_judge(h->terms, h->n, skew_ms, f, HISTVIEW_FINDINGS_MAX);
     cJSON *o = cJSON_CreateObject();
     if (o == NULL)
         return NULL;
@@ -106,10 +106,10 @@ char *histview_json(const struct zke_history *h, const char *path)
     return txt;
 }
 
-void histview_text(FILE *out, const struct zke_history *h, const char *path)
+void histview_text(FILE *out, const struct zke_history *h, const char *path, int64_t skew_ms)
 {
     struct zke_finding f[HISTVIEW_FINDINGS_MAX];
-    int nf = zke_history_judge(h->terms, h->n, 0, f, HISTVIEW_FINDINGS_MAX);
+    int nf = zke_history_judge(h->terms, h->n, skew_ms, f, HISTVIEW_FINDINGS_MAX);
     char *p = utf8_printable(path, 4096);
     fprintf(out, "history of %s: %d term%s recorded%s", p != NULL ? p : "?", h->n,
             h->n == 1 ? "" : "s", h->exists ? "" : " (no term recorded yet)");

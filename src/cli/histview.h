@@ -9,6 +9,7 @@
 #ifndef ZKELECT_HISTVIEW_H
 #define ZKELECT_HISTVIEW_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "zkelect.h"
@@ -16,10 +17,11 @@
 /* The findings that histview shows at most (the count is always whole). */
 #define HISTVIEW_FINDINGS_MAX 64
 
-/* The JSON document (malloc'd, NUL-terminated), or NULL when out of memory. */
-char *histview_json(const struct zke_history *h, const char *path);
+/* The JSON document (malloc'd, NUL-terminated), or NULL when out of memory.
+ * skew_ms: the judgement's (zke_history_judge). */
+char *histview_json(const struct zke_history *h, const char *path, int64_t skew_ms);
 /* The table and the findings on out. */
-void histview_text(FILE *out, const struct zke_history *h, const char *path);
+void histview_text(FILE *out, const struct zke_history *h, const char *path, int64_t skew_ms);
 /* One finding as a sentence, into buf. */
 void histview_finding(const struct zke_finding *f, char *buf, size_t len);
 

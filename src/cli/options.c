@@ -244,6 +244,7 @@ static const struct option_row rows[] = {
     { "strict", NULL, OPT_SWITCH, PLAIN(strict), NULL,
       "check's CI gate, chosen by whoever runs that one check (a switch, no value)",
       NULL, 0 },
+    { "skew-ms", "MS", OPT_MS, NUM(skew_ms, 0, 3600000), "ZKELECT_SKEW_MS", NULL, NULL, 0 },
     { "keep", NULL, OPT_SWITCH, PLAIN(keep), NULL,
       "demo's choice for one run, made by whoever watches it (a switch, no value)", NULL, 0 },
     { "zk-jar", "JAR", OPT_STR, PLAIN(zk_jar), "ZKELECT_ZK_JAR", NULL, NULL, 0 },
@@ -255,15 +256,15 @@ static const struct option_row rows[] = {
  * every one but those listed for it. What a command does not read is
  * refused on its command line (options_refusal). */
 static const struct { const char *command; int all_but; const char *names; } takes[] = {
-    { "run", 1, " json to force at cancel strict keep zk-jar java instance once " },
-    { "check", 1, " json to force at cancel keep zk-jar java instance once " },     /* run's settings, checked */
+    { "run", 1, " json to force at cancel strict keep zk-jar java instance once skew-ms " },
+    { "check", 1, " json to force at cancel keep zk-jar java instance once skew-ms " },     /* run's settings, checked */
     { "status", 0, " zk path json connect-timeout auth auth-file zk-tls-ca zk-tls-cert zk-tls-key " },
     { "watch", 0, " zk path id script log log-level session-timeout connect-timeout hook-timeout "
                   "hook-budget auth auth-file zk-tls-ca zk-tls-cert zk-tls-key " },
     { "ctl", 0, " control instance json to force at cancel " },
-    { "history", 0, " zk path json connect-timeout auth auth-file " },
-    { "audit", 0, " zk path once status log log-level session-timeout connect-timeout auth "
-                  "auth-file " },
+    { "history", 0, " zk path json skew-ms connect-timeout auth auth-file " },
+    { "audit", 0, " zk path once skew-ms status log log-level session-timeout connect-timeout "
+                  "auth auth-file " },
     { "demo", 0, " keep session-timeout zk-jar java " },
 };
 #define NCOMMANDS (sizeof takes / sizeof takes[0])
@@ -295,8 +296,10 @@ static const char usage_head[] =
     "  zkelect check [--script policy.lua] [--strict] [run's settings] [-- CMD]\n"
     "  zkelect status --zk HOSTS --path /election/path [--json] [--auth-file FILE]\n"
     "  zkelect watch --zk HOSTS --path /election/path [--script observer.lua] [--auth-file FILE]\n"
-    "  zkelect history --zk HOSTS --path /election/path [--json] [--auth-file FILE]\n"
-    "  zkelect audit --zk HOSTS --path /election/path [--once] [--status [HOST:]PORT]\n"
+    "  zkelect history --zk HOSTS --path /election/path [--json] [--skew-ms MS]\n"
+    "              [--auth-file FILE]\n"
+    "  zkelect audit --zk HOSTS --path /election/path [--once] [--skew-ms MS]\n"
+    "              [--status [HOST:]PORT]\n"
     "  zkelect ctl [--control PATH | -i NAME] status [--json]\n"
     "              | resign [--to ID [--at TIME] | --cancel | --force]\n"
     "              | withdraw | rejoin | reload\n"
@@ -332,6 +335,8 @@ static const char usage_tail[] =
     "line and in /metrics (--status), two terms that overlap by their own stamps, an\n"
     "epoch that goes backwards, a term that ended without a step-down. Exit 0 nothing\n"
     "raised, 1 something was (follow: at SIGTERM/SIGINT), 69, 77, 78 as status.\n"
+    "history and audit --skew-ms MS (ZKELECT_SKEW_MS, default 0): an overlap up to MS is\n"
+    "not raised (the stamps are the leaders' own clocks: set it to their largest offset).\n"
     "ctl: ask a running agent (run --control PATH) for its status (--json: one object),\n"
     "to resign (--to ID: hand over to that candidate, the ones ahead of it stepping aside;\n"
     "--force: an agent that does not answer within 2 s is ended by its keeper, its term's\n"

@@ -5,7 +5,7 @@ and no finding; a SIGKILLed leader's term is marked no_stepdown by its
 successor and `audit --once` exits 1 naming it; a record forged by another
 client (kazoo) that overlaps a term by its own stamps and goes back in epoch
 is raised by a following audit (log lines, its /metrics counters, exit 1 at
-SIGTERM); garbage records (names and data) are counted, never fatal."""
+SIGTERM), and not with --skew-ms above it; garbage records (names and data) are counted, never fatal."""
 import json
 import os
 import sys
@@ -20,16 +20,16 @@ from kazoo.client import KazooClient  # noqa: E402
 PATH = "/app/hist"
 
 
-def history(zk):
+def history(zk, extra=()):
     code, out, err, _ = h.run([h.ZKELECT_BIN, "history", "--zk", zk.hostport, "--path", PATH,
-                               "--json"])
+                               "--json"] + list(extra))
     assert code == 0, (code, out, err)
     return json.loads(out)
 
 
-def audit_once(zk):
+def audit_once(zk, extra=()):
     code, out, err, _ = h.run([h.ZKELECT_BIN, "audit", "--once", "--zk", zk.hostport, "--path",
-                               PATH, "--log", "json"])
+                               PATH, "--log", "json"] + list(extra))
     return code, [json.loads(x) for x in err.splitlines() if x.startswith("{")]
 
 
@@ -118,6 +118,15 @@ def test_history_and_audit():
                          and e.get("kind") == k and e.get("epoch") == ep, timeout=5)
         doc = history(zk)
         assert doc["garbage"] == 3, doc
+        # the forged overlap is 500 ms: --skew-ms 1000 (clocks that differ
+        # by up to a second) does not raise it, the other findings stay
+        kinds = sorted(f["kind"] for f in doc["findings"])
+        assert kinds == ["epoch_backwards", "no_stepdown", "overlap"], doc["findings"]
+        skewed = history(zk, ["--skew-ms", "1000"])["findings"]
+        assert sorted(f["kind"] for f in skewed) == ["epoch_backwards", "no_stepdown"], skewed
+        code, lines = audit_once(zk, ["--skew-ms", "1000"])
+        assert code == 1 and sorted(e["kind"] for e in lines if e.get("event") == "audit") \
+            == ["epoch_backwards", "no_stepdown"], lines
         metrics = get(aport, "/metrics")
         for kind in ("overlap", "epoch_backwards", "no_stepdown"):
             assert "zkelect_audit_findings_total{kind=\"%s\"} 1" % kind in metrics, metrics
