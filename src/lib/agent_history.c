@@ -183,12 +183,6 @@ static void forget_done(void *arg, const struct zkc_result *res)
     free(c);
 }
 
-static int by_value(const void *x, const void *y)
-{
-    int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
-    return p < q ? -1 : p > q;
-}
-
 /* Sends a get (pred_done) or a delete (forget_done) of the record of
  * epoch e, within the budget. */
 static void about(zke_agent *a, int64_t e, int del)
@@ -222,13 +216,11 @@ static void list_done(void *arg, const struct zkc_result *res)
         if (hist_parse_name(res->children[i], &e[n]) == 0)
             n++;
     if (e != NULL && c->epoch == a->hist.epoch) {
-        qsort(e, (size_t)n, sizeof *e, by_value);
-        int below = 0;
-        while (below < n && e[below] < c->epoch)
-            below++;
-        for (int i = below - 1, k = 0; i >= 0 && k < AGENT_HISTORY_LOOKBACK; i--, k++)
+        int pred, prune;
+        hist_plan(e, n, c->epoch, a->hist.keep, &pred, &prune);
+        for (int i = pred, k = 0; i >= 0 && k < AGENT_HISTORY_LOOKBACK; i--, k++)
             about(a, e[i], 0);
-        for (int i = 0; i < n - a->hist.keep && e[i] < c->epoch; i++)
+        for (int i = 0; i < prune; i++)
             about(a, e[i], 1);
     }
     free(e);

@@ -120,6 +120,25 @@ void hist_clear(struct hist_rec *r)
     memset(r, 0, sizeof *r);
 }
 
+static int by_value(const void *x, const void *y)
+{
+    int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
+    return p < q ? -1 : p > q;
+}
+
+void hist_plan(int64_t *e, int n, int64_t epoch, int keep, int *pred, int *prune)
+{
+    int below = 0;
+    if (n > 0)
+        qsort(e, (size_t)n, sizeof *e, by_value);
+    while (below < n && e[below] < epoch)
+        below++;
+    *pred = below - 1;
+    *prune = n - keep < below ? n - keep : below;
+    if (*prune < 0)
+        *prune = 0;
+}
+
 const char *zke_finding_name(enum zke_finding_kind k)
 {
     static const char *const names[] = { "overlap", "epoch_backwards", "no_stepdown" };

@@ -43,5 +43,11 @@ char *hist_encode(const struct hist_rec *r);
  * (name NULL: any): 0, or -1 (no record, or out of memory; out cleared). */
 int hist_decode(const char *buf, int len, const char *name, struct hist_rec *out);
 void hist_clear(struct hist_rec *r);
+/* What the leader of epoch does with the folder's n record names' epochs
+ * e (sorted here, ascending): *pred the index of its newest predecessor
+ * (the largest epoch below its own; -1: none), from which it reads back;
+ * *prune how many of the oldest it deletes: those beyond the newest keep,
+ * never its own nor a later one's. */
+void hist_plan(int64_t *e, int n, int64_t epoch, int keep, int *pred, int *prune);
 
 #endif

@@ -1,5 +1,7 @@
 /* test_history.c - the history of terms, pure (history.h): a record's
- * name and data encoded and decoded back, what is no record refused (any
+ * name and data encoded and decoded back, the writer's pruning plan
+ * (hist_plan: the oldest beyond keep, never its own nor a later one),
+ * what is no record refused (any
  * bytes another client wrote: wrong names, wrong numbers, an end without
  * its reason), and the audit's judgement (zke_history_judge): graceful
  * terms raise nothing, an overlap by the terms' own stamps (with the skew
@@ -80,6 +82,33 @@ static int judge(struct zke_term *t, int n, int64_t skew, struct zke_finding *f)
     return zke_history_judge(t, n, skew, f, 8);
 }
 
+static void test_pruning_plan(void)
+{
+    /* 70 records, ours the newest (epoch 70): the 6 oldest go, the newest
+     * predecessor (69) is read back first */
+    int64_t e[80];
+    int pred, prune;
+    for (int i = 0; i < 70; i++)
+        e[i] = 70 - i;                              /* any order */
+    hist_plan(e, 70, 70, 64, &pred, &prune);
+    CHECK(prune == 6 && e[0] == 1 && e[5] == 6 && e[6] == 7);
+    CHECK(pred == 68 && e[pred] == 69);
+    /* a later term's record (a successor already) and ours are never pruned,
+     * however small keep is */
+    for (int i = 0; i < 5; i++)
+        e[i] = 10 * (i + 1);                        /* 10..50, ours 30 */
+    hist_plan(e, 5, 30, 1, &pred, &prune);
+    CHECK(prune == 2 && pred == 1 && e[pred] == 20);
+    /* within keep: nothing; alone: no predecessor */
+    hist_plan(e, 5, 30, 64, &pred, &prune);
+    CHECK(prune == 0);
+    e[0] = 7;
+    hist_plan(e, 1, 7, 64, &pred, &prune);
+    CHECK(prune == 0 && pred == -1);
+    hist_plan(e, 0, 7, 64, &pred, &prune);
+    CHECK(prune == 0 && pred == -1);
+}
+
 static void test_graceful_terms_raise_nothing(void)
 {
     struct zke_term t[] = { T(5, 100, 200, "shutdown"), T(9, 210, 300, "resign"),
@@ -157,6 +186,7 @@ int main(void)
     RUN(test_names);
     RUN(test_round_trip);
     RUN(test_garbage_is_refused);
+    RUN(test_pruning_plan);
     RUN(test_graceful_terms_raise_nothing);
     RUN(test_overlap_by_own_stamps);
     RUN(test_overlap_beyond_the_next_term);
