@@ -92,6 +92,9 @@ static void print_settings(const struct opts *o, int warned)
     }
     if (sep[0] == '\0')
         printf(" no script, command or notify (the candidate only logs)");
+    if (o->history)
+        printf("; history: its terms recorded in %s.history (the newest %d kept)", o->path,
+               ZKE_DEFAULT_HISTORY_KEEP);
     printf("\n");
 }
 

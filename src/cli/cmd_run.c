@@ -768,7 +768,7 @@ static void log_start(const struct app *app, const struct opts *o,
     /* server_tick "asked": no --server-tick, the plan assumes half the
      * session timeout until the servers tell theirs at the first connect
      * (then a "budgets" line gives the plan again) */
-    struct logf f[19] = {
+    struct logf f[20] = {
         { "version", LF_STR, ZKELECT_VERSION, 0 }, { "zk", LF_STR, o->zk, 0 },
         { "path", LF_STR, o->path, 0 }, { "script", LF_STR, o->script, 0 },
         { "lease_ms", LF_INT, NULL, plan->lease_ms },
@@ -787,8 +787,9 @@ static void log_start(const struct app *app, const struct opts *o,
         { "containment", LF_STR, app->cgroups != NULL ? zke_cgroups_path(app->cgroups)
                                  : app->cgroups_why[0] == '\0' ? "none"
                                  : app->adopts ? "process groups, subreaper" : "process groups", 0 },
+        { "history_keep", LF_INT, NULL, o->history ? ZKE_DEFAULT_HISTORY_KEEP : 0 },
     };
-    log_line(ZKE_LOG_INFO, "start", f, 19);
+    log_line(ZKE_LOG_INFO, "start", f, 20);
     if (run_tls.cert != NULL && run_tls_expiry - (int64_t)time(NULL) < (int64_t)14 * 86400) {
         /* when it expires the servers refuse the handshake: no session, no lease */
         struct logf w[2] = { { "cert", LF_STR, run_tls.cert, 0 },

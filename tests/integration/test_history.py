@@ -54,6 +54,11 @@ def test_history_and_audit():
         a3 = h.Agent(zk, "a3", path=PATH, extra=["--history", "--status", "127.0.0.1:%d" % port])
         a3.wait_for("follower", timeout=5)
         l1 = agents[0].wait_for("leader", timeout=5)
+        # the start line and check say that the terms are recorded
+        assert agents[0].wait_for("start", timeout=1)["history_keep"] == 64
+        code, out, err, _ = h.run([h.ZKELECT_BIN, "check", "--zk", zk.hostport, "--path", PATH,
+                                   "--id", "c", "--history"])
+        assert code == 0 and "history: its terms recorded in %s.history" % PATH in out, (out, err)
         agents[0].term()
         l2 = agents[1].wait_for("leader", timeout=5)
         agents[1].term()
