@@ -110,8 +110,11 @@ static void set_done(void *arg, const struct zkc_result *res)
     if (ctx_done(c, res))
         return;
     zke_agent *a = c->a;
-    if (res->rc == ZKC_OK && c->epoch == a->hist.epoch && res->has_stat)
+    int mine = c->epoch == a->hist.epoch;
+    if (res->rc == ZKC_OK && mine && res->has_stat)
         a->hist.version = res->version;
+    else if (res->rc == ZKC_NONODE && mine && a->hist.st == HIST_RETRYING)
+        ;                       /* sent behind a create that found no folder: written again */
     else if (res->rc != ZKC_OK)
         failed(a, "the end of", c->path, res->rc);
     free(c);
@@ -244,9 +247,22 @@ static void dir_done(void *arg, const struct zkc_result *res)
         r->retried = 1;
         send_create(a, r);
     }
-    if (r == NULL && c->epoch == a->hist.epoch && a->hist.st == HIST_CREATING)
+    if (r == NULL && c->epoch == a->hist.epoch && a->hist.st == HIST_RETRYING)
         a->hist.st = HIST_FAILED;
     free(c);
+}
+
+/* The folder's own create, sent ahead of an agent's first record (so that
+ * its create finds the folder: no retry that could land after a short
+ * term's successor's record). */
+static void dir_first_done(void *arg, const struct zkc_result *res)
+{
+    struct hctx *c = arg;
+    if (ctx_done(c, res))
+        return;
+    if (res->rc == ZKC_OK || res->rc == ZKC_NODEEXISTS)
+        c->a->hist.dir_made = 1;
+    free(c);                    /* else: the record's create says why */
 }
 
 static void create_done(void *arg, const struct zkc_result *res)
@@ -256,11 +272,13 @@ static void create_done(void *arg, const struct zkc_result *res)
         return;
     zke_agent *a = c->a;
     struct agent_history *h = &a->hist;
-    int mine = c->epoch == h->epoch && h->st == HIST_CREATING;
+    int mine = c->epoch == h->epoch && (h->st == HIST_CREATING || h->st == HIST_RETRYING);
     if (res->rc == ZKC_NONODE && !c->retried && mine) {
         struct hctx *d = ctx_new(a, c->epoch, NULL);  /* the folder first, then again */
         if (d != NULL && zkclient_create(SESS(a), d->path, "", 0, ZKC_PERSISTENT, dir_done,
                                          d) == 0) {
+            h->st = HIST_RETRYING;
+            h->end_behind = 0;  /* an end sent behind it found no node either */
             free(c);
             return;
         }
@@ -279,8 +297,14 @@ static void create_done(void *arg, const struct zkc_result *res)
     if (mine) {
         h->st = HIST_WRITTEN;
         h->version = 0;
-        if (h->end_ms > 0)
-            write_end(a);       /* the term ended before its record was in */
+        if (h->end_behind) {    /* its end went right behind it */
+            h->end_behind = 0;
+            h->end_ms = 0;
+            h->st = HIST_NONE;
+        } else if (h->end_ms > 0) {
+            write_end(a);       /* the term ended while the create was retried */
+            h->st = HIST_NONE;
+        }
     }
     struct hctx *l = ctx_new(a, c->epoch, NULL);
     if (l != NULL && zkclient_list(SESS(a), l->path, 0, list_done, l) != 0) {
@@ -315,7 +339,16 @@ void agent_history_begin(zke_agent *a, int64_t epoch, const char *node)
     h->reason[0] = '\0';
     h->ending = 0;
     h->version = 0;
+    h->end_behind = 0;
     h->st = HIST_CREATING;
+    if (!h->dir_made) {         /* the folder first, in the same session's order */
+        struct hctx *d = ctx_new(a, epoch, NULL);
+        if (d != NULL && zkclient_create(SESS(a), d->path, "", 0, ZKC_PERSISTENT, dir_first_done,
+                                         d) != 0) {
+            h->inflight--;
+            free(d);
+        }
+    }
     char name[HIST_NAME_LEN + 1];
     hist_name(epoch, name);
     struct hctx *c = h->node != NULL ? ctx_new(a, epoch, name) : NULL;
@@ -345,6 +378,14 @@ void agent_history_released(zke_agent *a)
     if (h->st == HIST_WRITTEN) {
         write_end(a);
         h->st = HIST_NONE;
+    } else if (h->st == HIST_CREATING) {
+        /* right behind the create, ahead of the release: version 0 is the
+         * create's; end_ms kept for a create that finds no folder */
+        int64_t end = h->end_ms;
+        h->version = 0;
+        write_end(a);
+        h->end_ms = end;
+        h->end_behind = 1;
     }
-    /* HIST_CREATING: create_done writes it; HIST_FAILED: there is no record */
+    /* HIST_RETRYING: create_done writes it; HIST_FAILED: there is no record */
 }

@@ -26,7 +26,8 @@
 /* Which of our record's writes is where (the current term's). */
 enum hist_rec_state {
     HIST_NONE = 0,      /* no record of this term (no term, or history off) */
-    HIST_CREATING,      /* its create is in flight */
+    HIST_CREATING,      /* its create is in flight (its end may be sent behind it) */
+    HIST_RETRYING,      /* the create found no folder: the folder, then the create again */
     HIST_WRITTEN,       /* created (or updated): version known */
     HIST_FAILED,        /* the create failed: the end is not written */
 };
@@ -41,6 +42,8 @@ struct agent_history {
     int64_t start_ms;
     int version;                /* the record's data version after our last write */
     int64_t end_ms;             /* > 0: the end to write once the create is answered */
+    int end_behind;             /* the end was sent right behind the create (HIST_CREATING) */
+    int dir_made;               /* the folder's create was answered OK or NODEEXISTS */
     char reason[48];
     int ending;                 /* stepping down: the end is stamped at the release */
     int inflight;
@@ -54,8 +57,10 @@ void agent_history_begin(zke_agent *a, int64_t epoch, const char *node);
 /* The term of epoch steps down for reason (on_stepdown is due). */
 void agent_history_end(zke_agent *a, int64_t epoch, const char *reason);
 /* Its step-down is over (on_stepdown returned, its holds released): the
- * end is stamped now and written (or, the create still in flight, once it
- * is answered), ahead of the node's release on the same session. */
+ * end is stamped now and written ahead of the node's release on the same
+ * session; the create still in flight, right behind it (ZooKeeper applies a
+ * session's requests in order: the create's version 0 is the one it sets),
+ * or, the create being retried after making the folder, once it is in. */
 void agent_history_released(zke_agent *a);
 void agent_history_free(zke_agent *a);
 
