@@ -35,7 +35,8 @@ enum zkc_rc {
     ZKC_OK = 0, ZKC_NONODE, ZKC_NODEEXISTS, ZKC_CONNLOSS, ZKC_EXPIRED,
     ZKC_CLOSING, ZKC_NOAUTH, ZKC_NOTEMPTY, ZKC_BADARGS, ZKC_BADVERSION, ZKC_FAILED,
     ZKC_AUTHFAILED,    /* the handle is dead (ZKC_S_AUTH_FAILED came first) */
-    ZKC_NOCHILDREN     /* a create under an ephemeral node (NOCHILDRENFOREPHEMERALS) */
+    ZKC_NOCHILDREN,    /* a create under an ephemeral node (NOCHILDRENFOREPHEMERALS) */
+    ZKC_ROLLEDBACK     /* an op of a multi that another op failed: not applied */
 };
 
 enum zkc_state {
@@ -66,6 +67,16 @@ const char *zkc_life_name(enum zkc_life l);
 
 enum zkc_watch { ZKC_W_CREATED, ZKC_W_DELETED, ZKC_W_CHANGED, ZKC_W_CHILD, ZKC_W_OTHER };
 
+/* One op's answer in a multi (zkclient_multi). */
+struct zkc_op_result {
+    enum zkc_rc rc;                /* ZKC_ROLLEDBACK: another op failed, this one not applied */
+    int zrc;                       /* the library's own code, for logs */
+    const char *path;              /* create: the created path (a sequence appended) */
+    int has_stat;                  /* set: the node's new version and mzxid */
+    int32_t version;
+    int64_t mzxid;
+};
+
 /* Borrowed for the duration of the completion. */
 struct zkc_result {
     enum zkc_rc rc;
@@ -84,6 +95,8 @@ struct zkc_result {
     int nchildren;
     int64_t sent_ns;               /* when the request was handed to the library */
     int64_t confirmed_ns;          /* a confirming answer (touch.h): when it was counted; 0: not one */
+    const struct zkc_op_result *ops;   /* zkclient_multi: one per op, in order (nops) */
+    int nops;
     int64_t read_ns;               /* CLOCK_MONOTONIC when the loop read this answer (the
                                     * wake-up of the io callback), 0 when the client made it
                                     * up itself (a close, a lost connection) */
@@ -196,6 +209,11 @@ struct zkc_owner {
 };
 void zkclient_tag(zkclient *s, struct zkc_owner *owner);
 void zkclient_cancel(zkclient *s, struct zkc_owner *owner);
+/* Drops the owner's requests still waiting in the session's queue (not
+ * handed to the library: nothing of them was sent): each completion is
+ * called now with ZKC_CLOSING and sent_ns 0. Those the library has are
+ * answered as usual. Not from inside a completion of that owner's. */
+void zkclient_cancel_queued(zkclient *s, struct zkc_owner *owner);
 /* The next request goes ahead of every request still queued (a renewal:
  * queued behind a burst, it would come too late). Cleared by it. */
 void zkclient_priority(zkclient *s);
@@ -219,6 +237,28 @@ int zkclient_delete(zkclient *s, const char *path, zkc_done_fn *cb, void *arg);
  * leader's publish). */
 int zkclient_set(zkclient *s, const char *path, const char *data, size_t len, int version,
                 int confirms, zkc_done_fn *cb, void *arg);
+
+/* A multi: ops applied all or none, in one transaction the quorum
+ * commits (zoo_amulti), on this session (an ephemeral create is the
+ * session's). 1 <= n <= ZKC_MULTI_MAX; everything is copied. The
+ * completion's rc is ZKC_OK or the first failure's; r->ops (r->nops = n)
+ * says each op's: the failed op's code, ZKC_ROLLEDBACK for the others, or
+ * the whole request's code for each when no server answered (a lost
+ * connection). Counted under no op of zkclient_counters(). Created nodes
+ * get the session's ACL (zkclient_set_acl). */
+#define ZKC_MULTI_MAX 64
+enum zkc_op_type { ZKC_OP_CREATE, ZKC_OP_SET, ZKC_OP_DELETE, ZKC_OP_CHECK };
+#define ZKC_CREATE_EPHEMERAL  1
+#define ZKC_CREATE_SEQUENTIAL 2
+struct zkc_op {
+    enum zkc_op_type type;
+    const char *path;
+    const char *data;           /* create, set: NULL is no data (set: empty) */
+    size_t len;
+    int version;                /* set, delete, check: -1 any (check: it exists) */
+    int flags;                  /* create: ZKC_CREATE_* */
+};
+int zkclient_multi(zkclient *s, const struct zkc_op *ops, int n, zkc_done_fn *cb, void *arg);
 
 /* sync(path): the server passes it through its quorum leader and answers
  * once the leader did. An answered sync pairs with an earlier answered

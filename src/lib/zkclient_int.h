@@ -125,7 +125,8 @@ struct zkclient {
                                  * can be long), shown while err is "" */
 };
 
-enum req_op { OP_CREATE, OP_LIST, OP_GET, OP_EXISTS, OP_SYNC, OP_COMMIT, OP_DELETE, OP_SET };
+enum req_op { OP_CREATE, OP_LIST, OP_GET, OP_EXISTS, OP_SYNC, OP_COMMIT, OP_DELETE, OP_SET,
+              OP_MULTI };
 
 /* One request, from zkclient_create()... to its completion (zkclient_req.c). */
 struct req {
@@ -144,6 +145,8 @@ struct req {
     char *path, *data;
     int len, version, flags;
     zoo_op_result_t mres;       /* zkclient_commit's one result, written at completion */
+    struct zkc_multi *multi;    /* zkclient_multi's ops and results (zkclient_multi.c) */
+    int multi_n;
 };
 
 /* --- zkclient.c: the lifecycle ----------------------------------------- */
@@ -205,5 +208,17 @@ static inline double zkc_loop_now(const zkclient *s)
 
 /* Every queued request completes with ZKC_CLOSING (the handle is gone). */
 void zkc_fail_queued(zkclient *s);
+
+/* --- zkclient_multi.c -------------------------------------------------- */
+
+struct zkc_multi;
+/* The ops copied (n >= 1), or NULL when out of memory. */
+struct zkc_multi *zkc_multi_copy(const struct zkc_op *ops, int n);
+void zkc_multi_free(struct zkc_multi *m);
+/* zoo_amulti of the copies on s's handle; the library's code. */
+int zkc_multi_issue(zkclient *s, struct zkc_multi *m, void_completion_t cb, const void *data);
+/* At the completion (rc: the multi's code): each op's result, owned by m. */
+const struct zkc_op_result *zkc_multi_results(struct zkc_multi *m, int rc,
+                                              enum zkc_rc (*map)(int));
 
 #endif

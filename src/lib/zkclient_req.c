@@ -47,7 +47,7 @@ const char *zkc_rc_name(enum zkc_rc rc)
 {
     static const char *names[] = { "ok", "nonode", "nodeexists", "connloss", "expired",
                                    "closing", "noauth", "notempty", "badargs", "badversion", "failed",
-                                   "authfailed", "nochildrenforephemerals" };
+                                   "authfailed", "nochildrenforephemerals", "rolledback" };
     return (unsigned)rc < sizeof names / sizeof names[0] ? names[rc] : "?";
 }
 
@@ -123,6 +123,7 @@ static void unlink_req(struct req *r)
 
 static void free_req(struct req *r)
 {
+    zkc_multi_free(r->multi);
     free(r->path);
     free(r->data);
     free(r);
@@ -201,6 +202,27 @@ void zkclient_cancel(zkclient *s, struct zkc_owner *owner)
         struct req *r = owner->head;
         disown(r);              /* its later answer must not touch the owner */
         complete_closing(r);
+    }
+    while (drop != NULL) {
+        struct req *r = drop;
+        drop = r->qnext;
+        complete_closing(r);
+        free_req(r);
+    }
+}
+
+void zkclient_cancel_queued(zkclient *s, struct zkc_owner *owner)
+{
+    if (owner == NULL)
+        return;
+    struct req *drop = NULL;
+    for (struct req *r = owner->head, *nx; r != NULL; r = nx) {
+        nx = r->onext;
+        if (r->queued && unqueue(s, r) == 0) {
+            unlink_req(r);
+            r->qnext = drop;
+            drop = r;
+        }
     }
     while (drop != NULL) {
         struct req *r = drop;
@@ -388,6 +410,16 @@ static void void_done(int rc, const void *data)
     done((struct req *)data, &res, rc);
 }
 
+static void multi_done(int rc, const void *data)
+{
+    struct req *r = (struct req *)data;
+    struct zkc_result res;
+    memset(&res, 0, sizeof res);
+    res.ops = zkc_multi_results(r->multi, rc, map_rc);
+    res.nops = r->multi != NULL ? r->multi_n : 0;
+    done(r, &res, rc);
+}
+
 static void set_done(int rc, const struct Stat *stat, const void *data)
 {
     struct zkc_result res;
@@ -402,7 +434,7 @@ static void set_done(int rc, const struct Stat *stat, const void *data)
 static int issue(zkclient *s, struct req *r)
 {
     static const char *const what[] = { "create", "list", "get", "exists", "sync", "commit",
-                                        "delete", "set" };
+                                        "delete", "set", "multi" };
     int rc;
     watcher_fn w = r->watch ? zkc_path_watcher : NULL;
     void *wctx = r->watch ? s : NULL;
@@ -425,6 +457,7 @@ static int issue(zkclient *s, struct req *r)
         break;
     }
     case OP_DELETE: rc = zoo_adelete(s->zh, r->path, -1, void_done, r); break;
+    case OP_MULTI: rc = zkc_multi_issue(s, r->multi, multi_done, r); break;
     default: rc = zoo_aset(s->zh, r->path, r->data, r->len, r->version, set_done, r); break;
     }
     zkc_route_leave(outer);
@@ -616,6 +649,28 @@ int zkclient_delete(zkclient *s, const char *path, zkc_done_fn *cb, void *arg)
 {
     struct req *r = prepare(s, OP_DELETE, path, cb, arg);
     return r == NULL ? -1 : submit(s, r);
+}
+
+int zkclient_multi(zkclient *s, const struct zkc_op *ops, int n, zkc_done_fn *cb, void *arg)
+{
+    if (n < 1 || n > ZKC_MULTI_MAX) {
+        snprintf(s->err, sizeof s->err, "a multi of %d ops (1..%d)", n, ZKC_MULTI_MAX);
+        s->q.tag = NULL;
+        s->q.prio = false;
+        return -1;
+    }
+    struct req *r = prepare(s, OP_MULTI, ops[0].path, cb, arg);
+    if (r == NULL)
+        return -1;
+    r->multi = zkc_multi_copy(ops, n);
+    if (r->multi == NULL) {
+        snprintf(s->err, sizeof s->err, "out of memory");
+        unlink_req(r);
+        free_req(r);
+        return -1;
+    }
+    r->multi_n = n;
+    return submit(s, r);
 }
 
 int zkclient_set(zkclient *s, const char *path, const char *data, size_t len, int version,
