@@ -335,6 +335,13 @@ struct zke_settings {
      * records (at most ZKE_HISTORY_KEEP_MAX); 0 (default): none recorded. The
      * CLI's --history keeps ZKE_DEFAULT_HISTORY_KEEP. */
     int history_keep;
+    /* Where zke_agent_write may write outside the election folder: absolute
+     * paths, comma-separated ("/app/config,/app/state"); a write is allowed
+     * on a prefix itself and below it. NULL or "": nowhere outside the
+     * folder (inside it: see zke_agent_write). Checked at zke_agent_new
+     * (each one as a path: absolute, no '.' or '..' component, not under
+     * /zookeeper). Copied. */
+    const char *write_prefixes;
 };
 
 struct zke_status {
@@ -602,6 +609,8 @@ const char *zke_log_level_name(enum zke_log_level l);
 int zke_check_path(const char *path, char *err, size_t errlen);
 int zke_check_id(const char *id, char *err, size_t errlen);
 int zke_check_hosts(const char *zk, char *err, size_t errlen);
+/* settings.write_prefixes: NULL, "", or absolute paths, comma-separated. */
+int zke_check_write_prefixes(const char *prefixes, char *err, size_t errlen);
 /* scheme: letters, digits, '_' or '-'; "digest" credentials must be
  * "user:password" with a non-empty user. The message never contains the
  * credentials. Both NULL is fine (no auth). */
@@ -847,6 +856,88 @@ typedef void zke_candidates_fn(zke_agent *a, const struct zke_census *c, void *u
  * (not started, stopping, no memory: zke_agent_errstr) and then nothing is
  * called. Loop thread only. */
 int zke_agent_read_candidates(zke_agent *a, zke_candidates_fn *done, void *ud);
+
+/* --- Leader-guarded writes (docs/embedding.md "Guarded writes") ---------
+ *
+ * zke_agent_write() sends ops as one ZooKeeper multi on the agent's own
+ * session whose first op, added by the agent, checks that the agent's
+ * node of the term `epoch` still exists: once that node is gone (the
+ * session expired, the node deleted, a resign), ZooKeeper itself refuses
+ * the whole multi, so no write of a deposed leader lands after its
+ * successor could lead (docs/design.md "Guarded writes": what the check
+ * proves and what it does not). Term-scoped: refused (-1) unless term
+ * `epoch` is the one acting now; a write still queued on the session
+ * when that term ends is dropped unsent (reason "term_ended"); an answer
+ * that comes after it ended is reported with reason "late".
+ *
+ * Paths: inside the election folder, at any depth, but not the folder
+ * itself nor a child whose name carries a sequence (a candidate's node, or
+ * a name the election would order as one; a sequential create there is
+ * refused too); outside it, only at or under settings.write_prefixes.
+ * Every path is checked (absolute, no '.' or '..', no empty component).
+ * Nodes created get the session's ACL (settings.acl).
+ */
+enum zke_write_type { ZKE_WRITE_CREATE = 0, ZKE_WRITE_SET, ZKE_WRITE_DELETE, ZKE_WRITE_CHECK };
+#define ZKE_WRITE_EPHEMERAL  1   /* create: the node goes with the session */
+#define ZKE_WRITE_SEQUENTIAL 2   /* create: ZooKeeper appends a sequence */
+#define ZKE_WRITE_MAX_OPS    32  /* ops per write (the guard's check is one more) */
+
+struct zke_write_op {
+    enum zke_write_type type;
+    const char *path;
+    const char *data;            /* create, set: NULL is no data */
+    size_t len;
+    int version;                 /* set, delete, check: the expected version, -1 any */
+    int flags;                   /* create: ZKE_WRITE_EPHEMERAL | ZKE_WRITE_SEQUENTIAL */
+};
+
+struct zke_write_op_result {
+    /* NULL: applied; else ZooKeeper's reason for this op: "nonode",
+     * "nodeexists", "badversion", "notempty", "noauth",
+     * "nochildrenforephemerals", "badargs", "failed"; "rolledback": another
+     * op failed, this one was not applied; "not_sent", "unknown" (see
+     * reason) */
+    const char *error;
+    const char *path;            /* create: the path created (with its sequence); else NULL */
+    int32_t version;             /* set: the node's new data version; else -1 */
+};
+
+struct zke_write_result {
+    /* NULL: ZooKeeper applied every op. Otherwise why not:
+     * "deposed" (ZooKeeper refused the guard: the term's node is gone, or
+     * its session expired; nothing applied), "failed" (an op failed in
+     * ZooKeeper: failed_op says which, its error why; nothing applied),
+     * "term_ended" (the term ended before it was sent: nothing sent),
+     * "late" (ZooKeeper answered after the term ended: applied says what
+     * it did), "unreachable" (the connection was lost before the answer:
+     * it may or may not have been applied), "stopped", "freed" (the agent
+     * was stopped or freed first: not sent, or its answer dropped),
+     * "internal" (out of memory) */
+    const char *reason;
+    const char *msg;             /* one line, for people */
+    int64_t epoch;               /* the term it was issued in */
+    int applied;                 /* 1: ZooKeeper applied every op (reason NULL or "late") */
+    int failed_op;               /* the index in ops of the op that failed, -1: none or the
+                                  * guard */
+    int nops;
+    const struct zke_write_op_result *ops;   /* one per op given, in order */
+};
+
+typedef void zke_write_fn(zke_agent *a, const struct zke_write_result *r, void *ud);
+
+/* Sends n ops (1..ZKE_WRITE_MAX_OPS; everything copied) guarded by the
+ * term `epoch` (zke_event.epoch of its on_leader). Returns 0 (done()
+ * follows, exactly once, from the loop: never from inside this call; with
+ * "freed" from inside zke_agent_free, the agent still valid), or -1 with
+ * zke_agent_errstr set and nothing called: not that term (not leading,
+ * another epoch, its step-down begun or its lease out: the message starts
+ * with "term_ended"), a path not allowed or not valid, a bad op, no memory.
+ * The result and its strings are borrowed: valid only during done().
+ * Queued behind the session's other requests (at most 128 in flight per
+ * session), like every request of the agent. Loop thread only, any time
+ * after start, also inside callbacks. */
+int zke_agent_write(zke_agent *a, int64_t epoch, const struct zke_write_op *ops, int n,
+                    zke_write_fn *done, void *ud);
 
 /* --- Fail-stop guard ---------------------------------------------------
  *

@@ -46,7 +46,8 @@ LIB_ORDER = {"zkclient": {"agent", "conn", "election"},
 # The pure modules: the promise's arithmetic and state machines, no I/O,
 # the time passed in (tests/unit drives them, test_sim in virtual time).
 # None includes ev.h or zookeeper.h, and none reaches these modules.
-PURE = ("election", "term", "touch", "leasewatch", "renewplan", "srvconf", "balance", "history")
+PURE = ("election", "term", "touch", "leasewatch", "renewplan", "srvconf", "balance", "history",
+        "writepath")
 IMPURE = {"agent", "conn", "zkclient", "scope", "guard", "dispatch", "census", "observer", "probe",
           "srvask", "bootwait", "histread"}
 for _m in PURE:
@@ -99,12 +100,13 @@ FILE_ORDER = {
             "agent_resign.c": {"agent_core.c", "agent_status.c"},
             "agent_prio.c": {"agent_core.c", "agent_resign.c"},
             "agent_handover.c": {"agent_core.c", "agent_prio.c", "agent_resign.c"},
+            "agent_write.c": {"agent_core.c", "agent_term.c"},
             "agent_queue.c": {"agent_core.c", "agent_lease.c", "agent_term.c", "agent_request.c",
                               "agent_status.c"},
             "agent.c": {"agent_core.c", "agent_dupe.c", "agent_lease.c", "agent_term.c",
                         "agent_session.c", "agent_request.c", "agent_status.c",
                         "agent_resign.c", "agent_prio.c", "agent_handover.c", "agent_queue.c",
-                        "agent_history.c"},
+                        "agent_history.c", "agent_write.c"},
         },
     },
     # The conn: conn.c (the handle's lifecycle, the public zke_conn_*) calls

@@ -373,7 +373,8 @@ static void check_run_options(const struct opts *o)
     if (o->id == NULL || o->id[0] == '\0')
         die(EX_USAGE, "missing --id NAME (or ZKELECT_ID)");
     if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0 ||
-        zke_check_id(o->id, err, sizeof err) != 0)
+        zke_check_id(o->id, err, sizeof err) != 0 ||
+        zke_check_write_prefixes(o->write_prefixes, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
     if (o->status_addr != NULL && httpd_check_addr(o->status_addr, NULL, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
@@ -428,6 +429,7 @@ static struct zke_settings agent_settings(const struct opts *o, const char *asch
         .zk = o->zk, .path = o->path, .id = o->id, .data = o->data,
         .session_timeout_ms = o->session_timeout, .connect_timeout_ms = options_connect_timeout(o),
         .session_file = o->session_file, .session_file_password = o->session_file_password,
+        .write_prefixes = o->write_prefixes,
         .on_disconnect = (enum zke_disconnect)o->on_disconnect,
         .stepdown_budget_ms = o->stepdown_budget, .lease_margin_ms = o->lease_margin,
         .renew_ms = o->renew_interval, .server_tick_ms = o->server_tick,

@@ -182,6 +182,9 @@ static const struct option_row rows[] = {
       "log format on stderr, default text", 0 },
     { "log-level", "LEVEL", OPT_LEVEL, PLAIN(level), "ZKELECT_LOG_LEVEL", NULL,
       "debug|info|warn|error, default info", 0 },
+    { "zk-write-prefixes", "PATHS", OPT_STR, PLAIN(write_prefixes), "ZKELECT_ZK_WRITE_PREFIXES",
+      NULL, "where the policy's guarded writes (zkelect.zk) may go\n"
+      "outside the election folder: absolute paths, comma-separated", 0 },
     { "session-file", "FILE", OPT_STR, PLAIN(session_file), "ZKELECT_SESSION_FILE", NULL,
       "write the session id to FILE (mode 0600)", 0 },
     { "session-file-password", NULL, OPT_SWITCH, PLAIN(session_file_password),

@@ -42,6 +42,7 @@ struct opts {
     const char *zk, *path, *id, *script, *data, *session_file;
     const char *status_addr;
     const char *notify;         /* --notify CMD: an executable file's path */
+    const char *write_prefixes; /* --zk-write-prefixes: where a policy's guarded writes may go */
     const char *control;        /* run/ctl --control: the control socket's path */
     int control_flag;           /* control is --control's (argv), not ZKELECT_CONTROL's */
     const char *to;             /* ctl resign --to: the candidate to hand over to */

@@ -27,6 +27,7 @@
 #include "agent_priv.h"
 #include "rng.h"
 #include "settings.h"
+#include "writepath.h"
 #include "xstr.h"
 
 #include <stdint.h>
@@ -174,7 +175,13 @@ static int take_settings(zke_agent *a, const struct zke_settings *s)
         return -1;
     }
     char why[4096];
-    if (agent_history_init(a) != 0) {
+    if (writepath_check_prefixes(s->write_prefixes, why, sizeof why) != 0) {
+        agent_err(a, "%s", why);
+        return -1;
+    }
+    if ((s->write_prefixes != NULL && s->write_prefixes[0] != '\0' &&
+         (a->set.write_prefixes = xstrdup(s->write_prefixes)) == NULL) ||
+        agent_history_init(a) != 0) {
         agent_err(a, "out of memory");
         return -1;
     }
@@ -339,6 +346,7 @@ static void real_free(zke_agent *a)
     ev_timer_stop(a->loop, &a->stop.to);
     int started = agent_started(a);
     agent_handover_abort(a, "freed", 1);    /* their callbacks run now */
+    agent_write_abort(a);
     agent_life_to(a, AL_FREEING);
     if (a->zkc != NULL)
         zkclient_cancel(a->zkc, &a->sown);     /* completions see a->freeing */
@@ -375,6 +383,7 @@ static void real_free(zke_agent *a)
     free((char *)a->set.path);
     free((char *)a->set.id);
     free((char *)a->set.data);
+    free((char *)a->set.write_prefixes);
     term_clear(&a->term);
     free(a->err.text);
     free(a);

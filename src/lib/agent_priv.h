@@ -28,6 +28,7 @@
 #include "agent_session.h"
 #include "agent_status.h"
 #include "agent_term.h"
+#include "agent_write.h"
 #include "conn.h"
 #include "dispatch.h"
 #include "election.h"
@@ -120,6 +121,7 @@ struct zke_agent {
     const struct agent_tap_ops *tap;    /* agent_set_tap (group.c), or NULL */
     void *tap_ud;
     struct handover *handover;  /* agent_handover.c: zke_agent_resign_to under way, or NULL */
+    struct gwrite *writes;      /* agent_write.c: guarded writes whose callback has not run */
 };
 
 

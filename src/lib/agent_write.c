@@ -1,0 +1,352 @@
+/*
+ * agent_write.c - leader-guarded writes (zke_agent_write): the host's ops
+ * behind one check op of the term's node (any version: that it exists),
+ * as one ZooKeeper multi on the agent's session (zkclient_multi). Once
+ * the node is gone ZooKeeper refuses the whole multi (docs/design.md
+ * "Guarded writes").
+ *
+ * Each write is a resource of its term's scope until it is answered: the
+ * term's end drops it if it still waits in the session's queue (unsent:
+ * "term_ended") and marks it otherwise, so that a later answer is reported
+ * "late". Each write is on the agent's list until its callback ran; the
+ * callback always runs from a zero timer of its own (never inside a
+ * completion or the term's cancel), but for an agent being freed, when it
+ * runs from inside zke_agent_free. See agent.c for the agent's flow.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "agent_priv.h"
+#include "settings.h"
+#include "writepath.h"
+#include "xstr.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct gwrite {
+    struct gwrite *next;
+    zke_agent *a;
+    struct ev_loop *loop;
+    struct zkc_owner owner;     /* its one session request (zkclient_cancel_queued) */
+    struct scope_res res;       /* in its term's scope until answered or the term ends */
+    zke_write_fn *done;
+    void *ud;
+    int64_t epoch;
+    int n;                      /* the host's ops (the guard is one more) */
+    int term_over;              /* its term ended while it was out */
+    int concluded;              /* the outcome is set: the callback is due */
+    ev_timer t;                 /* the callback's zero timer */
+    /* the outcome */
+    const char *reason;
+    char *msg;
+    int applied, failed_op;
+    struct zke_write_op_result *ops;
+    char **created;             /* created paths, owned */
+};
+
+static void write_free(struct gwrite *w)
+{
+    if (w->created != NULL)
+        for (int i = 0; i < w->n; i++)
+            free(w->created[i]);
+    free(w->created);
+    free(w->ops);
+    free(w->msg);
+    free(w);
+}
+
+static void unlink_write(zke_agent *a, struct gwrite *w)
+{
+    for (struct gwrite **p = &a->writes; *p != NULL; p = &(*p)->next)
+        if (*p == w) {
+            *p = w->next;
+            return;
+        }
+}
+
+/* Runs the callback and frees w. Returns 1 when the host freed the agent
+ * in it; freeing: from inside real_free (no dispatch guard). */
+static int deliver(struct gwrite *w, int freeing)
+{
+    zke_agent *a = w->a;
+    ev_timer_stop(w->loop, &w->t);
+    scope_remove(&w->res);
+    unlink_write(a, w);
+    struct zke_write_result r;
+    memset(&r, 0, sizeof r);
+    r.reason = w->reason;
+    r.msg = w->msg != NULL ? w->msg : w->reason != NULL ? w->reason : "applied";
+    r.epoch = w->epoch;
+    r.applied = w->applied;
+    r.failed_op = w->failed_op;
+    r.nops = w->n;
+    r.ops = w->ops;
+    if (!freeing) {
+        agent_alog(a, r.reason == NULL ? ZKE_LOG_DEBUG : ZKE_LOG_WARN,
+                   "guarded write (epoch %" PRId64 ", %d op%s): %s%s%s", w->epoch, w->n,
+                   w->n == 1 ? "" : "s", r.reason != NULL ? r.reason : "applied",
+                   r.reason != NULL ? ": " : "", r.reason != NULL ? r.msg : "");
+        dispatch_enter(&a->q);
+    }
+    w->done(a, &r, w->ud);
+    write_free(w);
+    return freeing ? 0 : agent_host_leave(a);
+}
+
+static void deliver_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    (void)deliver(t->data, 0);
+}
+
+/* The outcome is known (msg taken): the callback runs from the loop. */
+static void conclude(struct gwrite *w, const char *reason, char *msg)
+{
+    if (w->concluded) {
+        free(msg);
+        return;
+    }
+    w->concluded = 1;
+    w->reason = reason;
+    free(w->msg);
+    w->msg = msg;
+    scope_remove(&w->res);
+    ev_timer_set(&w->t, 0., 0.);
+    ev_timer_start(w->loop, &w->t);
+}
+
+/* The term ended (its scope is cancelled, maybe inside the lease check:
+ * no host call here): a write still queued is dropped unsent, one the
+ * library has is answered later ("late"). */
+static void res_cancel(struct scope_res *res)
+{
+    struct gwrite *w = (struct gwrite *)((char *)res - offsetof(struct gwrite, res));
+    w->term_over = 1;
+    scope_remove(res);
+    zkclient_cancel_queued(w->a->zkc, &w->owner);
+}
+
+static void res_detach(struct scope_res *res)
+{
+    struct gwrite *w = (struct gwrite *)((char *)res - offsetof(struct gwrite, res));
+    w->term_over = 1;
+}
+
+static const struct scope_res_ops write_res_ops = { res_cancel, NULL, res_detach };
+
+/* Each op's result from the session's answer; 0, or -1 out of memory. */
+static int take_ops(struct gwrite *w, const struct zkc_result *r)
+{
+    for (int i = 0; i < w->n; i++) {
+        struct zke_write_op_result *o = &w->ops[i];
+        o->version = -1;
+        if (r->nops != w->n + 1 || r->ops == NULL) {
+            o->error = r->rc == ZKC_CLOSING && r->sent_ns == 0 ? "not_sent" : "unknown";
+            continue;
+        }
+        const struct zkc_op_result *z = &r->ops[i + 1];
+        o->error = z->rc == ZKC_OK ? NULL : zkc_rc_name(z->rc);
+        if (z->rc == ZKC_OK && z->path != NULL) {
+            w->created[i] = xstrdup(z->path);
+            if (w->created[i] == NULL)
+                return -1;
+            o->path = w->created[i];
+        }
+        if (z->rc == ZKC_OK && z->has_stat)
+            o->version = z->version;
+    }
+    return 0;
+}
+
+/* The session's completion (also ZKC_CLOSING: dropped unsent, cancelled,
+ * the handle closed). */
+static void write_done(void *arg, const struct zkc_result *r)
+{
+    struct gwrite *w = arg;
+    if (w->concluded)
+        return;                 /* aborted: its outcome is set */
+    if (take_ops(w, r) != 0) {
+        conclude(w, "internal", xstrdup("out of memory"));
+        return;
+    }
+    const char *late = w->term_over ? "late" : NULL;
+    /* a server's answer (not a lost connection's, which the client gives
+     * every op) that failed on the guard */
+    int answered = r->rc != ZKC_CONNLOSS && r->rc != ZKC_CLOSING && r->rc != ZKC_EXPIRED;
+    int guard_failed = answered && r->nops > 0 && r->ops != NULL && r->ops[0].rc != ZKC_OK &&
+                       r->ops[0].rc != ZKC_ROLLEDBACK;
+    if (r->rc == ZKC_OK) {
+        w->applied = 1;
+        conclude(w, late, late ? xprintf("ZooKeeper applied it after the term of epoch %" PRId64
+                                         " ended", w->epoch) : NULL);
+    } else if (r->rc == ZKC_CLOSING && r->sent_ns == 0) {
+        conclude(w, w->term_over ? "term_ended" : agent_stopping(w->a) ? "stopped" : "unreachable",
+                 xprintf("not sent: %s", w->term_over ? "the term ended first"
+                                        : "the session closed first"));
+    } else if (guard_failed || r->rc == ZKC_EXPIRED) {
+        conclude(w, late ? late : "deposed",
+                 xprintf("ZooKeeper refused the write: the node of the term of epoch %" PRId64
+                         " is gone (%s)%s", w->epoch,
+                         guard_failed ? zkc_rc_name(r->ops[0].rc) : "the session expired",
+                         late ? "; the answer came after the term ended" : ""));
+    } else if (answered && r->nops == w->n + 1 && r->ops != NULL) {
+        int i = 0;
+        while (i < w->n && (r->ops[i + 1].rc == ZKC_OK || r->ops[i + 1].rc == ZKC_ROLLEDBACK))
+            i++;
+        w->failed_op = i < w->n ? i : -1;
+        conclude(w, late ? late : "failed",
+                 xprintf("ZooKeeper refused op %d (%s): %s; nothing was applied%s", i,
+                         i < w->n ? zkc_rc_name(r->ops[i + 1].rc) : "?", zkc_rc_name(r->rc),
+                         late ? "; the answer came after the term ended" : ""));
+    } else {
+        conclude(w, late ? late : "unreachable",
+                 xprintf("no answer (%s): it may or may not have been applied",
+                         zkc_rc_name(r->rc)));
+    }
+}
+
+/* The session's op for the host's op o; 0, or -1 with the reason. */
+static int to_zkc_op(const zke_agent *a, const struct zke_write_op *o, struct zkc_op *z,
+                     int i, char *err, size_t errlen)
+{
+    if ((unsigned)o->type > ZKE_WRITE_CHECK) {
+        snprintf(err, errlen, "op %d: type %d is not one of enum zke_write_type", i, (int)o->type);
+        return -1;
+    }
+    if (o->type == ZKE_WRITE_CREATE && (o->flags & ~(ZKE_WRITE_EPHEMERAL | ZKE_WRITE_SEQUENTIAL))) {
+        snprintf(err, errlen, "op %d: flags 0x%x are not ZKE_WRITE_* flags", i, (unsigned)o->flags);
+        return -1;
+    }
+    if (o->version < -1 || (o->data != NULL && o->len > SETTINGS_MAX_DATA)) {
+        snprintf(err, errlen, "op %d: %s", i, o->version < -1 ? "a version below -1"
+                                              : "data longer than 512 KiB");
+        return -1;
+    }
+    char why[WRITEPATH_MAX + 512];
+    if (writepath_allowed(a->set.path, a->set.write_prefixes, o->path,
+                          o->type == ZKE_WRITE_CREATE && (o->flags & ZKE_WRITE_SEQUENTIAL),
+                          o->type == ZKE_WRITE_CHECK, why, sizeof why) != 0) {
+        snprintf(err, errlen, "op %d: %s", i, why);
+        return -1;
+    }
+    memset(z, 0, sizeof *z);
+    z->type = o->type == ZKE_WRITE_CREATE ? ZKC_OP_CREATE : o->type == ZKE_WRITE_SET ? ZKC_OP_SET
+            : o->type == ZKE_WRITE_DELETE ? ZKC_OP_DELETE : ZKC_OP_CHECK;
+    z->path = o->path;
+    z->data = o->data;
+    z->len = o->len;
+    z->version = o->version;
+    z->flags = ((o->flags & ZKE_WRITE_EPHEMERAL) ? ZKC_CREATE_EPHEMERAL : 0) |
+               ((o->flags & ZKE_WRITE_SEQUENTIAL) ? ZKC_CREATE_SEQUENTIAL : 0);
+    if (o->type == ZKE_WRITE_SET && z->data == NULL)
+        z->data = "";
+    return 0;
+}
+
+/* The ops with the guard first (n + 1 of them, into z); 0, or -1 with
+ * a->err set. guard: the term node's path. */
+static int build_ops(zke_agent *a, const struct zke_write_op *ops, int n, const char *guard,
+                     struct zkc_op *z)
+{
+    char err[WRITEPATH_MAX + 600];
+    memset(&z[0], 0, sizeof z[0]);
+    z[0].type = ZKC_OP_CHECK;
+    z[0].path = guard;
+    z[0].version = -1;
+    for (int i = 0; i < n; i++)
+        if (to_zkc_op(a, &ops[i], &z[i + 1], i, err, sizeof err) != 0) {
+            agent_err(a, "%s", err);
+            return -1;
+        }
+    return 0;
+}
+
+static struct gwrite *write_new(zke_agent *a, int n, int64_t epoch, zke_write_fn *done, void *ud)
+{
+    struct gwrite *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return NULL;
+    w->ops = calloc((size_t)n, sizeof *w->ops);
+    w->created = calloc((size_t)n, sizeof *w->created);
+    if (w->ops == NULL || w->created == NULL) {
+        free(w->ops);
+        free(w->created);
+        free(w);
+        return NULL;
+    }
+    w->a = a;
+    w->loop = a->loop;
+    w->n = n;
+    w->epoch = epoch;
+    w->done = done;
+    w->ud = ud;
+    w->failed_op = -1;
+    w->res.ops = &write_res_ops;
+    ev_timer_init(&w->t, deliver_cb, 0., 0.);
+    w->t.data = w;
+    return w;
+}
+
+int zke_agent_write(zke_agent *a, int64_t epoch, const struct zke_write_op *ops, int n,
+                    zke_write_fn *done, void *ud)
+{
+    if (a->life != AL_RUNNING || a->zkc == NULL) {
+        agent_err(a, "not running (not started, or stopping)");
+        return -1;
+    }
+    if (ops == NULL || n < 1 || n > ZKE_WRITE_MAX_OPS || done == NULL) {
+        agent_err(a, "a write takes 1..%d ops and a callback", ZKE_WRITE_MAX_OPS);
+        return -1;
+    }
+    scope *term = agent_term(a);
+    if (term == NULL || a->term.epoch != epoch || a->term.node == NULL) {
+        agent_err(a, "term_ended: the term of epoch %" PRId64 " is not the one acting%s", epoch,
+                  term == NULL ? " (no term acts: not leading, or its step-down began)" : "");
+        return -1;
+    }
+    char *guard = zkc_child_path(a->set.path, a->term.node);
+    struct zkc_op z[ZKE_WRITE_MAX_OPS + 1];
+    struct gwrite *w = guard != NULL ? write_new(a, n, epoch, done, ud) : NULL;
+    if (w == NULL) {
+        free(guard);
+        agent_err(a, "out of memory");
+        return -1;
+    }
+    if (build_ops(a, ops, n, guard, z) != 0 || scope_add(term, &w->res) != 0) {
+        if (w->res.owner == NULL && scope_cancelled(term))
+            agent_err(a, "term_ended: the term of epoch %" PRId64 " is ending", epoch);
+        free(guard);
+        write_free(w);
+        return -1;
+    }
+    zkclient_tag(a->zkc, &w->owner);
+    int rc = zkclient_multi(a->zkc, z, n + 1, write_done, w);
+    free(guard);
+    if (rc != 0) {
+        agent_err(a, "not sent: %s", zkclient_error(a->zkc));
+        scope_remove(&w->res);
+        write_free(w);
+        return -1;
+    }
+    w->next = a->writes;
+    a->writes = w;
+    return 0;
+}
+
+void agent_write_abort(zke_agent *a)
+{
+    while (a->writes != NULL) {
+        struct gwrite *w = a->writes;
+        a->writes = w->next;        /* off the list first (deliver's unlink finds nothing) */
+        if (!w->concluded) {
+            w->concluded = 1;
+            w->reason = "freed";
+            free(w->msg);
+            w->msg = xstrdup("the agent was freed first");
+        }
+        zkclient_cancel(a->zkc, &w->owner);     /* its completion sees it concluded */
+        (void)deliver(w, 1);
+    }
+}

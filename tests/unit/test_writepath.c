@@ -1,0 +1,78 @@
+/* test_writepath.c - where a leader-guarded write may write
+ * (src/lib/writepath.c): inside the election folder but never the folder
+ * itself or a candidate's node (a child whose name ends in a sequence, a
+ * sequential create there), outside it only at or under a write prefix;
+ * relative paths, '.', '..', empty components, /zookeeper refused. */
+#include <string.h>
+
+#include "check.h"
+#include "writepath.h"
+
+static char err[512];
+
+static int ok(const char *prefixes, const char *path, int seq, int check)
+{
+    return writepath_allowed("/app/el", prefixes, path, seq, check, err, sizeof err) == 0;
+}
+
+static void test_inside_the_folder_but_not_a_candidate(void)
+{
+    CHECK(ok(NULL, "/app/el/state", 0, 0));
+    CHECK(ok(NULL, "/app/el/state/counter", 0, 0));
+    CHECK(ok(NULL, "/app/el/state/c-0000000001", 1, 0));   /* deeper: never a candidate */
+    CHECK(!ok(NULL, "/app/el/n_0123456789abcdef-0000000003", 0, 0));
+    CHECK(strstr(err, "candidate") != NULL);
+    CHECK(!ok(NULL, "/app/el/_c_x-latch-0000000001", 0, 1));
+    CHECK(!ok(NULL, "/app/el/job-", 1, 0));                /* the sequence comes with it */
+    CHECK(!ok(NULL, "/app/el", 0, 0));
+    CHECK(ok(NULL, "/app/el", 0, 1));                      /* a check of the folder */
+    CHECK(!ok(NULL, "/app/elsewhere", 0, 0));              /* a name that only starts alike */
+}
+
+static void test_outside_only_under_a_prefix(void)
+{
+    CHECK(!ok(NULL, "/app/config", 0, 0));
+    CHECK(strstr(err, "none is set") != NULL);
+    CHECK(!ok("", "/app/config", 0, 0));
+    CHECK(ok("/app/config", "/app/config", 0, 0));
+    CHECK(ok("/x,/app/config", "/app/config/a/b", 0, 0));
+    CHECK(!ok("/app/config", "/app/configs", 0, 0));
+    CHECK(!ok("/app/config", "/app", 0, 0));
+    CHECK(ok("/app/config", "/app/config/x-0000000001", 1, 0));   /* no election there */
+}
+
+static void test_bad_paths_are_refused(void)
+{
+    const char *bad[] = { "", "app/el/x", "/app/el/../config", "/app/el/./x", "/app/el//x",
+                          "/app/el/x/", "/", "/zookeeper/quota", "/app/el/a\nb", "/app/el/..",
+                          NULL };
+    for (int i = 0; bad[i] != NULL; i++)
+        CHECK(!ok("/", bad[i], 0, 0) && !ok("/app", bad[i], 0, 0));
+    char longp[WRITEPATH_MAX + 10];
+    memset(longp, 'a', sizeof longp);
+    longp[0] = '/';
+    longp[sizeof longp - 1] = '\0';
+    CHECK(!ok("/a", longp, 0, 0));
+    CHECK(ok("/app/..x", "/app/..x/y", 0, 0));            /* "..x" is a name, not ".." */
+}
+
+static void test_prefix_lists_are_checked(void)
+{
+    CHECK(writepath_check_prefixes(NULL, err, sizeof err) == 0);
+    CHECK(writepath_check_prefixes("", err, sizeof err) == 0);
+    CHECK(writepath_check_prefixes("/a,/b/c", err, sizeof err) == 0);
+    CHECK(writepath_check_prefixes("/a,,/b", err, sizeof err) != 0);
+    CHECK(writepath_check_prefixes("/a,", err, sizeof err) != 0);
+    CHECK(writepath_check_prefixes("a", err, sizeof err) != 0);
+    CHECK(writepath_check_prefixes("/a/../b", err, sizeof err) != 0);
+    CHECK(writepath_check_prefixes("/", err, sizeof err) != 0);
+}
+
+int main(void)
+{
+    RUN(test_inside_the_folder_but_not_a_candidate);
+    RUN(test_outside_only_under_a_prefix);
+    RUN(test_bad_paths_are_refused);
+    RUN(test_prefix_lists_are_checked);
+    return check_done();
+}
