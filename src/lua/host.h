@@ -67,6 +67,9 @@ struct host {
      * wait_end resumes it with them. */
     struct lua_State *(*wait_thread)(struct hookrun *r);
     void (*wait_end)(struct hookrun *r, int nres);
+    /* The agent the script is attached to (its guarded writes), or NULL
+     * (none yet, or zkelect check). */
+    zke_agent *(*agent)(void *ud);
 };
 
 #endif

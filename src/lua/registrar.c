@@ -175,6 +175,11 @@ static int child_env(void *ud, scope *s, char (*buf)[HOST_ENV_LEN], int max)
     return n;
 }
 
+static zke_agent *host_agent(void *ud)
+{
+    return ((script *)ud)->agent;
+}
+
 int registrar_init(script *sc, const struct script_opts *opts)
 {
     struct host *h = &sc->reg.host;
@@ -193,6 +198,7 @@ int registrar_init(script *sc, const struct script_opts *opts)
     h->scope_for_epoch = scope_for_epoch;
     h->call = call;
     h->child_env = child_env;
+    h->agent = host_agent;
     if (sc->loop != NULL && (sc->reg.global = scope_new(sc->loop, 1000)) == NULL)
         return -1;
     return 0;

@@ -15,6 +15,7 @@
 #include "script_int.h"
 #include "json.h"
 #include "proc.h"
+#include "zkwrite.h"
 #include "timer.h"
 
 #include <inttypes.h>
@@ -526,6 +527,7 @@ int sandbox_open(lua_State *L)
     luaL_newlib(L, zkelect_funcs);
     timer_open_lua(L, &script_of(L)->reg.host);
     proc_open_lua(L, &script_of(L)->reg.host);
+    zkwrite_open_lua(L, &script_of(L)->reg.host);
     json_open_lua(L);
     lua_pushliteral(L, ZKELECT_VERSION);
     lua_setfield(L, -2, "version");
