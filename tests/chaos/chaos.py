@@ -403,17 +403,18 @@ class Run:
     # -- helpers -------------------------------------------------------------------
 
     def policy(self, tdir, cid, sock, hang=False, stall_ms=0, stall_after=0.0, daemonize=False,
-               marker=False):
+               marker=False, counter=""):
         with open(POLICY_TEMPLATE) as f:
             text = f.read()
         begin, end = "-- CHAOS-CONFIG-BEGIN", "-- CHAOS-CONFIG-END"
         i, j = text.index(begin), text.index(end)
         cfg = ("%s\nlocal CFG = {\n  fence_writer = %s,\n  fence_socket = %s,\n"
                "  fence_interval_ms = 50,\n  action_every = 0.05,\n  hang_on_leader = %s,\n"
-               "  stall_ms = %d,\n  stall_after = %.3f,\n  daemonize = %s,\n  marker = %s,\n}\n"
+               "  stall_ms = %d,\n  stall_after = %.3f,\n  daemonize = %s,\n  marker = %s,\n"
+               "  counter = %s,\n}\n"
                % (begin, lua_str(self.fence_writer), lua_str(sock), "true" if hang else "false",
                   int(stall_ms), float(stall_after), "true" if daemonize else "false",
-                  "true" if marker else "false"))
+                  "true" if marker else "false", lua_str(counter)))
         path = os.path.join(tdir, "policy-%s.lua" % cid)
         with open(path, "w") as f:
             f.write(text[:i] + cfg + text[j:])
@@ -537,14 +538,16 @@ class Trial:
         return path
 
     def new_candidate(self, n, proxied=False, hang=False, extra=(), servers=None, stall_ms=0,
-                      stall_after=0.0, daemonize=False, marker=False, fence=False, log_pipe=False):
+                      stall_after=0.0, daemonize=False, marker=False, fence=False, log_pipe=False,
+                      counter=""):
         """servers: 0-based indexes of the only servers it may connect to;
         marker: the policy's state duty (policy.lua); fence: --fence removes
         the marker; log_pipe: the agent logs into a pipe the harness can
         stall (Candidate.start)."""
         cid = "c%d" % n
         script = self.run_.policy(self.tdir, cid, self.sock, hang=hang, stall_ms=stall_ms,
-                                  stall_after=stall_after, daemonize=daemonize, marker=marker)
+                                  stall_after=stall_after, daemonize=daemonize, marker=marker,
+                                  counter=counter)
         if fence:
             extra = list(extra) + ["--fence", self.fence_cmd()]
         if servers is not None:
@@ -563,12 +566,12 @@ class Trial:
         return c
 
     def start_candidates(self, proxied=(), hang=(), wait_role=True, extra=(), daemonize=False,
-                         marker=False, fence=False):
+                         marker=False, fence=False, counter=""):
         """c1, c2, c3 one after another (each after the previous joined), so
         sequence order is start order and c1 leads."""
         for n in (1, 2, 3):
             c = self.new_candidate(n, proxied=n in proxied, hang=n in hang, extra=extra,
-                                   daemonize=daemonize, marker=marker, fence=fence)
+                                   daemonize=daemonize, marker=marker, fence=fence, counter=counter)
             c.wait_for("joined", timeout=15)
         if wait_role:
             self.wait_stable(timeout=15, settle=0)
@@ -1523,6 +1526,90 @@ def sc_hand_delete_frozen(t):
     t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
 
 
+COUNTER = "/gcounter"
+
+
+def _counter_values(t):
+    """The counter's history in ZooKeeper: (sequence, epoch) per value, in
+    sequence (commit) order; the epoch as its node's data (None: not a
+    number: another writer's bytes)."""
+    zk = t.ens.client()
+    try:
+        out = []
+        for name in zk.get_children(COUNTER) or []:
+            data = zk.get_data("%s/%s" % (COUNTER, name))
+            data = data[0] if isinstance(data, tuple) else data
+            try:
+                epoch = int(data)
+            except (TypeError, ValueError):
+                epoch = None
+            out.append((int(name[2:]), epoch, name))
+        return sorted(out)
+    finally:
+        zk.close()
+
+
+def sc_guarded_counter(t):
+    """The duty is a counter in ZooKeeper: each leader's policy adds one
+    value every 20 ms with a guarded write (zkelect.zk.create, sequential:
+    the sequence is the value, the data its term's epoch). The leader is cut
+    off (its namespace drops what it sends to the servers; what they send
+    comes in) right while it writes, its node is deleted by hand, the
+    successor leads and counts, and the drop ends 0.5 s after it began (its
+    connection, its session and the write it sent into the drop live on,
+    and TCP delivers that write after the successor's values). The checker
+    (checker.check_counter): every value written by exactly one term that
+    led, in epoch order. With the guard's check op removed from the build
+    (agent_write.c's first op), the held write lands after the successor's
+    values and the checker fails (docs/design.md "Guarded writes")."""
+    t.ens.ensure_path(COUNTER)
+    t.start_candidates(extra=["--zk-write-prefixes", COUNTER], counter=COUNTER)
+    t.steady()
+    lead = _leader_or_fail(t)
+    t.fault_begin("hand_delete", lead.id, s2_bound_ms=HAND_DELETE_FROZEN_MS,
+                  duty_bound_ms=HAND_DELETE_FROZEN_MS,
+                  expect=[{"type": "leader_change"}, {"type": "epoch_up"}])
+    t0 = time.monotonic()
+    # its requests dropped, the servers' bytes let in: the answer to the
+    # write it sent last still comes, so the next one (20 ms later) is
+    # sent into the drop
+    ns = lead.netns
+    h_ports = ", ".join(str(p) for p in sorted(set(t.client_ports())))
+    net.sh(ns.exec_prefix() + ["nft", "-f", "-"], input=(
+        "flush chain inet chaos out\nadd rule inet chaos out ip daddr %s tcp dport { %s } drop\n"
+        % (ns.host_ip, h_ports)))
+    ns.partitioned = True
+    time.sleep(0.05)                    # a write of its goes into the drop
+    _delete_by_hand(t, lead)
+    time.sleep(max(0.0, 0.5 - (time.monotonic() - t0)))
+    lead.netns.heal()
+    t.fault_end("hand_delete")
+    t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+    claims = []
+    led = set()
+    for c in t.cands:
+        for e in c.events():
+            m = re.match(r"counter epoch=(\d+) path=\S*/v-(\d+)$", str(e.get("msg") or ""))
+            if m:
+                claims.append((c.id, int(m.group(1)), int(m.group(2))))
+            if e.get("event") == "leader" and e.get("epoch") is not None:
+                led.add(int(e["epoch"]))
+    vals = _counter_values(t)           # after the claims: it holds every claimed value
+    refused = sum(1 for c in t.cands for e in c.events()
+                  if str(e.get("msg") or "").startswith("guarded write") and
+                  (": deposed:" in e["msg"] or ": late:" in e["msg"]))
+    bad = CK.check_counter(vals, claims, led)
+    t.notes["counter"] = {"values": len(vals), "terms": len(set(v[1] for v in vals)),
+                          "refused_in_zookeeper": refused, "violations": bad[:5]}
+    if len(set(v[1] for v in vals)) < 2:
+        t.problems.append("fault not injected: the counter has values of %d term(s)"
+                          % len(set(v[1] for v in vals)))
+    if refused == 0 and not bad:
+        t.problems.append("fault not injected: no write of the deposed leader reached ZooKeeper "
+                          "after the successor led")
+    t.problems.extend("counter: " + b for b in bad[:10])
+
+
 def sc_resign_force_frozen(t):
     """The leader frozen (SIGSTOP of the agent alone), then `zkelect ctl
     resign --force` on its control socket instead of a delete: no answer
@@ -2307,6 +2394,7 @@ SCENARIOS = [
     {"name": "http_flood", "fn": sc_http_flood},
     {"name": "hand_delete", "fn": sc_hand_delete},
     {"name": "hand_delete_frozen", "fn": sc_hand_delete_frozen},
+    {"name": "guarded_counter", "fn": sc_guarded_counter},
     {"name": "resign_force_frozen", "fn": sc_resign_force_frozen},
     {"name": "quorum_link_stall", "fn": sc_quorum_link_stall},
     {"name": "zk_leader_blackhole", "fn": sc_zk_leader_blackhole},

@@ -1272,6 +1272,43 @@ class GroupChecker:
                               "violations": violations}
 
 
+def check_counter(values, claims, led):
+    """The guarded counter's duty (chaos.py sc_guarded_counter): values,
+    the counter's history as ZooKeeper keeps it, (sequence, epoch, name) in
+    sequence order (the order ZooKeeper committed them); claims, the values
+    the leaders' policies say they wrote, (candidate, epoch, sequence);
+    led, the epochs of the terms that led. Every value written by exactly
+    one term that led (its data an epoch of one, claimed by at most one
+    candidate, under that epoch), and in epoch order: no value of an older
+    epoch after one of a newer epoch. Returns the violations (strings)."""
+    bad = []
+    by_seq = {}
+    for seq, epoch, name in values:
+        if epoch is None or epoch not in led:
+            bad.append("value %s (%s) names epoch %s, not a term that led" % (seq, name, epoch))
+        by_seq[seq] = epoch
+    newest = None
+    for seq, epoch, name in values:
+        if epoch is None:
+            continue
+        if newest is not None and epoch < newest[1]:
+            bad.append("value %d of epoch %d came after value %d of epoch %d (an older term "
+                       "wrote after a newer one)" % (seq, epoch, newest[0], newest[1]))
+        if newest is None or epoch > newest[1]:
+            newest = (seq, epoch)
+    seen = {}
+    for cid, epoch, seq in claims:
+        if seq in seen:
+            bad.append("value %d claimed twice: by %s and %s" % (seq, seen[seq], cid))
+        seen[seq] = cid
+        if seq not in by_seq:
+            bad.append("value %d that %s wrote (epoch %d) is not in ZooKeeper" % (seq, cid, epoch))
+        elif by_seq[seq] != epoch:
+            bad.append("value %d that %s wrote in epoch %d holds epoch %s"
+                       % (seq, cid, epoch, by_seq[seq]))
+    return bad
+
+
 def group_verdict_line(summary):
     parts = ["%s:%s" % (k, "ok" if r["status"] == "pass" else "FAIL(%d)" % len(r["violations"]))
              for k, r in summary["properties"].items()]

@@ -47,6 +47,13 @@
 -- agent SIGKILLed or frozen) leaves it to the agent's --fence command (the
 -- harness gives one that runs `--mark clear`). Logs "marker set|clear epoch=<E> ok=<bool> code=<c>".
 --
+-- Variant (guarded_counter scenario): CFG.counter names a folder; after the
+-- rest of on_leader, the hook counts in ZooKeeper with guarded writes
+-- (zkelect.zk.create of CFG.counter .. "/v-", sequential: the sequence is
+-- the counter, the data the term's epoch), one every 20 ms, until its term
+-- ends (the end preempts the hook), at most 15 s. Logs "counter epoch=<E>
+-- path=<created>" per value and "counter refused epoch=<E> code=<c>".
+--
 -- If zkelect.every / zkelect.spawn are missing (an older agent) it degrades to
 -- one action per term and says so at load time ("policy caps ...").
 
@@ -61,6 +68,7 @@ local CFG = {
   stall_after = 0,          -- seconds after on_leader
   daemonize = false,        -- daemon_escape variant
   marker = false,           -- state_duty / log_stall variant
+  counter = "",             -- guarded_counter variant: the counter's folder ("" = none)
 }
 -- CHAOS-CONFIG-END
 
@@ -147,6 +155,20 @@ function on_leader(ev)
     end
   end
   zkelect.log("info", "hook_end on_leader")
+  if CFG.counter ~= "" then
+    local t0 = zkelect.clock()
+    while zkelect.clock() - t0 < 15 do
+      local p, msg, code = zkelect.zk.create(CFG.counter .. "/v-", e, { sequential = true })
+      if p then
+        zkelect.log("info", "counter epoch=" .. e .. " path=" .. p)
+      else
+        zkelect.log("info", "counter refused epoch=" .. e .. " code=" .. tostring(code) ..
+                    " msg=" .. tostring(msg))
+        if code == "ETERM" then break end
+      end
+      zkelect.sleep(0.02)
+    end
+  end
 end
 
 function on_stepdown(ev)

@@ -1066,5 +1066,20 @@ def test_group_cli():
     teardown()
 
 
+def test_counter_checked():
+    """check_counter: a clean history passes; a stale term's value after a
+    newer one, a value of an epoch that never led, a claim ZooKeeper does
+    not hold and a value claimed twice are each caught."""
+    vals = [(0, 5, "v-0"), (1, 5, "v-1"), (2, 9, "v-2"), (3, 9, "v-3")]
+    claims = [("c1", 5, 0), ("c1", 5, 1), ("c2", 9, 2), ("c2", 9, 3)]
+    assert checker.check_counter(vals, claims, {5, 9}) == []
+    stale = vals + [(4, 5, "v-4")]
+    bad = checker.check_counter(stale, claims + [("c1", 5, 4)], {5, 9})
+    assert len(bad) == 1 and "older term" in bad[0], bad
+    assert "not a term that led" in checker.check_counter(vals + [(4, 7, "v-4")], claims, {5, 7, 9} - {7})[0]
+    assert "not in ZooKeeper" in checker.check_counter(vals, claims + [("c2", 9, 8)], {5, 9})[0]
+    assert "claimed twice" in checker.check_counter(vals, claims + [("c3", 9, 3)], {5, 9})[0]
+
+
 if __name__ == "__main__":
     h.run_tests(globals())
