@@ -8,7 +8,8 @@ refuses A's multi on its first op, the check of A's node (nonode): the value
 stays B's. A plain write held the same way on another live session through
 the same proxy does land after the successor's: the guard is what stops
 A's. A's on_stepdown then tries another write: its term has ended, and the
-write is refused before it is sent (ETERM). On a build whose guard checks
+write is refused before it is sent (ETERM). B's multi whose second op fails
+applies nothing and names that op; paths outside the allow-list raise. On a build whose guard checks
 the election folder instead of A's node, A's held write lands after B's
 (the value A's, version 2) and this test fails; so it does on code without
 --zk-write-prefixes."""
@@ -55,6 +56,11 @@ def test_a_deposed_leaders_guarded_write_fails_in_zookeeper():
             kz.delete(PATH + "/" + node)                      # A is deposed
             b.wait_for("leader", timeout=10, since=mb)
             ok = script_line(b, "write_ok", since=mb)
+            multi = script_line(b, "multi", since=mb)["msg"]
+            assert multi == "multi r=nil code=ENONODE op=2", multi
+            raised = script_line(b, "raised", since=mb)["msg"]
+            assert raised.startswith("raised true true true: ") and "not under a write prefix" in \
+                raised and "candidate's node" in raised and "'..' component" in raised, raised
             kz.set("/gw/plain", b"new")                       # the successor's plain write
             assert kz.get("/gw/value")[0].startswith(b"b@"), kz.get("/gw/value")
             a.sigcont()
@@ -71,6 +77,7 @@ def test_a_deposed_leaders_guarded_write_fails_in_zookeeper():
                          desc="the held plain write lands after the successor's")
             sd = script_line(a, "stepdown_write", since=ma)
             assert "code=ETERM" in sd["msg"], sd
+            assert kz.exists("/gw/m1") is None          # the failed multi applied nothing
             value, st = kz.get("/gw/value")
             assert value.startswith(b"b@") and st.version == 1, (value, st)
             for x in (a, b):

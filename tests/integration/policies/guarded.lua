@@ -2,6 +2,8 @@
 -- its id and epoch to /gw/value with a guarded write (zkelect.zk.set); the
 -- candidate "a" waits 0.6 s first (the test holds its connection silent by
 -- then). on_stepdown tries one more write, which its ended term refuses.
+-- "b" also tries a multi whose second op fails (nothing applied, the op's
+-- index returned) and paths the allow-list refuses (they raise).
 local function note(fmt, ...)
   zkelect.log("info", string.format(fmt, ...))
 end
@@ -17,6 +19,18 @@ function on_leader(ev)
     note("write_ok id=%s version=%d", ev.id, v)
   else
     note("write_refused id=%s code=%s msg=%s", ev.id, code, msg)
+  end
+  if ev.id == "b" then
+    local r, m, c, op = zkelect.zk.multi{
+      { op = "create", path = "/gw/m1", data = "x" },
+      { op = "check", path = "/gw/missing" },
+    }
+    note("multi r=%s code=%s op=%s", tostring(r), tostring(c), tostring(op))
+    local ok1, e1 = pcall(zkelect.zk.set, "/elsewhere", "x")
+    local ok2, e2 = pcall(zkelect.zk.delete, ev.path .. "/" .. ev.node)
+    local ok3, e3 = pcall(zkelect.zk.create, "/gw/../x", "x")
+    note("raised %s %s %s: %s | %s | %s", tostring(not ok1), tostring(not ok2), tostring(not ok3),
+         tostring(e1), tostring(e2), tostring(e3))
   end
 end
 
