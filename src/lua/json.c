@@ -304,8 +304,14 @@ static int enc_body(lua_State *L)
 }
 
 /* nil, msg after a failed protected call (its message on top) */
-static int failed(lua_State *L)
+/* nil and the error on the stack's top; Lua's own "not enough memory" (an
+ * allocation of the state's that hit the limit) said as ours is. */
+static int failed(lua_State *L, int st, const char *fn)
 {
+    if (st == LUA_ERRMEM) {
+        lua_pop(L, 1);
+        lua_pushfstring(L, "zkelect.json.%s: out of memory (the script's memory limit)", fn);
+    }
     lua_pushnil(L);
     lua_insert(L, -2);
     return 2;
@@ -325,7 +331,7 @@ static int l_encode(lua_State *L)
     cJSON_Delete(e.root);
     cJSON_free(e.out);
     hooks_off();
-    return st == LUA_OK ? 1 : failed(L);
+    return st == LUA_OK ? 1 : failed(L, st, "encode");
 }
 
 /* --- decode ---------------------------------------------------------- */
@@ -406,7 +412,7 @@ static int l_decode(lua_State *L)
     cJSON_Delete(root);
     hooks_off();
     if (root != NULL && at == n)
-        return st == LUA_OK ? 1 : failed(L);
+        return st == LUA_OK ? 1 : failed(L, st, "decode");
     lua_pushnil(L);
     if (oom)
         lua_pushliteral(L, "zkelect.json.decode: out of memory (the script's memory limit)");
