@@ -256,6 +256,9 @@ int cmd_audit(struct opts *o)
         .connect_timeout_ms = a.once ? options_status_timeout(o) : options_connect_timeout(o),
         .auth_scheme = ascheme, .auth_credentials = acred,
     };
+    struct zke_tls tls;
+    int64_t tls_expiry;
+    s.tls = resolve_tls_of(o, &tls, &tls_expiry);
     struct zke_history_callbacks cb = { on_history, on_fatal, quiet_log };
     zke_history_reader *r = zke_history_reader_new(a.loop, &s, !a.once, &cb, &a);
     /* following: the leader's gauge from an observer (its own session) */

@@ -74,6 +74,9 @@ int cmd_history(struct opts *o)
         .zk = o->zk, .path = o->path, .connect_timeout_ms = options_status_timeout(o),
         .auth_scheme = ascheme, .auth_credentials = acred,
     };
+    struct zke_tls tls;
+    int64_t tls_expiry;
+    s.tls = resolve_tls_of(o, &tls, &tls_expiry);
     struct zke_history_callbacks cb = { on_history, on_fatal, NULL };
     zke_history_reader *r = zke_history_reader_new(loop, &s, 0, &cb, &hr);
     forget_auth(o, ascheme, acred);

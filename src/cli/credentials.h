@@ -13,7 +13,7 @@
 
 #include "options.h"
 
-/* --zk-tls-ca/-cert/-key (run, check, status, watch): NULL when none is
+/* --zk-tls-ca/-cert/-key (run, check, status, watch, history, audit): NULL when none is
  * given, else buf filled (strings borrowed from o) and checked with
  * zke_check_tls (*expiry: the certificate's end, Unix seconds); exits 78
  * with the reason when they are not usable, or in a build without TLS. */

@@ -265,9 +265,10 @@ static const struct { const char *command; int all_but; const char *names; } tak
     { "watch", 0, " zk path id script log log-level session-timeout connect-timeout hook-timeout "
                   "hook-budget auth auth-file zk-tls-ca zk-tls-cert zk-tls-key " },
     { "ctl", 0, " control instance json to force at cancel " },
-    { "history", 0, " zk path json skew-ms connect-timeout auth auth-file " },
+    { "history", 0, " zk path json skew-ms connect-timeout auth auth-file zk-tls-ca zk-tls-cert "
+                    "zk-tls-key " },
     { "audit", 0, " zk path once skew-ms status log log-level session-timeout connect-timeout "
-                  "auth auth-file " },
+                  "auth auth-file zk-tls-ca zk-tls-cert zk-tls-key " },
     { "demo", 0, " keep session-timeout zk-jar java " },
 };
 #define NCOMMANDS (sizeof takes / sizeof takes[0])

@@ -386,7 +386,8 @@ zke_history_reader *zke_history_reader_new(struct ev_loop *loop,
     }
     if (zke_check_hosts(s->zk, r->err, sizeof r->err) != 0 ||
         zke_check_path(s->path, r->err, sizeof r->err) != 0 ||
-        zke_check_auth(s->auth_scheme, s->auth_credentials, r->err, sizeof r->err) != 0)
+        zke_check_auth(s->auth_scheme, s->auth_credentials, r->err, sizeof r->err) != 0 ||
+        (s->tls != NULL && zke_check_tls(s->tls, NULL, r->err, sizeof r->err) != 0))
         return r;
     if (s->session_timeout_ms < 0) {
         snprintf(r->err, sizeof r->err, "session timeout %d ms is negative", s->session_timeout_ms);
@@ -399,7 +400,8 @@ zke_history_reader *zke_history_reader_new(struct ev_loop *loop,
     r->s = r->dir != NULL ? zkclient_new(loop, s->zk, s->session_timeout_ms > 0
                                          ? s->session_timeout_ms : ZKE_DEFAULT_SESSION_TIMEOUT_MS,
                                          &cbs, r) : NULL;
-    if (r->s == NULL || zkclient_set_auth(r->s, s->auth_scheme, s->auth_credentials) != 0) {
+    if (r->s == NULL || zkclient_set_auth(r->s, s->auth_scheme, s->auth_credentials) != 0 ||
+        zkclient_set_tls(r->s, s->tls) != 0) {
         zkclient_free(r->s);
         free(r->dir);
         free(r);

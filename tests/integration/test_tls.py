@@ -6,13 +6,17 @@ clientPort in its zoo.cfg), its keystore and truststore made by the JDK's
 keytool from a CA and certificates the test makes with openssl. A plain
 four-letter word on the port gets no answer and Debian's plain zkelect
 cannot connect (exit 69): the traffic is TLS. Two zkelect-tls candidates
-elect a leader, and the second leads at once when the first stops (its
-session closed over TLS, not left to expire); `zkelect-tls status` reads
-the election over TLS too. A client that does not trust
+elect a leader, which hands over to the other (`ctl resign --to`: the
+hand-over reads the election on the agent's own TLS session) and leads again
+at once when the other stops (its session closed over TLS, not left to
+expire); `zkelect-tls status`, `history` and `audit --once` read the election
+over TLS too. A client
+that does not trust
 the server's CA, and one whose certificate another CA signed (the server
 refuses the handshake), never connect and never lead (exit 69). Settings
 are checked at start: an expired certificate, a key that is not the
 certificate's, or any TLS flag given to the plain build is refused (exit 78)."""
+import json
 import os
 import subprocess
 import sys
@@ -82,6 +86,12 @@ def tls_flags(ca, cert, key):
     return ["--zk-tls-ca", ca, "--zk-tls-cert", cert, "--zk-tls-key", key]
 
 
+def ctl(sock, *args):
+    code, out, err, t = h.run([TLS_BIN, "ctl", "--control", sock] + list(args), timeout=20)
+    assert code == 0, (args, code, out, err)
+    return out
+
+
 class TlsAgent(h.Agent):
     def argv(self):
         return [TLS_BIN] + h.Agent.argv(self)[1:]
@@ -125,30 +135,45 @@ def test_tls_only_server_elects_and_refuses_strangers():
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE),
         }
         flags = tls_flags(p["ca.pem"], p["client.pem"], p["client.key"])
-        a = TlsAgent(zk, "a", path="/tls/e", extra=flags)
+        a = TlsAgent(zk, "a", path="/tls/e", extra=flags + [
+            "--history", "--control", os.path.join(d, "a.sock")])
         a.wait_for("leader", timeout=10)
+        b = TlsAgent(zk, "b", path="/tls/e", extra=flags + [
+            "--history", "--control", os.path.join(d, "b.sock")])
         start = [e for e in a.events() if e.get("event") == "start"][0]
         assert start.get("tls") == p["client.pem"] and start.get("tls_cert_expires", 0) > time.time(), start
-        b = TlsAgent(zk, "b", path="/tls/e", extra=flags)
         b.wait_for("follower", timeout=10)
+        # resign --to: the hand-over reads the election on a's own TLS session
         m = b.mark()
-        a.term()
-        assert a.wait_exit(10) == 0, a.describe()
-        t_exit = time.monotonic()
+        ctl(os.path.join(d, "a.sock"), "resign", "--to", "b")
         b.wait_for("leader", since=m, timeout=10)
+        a.wait_for("follower", since=0, timeout=10)
+        m = a.mark()
+        b.term()
+        assert b.wait_exit(10) == 0, b.describe()
+        t_exit = time.monotonic()
+        a.wait_for("leader", since=m, timeout=10)
         took = time.monotonic() - t_exit
         # the session closed over TLS: no wait for its expiry (2 s)
-        assert took < 1.5, "b led %.2f s after a's exit" % took
+        assert took < 1.5, "a led %.2f s after b's exit" % took
         for name, pr in bad.items():
             out, err = pr.communicate(timeout=15)
             err = err.decode(errors="replace")
             assert pr.returncode == 69, (name, pr.returncode, err[-2000:])
             assert '"event":"leader"' not in err.replace(" ", "") and "joined" not in err, (name, err)
-        code, out, err, t = h.run([TLS_BIN, "status", "--zk", zk.hostport, "--path", "/tls/e",
-                                   "--json"] + flags, timeout=15)
-        assert code == 0 and '"b"' in out, (code, out, err)
-        h.stop_cleanly([b])
-        print("tls: b led %.2f s after a's exit" % took)
+        zkp = ["--zk", zk.hostport, "--path", "/tls/e"]
+        reads = h.run_together([
+            [TLS_BIN, "status", "--json"] + zkp + flags,
+            [TLS_BIN, "history", "--json"] + zkp + flags,
+            [TLS_BIN, "audit", "--once", "--log", "json"] + zkp + flags], timeout=15)
+        (c1, o1, e1, _), (c2, o2, e2, _), (c3, o3, e3, _) = reads
+        assert c1 == 0 and '"a"' in o1, (c1, o1, e1)
+        assert c2 == 0, (c2, o2, e2)
+        terms = json.loads(o2)["terms"]
+        assert [t["id"] for t in terms] == ["a", "b", "a"], (c2, o2, e2)
+        assert c3 == 0, (c3, o3, e3)
+        h.stop_cleanly([a])
+        print("tls: a led %.2f s after b's exit" % took)
 
 
 def test_tls_settings_checked_at_start():
