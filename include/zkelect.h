@@ -238,7 +238,9 @@ struct zke_tls {
 int zke_tls_supported(void);
 /* The files are readable, parse, the key is the certificate's (with the
  * password), and the certificate is valid now (neither expired nor yet to
- * come). *not_after (may be NULL): when it expires (Unix seconds). -1 with a
+ * come). *not_after (may be NULL): when it expires (Unix seconds), set
+ * whenever the certificate could be read, also when -1 is returned (an
+ * expired one, a key that is not its own); else 0. -1 with a
  * one-line reason in err (never the password), also for any TLS setting
  * in a build without TLS. */
 int zke_check_tls(const struct zke_tls *tls, int64_t *not_after, char *err, size_t errlen);

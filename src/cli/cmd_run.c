@@ -510,6 +510,7 @@ static void load_policy(struct app *app, const struct opts *o, const struct zke_
     app->metrics = metrics_new(o->id, o->path);
     if (app->metrics == NULL)
         die(EX_SOFTWARE, "out of memory");
+    metrics_set_tls(app->metrics, run_tls.ca != NULL ? &run_tls : NULL);
     if (o->script == NULL)
         return;
     struct zke_policy_settings ps = {

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +27,24 @@
 static const double buckets[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                   1, 2.5, 5, 10, 30, 60 };
 #define NBUCKETS (sizeof buckets / sizeof buckets[0])
+
+/* a file as stat() saw it: a change of any is a new file (or a rewrite) */
+struct file_id {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    int ok;
+};
+
+/* --zk-tls-*: what the files say, read again when one changes */
+struct tls_watch {
+    const struct zke_tls *tls;   /* borrowed */
+    struct file_id cert, key;
+    int64_t not_after;           /* the certificate's end, Unix seconds; 0: unreadable */
+    int checked;                 /* read at least once */
+    int usable;                  /* zke_check_tls passed at the last reading */
+};
 
 struct transition {
     int64_t wall_ms;
@@ -79,6 +98,7 @@ struct metrics {
     int command;                 /* -- CMD: its counters are shown */
     uint64_t cmd_starts, cmd_restarts, cmd_kills, cmd_exits[CMD_EXITS];
     double process_start_s;      /* the process's start, seconds since the epoch; < 0 unknown */
+    struct tls_watch *tls;       /* --zk-tls-*: NULL without */
 };
 
 static int64_t wall_ms(void)
@@ -169,6 +189,7 @@ void metrics_free(metrics *m)
         return;
     free(m->id);
     free(m->path);
+    free(m->tls);
     free(m);
 }
 
@@ -374,6 +395,70 @@ void metrics_set_lua_bytes(metrics *m, long long bytes)
         m->lua_bytes = bytes;
 }
 
+void metrics_set_tls(metrics *m, const struct zke_tls *tls)
+{
+    if (m == NULL)
+        return;
+    free(m->tls);
+    m->tls = NULL;
+    if (tls == NULL)
+        return;
+    m->tls = calloc(1, sizeof *m->tls);
+    if (m->tls != NULL)
+        m->tls->tls = tls;
+}
+
+static struct file_id file_id_of(const char *path)
+{
+    struct stat st;
+    struct file_id f;
+    memset(&f, 0, sizeof f);
+    if (path == NULL || stat(path, &st) != 0)
+        return f;
+    f.dev = st.st_dev;
+    f.ino = st.st_ino;
+    f.size = st.st_size;
+    f.mtime = st.st_mtim;
+    f.ok = 1;
+    return f;
+}
+
+static int file_id_same(const struct file_id *a, const struct file_id *b)
+{
+    return a->ok == b->ok && a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* The files read again when either changed since the last reading: what
+ * the next connection will use. Usable: they pass the checks (readable, the
+ * key the certificate's) and the certificate has not expired since. */
+static int tls_refresh(struct tls_watch *w)
+{
+    struct file_id c = file_id_of(w->tls->cert), k = file_id_of(w->tls->key);
+    if (!w->checked || !file_id_same(&c, &w->cert) || !file_id_same(&k, &w->key)) {
+        char err[512];
+        w->usable = zke_check_tls(w->tls, &w->not_after, err, sizeof err) == 0;
+        w->cert = c;
+        w->key = k;
+        w->checked = 1;
+    }
+    return w->usable && w->not_after > (int64_t)time(NULL);
+}
+
+/* /status: "tls": the client certificate, its end, usable now; null without TLS */
+static void add_tls_json(cJSON *o, const metrics *m)
+{
+    if (m->tls == NULL) {
+        cJSON_AddNullToObject(o, "tls");
+        return;
+    }
+    int usable = tls_refresh(m->tls);
+    cJSON *t = cJSON_AddObjectToObject(o, "tls");
+    add_str_or_null(t, "cert", m->tls->tls->cert);
+    cJSON_AddNumberToObject(t, "cert_expires", (double)m->tls->not_after);
+    cJSON_AddBoolToObject(t, "usable", usable);
+}
+
 /* /status: the election's size (the census, nodes under the path, foreign
  * ones included, when there is one, else our last listing, which ages),
  * our predecessor, and our term. have: st is the agent's status. */
@@ -509,6 +594,7 @@ char *metrics_status_json(const metrics *m, zke_agent *a, size_t *len)
     cJSON_AddNumberToObject(rl, "failed", (double)m->reloads_failed);
     if (m->lua_bytes >= 0)
         cJSON_AddNumberToObject(o, "lua_bytes", (double)m->lua_bytes);
+    add_tls_json(o, m);
 
     char *txt = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -790,6 +876,22 @@ static void prom_process(struct sbuf *b, const metrics *m)
         m->process_start_s >= 0 ? m->process_start_s : (double)m->start_wall_ms / 1000.0);
 }
 
+/* /metrics: the client certificate (--zk-tls-*), when there is one */
+static void prom_tls(struct sbuf *b, const metrics *m)
+{
+    if (m->tls == NULL)
+        return;
+    int usable = tls_refresh(m->tls);
+    head(b, "zkelect_tls_cert_expiry_timestamp_seconds", "gauge",
+         "When the client certificate (--zk-tls-cert) expires, Unix seconds (0: unreadable); "
+         "read again when its file changes.");
+    put(b, "zkelect_tls_cert_expiry_timestamp_seconds %lld\n", (long long)m->tls->not_after);
+    head(b, "zkelect_tls_cert_usable", "gauge",
+         "1 while the TLS files pass the start's checks (readable, the key the certificate's, "
+         "not expired): the next connection can use them.");
+    put(b, "zkelect_tls_cert_usable %d\n", usable);
+}
+
 char *metrics_prometheus(const metrics *m, zke_agent *a, size_t *len)
 {
     struct zke_status st;
@@ -819,6 +921,7 @@ char *metrics_prometheus(const metrics *m, zke_agent *a, size_t *len)
     put(&b, "zkelect_reloads_total{result=\"failed\"} %llu\n", (unsigned long long)m->reloads_failed);
     prom_requests(&b, a);
     prom_process(&b, m);
+    prom_tls(&b, m);
     if (m->lua_bytes >= 0) {
         head(&b, "zkelect_lua_memory_bytes", "gauge", "Memory held by the policy's Lua state.");
         put(&b, "zkelect_lua_memory_bytes %lld\n", m->lua_bytes);

@@ -11,7 +11,9 @@
  * that is freeing the agent. The only I/O: /proc/self/stat and /proc/stat
  * once in metrics_new (the process's start time), and /proc/self/stat and a
  * listing of /proc/self/fd at each metrics_prometheus (the process_*
- * metrics, left out when /proc cannot be read).
+ * metrics, left out when /proc cannot be read); with metrics_set_tls, a
+ * stat() of the certificate and key files at each rendering, and a reading
+ * of them (zke_check_tls) when either changed.
  */
 #ifndef ZKELECT_METRICS_H
 #define ZKELECT_METRICS_H
@@ -54,6 +56,13 @@ void metrics_command_kill(metrics *m);
 /* The policy's Lua memory in bytes, shown as lua_bytes / zkelect_lua_memory_bytes;
  * negative (the default): no script, not shown. */
 void metrics_set_lua_bytes(metrics *m, long long bytes);
+
+/* --zk-tls-*: the client certificate's end and whether the files would
+ * pass the start's checks now, shown as /status's "tls" and the
+ * zkelect_tls_cert_* gauges. The files are read again when they change
+ * (stat: inode, size, mtime), as the client reads them again at every
+ * connection. tls is borrowed: it outlives m. NULL: no TLS (not shown). */
+void metrics_set_tls(metrics *m, const struct zke_tls *tls);
 
 /* Rendered documents, malloc'd (the caller frees), NULL when out of memory.
  * a may be NULL (the agent is gone): only what was recorded is shown (the

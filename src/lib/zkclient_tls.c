@@ -145,6 +145,8 @@ int zke_check_tls(const struct zke_tls *t, int64_t *not_after, char *err, size_t
         return -1;
     int rc = -1;
     EVP_PKEY *k = NULL;
+    if (not_after != NULL)
+        *not_after = asn1_seconds(X509_get0_notAfter(x));
     if (X509_cmp_current_time(X509_get0_notAfter(x)) <= 0) {
         snprintf(err, errlen, "TLS certificate %.200s expired (not after %lld, Unix seconds)",
                  t->cert, (long long)asn1_seconds(X509_get0_notAfter(x)));
@@ -172,8 +174,6 @@ int zke_check_tls(const struct zke_tls *t, int64_t *not_after, char *err, size_t
                  t->cert);
         goto out;
     }
-    if (not_after != NULL)
-        *not_after = asn1_seconds(X509_get0_notAfter(x));
     rc = 0;
 out:
     ERR_clear_error();

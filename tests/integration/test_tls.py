@@ -10,7 +10,9 @@ elect a leader, which hands over to the other (`ctl resign --to`: the
 hand-over reads the election on the agent's own TLS session) and leads again
 at once when the other stops (its session closed over TLS, not left to
 expire); `zkelect-tls status`, `history` and `audit --once` read the election
-over TLS too. A client
+over TLS too. The leader's /metrics and
+/status show its certificate's end (zkelect_tls_cert_expiry_timestamp_seconds)
+and read the file again when it changes (an expired one: usable 0). A client
 that does not trust
 the server's CA, and one whose certificate another CA signed (the server
 refuses the handshake), never connect and never lead (exit 69). Settings
@@ -18,9 +20,11 @@ are checked at start: an expired certificate, a key that is not the
 certificate's, or any TLS flag given to the plain build is refused (exit 78)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -86,6 +90,18 @@ def tls_flags(ca, cert, key):
     return ["--zk-tls-ca", ca, "--zk-tls-cert", cert, "--zk-tls-key", key]
 
 
+def get(port, path):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5) as r:
+        return r.read().decode()
+
+
+def gauge(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError("%s not in /metrics:\n%s" % (name, text))
+
+
 def ctl(sock, *args):
     code, out, err, t = h.run([TLS_BIN, "ctl", "--control", sock] + list(args), timeout=20)
     assert code == 0, (args, code, out, err)
@@ -135,13 +151,31 @@ def test_tls_only_server_elects_and_refuses_strangers():
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE),
         }
         flags = tls_flags(p["ca.pem"], p["client.pem"], p["client.key"])
-        a = TlsAgent(zk, "a", path="/tls/e", extra=flags + [
-            "--history", "--control", os.path.join(d, "a.sock")])
+        a_pem = os.path.join(d, "a.pem")    # a's own copy: renewed (and expired) below
+        shutil.copy(p["client.pem"], a_pem)
+        sport = h.free_port()
+        a = TlsAgent(zk, "a", path="/tls/e", extra=tls_flags(p["ca.pem"], a_pem, p["client.key"]) + [
+            "--status", "127.0.0.1:%d" % sport, "--history", "--control", os.path.join(d, "a.sock")])
         a.wait_for("leader", timeout=10)
         b = TlsAgent(zk, "b", path="/tls/e", extra=flags + [
             "--history", "--control", os.path.join(d, "b.sock")])
         start = [e for e in a.events() if e.get("event") == "start"][0]
-        assert start.get("tls") == p["client.pem"] and start.get("tls_cert_expires", 0) > time.time(), start
+        assert start.get("tls") == a_pem and start.get("tls_cert_expires", 0) > time.time(), start
+        # the certificate's end where operators alert, read again when the file changes
+        expires = start["tls_cert_expires"]
+        met = get(sport, "/metrics")
+        assert gauge(met, "zkelect_tls_cert_expiry_timestamp_seconds") == expires, met
+        assert gauge(met, "zkelect_tls_cert_usable") == 1, met
+        st = json.loads(get(sport, "/status"))["tls"]
+        assert st == {"cert": a_pem, "cert_expires": expires, "usable": True}, st
+        shutil.copy(p["expired.pem"], a_pem + ".new")
+        os.rename(a_pem + ".new", a_pem)
+        met = get(sport, "/metrics")
+        assert gauge(met, "zkelect_tls_cert_expiry_timestamp_seconds") < time.time(), met
+        assert gauge(met, "zkelect_tls_cert_usable") == 0, met
+        shutil.copy(p["client.pem"], a_pem + ".new")
+        os.rename(a_pem + ".new", a_pem)
+        assert json.loads(get(sport, "/status"))["tls"]["usable"] is True
         b.wait_for("follower", timeout=10)
         # resign --to: the hand-over reads the election on a's own TLS session
         m = b.mark()
