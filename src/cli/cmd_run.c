@@ -583,6 +583,7 @@ static void start_history(struct app *app, const struct opts *o, const char *asc
     struct zke_observer_settings s = {
         .zk = o->zk, .path = o->path, .session_timeout_ms = o->session_timeout,
         .connect_timeout_ms = -1, .auth_scheme = ascheme, .auth_credentials = acred,
+        .tls = run_tls.ca != NULL ? &run_tls : NULL,        /* as the agent's session */
     };
     struct zke_history_callbacks cb = { on_history, on_history_fatal, NULL };
     app->history = zke_history_reader_new(app->loop, &s, 1, &cb, app);

@@ -10,7 +10,7 @@ elect a leader, which hands over to the other (`ctl resign --to`: the
 hand-over reads the election on the agent's own TLS session) and leads again
 at once when the other stops (its session closed over TLS, not left to
 expire); `zkelect-tls status`, `history` and `audit --once` read the election
-over TLS too. The leader's /metrics and
+over TLS too, and so does the leader's /history. The leader's /metrics and
 /status show its certificate's end (zkelect_tls_cert_expiry_timestamp_seconds)
 and read the file again when it changes (an expired one: usable 0). A client
 that does not trust
@@ -206,6 +206,13 @@ def test_tls_only_server_elects_and_refuses_strangers():
         terms = json.loads(o2)["terms"]
         assert [t["id"] for t in terms] == ["a", "b", "a"], (c2, o2, e2)
         assert c3 == 0, (c3, o3, e3)
+        def history_ids():
+            try:
+                return [t["id"] for t in json.loads(get(sport, "/history"))["terms"]]
+            except urllib.error.HTTPError as e:     # 503 until its first reading
+                return e.code
+        h.wait_until(lambda: history_ids() == ["a", "b", "a"], timeout=5,
+                     desc="a's /history over TLS (%s)" % (history_ids(),))
         h.stop_cleanly([a])
         print("tls: a led %.2f s after b's exit" % took)
 
