@@ -17,12 +17,19 @@ that does not trust
 the server's CA, and one whose certificate another CA signed (the server
 refuses the handshake), never connect and never lead (exit 69). Settings
 are checked at start: an expired certificate, a key that is not the
-certificate's, or any TLS flag given to the plain build is refused (exit 78)."""
+certificate's, or any TLS flag given to the plain build is refused (exit 78).
+Without a ZooKeeper: a TCP listener that accepts and never speaks TLS holds
+no agent's loop (its /status answers during the handshake) and the agent
+exits 69 within its connect timeout; a server whose certificate expired is
+refused (exit 69)."""
 import json
 import os
 import shutil
+import socket
+import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -49,6 +56,7 @@ def make_pki(d):
     p = {k: os.path.join(d, k) for k in (
         "ca.pem", "ca.key", "other.pem", "other.key", "server.pem", "server.key", "server.p12",
         "client.pem", "client.key", "stranger.pem", "stranger.key", "expired.pem",
+        "oldsrv.pem", "oldsrv.key",
         "keystore.jks", "truststore.jks", "san.ext")}
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
     for ca in ("ca", "other"):
@@ -66,6 +74,7 @@ def make_pki(d):
     leaf("server", "ca", "localhost", ext=p["san.ext"])
     leaf("client", "ca", "zkelect")
     leaf("stranger", "other", "stranger")
+    leaf("oldsrv", "ca", "localhost", days="-1", ext=p["san.ext"])    # expired yesterday
     # a certificate of the client's key that expired yesterday
     sh("openssl", "x509", "-in", p["client.pem"], "-signkey", p["client.key"], "-out",
        p["expired.pem"], "-days", "-1")
@@ -126,7 +135,6 @@ def test_tls_only_server_elects_and_refuses_strangers():
             "secureClientPort=", ""), cfg
         assert "Mode: standalone" in zk.four("srvr")     # over TLS, as the harness asks
         # plain TCP on the port: no answer to a four-letter word
-        import socket
         with socket.create_connection(("127.0.0.1", zk.port), timeout=3) as s:
             s.sendall(b"ruok")
             try:
@@ -206,6 +214,8 @@ def test_tls_only_server_elects_and_refuses_strangers():
         terms = json.loads(o2)["terms"]
         assert [t["id"] for t in terms] == ["a", "b", "a"], (c2, o2, e2)
         assert c3 == 0, (c3, o3, e3)
+        # a's /history: its reader's own session is TLS too (the history reader has no
+        # log line for its connects: read until it shows the three terms)
         def history_ids():
             try:
                 return [t["id"] for t in json.loads(get(sport, "/history"))["terms"]]
@@ -217,9 +227,86 @@ def test_tls_only_server_elects_and_refuses_strangers():
         print("tls: a led %.2f s after b's exit" % took)
 
 
-def test_tls_settings_checked_at_start():
+class Listener:
+    """A loopback TCP server for the cases without ZooKeeper: each
+    connection accepted is held open and never written to (silent), or gets
+    a TLS handshake with the certificate given (ctx). Counts the accepts."""
+
+    def __init__(self, ctx=None):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.ctx, self.held, self.accepts, self.stop = ctx, [], 0, False
+        self.t = threading.Thread(target=self.serve, daemon=True)
+        self.t.start()
+
+    def serve(self):
+        for _ in range(600):            # bounded: 2 minutes of 0.2 s accepts
+            if self.stop:
+                return
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            self.accepts += 1
+            self.held.append(c)
+            if self.ctx is not None:
+                c.settimeout(2)
+                try:
+                    self.held.append(self.ctx.wrap_socket(c, server_side=True))
+                except (ssl.SSLError, OSError):
+                    pass                # the client refused our certificate
+
+    def close(self):
+        self.stop = True
+        self.t.join(5)
+        for c in self.held:
+            c.close()
+        self.sock.close()
+
+
+def test_tls_without_zookeeper():
+    """Settings checked at start (exit 78); a silent server holds no loop; an
+    expired server certificate is refused."""
     d = h.mkdtemp("tlsbad")
     p = make_pki(d)
+    flags = tls_flags(p["ca.pem"], p["client.pem"], p["client.key"])
+    silent = Listener()
+    sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    sctx.load_cert_chain(p["oldsrv.pem"], p["oldsrv.key"])
+    expired = Listener(sctx)
+    try:
+        sport = h.free_port()
+        run = ["run", "--path", "/tls/e", "--fail-stop", "off", "--connect-timeout", "3000",
+               "--session-timeout", "2000", "--log", "json"]
+        mute = subprocess.Popen([TLS_BIN] + run + ["--zk", "127.0.0.1:%d" % silent.port, "--id",
+                                "mute", "--status", "127.0.0.1:%d" % sport] + flags,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        old = subprocess.Popen([TLS_BIN] + run + ["--zk", "127.0.0.1:%d" % expired.port, "--id",
+                               "old"] + flags, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        t0 = time.monotonic()
+        h.wait_until(lambda: silent.accepts > 0, timeout=5, desc="a connection to the silent server")
+        # the handshake waits on the server: the loop answers meanwhile
+        answered = 0
+        for _ in range(5):
+            t = time.monotonic()
+            body = json.loads(get(sport, "/status"))
+            assert time.monotonic() - t < 0.5 and body["session"]["state"] != "connected", body
+            answered += 1
+            time.sleep(0.2)
+        err = mute.communicate(timeout=10)[1].decode(errors="replace")
+        took = time.monotonic() - t0
+        assert mute.returncode == 69 and took < 5, (mute.returncode, took, err[-2000:])
+        assert "no answer to the connect attempt" in err, err[-2000:]
+        err = old.communicate(timeout=10)[1].decode(errors="replace")
+        assert old.returncode == 69 and expired.accepts > 0, (old.returncode, err[-2000:])
+    finally:
+        silent.close()
+        expired.close()
     base = ["run", "--zk", "127.0.0.1:1", "--path", "/tls/e", "--id", "x", "--fail-stop", "off"]
     cases = [
         (TLS_BIN, tls_flags(p["ca.pem"], p["expired.pem"], p["client.key"]), "expired"),
@@ -229,9 +316,9 @@ def test_tls_settings_checked_at_start():
         (TLS_BIN, ["--zk-tls-ca", p["ca.pem"]], "together"),
         (h.ZKELECT_BIN, tls_flags(p["ca.pem"], p["client.pem"], p["client.key"]), "no TLS"),
     ]
-    for binary, flags, want in cases:
-        code, out, err, t = h.run([binary] + base + flags, timeout=10)
-        assert code == 78 and want in err, (binary, flags, code, err)
+    for binary, fl, want in cases:
+        code, out, err, t = h.run([binary] + base + fl, timeout=10)
+        assert code == 78 and want in err, (binary, fl, code, err)
 
 
 if __name__ == "__main__":
