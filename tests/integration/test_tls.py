@@ -21,7 +21,9 @@ certificate's, or any TLS flag given to the plain build is refused (exit 78).
 Without a ZooKeeper: a TCP listener that accepts and never speaks TLS holds
 no agent's loop (its /status answers during the handshake) and the agent
 exits 69 within its connect timeout; a server whose certificate expired is
-refused (exit 69)."""
+refused (exit 69); a key that stops being the certificate's (a renewal gone
+wrong: the files are read at every connection) fails the connections
+without a busy loop."""
 import json
 import os
 import shutil
@@ -227,6 +229,13 @@ def test_tls_only_server_elects_and_refuses_strangers():
         print("tls: a led %.2f s after b's exit" % took)
 
 
+def cpu_seconds(pid):
+    """user + system CPU time of a process (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Listener:
     """A loopback TCP server for the cases without ZooKeeper: each
     connection accepted is held open and never written to (silent), or gets
@@ -277,7 +286,19 @@ def test_tls_without_zookeeper():
     sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     sctx.load_cert_chain(p["oldsrv.pem"], p["oldsrv.key"])
     expired = Listener(sctx)
+    lame = Listener()
     try:
+        # a renewal gone wrong: the key swapped for one that is not the
+        # certificate's while the agent connects (the files are read at
+        # every connection): failed connections, not a busy loop
+        key = os.path.join(d, "renewed.key")
+        shutil.copy(p["client.key"], key)
+        renew = subprocess.Popen([TLS_BIN, "run", "--path", "/tls/e", "--fail-stop", "off",
+                                  "--zk", "127.0.0.1:%d" % lame.port, "--id", "renew",
+                                  "--connect-timeout", "20000", "--log", "json"] +
+                                 tls_flags(p["ca.pem"], p["client.pem"], key),
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
         sport = h.free_port()
         run = ["run", "--path", "/tls/e", "--fail-stop", "off", "--connect-timeout", "3000",
                "--session-timeout", "2000", "--log", "json"]
@@ -289,7 +310,10 @@ def test_tls_without_zookeeper():
                                "old"] + flags, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         t0 = time.monotonic()
-        h.wait_until(lambda: silent.accepts > 0, timeout=5, desc="a connection to the silent server")
+        h.wait_until(lambda: silent.accepts > 0 and lame.accepts > 0, timeout=5,
+                     desc="a connection to each silent server")
+        shutil.copy(p["stranger.key"], key + ".new")
+        os.rename(key + ".new", key)
         # the handshake waits on the server: the loop answers meanwhile
         answered = 0
         for _ in range(5):
@@ -298,6 +322,14 @@ def test_tls_without_zookeeper():
             assert time.monotonic() - t < 0.5 and body["session"]["state"] != "connected", body
             answered += 1
             time.sleep(0.2)
+        # its first attempt is cut after 1 s; from the second on, the key is not the cert's
+        h.wait_until(lambda: lame.accepts > 1, timeout=5, desc="a second connect attempt")
+        cpu0 = cpu_seconds(renew.pid)
+        time.sleep(1)                           # the window measured, not a wait
+        busy = cpu_seconds(renew.pid) - cpu0
+        print("tls: a broken key: %.2f CPU s in 1 s of failed connects" % busy)
+        renew.terminate()
+        assert renew.wait(10) == 0 and busy < 0.25, ("CPU seconds in 1 s", busy)
         err = mute.communicate(timeout=10)[1].decode(errors="replace")
         took = time.monotonic() - t0
         assert mute.returncode == 69 and took < 5, (mute.returncode, took, err[-2000:])
@@ -307,6 +339,7 @@ def test_tls_without_zookeeper():
     finally:
         silent.close()
         expired.close()
+        lame.close()
     base = ["run", "--zk", "127.0.0.1:1", "--path", "/tls/e", "--id", "x", "--fail-stop", "off"]
     cases = [
         (TLS_BIN, tls_flags(p["ca.pem"], p["expired.pem"], p["client.key"]), "expired"),
