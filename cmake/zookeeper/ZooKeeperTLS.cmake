@@ -85,9 +85,15 @@ add_library(zookeeper_st_tls STATIC
   ${_zkt_c}/src/zookeeper.c ${_zkt_c}/src/recordio.c ${_zkt_c}/generated/zookeeper.jute.c
   ${_zkt_c}/src/zk_log.c ${_zkt_c}/src/zk_hashtable.c ${_zkt_c}/src/addrvec.c ${_zkt_c}/src/st_adaptor.c
   ${_zkt_c}/src/hashtable/hashtable.c ${_zkt_c}/src/hashtable/hashtable_itr.c)
-# ZooKeeper's code, not ours: its own flags (no -Werror/-Wpedantic, no
-# sanitizers: as Debian's library), what its configure finds on Debian
-set_target_properties(zookeeper_st_tls PROPERTIES COMPILE_OPTIONS "-w" C_EXTENSIONS ON
+# ZooKeeper's code, not ours: its own flags (no -Werror/-Wpedantic), what
+# its configure finds on Debian. Under ZKELECT_SANITIZE, AddressSanitizer
+# too (the patch's code is checked where integration.tls runs it; not UBSan,
+# which would judge ZooKeeper's own code)
+set(_zkt_opts -w)
+if(ZKELECT_SANITIZE)
+  list(APPEND _zkt_opts -fsanitize=address -fno-omit-frame-pointer)
+endif()
+set_target_properties(zookeeper_st_tls PROPERTIES COMPILE_OPTIONS "${_zkt_opts}" C_EXTENSIONS ON
   POSITION_INDEPENDENT_CODE ON EXPORT_COMPILE_COMMANDS OFF)
 file(WRITE ${_zkt_root}/config.new/config.h "/* what its configure finds on Debian 12 */\n"
   "#define HAVE_OPENSSL_H 1\n#define HAVE_SYS_TIME_H 1\n#define HAVE_SYS_SOCKET_H 1\n"
