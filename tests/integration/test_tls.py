@@ -164,8 +164,9 @@ def test_tls_only_server_elects_and_refuses_strangers():
         a_pem = os.path.join(d, "a.pem")    # a's own copy: renewed (and expired) below
         shutil.copy(p["client.pem"], a_pem)
         sport = h.free_port()
-        a = TlsAgent(zk, "a", path="/tls/e", extra=tls_flags(p["ca.pem"], a_pem, p["client.key"]) + [
-            "--status", "127.0.0.1:%d" % sport, "--history", "--control", os.path.join(d, "a.sock")])
+        a = TlsAgent(zk, "a", path="/tls/e", extra=tls_flags(p["ca.pem"], a_pem, p["client.key"]) +
+                     ["--status", "127.0.0.1:%d" % sport, "--history",
+                      "--control", os.path.join(d, "a.sock")])
         a.wait_for("leader", timeout=10)
         b = TlsAgent(zk, "b", path="/tls/e", extra=flags + [
             "--history", "--control", os.path.join(d, "b.sock")])
@@ -329,7 +330,8 @@ def test_tls_without_zookeeper():
         busy = cpu_seconds(renew.pid) - cpu0
         print("tls: a broken key: %.2f CPU s in 1 s of failed connects" % busy)
         renew.terminate()
-        assert renew.wait(10) == 0 and busy < 0.25, ("CPU seconds in 1 s", busy)
+        # a busy loop took 0.97 s; failed connects take 0.04 s, 0.23 s under ASan
+        assert renew.wait(10) == 0 and busy < 0.5, ("CPU seconds in 1 s", busy)
         err = mute.communicate(timeout=10)[1].decode(errors="replace")
         took = time.monotonic() - t0
         assert mute.returncode == 69 and took < 5, (mute.returncode, took, err[-2000:])
