@@ -883,6 +883,16 @@ enum zke_write_type { ZKE_WRITE_CREATE = 0, ZKE_WRITE_SET, ZKE_WRITE_DELETE, ZKE
 #define ZKE_WRITE_EPHEMERAL  1   /* create: the node goes with the session */
 #define ZKE_WRITE_SEQUENTIAL 2   /* create: ZooKeeper appends a sequence */
 #define ZKE_WRITE_MAX_OPS    32  /* ops per write (the guard's check is one more) */
+/* The paths and data of one write together, in bytes: one request and one
+ * transaction well below ZooKeeper's jute.maxbuffer (1 MiB by default; a
+ * server closes the connection that sends a larger packet, the lease's
+ * renewals in flight with it), like a candidate's own data. */
+#define ZKE_WRITE_MAX_BYTES  524288     /* 512 KiB */
+/* An agent's writes out at once (sent or queued, not answered), and their
+ * paths and data together: the session answers in order, so a renewal sent
+ * behind them waits for at most these (a write beyond is refused, "busy"). */
+#define ZKE_WRITE_MAX_OUT        8
+#define ZKE_WRITE_MAX_OUT_BYTES  1048576    /* 1 MiB */
 
 struct zke_write_op {
     enum zke_write_type type;
@@ -933,7 +943,10 @@ typedef void zke_write_fn(zke_agent *a, const struct zke_write_result *r, void *
  * "freed" from inside zke_agent_free, the agent still valid), or -1 with
  * zke_agent_errstr set and nothing called: not that term (not leading,
  * another epoch, its step-down begun or its lease out: the message starts
- * with "term_ended"), a path not allowed or not valid, a bad op, no memory.
+ * with "term_ended"), a path not allowed or not valid, a bad op, more than
+ * ZKE_WRITE_MAX_BYTES of paths and data, ZKE_WRITE_MAX_OUT writes (or
+ * ZKE_WRITE_MAX_OUT_BYTES) out already (the message starts with "busy":
+ * retry after a done()), no memory.
  * The result and its strings are borrowed: valid only during done().
  * Queued behind the session's other requests (at most 128 in flight per
  * session), like every request of the agent. Loop thread only, any time

@@ -34,6 +34,7 @@ struct gwrite {
     void *ud;
     int64_t epoch;
     int n;                      /* the host's ops (the guard is one more) */
+    size_t bytes;               /* their paths and data (ZKE_WRITE_MAX_OUT_BYTES) */
     int term_over;              /* its term ended while it was out */
     int concluded;              /* the outcome is set: the callback is due */
     ev_timer t;                 /* the callback's zero timer */
@@ -245,22 +246,51 @@ static int to_zkc_op(const zke_agent *a, const struct zke_write_op *o, struct zk
     return 0;
 }
 
-/* The ops with the guard first (n + 1 of them, into z); 0, or -1 with
- * a->err set. guard: the term node's path. */
+/* The ops with the guard first (n + 1 of them, into z), their paths and
+ * data in *bytes; 0, or -1 with a->err set. guard: the term node's path. */
 static int build_ops(zke_agent *a, const struct zke_write_op *ops, int n, const char *guard,
-                     struct zkc_op *z)
+                     struct zkc_op *z, size_t *bytes)
 {
     char err[WRITEPATH_MAX + 600];
     memset(&z[0], 0, sizeof z[0]);
     z[0].type = ZKC_OP_CHECK;
     z[0].path = guard;
     z[0].version = -1;
-    for (int i = 0; i < n; i++)
+    *bytes = 0;
+    for (int i = 0; i < n; i++) {
         if (to_zkc_op(a, &ops[i], &z[i + 1], i, err, sizeof err) != 0) {
             agent_err(a, "%s", err);
             return -1;
         }
+        /* each term below 512 KiB + WRITEPATH_MAX (to_zkc_op): no overflow */
+        *bytes += strlen(z[i + 1].path) + (z[i + 1].data != NULL ? z[i + 1].len : 0);
+    }
+    if (*bytes > ZKE_WRITE_MAX_BYTES) {
+        agent_err(a, "the ops' paths and data are %zu bytes together, more than %d (512 KiB)",
+                  *bytes, ZKE_WRITE_MAX_BYTES);
+        return -1;
+    }
     return 0;
+}
+
+/* 0 when one more write of `bytes` keeps the agent's writes out within
+ * ZKE_WRITE_MAX_OUT and ZKE_WRITE_MAX_OUT_BYTES, else -1 with a->err set
+ * ("busy"). Out: not answered yet (a concluded one waits for its
+ * callback only). */
+static int room_for(zke_agent *a, size_t bytes)
+{
+    int out = 0;
+    size_t out_bytes = 0;
+    for (const struct gwrite *w = a->writes; w != NULL; w = w->next)
+        if (!w->concluded) {
+            out++;
+            out_bytes += w->bytes;
+        }
+    if (out < ZKE_WRITE_MAX_OUT && out_bytes + bytes <= ZKE_WRITE_MAX_OUT_BYTES)
+        return 0;
+    agent_err(a, "busy: %d guarded writes of %zu bytes are out (at most %d, %d bytes): retry "
+              "after an answer", out, out_bytes, ZKE_WRITE_MAX_OUT, ZKE_WRITE_MAX_OUT_BYTES);
+    return -1;
 }
 
 static struct gwrite *write_new(zke_agent *a, int n, int64_t epoch, zke_write_fn *done, void *ud)
@@ -314,7 +344,8 @@ int zke_agent_write(zke_agent *a, int64_t epoch, const struct zke_write_op *ops,
         agent_err(a, "out of memory");
         return -1;
     }
-    if (build_ops(a, ops, n, guard, z) != 0 || scope_add(term, &w->res) != 0) {
+    if (build_ops(a, ops, n, guard, z, &w->bytes) != 0 || room_for(a, w->bytes) != 0 ||
+        scope_add(term, &w->res) != 0) {
         if (w->res.owner == NULL && scope_cancelled(term))
             agent_err(a, "term_ended: the term of epoch %" PRId64 " is ending", epoch);
         free(guard);

@@ -139,6 +139,17 @@ static void write_cb(zke_agent *a, const struct zke_write_result *r, void *ud)
     h->wait_end(run, n);
 }
 
+/* The path at idx: a string without a NUL byte (the C side would cut it
+ * there, and write elsewhere than the script named). */
+static const char *check_path(lua_State *L, int idx, int arg)
+{
+    size_t len;
+    const char *p = luaL_checklstring(L, idx, &len);
+    if (strlen(p) != len)
+        luaL_argerror(L, arg, "the path contains a NUL byte");
+    return p;
+}
+
 /* Reads {version = n} (or nil) at idx: -1 when absent. */
 static int opt_version(lua_State *L, int idx)
 {
@@ -174,7 +185,7 @@ static void multi_op(lua_State *L, int idx, struct zke_write_op *o)
     lua_getfield(L, idx, "op");
     o->type = (enum zke_write_type)luaL_checkoption(L, -1, NULL, type_names);
     lua_getfield(L, idx, "path");
-    o->path = luaL_checkstring(L, -1);
+    o->path = check_path(L, -1, 1);
     lua_getfield(L, idx, "data");
     o->data = lua_isnil(L, -1) ? NULL : luaL_checklstring(L, -1, &o->len);
     lua_pop(L, 3);              /* the strings live on in the table */
@@ -201,7 +212,7 @@ static int read_ops(lua_State *L, enum zkw_kind kind, struct zke_write_op *ops)
         }
         return (int)n;
     }
-    ops[0].path = luaL_checkstring(L, 1);
+    ops[0].path = check_path(L, 1, 1);
     ops[0].version = -1;
     if (kind == ZKW_CREATE || kind == ZKW_SET) {
         ops[0].data = luaL_optlstring(L, 2, kind == ZKW_SET ? "" : NULL, &ops[0].len);
@@ -261,10 +272,12 @@ static int l_write(lua_State *L)
         const char *err = zke_agent_errstr(a);
         free(op);
         free(c);
-        if (strncmp(err, "op ", 3) == 0 || strncmp(err, "a write takes", 13) == 0)
+        if (strncmp(err, "op ", 3) == 0 || strncmp(err, "a write takes", 13) == 0 ||
+            strncmp(err, "the ops' paths", 14) == 0)
             return luaL_error(L, "%s: %s", what, err);
         return refuse(L, err, strncmp(err, "term_ended", 10) == 0 ? "ETERM"
                               : strncmp(err, "not running", 11) == 0 ? "ESTOPPED"
+                              : strncmp(err, "busy", 4) == 0 ? "EBUSY"
                               : "EUNREACHABLE");
     }
     op->run = h->wait_begin(h->ud, L, &op->w, what);

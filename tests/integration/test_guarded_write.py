@@ -9,7 +9,10 @@ stays B's. A plain write held the same way on another live session through
 the same proxy does land after the successor's: the guard is what stops
 A's. A's on_stepdown then tries another write: its term has ended, and the
 write is refused before it is sent (ETERM). B's multi whose second op fails
-applies nothing and names that op; paths outside the allow-list raise. On a build whose guard checks
+applies nothing and names that op; paths outside the allow-list raise, and
+so do a write of more than 512 KiB of paths and data (sent, ZooKeeper would
+drop the session's connection: its packet above jute.maxbuffer) and a path
+with a NUL byte (cut there, it would write elsewhere). On a build whose guard checks
 the election folder instead of A's node, A's held write lands after B's
 (the value A's, version 2) and this test fails; so it does on code without
 --zk-write-prefixes."""
@@ -61,6 +64,9 @@ def test_a_deposed_leaders_guarded_write_fails_in_zookeeper():
             raised = script_line(b, "raised", since=mb)["msg"]
             assert raised.startswith("raised true true true: ") and "not under a write prefix" in \
                 raised and "candidate's node" in raised and "'..' component" in raised, raised
+            bounded = script_line(b, "bounded", since=mb)["msg"]
+            assert bounded.startswith("bounded true true: ") and "512 KiB" in bounded and \
+                "NUL" in bounded, bounded
             kz.set("/gw/plain", b"new")                       # the successor's plain write
             assert kz.get("/gw/value")[0].startswith(b"b@"), kz.get("/gw/value")
             a.sigcont()
@@ -78,6 +84,7 @@ def test_a_deposed_leaders_guarded_write_fails_in_zookeeper():
             sd = script_line(a, "stepdown_write", since=ma)
             assert "code=ETERM" in sd["msg"], sd
             assert kz.exists("/gw/m1") is None          # the failed multi applied nothing
+            assert kz.exists("/gw/big1") is None and kz.exists("/gw/nul") is None
             value, st = kz.get("/gw/value")
             assert value.startswith(b"b@") and st.version == 1, (value, st)
             for x in (a, b):
@@ -85,6 +92,61 @@ def test_a_deposed_leaders_guarded_write_fails_in_zookeeper():
                 assert x.wait_exit(10) == 0
         finally:
             held.stop()
+            kz.stop()
+
+
+def test_the_c_api_bounds_writes_and_answers_each_once():
+    """zke_agent_write from C (tests/tools/api_host.c): of a burst of 20
+    writes 8 are taken (ZKE_WRITE_MAX_OUT; the others refused "busy", so a
+    renewal never waits behind more), of 4 of 300 KB 3 (1 MiB out); one of
+    600 KB is refused (the 2 x 300 KiB
+    multi of the test above is refused for the sum); after a resign the term's write is refused
+    (term_ended); freeing the agent inside a write's answer answers every
+    other write exactly once ("freed" or its outcome)."""
+    from test_api import ApiHost, no_violation
+    with h.ZooKeeper() as zk:
+        kz = KazooClient(hosts=zk.hostport, timeout=10)
+        kz.start(timeout=10)
+        host = ApiHost(zk)
+        try:
+            kz.create("/cw/e/state", b"", makepath=True)
+            host.send("add a own /cw/e")
+            host.wait_ev("a", "leader")
+
+            def burst(cmd, answers):
+                m = host.mark()
+                host.send(cmd)
+                line = host.wait_line(lambda l: l.startswith("write a "), since=m)
+                host.wait_line(lambda l: len([x for x in host.lines()[m:]
+                                              if x.startswith("wrote a ")]) >= answers, since=m,
+                               desc="%d answers to %s" % (answers, cmd))
+                return line, [x for x in host.lines()[m:] if x.startswith("wrote a ")]
+            line, got = burst("write a 20 10", 8)
+            assert line.startswith("write a accepted=8 refused=12 first=busy: 8 guarded writes"), line
+            assert all("reason=- applied=1" in x for x in got), got
+            line, got = burst("write a 4 300000", 3)
+            assert line.startswith("write a accepted=3 refused=1 first=busy"), line
+            assert all("reason=- applied=1" in x for x in got), got
+            line, _ = burst("write a 1 600000", 0)
+            assert "accepted=0" in line and "512 KiB" in line, line
+            assert kz.get("/cw/e/state")[1].version == 11
+            m = host.mark()
+            host.send("resign a")
+            host.wait_ev("a", "stepdown", since=m)
+            line, _ = burst("write a 1 1", 0)
+            assert "accepted=0" in line and "first=term_ended" in line, line
+            host.wait_ev("a", "leader", since=m)
+            line, got = burst("writefree a 5", 5)
+            assert line.startswith("write a accepted=5"), line
+            assert [x.split()[2] for x in got] == ["0", "1", "2", "3", "4"] or \
+                sorted(x.split()[2] for x in got) == ["0", "1", "2", "3", "4"], got
+            host.wait_line(lambda l: l.startswith("action a free in=write"))
+            print("  info: freed inside an answer: %s" % "; ".join(got))
+            host.send("quit")
+            host.proc.wait(10)
+            no_violation(host)
+        finally:
+            host.kill()
             kz.stop()
 
 

@@ -22,6 +22,10 @@
  *                              info, warn, error), counts of NAME's (conn's) lines reset
  *   logcount NAME|conn         the lines its log callback got since, by level
  *   conn_free                  try zke_conn_free (prints its result)
+ *   write NAME N SIZE          N guarded writes at once (zke_agent_write in NAME's last
+ *                              term: each sets PATH/state to SIZE bytes); prints how many
+ *                              were accepted and the first refusal, then each answer
+ *   writefree NAME N           the same (SIZE 1), and NAME freed inside the first answer
  *   quit                       stop every agent, free each in its on_stopped, free the
  *                              conn, print the counts, exit (0, or 1 after a violation)
  *
@@ -51,6 +55,8 @@ struct rec {
     int logs[ZKE_LOG_ERROR + 1];    /* lines its log callback got, by level */
     enum zke_event_type arm_ev;
     char arm_action[64];
+    int64_t epoch;                  /* of its last on_leader */
+    int free_in_write;              /* writefree: free it inside the next answer */
 };
 
 static struct rec recs[MAXA];
@@ -128,6 +134,7 @@ static void on_event(zke_agent *a, const struct zke_event *ev, void *ud)
         if (r->leading)
             violation(r, "on_leader while leading");
         r->leading = 1;
+        r->epoch = ev->epoch;
     } else if (ev->type == ZKE_EV_STEPDOWN) {
         if (!r->leading)
             violation(r, "on_stepdown while not leading");
@@ -221,6 +228,57 @@ static void add(const char *name, const char *kind, const char *path, int tick)
         return;
     }
     out("added %s %s %s", name, kind, path);
+}
+
+struct wr {
+    struct rec *r;
+    zke_agent *a;
+    int i, done;
+};
+
+static void on_write(zke_agent *a, const struct zke_write_result *res, void *ud)
+{
+    struct wr *w = ud;
+    if (a != w->a || w->done++)
+        violation(w->r, "write answered twice or for another agent");
+    out("wrote %s %d reason=%s applied=%d nops=%d error=%s", w->r->name, w->i,
+        res->reason ? res->reason : "-", res->applied, res->nops,
+        res->nops == 1 && res->ops[0].error ? res->ops[0].error : "-");
+    if (w->r->free_in_write && w->r->a != NULL) {
+        w->r->free_in_write = 0;
+        do_action(w->r, "free", "write");
+    }
+    free(w);
+}
+
+/* "write"/"writefree": n writes of size bytes each in r's last term. */
+static void writes(struct rec *r, long n, long size, int free_in_write)
+{
+    static char data[600 * 1024];
+    char path[300];
+    memset(data, 'w', sizeof data);
+    snprintf(path, sizeof path, "%s/state", r->path);
+    struct zke_write_op op = { .type = ZKE_WRITE_SET, .path = path, .data = data,
+                               .len = (size_t)size, .version = -1 };
+    int ok = 0;
+    char first[512] = "-";
+    for (long i = 0; i < n; i++) {
+        struct wr *w = calloc(1, sizeof *w);
+        if (w == NULL)
+            return;
+        w->r = r;
+        w->a = r->a;
+        w->i = (int)i;
+        if (zke_agent_write(r->a, r->epoch, &op, 1, on_write, w) == 0) {
+            ok++;
+        } else {
+            if (first[0] == '-')
+                snprintf(first, sizeof first, "%s", zke_agent_errstr(r->a));
+            free(w);
+        }
+    }
+    r->free_in_write = free_in_write && ok > 0;
+    out("write %s accepted=%d refused=%ld first=%s", r->name, ok, n - ok, first);
 }
 
 static void finish(void)
@@ -341,6 +399,12 @@ static void command(char *line)
     } else if (strcmp(a, "logcount") == 0 && (r != NULL || strcmp(b, "conn") == 0)) {
         const int *l = r != NULL ? r->logs : conn_logs;
         out("logcount %s debug=%d info=%d warn=%d error=%d", b, l[0], l[1], l[2], l[3]);
+    } else if ((strcmp(a, "write") == 0 && n == 4) || (strcmp(a, "writefree") == 0 && n == 3)) {
+        long cnt = strtol(c, NULL, 10), size = n == 4 ? strtol(d, NULL, 10) : 1;
+        if (r == NULL || r->a == NULL || cnt < 1 || cnt > 100 || size < 0 || size > 600L * 1024)
+            out("error %s %s: no such agent, or N not in 1..100, SIZE not in 0..614400", a, b);
+        else
+            writes(r, cnt, size, a[5] == 'f');
     } else if (strcmp(a, "conn_free") == 0) {
         int rc = zke_conn_free(conn);
         out("conn_free rc=%d %s", rc, rc ? zke_conn_errstr(conn) : "");

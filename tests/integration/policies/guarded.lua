@@ -3,7 +3,8 @@
 -- candidate "a" waits 0.6 s first (the test holds its connection silent by
 -- then). on_stepdown tries one more write, which its ended term refuses.
 -- "b" also tries a multi whose second op fails (nothing applied, the op's
--- index returned) and paths the allow-list refuses (they raise).
+-- index returned), paths the allow-list refuses and writes past the bounds
+-- (a NUL in a path, more than 512 KiB of paths and data: they raise).
 local function note(fmt, ...)
   zkelect.log("info", string.format(fmt, ...))
 end
@@ -31,6 +32,11 @@ function on_leader(ev)
     local ok3, e3 = pcall(zkelect.zk.create, "/gw/../x", "x")
     note("raised %s %s %s: %s | %s | %s", tostring(not ok1), tostring(not ok2), tostring(not ok3),
          tostring(e1), tostring(e2), tostring(e3))
+    local big = string.rep("x", 300 * 1024)
+    local ok4, e4 = pcall(zkelect.zk.multi, { { op = "create", path = "/gw/big1", data = big },
+                                              { op = "create", path = "/gw/big2", data = big } })
+    local ok5, e5 = pcall(zkelect.zk.create, "/gw/nul\0/../../zookeeper", "x")
+    note("bounded %s %s: %s | %s", tostring(not ok4), tostring(not ok5), tostring(e4), tostring(e5))
   end
 end
 
