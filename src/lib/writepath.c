@@ -143,6 +143,13 @@ int writepath_allowed(const char *election, const char *prefixes, const char *pa
         }
         return 0;
     }
+    size_t n = strlen(election);
+    if (!check && strncmp(path, election, n) == 0 && strncmp(path + n, ".history", 8) == 0 &&
+        (path[n + 8] == '\0' || path[n + 8] == '/')) {
+        snprintf(err, errlen, "write path '%s' is the election's history (%s.history, the "
+                 "audit's evidence): only its leaders' records write there", path, election);
+        return -1;
+    }
     if (each_prefix(prefixes, under_one, (void *)path) == 1)
         return 0;
     snprintf(err, errlen, "write path '%s' is outside the election folder '%s' and not under a "

@@ -6,7 +6,9 @@
  * direct child whose name carries a sequence (el_parse_seq: a candidate's
  * node, or a name the election would order as one), nor a sequential
  * create directly in it (ZooKeeper would append one). Outside it: at or
- * under one of the prefixes (comma-separated absolute paths). Every path
+ * under one of the prefixes (comma-separated absolute paths), but never
+ * the election's history (<election>.history and below, history.h: the
+ * audit's evidence; a check only is allowed there). Every path
  * is checked as a path: absolute, no empty, '.' or '..' component, no
  * trailing '/', no control character, not under /zookeeper.
  */

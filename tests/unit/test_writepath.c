@@ -1,7 +1,8 @@
 /* test_writepath.c - where a leader-guarded write may write
  * (src/lib/writepath.c): inside the election folder but never the folder
  * itself or a candidate's node (a child whose name ends in a sequence, a
- * sequential create there), outside it only at or under a write prefix;
+ * sequential create there), outside it only at or under a write prefix
+ * and never the election's history;
  * relative paths, '.', '..', empty components, /zookeeper refused. */
 #include <string.h>
 
@@ -41,6 +42,16 @@ static void test_outside_only_under_a_prefix(void)
     CHECK(ok("/app/config", "/app/config/x-0000000001", 1, 0));   /* no election there */
 }
 
+static void test_never_the_history(void)
+{
+    CHECK(!ok("/app", "/app/el.history", 0, 0));
+    CHECK(strstr(err, "history") != NULL);
+    CHECK(!ok("/app", "/app/el.history/term-0000000000000000011", 0, 0));
+    CHECK(!ok("/app/el.history", "/app/el.history/x", 1, 0));
+    CHECK(ok("/app", "/app/el.history", 0, 1));            /* a check only */
+    CHECK(ok("/app", "/app/el.historyx", 0, 0));           /* a name that only starts alike */
+}
+
 static void test_bad_paths_are_refused(void)
 {
     const char *bad[] = { "", "app/el/x", "/app/el/../config", "/app/el/./x", "/app/el//x",
@@ -72,6 +83,7 @@ int main(void)
 {
     RUN(test_inside_the_folder_but_not_a_candidate);
     RUN(test_outside_only_under_a_prefix);
+    RUN(test_never_the_history);
     RUN(test_bad_paths_are_refused);
     RUN(test_prefix_lists_are_checked);
     return check_done();
