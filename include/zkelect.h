@@ -937,6 +937,20 @@ struct zke_write_result {
 
 typedef void zke_write_fn(zke_agent *a, const struct zke_write_result *r, void *ud);
 
+/* The agent's guarded writes by outcome, since zke_agent_new: count[i] is
+ * the outcome zke_write_outcome_name(i) names: "applied" and each reason of
+ * zke_write_result (every done() counts once), then the calls that
+ * returned -1: "refused_term" (not the acting term, or the agent not
+ * running), "busy", "invalid" (a
+ * path, an op, the size; or no memory, or the session refused it). */
+#define ZKE_WRITE_OUTCOMES 12
+struct zke_write_counts {
+    uint64_t count[ZKE_WRITE_OUTCOMES];
+};
+const char *zke_write_outcome_name(int i);
+/* Fills *out. Loop thread; any time between zke_agent_new and zke_agent_free. */
+void zke_agent_write_counts(const zke_agent *a, struct zke_write_counts *out);
+
 /* Sends n ops (1..ZKE_WRITE_MAX_OPS; everything copied) guarded by the
  * term `epoch` (zke_event.epoch of its on_leader). Returns 0 (done()
  * follows, exactly once, from the loop: never from inside this call; with

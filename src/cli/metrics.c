@@ -824,6 +824,21 @@ static void prom_requests(struct sbuf *b, const zke_agent *a)
     put(b, "zkelect_zk_listed_children_total %llu\n", (unsigned long long)r.listed_names);
 }
 
+/* /metrics: the policy's guarded writes (zkelect.zk) by outcome. */
+static void prom_writes(struct sbuf *b, const zke_agent *a)
+{
+    struct zke_write_counts c;
+    memset(&c, 0, sizeof c);
+    if (a != NULL)
+        zke_agent_write_counts(a, &c);
+    head(b, "zkelect_guarded_writes_total", "counter",
+         "Leader-guarded writes (zkelect.zk) by outcome: applied, a reason ZooKeeper or the "
+         "agent gave, or a call refused (refused_term, busy, invalid).");
+    for (int i = 0; i < ZKE_WRITE_OUTCOMES; i++)
+        put(b, "zkelect_guarded_writes_total{result=\"%s\"} %llu\n", zke_write_outcome_name(i),
+            (unsigned long long)c.count[i]);
+}
+
 /* Open descriptors: the entries of /proc/self/fd but the directory's own. -1 unknown. */
 static long open_fds(void)
 {
@@ -920,6 +935,7 @@ char *metrics_prometheus(const metrics *m, zke_agent *a, size_t *len)
     put(&b, "zkelect_reloads_total{result=\"ok\"} %llu\n", (unsigned long long)m->reloads_ok);
     put(&b, "zkelect_reloads_total{result=\"failed\"} %llu\n", (unsigned long long)m->reloads_failed);
     prom_requests(&b, a);
+    prom_writes(&b, a);
     prom_process(&b, m);
     prom_tls(&b, m);
     if (m->lua_bytes >= 0) {

@@ -122,6 +122,7 @@ struct zke_agent {
     void *tap_ud;
     struct handover *handover;  /* agent_handover.c: zke_agent_resign_to under way, or NULL */
     struct gwrite *writes;      /* agent_write.c: guarded writes whose callback has not run */
+    uint64_t write_counts[ZKE_WRITE_OUTCOMES];  /* agent_write.c: zke_agent_write_counts */
 };
 
 

@@ -46,6 +46,39 @@ struct gwrite {
     char **created;             /* created paths, owned */
 };
 
+static const char *const outcome_names[ZKE_WRITE_OUTCOMES] = {
+    "applied", "deposed", "failed", "term_ended", "late", "unreachable", "stopped", "freed",
+    "internal", "refused_term", "busy", "invalid"
+};
+
+const char *zke_write_outcome_name(int i)
+{
+    return i >= 0 && i < ZKE_WRITE_OUTCOMES ? outcome_names[i] : NULL;
+}
+
+void zke_agent_write_counts(const zke_agent *a, struct zke_write_counts *out)
+{
+    memcpy(out->count, a->write_counts, sizeof out->count);
+}
+
+static void count(zke_agent *a, const char *outcome)
+{
+    for (int i = 0; i < ZKE_WRITE_OUTCOMES; i++)
+        if (strcmp(outcome_names[i], outcome) == 0) {
+            a->write_counts[i]++;
+            return;
+        }
+}
+
+/* zke_agent_write's -1 (a->err set): counted by its message. */
+static int refused(zke_agent *a)
+{
+    const char *e = zke_agent_errstr(a);
+    count(a, strncmp(e, "term_ended", 10) == 0 ? "refused_term"
+             : strncmp(e, "busy", 4) == 0 ? "busy" : "invalid");
+    return -1;
+}
+
 static void write_free(struct gwrite *w)
 {
     if (w->created != NULL)
@@ -83,6 +116,7 @@ static int deliver(struct gwrite *w, int freeing)
     r.failed_op = w->failed_op;
     r.nops = w->n;
     r.ops = w->ops;
+    count(a, r.reason != NULL ? r.reason : "applied");
     if (!freeing) {
         agent_alog(a, r.reason == NULL ? ZKE_LOG_DEBUG : ZKE_LOG_WARN,
                    "guarded write (epoch %" PRId64 ", %d op%s): %s%s%s", w->epoch, w->n,
@@ -324,17 +358,18 @@ int zke_agent_write(zke_agent *a, int64_t epoch, const struct zke_write_op *ops,
 {
     if (a->life != AL_RUNNING || a->zkc == NULL) {
         agent_err(a, "not running (not started, or stopping)");
+        count(a, "refused_term");
         return -1;
     }
     if (ops == NULL || n < 1 || n > ZKE_WRITE_MAX_OPS || done == NULL) {
         agent_err(a, "a write takes 1..%d ops and a callback", ZKE_WRITE_MAX_OPS);
-        return -1;
+        return refused(a);
     }
     scope *term = agent_term(a);
     if (term == NULL || a->term.epoch != epoch || a->term.node == NULL) {
         agent_err(a, "term_ended: the term of epoch %" PRId64 " is not the one acting%s", epoch,
                   term == NULL ? " (no term acts: not leading, or its step-down began)" : "");
-        return -1;
+        return refused(a);
     }
     char *guard = zkc_child_path(a->set.path, a->term.node);
     struct zkc_op z[ZKE_WRITE_MAX_OPS + 1];
@@ -342,7 +377,7 @@ int zke_agent_write(zke_agent *a, int64_t epoch, const struct zke_write_op *ops,
     if (w == NULL) {
         free(guard);
         agent_err(a, "out of memory");
-        return -1;
+        return refused(a);
     }
     if (build_ops(a, ops, n, guard, z, &w->bytes) != 0 || room_for(a, w->bytes) != 0 ||
         scope_add(term, &w->res) != 0) {
@@ -350,7 +385,7 @@ int zke_agent_write(zke_agent *a, int64_t epoch, const struct zke_write_op *ops,
             agent_err(a, "term_ended: the term of epoch %" PRId64 " is ending", epoch);
         free(guard);
         write_free(w);
-        return -1;
+        return refused(a);
     }
     zkclient_tag(a->zkc, &w->owner);
     int rc = zkclient_multi(a->zkc, z, n + 1, write_done, w);
@@ -359,7 +394,7 @@ int zke_agent_write(zke_agent *a, int64_t epoch, const struct zke_write_op *ops,
         agent_err(a, "not sent: %s", zkclient_error(a->zkc));
         scope_remove(&w->res);
         write_free(w);
-        return -1;
+        return refused(a);
     }
     w->next = a->writes;
     a->writes = w;

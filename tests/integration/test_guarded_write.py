@@ -15,10 +15,12 @@ drop the session's connection: its packet above jute.maxbuffer) and a path
 with a NUL byte (cut there, it would write elsewhere). On a build whose guard checks
 the election folder instead of A's node, A's held write lands after B's
 (the value A's, version 2) and this test fails; so it does on code without
---zk-write-prefixes."""
+--zk-write-prefixes. B's /metrics counts its writes by outcome."""
 import os
+import re
 import signal
 import sys
+import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -49,7 +51,8 @@ def test_a_deposed_leaders_guarded_write_fails_in_zookeeper():
                         session_timeout=None, extra=extra)
             script_line(a, "ready", timeout=15)
             px.hold(30)                                       # A's write goes into the hold
-            b = h.Agent(zk, "b", path=PATH, script=POLICY, session_timeout=None, extra=extra)
+            b = h.Agent(zk, "b", path=PATH, script=POLICY, session_timeout=None,
+                        extra=extra + ["--status", "127.0.0.1:0"])
             ma, mb = a.mark(), b.mark()
             script_line(a, "writing", timeout=5)
             held.set_async("/gw/plain", b"stale")             # held too: a plain write
@@ -87,6 +90,12 @@ def test_a_deposed_leaders_guarded_write_fails_in_zookeeper():
             assert kz.exists("/gw/big1") is None and kz.exists("/gw/nul") is None
             value, st = kz.get("/gw/value")
             assert value.startswith(b"b@") and st.version == 1, (value, st)
+            addr = b.wait_for("status_listen", timeout=5)["addr"]
+            with urllib.request.urlopen("http://%s/metrics" % addr, timeout=5) as r:
+                text = r.read().decode()
+            counts = dict(re.findall(r'^zkelect_guarded_writes_total\{result="(\w+)"\} (\d+)$',
+                                     text, re.M))
+            assert counts.get("applied") == "1" and counts.get("failed") == "1", counts
             for x in (a, b):
                 x.term()
                 assert x.wait_exit(10) == 0
