@@ -95,6 +95,14 @@ static void print_settings(const struct opts *o, int warned)
     if (o->history)
         printf("; history: its terms recorded in %s.history (the newest %d kept)", o->path,
                ZKE_DEFAULT_HISTORY_KEEP);
+    if (o->tls_cert != NULL && o->server_tick > 0)
+        printf("; TLS: the servers not asked (tickTime, minSessionTimeout, modes unchecked): "
+               "renewals pair with a server tick of %d ms, twice --server-tick, as if an observer "
+               "were among them", 2 * o->server_tick);
+    else if (o->tls_cert != NULL)
+        printf("; TLS: the servers not asked (tickTime, minSessionTimeout, modes unchecked): "
+               "renewals pair with twice a tick inferred at connect, as if an observer were "
+               "among them");
     printf("\n");
 }
 

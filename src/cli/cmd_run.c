@@ -468,11 +468,19 @@ static int check_lease(const struct opts *o, const struct zke_settings *s,
 {
     char err[2048];
     int st = o->session_timeout > 0 ? o->session_timeout : ZKE_DEFAULT_SESSION_TIMEOUT_MS;
-    if (zke_lease_check(s, st, plan, err, sizeof err) != 0) {
+    /* under TLS the servers are not asked: renewals pair with twice the
+     * stated tick, as if an observer were among them (the library's plan
+     * at connect), so the settings must fit that */
+    struct zke_settings t = *s;
+    int unasked = s->tls != NULL && s->server_tick_ms > 0;
+    if (unasked)
+        t.server_tick_ms = 2 * s->server_tick_ms;
+    if (zke_lease_check(&t, st, plan, err, sizeof err) != 0) {
         int given = o->stepdown_budget || o->lease_margin || o->renew_interval || o->server_tick ||
                     o->drift > 0 || o->hook_timeout;
         if (given)
-            die(EX_CONFIG, "%s", err);
+            die(EX_CONFIG, "%s%s", err, unasked ? " (the server tick is twice --server-tick under "
+                "TLS: the servers are not asked, an observer is assumed)" : "");
         /* only the asked timeout is short: the server grants at least twice
          * its tickTime, and the library checks what it grants */
         char msg[sizeof err + 160];
@@ -871,6 +879,13 @@ int run_preflight(struct opts *o)
     struct zke_settings s = agent_settings(o, ascheme, acred, acl, NULL);
     int warnings = check_lease(o, &s, &plan);
     forget_auth(o, ascheme, acred);
+    if (s.tls != NULL && o->server_tick == 0) {
+        log_msg(ZKE_LOG_WARN, "log", "TLS without --server-tick: the servers are not asked their "
+                "tickTime (four-letter words are plain TCP), so the agent infers it from a granted "
+                "session timeout, unchecked, and pairs renewals with twice it (an observer "
+                "assumed): state --server-tick (every server's tickTime)");
+        warnings++;
+    }
     return warnings;
 }
 

@@ -367,6 +367,10 @@ static int ask_deadline_ms(const zke_conn *c)
 int conn_servers_judge(const zke_conn *c, int stated_ms, struct srv_verdict *v)
 {
     int n;
+    if (c->pr.q == NULL && zkclient_has_tls(c->zkc)) {
+        srvconf_judge_unasked(stated_ms, v);    /* not asked: the worst case */
+        return 0;
+    }
     if (c->pr.q == NULL)
         return -1;
     const struct srv_info *sv = srvask_servers(c->pr.q, &n);
@@ -389,11 +393,11 @@ static void servers_judged(zke_conn *c)
     if (strcmp(told, c->pr.told) == 0)
         return;
     memcpy(c->pr.told, told, sizeof told);
-    if (v.j == SRV_J_UNCHECKED && zkclient_tick_unstated(c->zkc))
-        conn_logf(c, ZKE_LOG_WARN, "%s", v.line);
+    if ((v.j == SRV_J_UNCHECKED && zkclient_tick_unstated(c->zkc)) || c->pr.q == NULL)
+        conn_logf(c, ZKE_LOG_WARN, "%s", v.line);     /* (not asked: TLS, stated or not) */
     else if (v.j == SRV_J_TOLD)
         conn_logf(c, ZKE_LOG_INFO, "the servers' tickTime is %d ms (conf, every server)", v.tick_ms);
-    if (v.observer)
+    if (v.observer && c->pr.q != NULL)
         conn_logf(c, ZKE_LOG_INFO, "an observer among the servers (srvr): renewals pair one more "
                    "server tick back");
 }
@@ -487,8 +491,12 @@ static void first_ask(zke_conn *c)
 {
     int ask = probe_ask_ms(c);
     c->pr.state = PROBE_OVER;
-    /* (the four-letter words are plain TCP: a TLS port does not answer them) */
+    /* (the four-letter words are plain TCP: a TLS port answers them only
+     * after a handshake; not asked, the worst case is planned, with a
+     * warning: conn_servers_judge) */
     c->pr.q = zkclient_has_tls(c->zkc) ? NULL : srvask_new(c->loop, c->cfg.hosts, ask_done, c);
+    if (c->pr.q == NULL && zkclient_has_tls(c->zkc))
+        servers_judged(c);
     if (c->pr.q != NULL && srvask_round(c->pr.q, ask_deadline_ms(c)))
         c->pr.ask_pending = 1;
     if (zkclient_tick_unstated(c->zkc) && ask >= 10)

@@ -160,9 +160,10 @@ struct conn_agent_ops {
 };
 
 /* What the servers told of their configuration (srvconf.h), judged with
- * stated_ms (the agent's --server-tick, 0: none): 0 with *v filled, -1
- * when none was asked (no server could be read from the connect string:
- * the probe's inference alone). Any time. */
+ * stated_ms (the agent's --server-tick, 0: none): 0 with *v filled (a TLS
+ * session, whose servers are not asked: srvconf_judge_unasked, the worst
+ * case), -1 when none was asked (no server could be read from the connect
+ * string: the probe's inference alone). Any time. */
 int conn_servers_judge(const zke_conn *c, int stated_ms, struct srv_verdict *v);
 
 /* Adds the agent (not started) at the end of the conn's list, with the

@@ -193,6 +193,21 @@ void srvconf_judge(const struct srv_info *sv, int n, int stated_ms, struct srv_v
     list_servers(sv, n, v->line, sizeof v->line);
 }
 
+void srvconf_judge_unasked(int stated_ms, struct srv_verdict *v)
+{
+    memset(v, 0, sizeof *v);
+    v->j = stated_ms > 0 ? SRV_J_STATED : SRV_J_UNCHECKED;
+    v->observer = 1;
+    snprintf(v->line, sizeof v->line, "the servers are not asked over TLS (conf and srvr are plain "
+             "four-letter words): their tickTime, minSessionTimeout and modes go unchecked, so "
+             "renewals pair with twice the tick, as if an observer were among them, and the tick "
+             "is %s; servers that disagree on tickTime, or run a minSessionTimeout below 2 x "
+             "tickTime, are not refused: give every server one tickTime and state it with "
+             "--server-tick", stated_ms > 0 ? "the stated --server-tick, unchecked"
+             : "inferred from a granted session timeout, assuming minSessionTimeout >= 2 x "
+               "tickTime on every server");
+}
+
 int srvconf_unreached(const struct srv_info *sv, int n)
 {
     int k = 0;

@@ -86,6 +86,16 @@ struct srv_verdict {
 
 void srvconf_judge(const struct srv_info *sv, int n, int stated_ms, struct srv_verdict *v);
 
+/* The judgement where the servers are not asked (a TLS session: srvask
+ * speaks plain TCP, and a secureClientPort answers only after a TLS
+ * handshake): nothing they would tell is known, so the worst case is
+ * planned. SRV_J_STATED where stated_ms > 0 (the stated tick, unchecked),
+ * else SRV_J_UNCHECKED (the grant's inference, unchecked); always
+ * observer = 1 (an observer may be among the servers: one tick more);
+ * tick_ms 0; `line` says what goes unchecked and what the plan assumes
+ * instead, for a warning at every start. */
+void srvconf_judge_unasked(int stated_ms, struct srv_verdict *v);
+
 /* The servers not reached yet (SRV_UNASKED, SRV_UNREACHED): a refusal of
  * conf (SRV_NO_CONF) is an answer. */
 int srvconf_unreached(const struct srv_info *sv, int n);

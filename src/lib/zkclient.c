@@ -573,6 +573,9 @@ const char *zkclient_tick_source(const zkclient *s)
     };
     const char *src;
     (void)base_tick(s, &src);
+    if (s->lease.observer && s->tls != NULL)
+        return strcmp(src, "stated") == 0 ? "stated, x 2: the servers not asked over TLS (an observer assumed)"
+               : "x 2: the servers not asked over TLS (an observer assumed)";
     if (s->lease.observer)
         return strcmp(src, "stated") == 0 ? obs[0] : strncmp(src, "told by every", 13) == 0 ? obs[1]
                : "x 2: an observer among the servers";

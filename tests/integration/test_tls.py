@@ -10,7 +10,9 @@ elect a leader, which hands over to the other (`ctl resign --to`: the
 hand-over reads the election on the agent's own TLS session) and leads again
 at once when the other stops (its session closed over TLS, not left to
 expire); `zkelect-tls status`, `history` and `audit --once` read the election
-over TLS too, and so does the leader's /history. The leader's /metrics and
+over TLS too, and so does the leader's /history. The servers are not asked their tickTime
+or mode over TLS: the lease plans twice the stated tick (an observer
+assumed), with a warning, and `zkelect-tls check` says so. The leader's /metrics and
 /status show its certificate's end (zkelect_tls_cert_expiry_timestamp_seconds)
 and read the file again when it changes (an expired one: usable 0). A client
 that does not trust
@@ -172,6 +174,14 @@ def test_tls_only_server_elects_and_refuses_strangers():
             "--history", "--control", os.path.join(d, "b.sock")])
         start = [e for e in a.events() if e.get("event") == "start"][0]
         assert start.get("tls") == a_pem and start.get("tls_cert_expires", 0) > time.time(), start
+        # the servers not asked over TLS: the worst case planned (an observer's extra
+        # tick on the stated one), with the warning, at the start and at connect
+        assert start.get("server_tick_ms") == 2 * zk.tick, start
+        assert a.find(lambda e: e.get("level") == "warn" and
+                      "not asked over TLS" in e.get("msg", "")), a.describe()
+        assert a.find(lambda e: e.get("msg", "").startswith("lease ") and
+                      "server tick %d ms, stated, x 2: the servers not asked over TLS" % (2 * zk.tick)
+                      in e["msg"]), a.describe()
         # the certificate's end where operators alert, read again when the file changes
         expires = start["tls_cert_expires"]
         met = get(sport, "/metrics")
@@ -210,8 +220,11 @@ def test_tls_only_server_elects_and_refuses_strangers():
         reads = h.run_together([
             [TLS_BIN, "status", "--json"] + zkp + flags,
             [TLS_BIN, "history", "--json"] + zkp + flags,
-            [TLS_BIN, "audit", "--once", "--log", "json"] + zkp + flags], timeout=15)
-        (c1, o1, e1, _), (c2, o2, e2, _), (c3, o3, e3, _) = reads
+            [TLS_BIN, "audit", "--once", "--log", "json"] + zkp + flags,
+            [TLS_BIN, "check", "--strict", "--id", "c"] + zkp + flags], timeout=15)
+        (c1, o1, e1, _), (c2, o2, e2, _), (c3, o3, e3, _), (c4, o4, e4, _) = reads
+        # check says it; without --server-tick the tick is a guess: a warning (--strict: 78)
+        assert c4 == 78 and "TLS: the servers not asked" in o4 and "--server-tick" in e4, (c4, o4, e4)
         assert c1 == 0 and '"a"' in o1, (c1, o1, e1)
         assert c2 == 0, (c2, o2, e2)
         terms = json.loads(o2)["terms"]

@@ -214,6 +214,18 @@ static void test_an_observer_is_seen_whatever_else(void)
     CHECK(v.j == SRV_J_STATED && v.observer);
 }
 
+/* Not asked (TLS): the worst case, whatever is stated; the line says so. */
+static void test_the_unasked_plan_the_worst_case(void)
+{
+    struct srv_verdict v;
+    srvconf_judge_unasked(0, &v);
+    CHECK(v.j == SRV_J_UNCHECKED && v.observer && v.tick_ms == 0);
+    CHECK(strstr(v.line, "not asked over TLS") && strstr(v.line, "inferred"));
+    srvconf_judge_unasked(2000, &v);
+    CHECK(v.j == SRV_J_STATED && v.observer && v.tick_ms == 0);
+    CHECK(strstr(v.line, "twice the tick") && strstr(v.line, "stated --server-tick, unchecked"));
+}
+
 static void nop_state(void *ud, enum zkc_state st)
 {
     (void)ud;
@@ -271,6 +283,7 @@ int main(void)
     RUN(test_the_refusals_name_every_server);
     RUN(test_silence_keeps_the_inference_unchecked);
     RUN(test_an_observer_is_seen_whatever_else);
+    RUN(test_the_unasked_plan_the_worst_case);
     RUN(test_the_session_pairs_with_what_was_told);
     RUN(test_the_unreached_are_asked_again_backing_off);
     return check_done();
