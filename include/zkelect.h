@@ -872,10 +872,16 @@ int zke_agent_read_candidates(zke_agent *a, zke_candidates_fn *done, void *ud);
  * when that term ends is dropped unsent (reason "term_ended"); an answer
  * that comes after it ended is reported with reason "late".
  *
- * Paths: inside the election folder, at any depth, but not the folder
- * itself nor a child whose name carries a sequence (a candidate's node, or
- * a name the election would order as one; a sequential create there is
- * refused too); outside it, only at or under settings.write_prefixes.
+ * Paths: inside the election folder, below its direct children only (not
+ * the folder itself, nor a direct child: Curator's LeaderLatch counts every
+ * child as a candidate); outside it, only at or under
+ * settings.write_prefixes. Never, anywhere (a prefix above the election
+ * reaches other elections), at or below a candidate's node (zkelect's
+ * n_<16 hex>-<seq> and compat forms, Curator's [_c_<uuid>-]latch-<seq>,
+ * kazoo's <hex>__lock__<seq>; a sequential create counts with its
+ * sequence) or a node whose name ends in ".history" (an election's
+ * history, such as this one's <path>.history: the audit's evidence; a
+ * check op is allowed there).
  * Every path is checked (absolute, no '.' or '..', no empty component).
  * Nodes created get the session's ACL (settings.acl).
  */

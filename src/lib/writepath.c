@@ -119,11 +119,57 @@ static int under_one(const char *item, void *ud)
     return at_or_under(ud, item);
 }
 
+/* 1 when the component name[0..len) (a sequence appended when seq_tail:
+ * a sequential create's last component) is a candidate's node of some
+ * election: a name with a trailing sequence (el_parse_seq) in the form of
+ * zkelect's own node (n_<16 hex>-, or its compat forms), Curator
+ * LeaderLatch's ([_c_<uuid>-]latch-) or kazoo Election's (__lock__). */
+static int candidate_name(const char *name, size_t len, int seq_tail)
+{
+    char buf[WRITEPATH_MAX + 16];
+    if (len > WRITEPATH_MAX)
+        return 0;
+    memcpy(buf, name, len);
+    buf[len] = '\0';
+    if (seq_tail)
+        memcpy(buf + len, "0000000000", 11);
+    int32_t seq;
+    if (el_parse_seq(buf, &seq) != 0)
+        return 0;
+    return el_is_our_name(buf) || strncmp(buf, "latch-", 6) == 0 ||
+           strstr(buf, "-latch-") != NULL || strstr(buf, "__lock__") != NULL;
+}
+
+/* The reason (a static string) why a component of path makes it no place
+ * for a write of this kind, anywhere in the tree; NULL when none does. */
+static const char *forbidden_component(const char *path, int sequential, int check)
+{
+    for (const char *c = path + 1; *c != '\0';) {
+        const char *end = strchr(c, '/');
+        size_t len = end != NULL ? (size_t)(end - c) : strlen(c);
+        if (candidate_name(c, len, sequential && end == NULL))
+            return "is or is below a candidate's node of an election (zkelect's n_<16 hex>-<seq>, "
+                   "Curator's latch-<seq>, kazoo's __lock__<seq>)";
+        if (!check && len >= 8 && memcmp(c + len - 8, ".history", 8) == 0)
+            return "is or is below a node named *.history (an election's history, the audit's "
+                   "evidence: only its leaders' records write there)";
+        if (end == NULL)
+            break;
+        c = end + 1;
+    }
+    return NULL;
+}
+
 int writepath_allowed(const char *election, const char *prefixes, const char *path,
                       int sequential, int check, char *err, size_t errlen)
 {
     if (writepath_check(path, "write path", err, errlen) != 0)
         return -1;
+    const char *why = forbidden_component(path, sequential, check);
+    if (why != NULL) {
+        snprintf(err, errlen, "write path '%s' %s", path, why);
+        return -1;
+    }
     if (at_or_under(path, election)) {
         size_t n = strlen(election);
         if (path[n] == '\0') {
@@ -134,21 +180,14 @@ int writepath_allowed(const char *election, const char *prefixes, const char *pa
         }
         const char *rest = path + n + 1;
         int32_t seq;
-        if (strchr(rest, '/') == NULL && (sequential || el_parse_seq(rest, &seq) == 0)) {
-            snprintf(err, errlen, "write path '%s' is a candidate's node in the election folder "
-                     "(a child whose name ends in a sequence%s): write below a child without "
-                     "one, or under a write prefix", path,
-                     sequential ? ", as a sequential create makes" : "");
+        if (strchr(rest, '/') == NULL && (!check || sequential || el_parse_seq(rest, &seq) == 0)) {
+            snprintf(err, errlen, "write path '%s' is a direct child of the election folder "
+                     "(every child is a candidate's node to Curator's recipe, and a name with "
+                     "a sequence is one to the election): write below a child, or under a "
+                     "write prefix", path);
             return -1;
         }
         return 0;
-    }
-    size_t n = strlen(election);
-    if (!check && strncmp(path, election, n) == 0 && strncmp(path + n, ".history", 8) == 0 &&
-        (path[n + 8] == '\0' || path[n + 8] == '/')) {
-        snprintf(err, errlen, "write path '%s' is the election's history (%s.history, the "
-                 "audit's evidence): only its leaders' records write there", path, election);
-        return -1;
     }
     if (each_prefix(prefixes, under_one, (void *)path) == 1)
         return 0;

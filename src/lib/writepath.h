@@ -2,13 +2,19 @@
  * writepath.h - where a leader-guarded write (zke_agent_write) may write:
  * the allow-list, pure (no I/O; any thread).
  *
- * Inside the election folder: any depth, but not the folder itself, nor a
- * direct child whose name carries a sequence (el_parse_seq: a candidate's
- * node, or a name the election would order as one), nor a sequential
- * create directly in it (ZooKeeper would append one). Outside it: at or
- * under one of the prefixes (comma-separated absolute paths), but never
- * the election's history (<election>.history and below, history.h: the
- * audit's evidence; a check only is allowed there). Every path
+ * Anywhere: never at or below a candidate's node of any election (a
+ * component with a trailing sequence in zkelect's n_<16 hex>- form or its
+ * compat forms, Curator LeaderLatch's [_c_<uuid>-]latch-, kazoo's
+ * __lock__; a sequential create's last component counts with the sequence
+ * it gets), and never at or below a component ending in ".history" (an
+ * election's history, history.h: the audit's evidence; a check only is
+ * allowed there): a prefix above the election reaches other elections.
+ * Inside the election folder: below its direct children only, never the
+ * folder itself (a check is allowed) nor a direct child (a check is
+ * allowed where the name carries no sequence): Curator's LeaderLatch
+ * (--compat curator) counts every child as a candidate, and the writer
+ * cannot know the folder's other members. Outside it: at or under one of
+ * the prefixes (comma-separated absolute paths). Every path
  * is checked as a path: absolute, no empty, '.' or '..' component, no
  * trailing '/', no control character, not under /zookeeper.
  */
