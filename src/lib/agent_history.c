@@ -21,6 +21,7 @@ struct hctx {
     zke_agent *a;
     int64_t epoch;
     int retried;                /* the create came back NONODE once: the folder was made */
+    int bulk;                   /* a prune or a read: counted in hist.bulk too */
     char path[];
 };
 
@@ -47,7 +48,10 @@ void agent_history_free(zke_agent *a)
 {
     free(a->hist.dir);
     free(a->hist.node);
+    free(a->hist.prune);
     a->hist.dir = a->hist.node = NULL;
+    a->hist.prune = NULL;
+    a->hist.nprune = a->hist.pruned = 0;
 }
 
 /* A write failed: one warning a run (then debug), never the term's error. */
@@ -59,10 +63,13 @@ static void failed(zke_agent *a, const char *what, const char *path, enum zkc_rc
 }
 
 /* A context for a request about name (NULL: the folder) of the term epoch,
- * within the budget; NULL when over it (logged) or out of memory. */
-static struct hctx *ctx_new(zke_agent *a, int64_t epoch, const char *name)
+ * within the budget (bulk: a prune or a read, within its smaller share);
+ * NULL when over it (logged) or out of memory. */
+static struct hctx *ctx_new_of(zke_agent *a, int64_t epoch, const char *name, int bulk)
 {
     struct agent_history *h = &a->hist;
+    if (bulk && h->bulk >= AGENT_HISTORY_INFLIGHT - AGENT_HISTORY_RESERVE)
+        return NULL;            /* not logged: the prunes go on as these are answered */
     if (h->inflight >= AGENT_HISTORY_INFLIGHT) {
         agent_alog(a, ZKE_LOG_DEBUG, "history: %d writes in flight, %s dropped", h->inflight,
                    name != NULL ? name : "the folder's create");
@@ -74,17 +81,33 @@ static struct hctx *ctx_new(zke_agent *a, int64_t epoch, const char *name)
         c->a = a;
         c->epoch = epoch;
         c->retried = 0;
+        c->bulk = bulk;
         memcpy(c->path, p, strlen(p) + 1);
         h->inflight++;
+        h->bulk += bulk;
     }
     free(p);
     return c;
+}
+
+static struct hctx *ctx_new(zke_agent *a, int64_t epoch, const char *name)
+{
+    return ctx_new_of(a, epoch, name, 0);
+}
+
+/* A context not sent after all: its slot back, c freed. */
+static void ctx_unsent(struct hctx *c)
+{
+    c->a->hist.inflight--;
+    c->a->hist.bulk -= c->bulk;
+    free(c);
 }
 
 /* The completion's start: 1 (and c freed) when the agent is going away. */
 static int ctx_done(struct hctx *c, const struct zkc_result *res)
 {
     c->a->hist.inflight--;
+    c->a->hist.bulk -= c->bulk;
     if (res->rc == ZKC_CLOSING || c->a->life == AL_FREEING) {
         free(c);
         return 1;
@@ -176,31 +199,47 @@ static void pred_done(void *arg, const struct zkc_result *res)
     free(c);
 }
 
+static void prune_more(zke_agent *a);
+
 static void forget_done(void *arg, const struct zkc_result *res)
 {
     struct hctx *c = arg;
     if (ctx_done(c, res))
         return;
-    if (res->rc != ZKC_OK && res->rc != ZKC_NONODE)
-        failed(c->a, "pruning", c->path, res->rc);
+    zke_agent *a = c->a;
+    if (res->rc != ZKC_OK && res->rc != ZKC_NONODE) {
+        failed(a, "pruning", c->path, res->rc);
+        a->hist.pruned = a->hist.nprune;    /* given up: the next term's listing retries */
+    } else if (c->epoch == a->hist.epoch) {
+        prune_more(a);
+    }
     free(c);
 }
 
 /* Sends a get (pred_done) or a delete (forget_done) of the record of
- * epoch e, within the budget. */
-static void about(zke_agent *a, int64_t e, int del)
+ * epoch e, within the bulk budget: 0, or -1 when not sent. */
+static int about(zke_agent *a, int64_t e, int del)
 {
     char name[HIST_NAME_LEN + 1];
     hist_name(e, name);
-    struct hctx *c = ctx_new(a, a->hist.epoch, name);
+    struct hctx *c = ctx_new_of(a, a->hist.epoch, name, 1);
     if (c == NULL)
-        return;
+        return -1;
     int rc = del ? zkclient_delete(SESS(a), c->path, forget_done, c)
                  : zkclient_get(SESS(a), c->path, 0, pred_done, c);
     if (rc != 0) {
-        a->hist.inflight--;
-        free(c);
+        ctx_unsent(c);
+        return -1;
     }
+    return 0;
+}
+
+/* The term's prunes not sent yet, as far as the bulk budget goes. */
+static void prune_more(zke_agent *a)
+{
+    struct agent_history *h = &a->hist;
+    while (h->pruned < h->nprune && about(a, h->prune[h->pruned], 1) == 0)
+        h->pruned++;
 }
 
 /* The folder's records: the oldest beyond keep deleted, the newest
@@ -222,9 +261,13 @@ static void list_done(void *arg, const struct zkc_result *res)
         int pred, prune;
         hist_plan(e, n, c->epoch, a->hist.keep, &pred, &prune);
         for (int i = pred, k = 0; i >= 0 && k < AGENT_HISTORY_LOOKBACK; i--, k++)
-            about(a, e[i], 0);
-        for (int i = 0; i < prune; i++)
-            about(a, e[i], 1);
+            (void)about(a, e[i], 0);
+        free(a->hist.prune);    /* the previous term's: this listing is newer */
+        a->hist.prune = e;
+        a->hist.nprune = prune;
+        a->hist.pruned = 0;
+        e = NULL;
+        prune_more(a);
     }
     free(e);
     free(c);

@@ -8,9 +8,16 @@
  * Nothing here delays the term: each write is sent and not waited for,
  * the step-down's end goes out before the node's release (the same
  * session, in order: a successor's record always comes after it), and at
- * most AGENT_HISTORY_INFLIGHT requests are in flight (more are dropped,
- * logged at debug). A failed write is a warning, never an error of the
- * term.
+ * most AGENT_HISTORY_INFLIGHT requests are in flight per agent (more are
+ * dropped, logged at debug; N agents on one shared session: N times that
+ * on it). The prunes and the predecessors' reads take at most
+ * AGENT_HISTORY_INFLIGHT - AGENT_HISTORY_RESERVE of them: the rest stay for
+ * the folder's and the record's create, the listing, the record's end and
+ * the marks, so that a backlog being pruned never drops a term's end (its
+ * successor would mark it no_stepdown: a false "killed leader"). A term's
+ * prunes go on as the earlier ones are answered, until the listing's
+ * backlog is gone (or a prune fails, or the next term lists again). A
+ * failed write is a warning, never an error of the term.
  */
 #ifndef ZKELECT_AGENT_HISTORY_H
 #define ZKELECT_AGENT_HISTORY_H
@@ -22,6 +29,9 @@
 #define AGENT_HISTORY_INFLIGHT 16
 /* Predecessors' records a new leader reads to mark those left open. */
 #define AGENT_HISTORY_LOOKBACK 4
+/* Slots the prunes and reads leave free: the folder's create, the
+ * record's create, the listing, the end, and a mark per predecessor read. */
+#define AGENT_HISTORY_RESERVE (4 + AGENT_HISTORY_LOOKBACK)
 
 /* Which of our record's writes is where (the current term's). */
 enum hist_rec_state {
@@ -47,6 +57,9 @@ struct agent_history {
     char reason[48];
     int ending;                 /* stepping down: the end is stamped at the release */
     int inflight;
+    int bulk;                   /* of inflight: prunes and reads (at most INFLIGHT - RESERVE) */
+    int64_t *prune;             /* the epochs the record's term still prunes, oldest first */
+    int nprune, pruned;         /* their number; how many were sent */
     int warned;                 /* a failed write was logged at warn once */
 };
 
