@@ -894,9 +894,11 @@ enum zke_write_type { ZKE_WRITE_CREATE = 0, ZKE_WRITE_SET, ZKE_WRITE_DELETE, ZKE
  * server closes the connection that sends a larger packet, the lease's
  * renewals in flight with it), like a candidate's own data. */
 #define ZKE_WRITE_MAX_BYTES  524288     /* 512 KiB */
-/* An agent's writes out at once (sent or queued, not answered), and their
+/* One agent's writes out at once (sent or queued, not answered), and their
  * paths and data together: the session answers in order, so a renewal sent
- * behind them waits for at most these (a write beyond is refused, "busy"). */
+ * behind them waits for at most these (a write beyond is refused, "busy").
+ * The bound is per agent, renewals are per session: N agents sharing one
+ * session (zke_session) may put N x these ahead of its renewal. */
 #define ZKE_WRITE_MAX_OUT        8
 #define ZKE_WRITE_MAX_OUT_BYTES  1048576    /* 1 MiB */
 
@@ -1534,12 +1536,17 @@ void zke_group_free(zke_group *g);
  * or its session expired. Stamps are the leader's own wall clock (ms since
  * 1970). The writes are queued behind the term's start and step-down,
  * never waited for (a step-down does not wait for its record), and bounded
- * (at most 16 in flight per agent; the writer prunes the oldest records
- * beyond history_keep). Everything read back is untrusted: a record that
+ * (at most 16 in flight per agent, so N agents sharing one session put up
+ * to N x 16 on it; 8 of the 16 are kept for the record's own writes, so a
+ * backlog being pruned never drops a term's end; the writer prunes the
+ * oldest records beyond history_keep, as many as there are). Everything read back is untrusted: a record that
  * does not decode is counted as garbage, never followed.
  */
 #define ZKE_DEFAULT_HISTORY_KEEP 64
-#define ZKE_HISTORY_KEEP_MAX     1024
+/* The most records a writer keeps (a larger history_keep is this): the
+ * readers (zke_history_reader) read this many, the newest, so every
+ * record kept is read and judged. */
+#define ZKE_HISTORY_KEEP_MAX     256
 #define ZKE_HISTORY_SUFFIX       ".history"   /* the folder: the election path + this */
 
 struct zke_term {

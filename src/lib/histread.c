@@ -21,7 +21,8 @@
 
 #include <ev.h>
 
-#define HISTREAD_MAX 256
+/* Every record a writer keeps (it keeps at most ZKE_HISTORY_KEEP_MAX). */
+#define HISTREAD_MAX ZKE_HISTORY_KEEP_MAX
 
 /* The reader's life: new, started (no reading yet), reading (one came),
  * failed (on_fatal is due or was delivered), closing (once: read, the
@@ -205,7 +206,7 @@ static void list_done(void *arg, const struct zkc_result *res)
     }
     qsort(rd->s, (size_t)rd->n, sizeof *rd->s, by_epoch_desc);
     if (rd->n > HISTREAD_MAX)
-        rd->n = HISTREAD_MAX;       /* the newest; the rest are past any writer's keep */
+        rd->n = HISTREAD_MAX;       /* the newest: the rest are past any writer's keep */
     rd->pending = 1;                /* held until every read is sent */
     for (int i = 0; i < rd->n; i++) {
         struct getctx *g = malloc(sizeof *g);
