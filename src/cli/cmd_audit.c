@@ -3,14 +3,18 @@
  * judge every reading (zke_history_judge) and raise each new finding once:
  * a log line ("audit", warn), a counter of its kind on /metrics (--status),
  * and the exit code (1 when anything was raised: --once at once, following
- * at SIGTERM/SIGINT). It never joins nor writes. */
-#define _POSIX_C_SOURCE 200809L
+ * at SIGTERM/SIGINT). Following, the first reading's findings are the past
+ * (a restarted audit finds the same history): logged "audit_past" (info),
+ * in the gauge only, never raised. --since TIME leaves out findings whose
+ * terms' stamps are all before TIME. It never joins nor writes. */
+#define _GNU_SOURCE         /* strptime, timegm */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <ev.h>
 
@@ -35,6 +39,8 @@ struct audit_app {
     ev_signal sigterm, sigint;
     httpd *http;
     unsigned long long found[ZKE_FINDING_COUNT];
+    int current[ZKE_FINDING_COUNT];     /* the last reading's findings (after --since) */
+    int64_t since_ms;                   /* --since: 0, or findings about stamps from then on */
     unsigned long long readings;
     int terms, garbage, raised;
     struct zke_finding seen[AUDIT_SEEN_MAX];
@@ -57,6 +63,51 @@ static int seen_before(struct audit_app *a, const struct zke_finding *f)
     return 0;
 }
 
+static int64_t later(int64_t x, int64_t y)
+{
+    return x > y ? x : y;
+}
+
+/* The latest stamp of the terms a finding is about: its term's, the other
+ * term's, and for no_stepdown the start of the term that followed it (its
+ * successor found it then). What --since compares with. */
+static int64_t finding_ms(const struct zke_history *h, const struct zke_finding *f)
+{
+    int64_t ms = 0, next = INT64_MAX, next_start = 0;
+    for (int i = 0; i < h->n; i++) {
+        const struct zke_term *t = &h->terms[i];
+        if (t->epoch == f->epoch || (f->other != 0 && t->epoch == f->other))
+            ms = later(ms, later(t->start_ms, t->end_ms));
+        if (f->kind == ZKE_FINDING_NO_STEPDOWN && t->epoch > f->epoch && t->epoch < next) {
+            next = t->epoch;
+            next_start = t->start_ms;
+        }
+    }
+    return later(ms, next_start);
+}
+
+/* One finding of a reading: raised once (a log line, the counter, the
+ * exit code), or, in a following audit's first reading, told as past. */
+static void one_finding(struct audit_app *a, const struct zke_finding *f, int past)
+{
+    a->current[f->kind]++;
+    if (seen_before(a, f))
+        return;
+    char msg[256];
+    histview_finding(f, msg, sizeof msg);
+    struct logf lf[4] = { { "kind", LF_STR, zke_finding_name(f->kind), 0 },
+                          { "epoch", LF_INT, NULL, (long long)f->epoch },
+                          { "other", LF_INT, NULL, (long long)f->other },
+                          { "msg", LF_STR, msg, 0 } };
+    if (past) {
+        log_line(ZKE_LOG_INFO, "audit_past", lf, 4);
+        return;
+    }
+    log_line(ZKE_LOG_WARN, "audit", lf, 4);
+    a->found[f->kind]++;
+    a->raised = 1;
+}
+
 static void on_history(zke_history_reader *r, const struct zke_history *h, void *ud)
 {
     struct audit_app *a = ud;
@@ -68,6 +119,7 @@ static void on_history(zke_history_reader *r, const struct zke_history *h, void 
         ev_break(a->loop, EVBREAK_ALL);
         return;
     }
+    int past = !a->once && a->readings == 0;
     a->readings++;
     a->terms = h->n;
     a->garbage = h->garbage;
@@ -75,21 +127,15 @@ static void on_history(zke_history_reader *r, const struct zke_history *h, void 
     a->history_json = histview_json(h, a->path, a->skew_ms);
     struct zke_finding f[HISTVIEW_FINDINGS_MAX];
     int nf = zke_history_judge(h->terms, h->n, a->skew_ms, f, HISTVIEW_FINDINGS_MAX);
-    for (int i = 0; i < nf && i < HISTVIEW_FINDINGS_MAX; i++) {
-        if (seen_before(a, &f[i]))
-            continue;
-        char msg[256];
-        histview_finding(&f[i], msg, sizeof msg);
-        struct logf lf[4] = { { "kind", LF_STR, zke_finding_name(f[i].kind), 0 },
-                              { "epoch", LF_INT, NULL, (long long)f[i].epoch },
-                              { "other", LF_INT, NULL, (long long)f[i].other },
-                              { "msg", LF_STR, msg, 0 } };
-        log_line(ZKE_LOG_WARN, "audit", lf, 4);
-        a->found[f[i].kind]++;
-        a->raised = 1;
-    }
+    memset(a->current, 0, sizeof a->current);
+    int kept = 0;
+    for (int i = 0; i < nf && i < HISTVIEW_FINDINGS_MAX; i++)
+        if (a->since_ms == 0 || finding_ms(h, &f[i]) >= a->since_ms) {
+            one_finding(a, &f[i], past);
+            kept++;
+        }
     struct logf lf[3] = { { "terms", LF_INT, NULL, h->n }, { "garbage", LF_INT, NULL, h->garbage },
-                          { "findings", LF_INT, NULL, nf } };
+                          { "findings", LF_INT, NULL, kept } };
     log_line(ZKE_LOG_INFO, "audit_reading", lf, 3);
     if (a->once)
         ev_break(a->loop, EVBREAK_ALL);
@@ -147,10 +193,15 @@ static char *prometheus(const struct audit_app *a, size_t *len)
     if (b == NULL)
         return NULL;
     fprintf(b, "# HELP zkelect_audit_findings_total Findings the audit raised, by kind (each "
-        "once).\n# TYPE zkelect_audit_findings_total counter\n");
+        "once; not those of its first reading).\n# TYPE zkelect_audit_findings_total counter\n");
     for (int k = 0; k < ZKE_FINDING_COUNT; k++)
         fprintf(b, "zkelect_audit_findings_total{kind=\"%s\"} %llu\n",
             zke_finding_name((enum zke_finding_kind)k), a->found[k]);
+    fprintf(b, "# HELP zkelect_audit_findings Findings in the last reading of the history, by "
+        "kind (past ones too).\n# TYPE zkelect_audit_findings gauge\n");
+    for (int k = 0; k < ZKE_FINDING_COUNT; k++)
+        fprintf(b, "zkelect_audit_findings{kind=\"%s\"} %d\n",
+            zke_finding_name((enum zke_finding_kind)k), a->current[k]);
     fprintf(b, "# HELP zkelect_audit_readings_total Readings of the history.\n"
         "# TYPE zkelect_audit_readings_total counter\nzkelect_audit_readings_total %llu\n",
         a->readings);
@@ -214,6 +265,32 @@ static void on_http_log(void *ud, enum zke_log_level lvl, const char *msg)
     log_msg(lvl, "log", msg);
 }
 
+/* --since TIME in ms since 1970: "N" with s, m, h or d (that long ago), or
+ * "YYYY-MM-DDTHH:MM[:SS]Z" (UTC). Exits 64 on anything else. */
+static int64_t parse_since(const char *t)
+{
+    time_t now = time(NULL), at = (time_t)-1;
+    char *end = NULL;
+    if (t[0] >= '0' && t[0] <= '9') {
+        long v = strtol(t, &end, 10);
+        long unit = *end == 's' ? 1 : *end == 'm' ? 60 : *end == 'h' ? 3600
+                  : *end == 'd' ? 86400 : 0;
+        if (unit > 0 && end[1] == '\0' && v > 0 && v <= 3650L * 86400 / unit)
+            at = now - (time_t)(v * unit);
+    }
+    static const char *const forms[] = { "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%MZ" };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0] && at == (time_t)-1; i++) {
+        struct tm tm;
+        memset(&tm, 0, sizeof tm);
+        const char *rest = strptime(t, forms[i], &tm);
+        at = rest != NULL && *rest == '\0' ? timegm(&tm) : (time_t)-1;
+    }
+    if (at <= 0)
+        die(EX_USAGE, "--since '%s': not a time (N with s, m, h or d: that long ago; or "
+            "YYYY-MM-DDTHH:MM[:SS]Z)", t);
+    return (int64_t)at * 1000;
+}
+
 static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
 {
     (void)s;
@@ -231,6 +308,7 @@ int cmd_audit(struct opts *o)
         die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
     if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
+    a.since_ms = o->since != NULL ? parse_since(o->since) : 0;
     log_setup(stderr, (enum log_format)o->log, (enum zke_log_level)o->level, "audit");
     a.loop = ev_default_loop(EVFLAG_AUTO);
     if (a.loop == NULL)

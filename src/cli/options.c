@@ -244,6 +244,8 @@ static const struct option_row rows[] = {
       "ctl's agent, chosen per request (no env form: ZKELECT_CONTROL names a socket)", NULL, 0 },
     { "once", NULL, OPT_SWITCH, PLAIN(once), NULL,
       "audit's mode for one run, chosen by whoever runs it (a switch, no value)", NULL, 0 },
+    { "since", "TIME", OPT_STR, PLAIN(since), NULL,
+      "audit's window, chosen by whoever runs that one audit (no env form)", NULL, 0 },
     { "strict", NULL, OPT_SWITCH, PLAIN(strict), NULL,
       "check's CI gate, chosen by whoever runs that one check (a switch, no value)",
       NULL, 0 },
@@ -259,15 +261,15 @@ static const struct option_row rows[] = {
  * every one but those listed for it. What a command does not read is
  * refused on its command line (options_refusal). */
 static const struct { const char *command; int all_but; const char *names; } takes[] = {
-    { "run", 1, " json to force at cancel strict keep zk-jar java instance once skew-ms " },
-    { "check", 1, " json to force at cancel keep zk-jar java instance once skew-ms " },     /* run's settings, checked */
+    { "run", 1, " json to force at cancel strict keep zk-jar java instance once since skew-ms " },
+    { "check", 1, " json to force at cancel keep zk-jar java instance once since skew-ms " },     /* run's settings, checked */
     { "status", 0, " zk path json connect-timeout auth auth-file zk-tls-ca zk-tls-cert zk-tls-key " },
     { "watch", 0, " zk path id script log log-level session-timeout connect-timeout hook-timeout "
                   "hook-budget auth auth-file zk-tls-ca zk-tls-cert zk-tls-key " },
     { "ctl", 0, " control instance json to force at cancel " },
     { "history", 0, " zk path json skew-ms connect-timeout auth auth-file zk-tls-ca zk-tls-cert "
                     "zk-tls-key " },
-    { "audit", 0, " zk path once skew-ms status log log-level session-timeout connect-timeout "
+    { "audit", 0, " zk path once since skew-ms status log log-level session-timeout connect-timeout "
                   "auth auth-file zk-tls-ca zk-tls-cert zk-tls-key " },
     { "demo", 0, " keep session-timeout zk-jar java " },
 };
@@ -303,7 +305,7 @@ static const char usage_head[] =
     "  zkelect history --zk HOSTS --path /election/path [--json] [--skew-ms MS]\n"
     "              [--auth-file FILE]\n"
     "  zkelect audit --zk HOSTS --path /election/path [--once] [--skew-ms MS]\n"
-    "              [--status [HOST:]PORT]\n"
+    "              [--since TIME] [--status [HOST:]PORT]\n"
     "  zkelect ctl [--control PATH | -i NAME] status [--json]\n"
     "              | resign [--to ID [--at TIME] | --cancel | --force]\n"
     "              | withdraw | rejoin | reload\n"
@@ -339,6 +341,10 @@ static const char usage_tail[] =
     "line and in /metrics (--status), two terms that overlap by their own stamps, an\n"
     "epoch that goes backwards, a term that ended without a step-down. Exit 0 nothing\n"
     "raised, 1 something was (follow: at SIGTERM/SIGINT), 69, 77, 78 as status.\n"
+    "Following, the first reading's findings are past (audit_past, info; the gauge\n"
+    "zkelect_audit_findings): only later ones are raised. --since TIME (N with s, m, h\n"
+    "or d: that long ago; or YYYY-MM-DDTHH:MM[:SS]Z): only findings whose terms'\n"
+    "stamps reach TIME or later (a cron job: audit --once --since its interval).\n"
     "history and audit --skew-ms MS (ZKELECT_SKEW_MS, default 0): an overlap up to MS is\n"
     "not raised (the stamps are the leaders' own clocks: set it to their largest offset).\n"
     "ctl: ask a running agent (run --control PATH) for its status (--json: one object),\n"

@@ -71,6 +71,7 @@ struct opts {
     int strict;                 /* check --strict: any warning exits 78 */
     int history;                /* run --history: record our terms (ZKE_DEFAULT_HISTORY_KEEP) */
     int once;                   /* audit --once: one reading, then exit */
+    const char *since;          /* audit --since TIME: findings about later stamps only (as given) */
     int skew_ms;                /* history, audit --skew-ms MS: overlaps up to MS not raised */
     int keep;                   /* demo --keep: the election runs on until Ctrl-C */
     const char *zk_jar, *java;  /* demo --zk-jar, --java: the ZooKeeper server's jar, java */
