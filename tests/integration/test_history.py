@@ -5,7 +5,11 @@ and no finding; a SIGKILLed leader's term is marked no_stepdown by its
 successor and `audit --once` exits 1 naming it; a record forged by another
 client (kazoo) that overlaps a term by its own stamps and goes back in epoch
 is raised by a following audit (log lines, its /metrics counters, exit 1 at
-SIGTERM), and not with --skew-ms above it; garbage records (names and data) are counted, never fatal."""
+SIGTERM), and not with --skew-ms above it; garbage records (names and data) are counted, never fatal.
+`history`'s text output says the same. A restarted audit tells the old findings as past
+(audit_past, the zkelect_audit_findings gauge) and raises nothing (exit 0, counters 0); `--once
+--since` a time after them raises nothing. A backlog of old records (a writer that kept more) is
+pruned down to the keep by one term, whose end is still recorded."""
 import json
 import os
 import sys
@@ -123,6 +127,17 @@ def test_history_and_audit():
                          and e.get("kind") == k and e.get("epoch") == ep, timeout=5)
         doc = history(zk)
         assert doc["garbage"] == 3, doc
+        # the text form: the header, one line per term, the findings
+        code, out, err, _ = h.run([h.ZKELECT_BIN, "history", "--zk", zk.hostport, "--path", PATH])
+        lines = out.splitlines()
+        assert code == 0 and lines[0] == "history of %s: %d terms recorded, 3 garbage records " \
+            "ignored" % (PATH, len(doc["terms"])), (code, out, err)
+        assert lines[1].split() == ["epoch", "id", "start", "end", "reason"], out
+        rows = [ln.split() for ln in lines[2:2 + len(doc["terms"])]]
+        assert [(int(r[0]), r[1], r[-1]) for r in rows] == \
+            [(t["epoch"], t["id"], t["reason"] or "(open)") for t in doc["terms"]], out
+        assert "findings: %d" % len(doc["findings"]) in lines, out
+        assert all("  " + f["msg"] in lines for f in doc["findings"]), out
         # the forged overlap is 500 ms: --skew-ms 1000 (clocks that differ
         # by up to a second) does not raise it, the other findings stay
         kinds = sorted(f["kind"] for f in doc["findings"])
@@ -140,6 +155,48 @@ def test_history_and_audit():
         aud.term()
         assert aud.wait_exit(timeout=5) == 1
         assert l5["epoch"] > l3["epoch"]
+        # 4: a restarted audit: the history's findings are past, nothing raised
+        aud2 = Auditor(zk, "audit2", path=PATH, extra=["--status", "127.0.0.1:%d" % aport])
+        aud2.wait_for("audit_reading", timeout=5)
+        assert sorted(e["kind"] for e in aud2.events("audit_past")) == kinds, aud2.events()
+        assert aud2.events("audit") == []
+        metrics = get(aport, "/metrics")
+        for kind in ("overlap", "epoch_backwards", "no_stepdown"):
+            assert "zkelect_audit_findings_total{kind=\"%s\"} 0" % kind in metrics, metrics
+            assert "zkelect_audit_findings{kind=\"%s\"} 1" % kind in metrics, metrics
+        aud2.term()
+        assert aud2.wait_exit(timeout=5) == 0
+        # --once --since: a recent window raises them, one after them nothing
+        assert audit_once(zk, ["--since", "1h"])[0] == 1
+        after = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 1))
+        code, lines = audit_once(zk, ["--since", after])
+        assert code == 0 and [e["findings"] for e in lines if e.get("event") ==
+                              "audit_reading"] == [0], lines
+        # 5: a backlog beyond the keep (64): one term prunes all of it, and
+        # its end (the budget kept for it) is recorded
+        kz = KazooClient(hosts=zk.hostport, timeout=10)
+        kz.start(timeout=10)
+        try:
+            # epochs above l5's and below the next leader's: each create
+            # takes a zxid, and the next leader's node comes after them
+            for e in range(l5["epoch"] + 1, l5["epoch"] + 101):
+                kz.create(PATH + ".history/term-%019d" % e, json.dumps(
+                    {"zkelect_term": 1, "epoch": e, "id": "old", "node": "x",
+                     "start_ms": 10 ** 12 + 10 * e, "end_ms": 10 ** 12 + 10 * e + 5,
+                     "reason": "resign"}).encode())
+            a6 = h.Agent(zk, "a6", path=PATH, extra=["--history"])
+            a6.wait_for("follower", timeout=5)
+            n.term()
+            l6 = a6.wait_for("leader", timeout=5)
+            names = lambda: kz.get_children(PATH + ".history")  # noqa: E731
+            h.wait_until(lambda: len(names()) == 64 + 1, 5, "the backlog pruned to 64 (+ term-abc)")
+            assert "term-%019d" % l6["epoch"] in names()
+            a6.term()
+            h.wait_until(lambda: [t["reason"] for t in history(zk)["terms"]
+                                  if t["epoch"] == l6["epoch"]] == ["shutdown"], 5, "a6's end")
+        finally:
+            kz.stop()
+            kz.close()
 
 
 if __name__ == "__main__":
