@@ -976,6 +976,54 @@ void zke_agent_write_counts(const zke_agent *a, struct zke_write_counts *out);
 int zke_agent_write(zke_agent *a, int64_t epoch, const struct zke_write_op *ops, int n,
                     zke_write_fn *done, void *ud);
 
+/* Reads the node at path once for the term `epoch` (zke_event.epoch of
+ * its on_leader) on the agent's own session: its data and data version,
+ * for a versioned guarded write (zke_write_op.version) that follows.
+ * A read is a hint, never proof: it is not guarded (ZooKeeper serves it
+ * from the server the session is connected to, possibly behind the
+ * quorum), the node can change right after, and it says nothing about
+ * whether this agent still leads. What makes a read-modify-write safe is
+ * the guarded write with the version read: ZooKeeper refuses it
+ * ("badversion") when the node changed in between, and refuses it
+ * ("deposed") once the term's node is gone.
+ * Paths: where zke_agent_write may write, plus the election folder itself
+ * and <election>.history (read-only there); not a candidate's node
+ * (zke_agent_read_candidates reads those). The same rules as
+ * zke_agent_write: term-scoped (refused, "term_ended", unless that term
+ * acts; dropped unsent when it ends first, "term_ended"; an answer after
+ * it ended is dropped, "late"), done() exactly once from the loop (never
+ * inside this call; "freed" from inside zke_agent_free). A read shares
+ * the writes' room (ZKE_WRITE_MAX_OUT requests out at once) and at most
+ * ZKE_READ_MAX_OUT reads are out (their answers, at most jute.maxbuffer
+ * each, come before a renewal sent after them): beyond, -1 "busy".
+ * Returns 0 (done() follows), or -1 with zke_agent_errstr set and nothing
+ * called (not that term, a path not allowed, busy, not running, no
+ * memory). Reads are not counted in zke_write_counts. Loop thread only,
+ * any time after start, also inside callbacks. */
+#define ZKE_READ_MAX_OUT 2
+
+struct zke_read_result {
+    /* NULL: read (data, len, version). Otherwise why not: "failed"
+     * (ZooKeeper refused it: error says why, "nonode", "noauth", ...),
+     * "term_ended" (the term ended before it was sent: not sent), "late"
+     * (answered after the term ended: the answer is dropped),
+     * "unreachable" (the connection was lost first), "stopped", "freed",
+     * "internal" (out of memory) */
+    const char *reason;
+    const char *msg;             /* one line, for people */
+    const char *error;           /* reason "failed": ZooKeeper's reason; else NULL */
+    int64_t epoch;               /* the term it was issued in */
+    const char *data;            /* another client's bytes, NUL-terminated (len excludes it);
+                                  * "" for a node without data; NULL unless read */
+    size_t len;
+    int32_t version;             /* the node's data version; -1 unless read */
+};
+
+typedef void zke_read_fn(zke_agent *a, const struct zke_read_result *r, void *ud);
+
+/* The result and its strings are borrowed: valid only during done(). */
+int zke_agent_read(zke_agent *a, int64_t epoch, const char *path, zke_read_fn *done, void *ud);
+
 /* --- Fail-stop guard ---------------------------------------------------
  *
  * The loop ends a term when its lease runs out; the guard ends it when the

@@ -12,6 +12,11 @@
  * callback always runs from a zero timer of its own (never inside a
  * completion or the term's cancel), but for an agent being freed, when it
  * runs from inside zke_agent_free. See agent.c for the agent's flow.
+ *
+ * A read of the acting term (zke_agent_read) is the same resource with
+ * another request (a get, unguarded: a hint) and another result; it
+ * shares the writes' room (ZKE_WRITE_MAX_OUT), at most ZKE_READ_MAX_OUT
+ * of them out. Each request's lifecycle is one enum gw_state.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "agent_priv.h"
@@ -24,19 +29,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A request's lifecycle: out (queued or sent, its term acting) ->
+ * out_term_over (its term ended while it was out: an answer is "late") ->
+ * concluded (the outcome is set: the callback is due on its zero timer) ->
+ * delivered (the callback ran; freed right after). concluded comes from
+ * either out state. */
+enum gw_state { GW_OUT, GW_OUT_TERM_OVER, GW_CONCLUDED, GW_DELIVERED };
+
+static const char *gw_state_name(enum gw_state s)
+{
+    static const char *const names[] = { "out", "out_term_over", "concluded", "delivered" };
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
+}
+
+enum gw_kind { GW_WRITE, GW_READ };
+
 struct gwrite {
     struct gwrite *next;
+    enum gw_kind kind;
+    enum gw_state state;
     zke_agent *a;
     struct ev_loop *loop;
     struct zkc_owner owner;     /* its one session request (zkclient_cancel_queued) */
     struct scope_res res;       /* in its term's scope until answered or the term ends */
-    zke_write_fn *done;
+    zke_write_fn *done;         /* GW_WRITE */
+    zke_read_fn *rdone;         /* GW_READ */
     void *ud;
     int64_t epoch;
-    int n;                      /* the host's ops (the guard is one more) */
+    int n;                      /* the host's ops (the guard is one more); a read: 0 */
     size_t bytes;               /* their paths and data (ZKE_WRITE_MAX_OUT_BYTES) */
-    int term_over;              /* its term ended while it was out */
-    int concluded;              /* the outcome is set: the callback is due */
     ev_timer t;                 /* the callback's zero timer */
     /* the outcome */
     const char *reason;
@@ -44,7 +65,18 @@ struct gwrite {
     int applied, failed_op;
     struct zke_write_op_result *ops;
     char **created;             /* created paths, owned */
+    /* a read's outcome: the node's data (owned, NUL-terminated), version,
+     * ZooKeeper's error */
+    char *rdata;
+    size_t rlen;
+    int32_t rversion;
+    const char *rerror;
 };
+
+static int concluded(const struct gwrite *w)
+{
+    return w->state == GW_CONCLUDED || w->state == GW_DELIVERED;
+}
 
 static const char *const outcome_names[ZKE_WRITE_OUTCOMES] = {
     "applied", "deposed", "failed", "term_ended", "late", "unreachable", "stopped", "freed",
@@ -85,6 +117,7 @@ static void write_free(struct gwrite *w)
         for (int i = 0; i < w->n; i++)
             free(w->created[i]);
     free(w->created);
+    free(w->rdata);
     free(w->ops);
     free(w->msg);
     free(w);
@@ -101,12 +134,41 @@ static void unlink_write(zke_agent *a, struct gwrite *w)
 
 /* Runs the callback and frees w. Returns 1 when the host freed the agent
  * in it; freeing: from inside real_free (no dispatch guard). */
+static int deliver_read(struct gwrite *w, int freeing)
+{
+    zke_agent *a = w->a;
+    struct zke_read_result r;
+    memset(&r, 0, sizeof r);
+    r.reason = w->reason;
+    r.msg = w->msg != NULL ? w->msg : w->reason != NULL ? w->reason : "read";
+    r.error = w->rerror;
+    r.epoch = w->epoch;
+    r.version = -1;
+    if (w->reason == NULL) {
+        r.data = w->rdata != NULL ? w->rdata : "";
+        r.len = w->rlen;
+        r.version = w->rversion;
+    }
+    if (!freeing) {
+        if (r.reason != NULL)
+            agent_alog(a, ZKE_LOG_DEBUG, "read (epoch %" PRId64 "): %s: %s", w->epoch, r.reason,
+                       r.msg);
+        dispatch_enter(&a->q);
+    }
+    w->rdone(a, &r, w->ud);
+    write_free(w);
+    return freeing ? 0 : agent_host_leave(a);
+}
+
 static int deliver(struct gwrite *w, int freeing)
 {
     zke_agent *a = w->a;
     ev_timer_stop(w->loop, &w->t);
     scope_remove(&w->res);
     unlink_write(a, w);
+    w->state = GW_DELIVERED;
+    if (w->kind == GW_READ)
+        return deliver_read(w, freeing);
     struct zke_write_result r;
     memset(&r, 0, sizeof r);
     r.reason = w->reason;
@@ -139,11 +201,11 @@ static void deliver_cb(struct ev_loop *loop, ev_timer *t, int revents)
 /* The outcome is known (msg taken): the callback runs from the loop. */
 static void conclude(struct gwrite *w, const char *reason, char *msg)
 {
-    if (w->concluded) {
+    if (concluded(w)) {
         free(msg);
         return;
     }
-    w->concluded = 1;
+    w->state = GW_CONCLUDED;
     w->reason = reason;
     free(w->msg);
     w->msg = msg;
@@ -158,7 +220,7 @@ static void conclude(struct gwrite *w, const char *reason, char *msg)
 static void res_cancel(struct scope_res *res)
 {
     struct gwrite *w = (struct gwrite *)((char *)res - offsetof(struct gwrite, res));
-    w->term_over = 1;
+    w->state = GW_OUT_TERM_OVER;
     scope_remove(res);
     zkclient_cancel_queued(w->a->zkc, &w->owner);
 }
@@ -166,7 +228,7 @@ static void res_cancel(struct scope_res *res)
 static void res_detach(struct scope_res *res)
 {
     struct gwrite *w = (struct gwrite *)((char *)res - offsetof(struct gwrite, res));
-    w->term_over = 1;
+    w->state = GW_OUT_TERM_OVER;
 }
 
 static const struct scope_res_ops write_res_ops = { res_cancel, NULL, res_detach };
@@ -200,13 +262,17 @@ static int take_ops(struct gwrite *w, const struct zkc_result *r)
 static void write_done(void *arg, const struct zkc_result *r)
 {
     struct gwrite *w = arg;
-    if (w->concluded)
+    if (concluded(w))
         return;                 /* aborted: its outcome is set */
+    int term_over = w->state == GW_OUT_TERM_OVER;
+    if (term_over)
+        agent_alog(w->a, ZKE_LOG_DEBUG, "guarded write of epoch %" PRId64 ": answered while %s",
+                   w->epoch, gw_state_name(w->state));
     if (take_ops(w, r) != 0) {
         conclude(w, "internal", xstrdup("out of memory"));
         return;
     }
-    const char *late = w->term_over ? "late" : NULL;
+    const char *late = term_over ? "late" : NULL;
     /* a server's answer (not a lost connection's, which the client gives
      * every op) that failed on the guard */
     int answered = r->rc != ZKC_CONNLOSS && r->rc != ZKC_CLOSING && r->rc != ZKC_EXPIRED;
@@ -217,8 +283,8 @@ static void write_done(void *arg, const struct zkc_result *r)
         conclude(w, late, late ? xprintf("ZooKeeper applied it after the term of epoch %" PRId64
                                          " ended", w->epoch) : NULL);
     } else if (r->rc == ZKC_CLOSING && r->sent_ns == 0) {
-        conclude(w, w->term_over ? "term_ended" : agent_stopping(w->a) ? "stopped" : "unreachable",
-                 xprintf("not sent: %s", w->term_over ? "the term ended first"
+        conclude(w, term_over ? "term_ended" : agent_stopping(w->a) ? "stopped" : "unreachable",
+                 xprintf("not sent: %s", term_over ? "the term ended first"
                                         : "the session closed first"));
     } else if (guard_failed || r->rc == ZKC_EXPIRED) {
         conclude(w, late ? late : "deposed",
@@ -311,15 +377,21 @@ static int build_ops(zke_agent *a, const struct zke_write_op *ops, int n, const 
  * ZKE_WRITE_MAX_OUT and ZKE_WRITE_MAX_OUT_BYTES, else -1 with a->err set
  * ("busy"). Out: not answered yet (a concluded one waits for its
  * callback only). */
-static int room_for(zke_agent *a, size_t bytes)
+static int room_for(zke_agent *a, enum gw_kind kind, size_t bytes)
 {
-    int out = 0;
+    int out = 0, reads = 0;
     size_t out_bytes = 0;
     for (const struct gwrite *w = a->writes; w != NULL; w = w->next)
-        if (!w->concluded) {
+        if (!concluded(w)) {
             out++;
+            reads += w->kind == GW_READ;
             out_bytes += w->bytes;
         }
+    if (kind == GW_READ && reads >= ZKE_READ_MAX_OUT) {
+        agent_err(a, "busy: %d reads are out (at most %d): retry after an answer", reads,
+                  ZKE_READ_MAX_OUT);
+        return -1;
+    }
     if (out < ZKE_WRITE_MAX_OUT && out_bytes + bytes <= ZKE_WRITE_MAX_OUT_BYTES)
         return 0;
     agent_err(a, "busy: %d guarded writes of %zu bytes are out (at most %d, %d bytes): retry "
@@ -332,9 +404,9 @@ static struct gwrite *write_new(zke_agent *a, int n, int64_t epoch, zke_write_fn
     struct gwrite *w = calloc(1, sizeof *w);
     if (w == NULL)
         return NULL;
-    w->ops = calloc((size_t)n, sizeof *w->ops);
-    w->created = calloc((size_t)n, sizeof *w->created);
-    if (w->ops == NULL || w->created == NULL) {
+    w->ops = n > 0 ? calloc((size_t)n, sizeof *w->ops) : NULL;
+    w->created = n > 0 ? calloc((size_t)n, sizeof *w->created) : NULL;
+    if (n > 0 && (w->ops == NULL || w->created == NULL)) {
         free(w->ops);
         free(w->created);
         free(w);
@@ -379,7 +451,7 @@ int zke_agent_write(zke_agent *a, int64_t epoch, const struct zke_write_op *ops,
         agent_err(a, "out of memory");
         return refused(a);
     }
-    if (build_ops(a, ops, n, guard, z, &w->bytes) != 0 || room_for(a, w->bytes) != 0 ||
+    if (build_ops(a, ops, n, guard, z, &w->bytes) != 0 || room_for(a, GW_WRITE, w->bytes) != 0 ||
         scope_add(term, &w->res) != 0) {
         if (w->res.owner == NULL && scope_cancelled(term))
             agent_err(a, "term_ended: the term of epoch %" PRId64 " is ending", epoch);
@@ -401,13 +473,97 @@ int zke_agent_write(zke_agent *a, int64_t epoch, const struct zke_write_op *ops,
     return 0;
 }
 
+/* The get's completion (also ZKC_CLOSING). The data is another client's
+ * bytes: copied as they are, any length the session accepted. */
+static void read_done(void *arg, const struct zkc_result *r)
+{
+    struct gwrite *w = arg;
+    if (concluded(w))
+        return;                 /* aborted: its outcome is set */
+    int term_over = w->state == GW_OUT_TERM_OVER;
+    int answered = r->rc != ZKC_CONNLOSS && r->rc != ZKC_CLOSING && r->rc != ZKC_EXPIRED;
+    if (r->rc == ZKC_CLOSING && r->sent_ns == 0) {
+        conclude(w, term_over ? "term_ended" : agent_stopping(w->a) ? "stopped" : "unreachable",
+                 xprintf("not sent: %s", term_over ? "the term ended first"
+                                        : "the session closed first"));
+    } else if (term_over) {
+        conclude(w, "late", xprintf("ZooKeeper answered after the term of epoch %" PRId64
+                                    " ended (the answer is dropped)", w->epoch));
+    } else if (r->rc == ZKC_OK) {
+        size_t len = r->data != NULL && r->datalen > 0 ? (size_t)r->datalen : 0;
+        w->rdata = malloc(len + 1);
+        if (w->rdata == NULL) {
+            conclude(w, "internal", xstrdup("out of memory"));
+            return;
+        }
+        if (len > 0)
+            memcpy(w->rdata, r->data, len);
+        w->rdata[len] = '\0';
+        w->rlen = len;
+        w->rversion = r->has_stat ? r->version : -1;
+        conclude(w, NULL, NULL);
+    } else if (answered) {
+        w->rerror = zkc_rc_name(r->rc);
+        conclude(w, "failed", xprintf("ZooKeeper refused the read: %s", w->rerror));
+    } else {
+        conclude(w, "unreachable", xprintf("no answer (%s)", zkc_rc_name(r->rc)));
+    }
+}
+
+int zke_agent_read(zke_agent *a, int64_t epoch, const char *path, zke_read_fn *done, void *ud)
+{
+    if (a->life != AL_RUNNING || a->zkc == NULL) {
+        agent_err(a, "not running (not started, or stopping)");
+        return -1;
+    }
+    if (path == NULL || done == NULL) {
+        agent_err(a, "a read takes a path and a callback");
+        return -1;
+    }
+    scope *term = agent_term(a);
+    if (term == NULL || a->term.epoch != epoch || a->term.node == NULL) {
+        agent_err(a, "term_ended: the term of epoch %" PRId64 " is not the one acting%s", epoch,
+                  term == NULL ? " (no term acts: not leading, or its step-down began)" : "");
+        return -1;
+    }
+    char why[WRITEPATH_MAX + 512];
+    if (writepath_allowed(a->set.path, a->set.write_prefixes, path, 0, 1, why, sizeof why) != 0) {
+        agent_err(a, "%s", why);
+        return -1;
+    }
+    struct gwrite *w = write_new(a, 0, epoch, NULL, ud);
+    if (w == NULL) {
+        agent_err(a, "out of memory");
+        return -1;
+    }
+    w->kind = GW_READ;
+    w->rdone = done;
+    w->bytes = strlen(path);
+    if (room_for(a, GW_READ, w->bytes) != 0 || scope_add(term, &w->res) != 0) {
+        if (w->res.owner == NULL && scope_cancelled(term))
+            agent_err(a, "term_ended: the term of epoch %" PRId64 " is ending", epoch);
+        write_free(w);
+        return -1;
+    }
+    zkclient_tag(a->zkc, &w->owner);
+    if (zkclient_get(a->zkc, path, 0, read_done, w) != 0) {
+        agent_err(a, "not sent: %s", zkclient_error(a->zkc));
+        scope_remove(&w->res);
+        write_free(w);
+        return -1;
+    }
+    w->next = a->writes;
+    a->writes = w;
+    return 0;
+}
+
 void agent_write_abort(zke_agent *a)
 {
     while (a->writes != NULL) {
         struct gwrite *w = a->writes;
         a->writes = w->next;        /* off the list first (deliver's unlink finds nothing) */
-        if (!w->concluded) {
-            w->concluded = 1;
+        if (!concluded(w)) {
+            w->state = GW_CONCLUDED;
             w->reason = "freed";
             free(w->msg);
             w->msg = xstrdup("the agent was freed first");

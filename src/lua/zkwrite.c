@@ -1,6 +1,7 @@
 /*
  * zkwrite.c - zkelect.zk.create/set/delete/check/multi: a hook waits
- * (like zkelect.exec) for one guarded write of its term (zke_agent_write).
+ * (like zkelect.exec) for one guarded write of its term (zke_agent_write);
+ * zkelect.zk.get: for one read of its term (zke_agent_read).
  *
  * Raises for what the script got wrong (an argument, a path outside the
  * allow-list, a call outside a hook); returns nil, msg, code for what
@@ -18,7 +19,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-enum zkw_kind { ZKW_CREATE, ZKW_SET, ZKW_DELETE, ZKW_CHECK, ZKW_MULTI };
+enum zkw_kind { ZKW_CREATE, ZKW_SET, ZKW_DELETE, ZKW_CHECK, ZKW_MULTI, ZKW_GET };
 
 struct zkw_op {
     struct hook_wait w;         /* first: the runtime hands it back */
@@ -27,6 +28,7 @@ struct zkw_op {
     enum zkw_kind kind;
     int answered;               /* the write's callback ran ("freed": not resumed) */
     const struct zke_write_result *res;   /* during the callback */
+    const struct zke_read_result *rres;   /* a get's, during the callback */
 };
 
 static void zkw_cancel(struct hook_wait *w)
@@ -229,12 +231,72 @@ static int read_ops(lua_State *L, enum zkw_kind kind, struct zke_write_op *ops)
     return 1;
 }
 
+/* [-0, +3] (under lua_pcall): a get's results: data, version or nil, msg, code. */
+static int push_read(lua_State *L)
+{
+    const struct zke_read_result *r = ((struct zkw_op *)lua_touserdata(L, 1))->rres;
+    lua_settop(L, 0);
+    if (r->reason == NULL) {
+        lua_pushlstring(L, r->data, r->len);
+        lua_pushinteger(L, r->version);
+        lua_pushnil(L);
+        return 3;
+    }
+    const char *e = r->error != NULL ? r->error : "";
+    luaL_pushfail(L);
+    lua_pushstring(L, r->msg);
+    lua_pushstring(L, strcmp(r->reason, "failed") != 0
+                          ? (strcmp(r->reason, "term_ended") == 0 ? "ETERM"
+                             : strcmp(r->reason, "late") == 0 ? "ELATE"
+                             : strcmp(r->reason, "unreachable") == 0 ? "EUNREACHABLE"
+                             : strcmp(r->reason, "internal") == 0 ? "EZK" : "ESTOPPED")
+                          : strcmp(e, "nonode") == 0 ? "ENONODE"
+                          : strcmp(e, "noauth") == 0 ? "ENOAUTH" : "EZK");
+    return 3;
+}
+
+static void read_cb(zke_agent *a, const struct zke_read_result *r, void *ud)
+{
+    struct zkw_op *op = ud;
+    (void)a;
+    op->answered = 1;
+    struct hookrun *run = op->run;
+    if (run == NULL || strcmp(r->reason != NULL ? r->reason : "", "freed") == 0) {
+        if (run == NULL)
+            free(op);           /* the hook was cancelled: nobody waits */
+        return;                 /* freed: the runtime's end cancels the wait */
+    }
+    const struct host *h = op->host;
+    lua_State *L = h->L, *co = h->wait_thread(run);
+    int n = 0, want = r->reason == NULL ? 2 : 3;
+    op->rres = r;
+    lua_pushcfunction(L, push_read);
+    lua_pushlightuserdata(L, op);
+    if (lua_pcall(L, 1, 3, 0) == LUA_OK && lua_checkstack(co, 3)) {
+        lua_pop(L, 3 - want);
+        lua_xmove(L, co, want);
+        n = want;
+    } else {
+        lua_settop(L, 0);
+    }
+    free(op);
+    h->wait_end(run, n);
+}
+
 static int refuse(lua_State *L, const char *msg, const char *code)
 {
     luaL_pushfail(L);
     lua_pushstring(L, msg);
     lua_pushstring(L, code);
     return 3;
+}
+
+/* The refusal code of a call's -1 (zke_agent_errstr). */
+static const char *refusal_code(const char *err)
+{
+    return strncmp(err, "term_ended", 10) == 0 ? "ETERM"
+         : strncmp(err, "not running", 11) == 0 ? "ESTOPPED"
+         : strncmp(err, "busy", 4) == 0 ? "EBUSY" : "EUNREACHABLE";
 }
 
 static int l_write(lua_State *L)
@@ -275,10 +337,42 @@ static int l_write(lua_State *L)
         if (strncmp(err, "op ", 3) == 0 || strncmp(err, "a write takes", 13) == 0 ||
             strncmp(err, "the ops' paths", 14) == 0)
             return luaL_error(L, "%s: %s", what, err);
-        return refuse(L, err, strncmp(err, "term_ended", 10) == 0 ? "ETERM"
-                              : strncmp(err, "not running", 11) == 0 ? "ESTOPPED"
-                              : strncmp(err, "busy", 4) == 0 ? "EBUSY"
-                              : "EUNREACHABLE");
+        return refuse(L, err, refusal_code(err));
+    }
+    op->run = h->wait_begin(h->ud, L, &op->w, what);
+    return lua_yield(L, 0);
+}
+
+/* zkelect.zk.get(path): data, version | nil, msg, code. */
+static int l_get(lua_State *L)
+{
+    const struct host *h = lua_touserdata(L, lua_upvalueindex(1));
+    const char *what = "zkelect.zk.get";
+    const char *path = check_path(L, 1, 1);
+    (void)h->wait_begin(h->ud, L, NULL, what);         /* raises outside a hook */
+    zke_agent *a = h->agent != NULL ? h->agent(h->ud) : NULL;
+    if (a == NULL)
+        return luaL_error(L, "%s: no agent (zkelect check)", what);
+    scope *s = h->scope(h->ud);
+    int64_t epoch = s != NULL ? h->scope_epoch(h->ud, s) : -1;
+    if (s == NULL)
+        return refuse(L, "term_ended: the term has ended", "ETERM");
+    if (epoch <= 0)
+        return refuse(L, "term_ended: no term acts in this hook (zkelect.zk reads and writes "
+                         "are made in on_leader, or what it started, while its term acts)",
+                      "ETERM");
+    struct zkw_op *op = calloc(1, sizeof *op);
+    if (op == NULL)
+        return luaL_error(L, "out of memory");
+    op->w.cancel = zkw_cancel;
+    op->host = h;
+    op->kind = ZKW_GET;
+    if (zke_agent_read(a, epoch, path, read_cb, op) != 0) {
+        const char *err = zke_agent_errstr(a);
+        free(op);
+        if (strncmp(err, "write path", 10) == 0)
+            return luaL_error(L, "%s: %s", what, err);
+        return refuse(L, err, refusal_code(err));
     }
     op->run = h->wait_begin(h->ud, L, &op->w, what);
     return lua_yield(L, 0);
@@ -287,7 +381,7 @@ static int l_write(lua_State *L)
 void zkwrite_open_lua(lua_State *L, const struct host *h)
 {
     static const char *const names[] = { "create", "set", "delete", "check", "multi" };
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 6);
     for (int k = ZKW_CREATE; k <= ZKW_MULTI; k++) {
         lua_pushlightuserdata(L, (void *)h);
         lua_pushinteger(L, k);
@@ -295,5 +389,8 @@ void zkwrite_open_lua(lua_State *L, const struct host *h)
         lua_pushcclosure(L, l_write, 3);
         lua_setfield(L, -2, names[k]);
     }
+    lua_pushlightuserdata(L, (void *)h);
+    lua_pushcclosure(L, l_get, 1);
+    lua_setfield(L, -2, "get");
     lua_setfield(L, -2, "zk");
 }
