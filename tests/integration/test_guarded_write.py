@@ -159,5 +159,42 @@ def test_the_c_api_bounds_writes_and_answers_each_once():
             kz.stop()
 
 
+def test_a_successor_reads_and_a_versioned_set_fails_on_a_change():
+    """zkelect.zk.get (zke_agent_read): B, the successor, reads the value A's
+    term wrote (with A's versioned guarded set) and its data version; when
+    another writer changes the node after B's read, B's set with the version
+    it read fails in ZooKeeper (EBADVERSION) and the other writer's value
+    stays. A missing node reads ENONODE, the election folder is readable, a
+    path outside the allow-list or a candidate's node raises."""
+    policy = os.path.join(h.POLICIES, "readmodify.lua")
+    with h.ZooKeeper() as zk:
+        kz = KazooClient(hosts=zk.hostport, timeout=10)
+        kz.start(timeout=10)
+        try:
+            kz.create("/rm/value", b"init", makepath=True)
+            extra = ["--zk-write-prefixes", "/rm"]
+            a = h.Agent(zk, "a", path="/app/rm_election", script=policy, extra=extra)
+            assert script_line(a, "read ", timeout=15)["msg"] == \
+                "read id=a data=init version=0 code=nil"
+            assert script_line(a, "set ")["msg"].startswith("set id=a version=1 code=nil")
+            b = h.Agent(zk, "b", path="/app/rm_election", script=policy, extra=extra)
+            b.wait_for("follower", timeout=15)
+            a.term()
+            assert a.wait_exit(10) == 0
+            read = script_line(b, "read ", timeout=15)["msg"]
+            assert re.match(r"read id=b data=a@\d+ version=1 code=nil$", read), read
+            kz.set("/rm/value", b"other")
+            stale = script_line(b, "stale_set")["msg"]
+            assert stale.startswith("stale_set r=nil code=EBADVERSION now=2"), stale
+            assert kz.get("/rm/value")[0] == b"other"
+            reads = script_line(b, "reads ")["msg"]
+            assert reads.startswith("reads missing=ENONODE folder=0 raised=true true: ") and \
+                "not under a write prefix" in reads and "candidate's node" in reads, reads
+            b.term()
+            assert b.wait_exit(10) == 0
+        finally:
+            kz.stop()
+
+
 if __name__ == "__main__":
     h.run_tests(globals())
