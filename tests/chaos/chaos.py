@@ -1530,84 +1530,126 @@ COUNTER = "/gcounter"
 
 
 def _counter_values(t):
-    """The counter's history in ZooKeeper: (sequence, epoch) per value, in
-    sequence (commit) order; the epoch as its node's data (None: not a
-    number: another writer's bytes)."""
+    """The counter as ZooKeeper holds it: (values, final). values: the audit
+    trail, (czxid, value, epoch, name) per node in sequence (commit) order,
+    those committed up to the final value only; final: (value, epoch) of the
+    counter's node (None: not a counter: another writer's bytes)."""
+    def parse(data):
+        try:
+            v, e = data.decode().split(" ")
+            return int(v), int(e)
+        except (AttributeError, UnicodeDecodeError, ValueError):
+            return None, None
     zk = t.ens.client()
     try:
+        data, st = zk.get_data(COUNTER + "/value")
+        fv, fe = parse(data)
         out = []
-        for name in zk.get_children(COUNTER) or []:
-            data = zk.get_data("%s/%s" % (COUNTER, name))
-            data = data[0] if isinstance(data, tuple) else data
-            try:
-                epoch = int(data)
-            except (TypeError, ValueError):
-                epoch = None
-            out.append((int(name[2:]), epoch, name))
-        return sorted(out)
+        for name in zk.get_children(COUNTER + "/log") or []:
+            data, nst = zk.get_data("%s/log/%s" % (COUNTER, name))
+            if nst["czxid"] <= st["mzxid"]:     # the same multi set the node
+                out.append((int(name[2:]), nst["czxid"]) + parse(data) + (name,))
+        return [x[1:] for x in sorted(out)], (fv, fe) if fv is not None else None
+    finally:
+        zk.close()
+
+
+def _zxid_now(t):
+    """A zxid after every transaction committed before the call: a
+    sequential node's creation (czxid)."""
+    zk = t.ens.client()
+    try:
+        return zk.exists(zk.create_node(COUNTER + "/cut-", sequential=True))["czxid"]
     finally:
         zk.close()
 
 
 def sc_guarded_counter(t):
-    """The duty is a counter in ZooKeeper: each leader's policy adds one
-    value every 20 ms with a guarded write (zkelect.zk.create, sequential:
-    the sequence is the value, the data its term's epoch). The leader is cut
+    """The duty is a counter in ZooKeeper (tests/chaos/policy.lua): each
+    leader's policy reads the counter's node (zkelect.zk.get: value,
+    version) and, 0.1 s later, sets value + 1 with the version read, in one
+    guarded multi that also appends to the audit trail. The leader is cut
     off (its namespace drops what it sends to the servers; what they send
-    comes in) right while it writes, its node is deleted by hand, the
-    successor leads and counts, and the drop ends 0.5 s after it began (its
-    connection, its session and the write it sent into the drop live on,
-    and TCP delivers that write after the successor's values). The checker
-    (checker.check_counter): every value written by exactly one term that
-    led, in epoch order. With the guard's check op removed from the build
-    (agent_write.c's first op), the held write lands after the successor's
-    values and the checker fails (docs/design.md "Guarded writes")."""
-    t.ens.ensure_path(COUNTER)
+    comes in) while it counts, most likely between a read and its write, its
+    node is deleted by hand, the successor leads (and counts 1.5 s into its
+    term), and the drop ends 0.5 s after it began: TCP delivers the deposed
+    leader's write then, carrying a version that still matches. The checker
+    (checker.check_counter): each value applied once, consecutive, by a
+    term that led, epochs non-decreasing, the node's value the number of
+    values applied, and no value of the deposed term committed after its
+    node was deleted. With the guard's check op removed from the build
+    (agent_write.c build_ops) that last one fails: the held write lands
+    (docs/design.md "Guarded writes")."""
+    t.ens.ensure_path(COUNTER + "/log")
+    zk = t.ens.client()
+    try:
+        if not zk.create(COUNTER + "/value", b"0 0"):
+            zk.set_data(COUNTER + "/value", b"0 0")
+    finally:
+        zk.close()
     t.start_candidates(extra=["--zk-write-prefixes", COUNTER], counter=COUNTER)
     t.steady()
     lead = _leader_or_fail(t)
+    _wait_counting(t, lead)
+    epoch = max(int(e["epoch"]) for e in lead.events()
+                if e.get("event") == "leader" and e.get("epoch") is not None)
     t.fault_begin("hand_delete", lead.id, s2_bound_ms=HAND_DELETE_FROZEN_MS,
                   duty_bound_ms=HAND_DELETE_FROZEN_MS,
                   expect=[{"type": "leader_change"}, {"type": "epoch_up"}])
     t0 = time.monotonic()
-    # its requests dropped, the servers' bytes let in: the answer to the
-    # write it sent last still comes, so the next one (20 ms later) is
-    # sent into the drop
+    # its requests dropped, the servers' bytes let in: a write it sends
+    # after a read answered goes into the drop
     ns = lead.netns
     h_ports = ", ".join(str(p) for p in sorted(set(t.client_ports())))
     net.sh(ns.exec_prefix() + ["nft", "-f", "-"], input=(
         "flush chain inet chaos out\nadd rule inet chaos out ip daddr %s tcp dport { %s } drop\n"
         % (ns.host_ip, h_ports)))
     ns.partitioned = True
-    time.sleep(0.05)                    # a write of its goes into the drop
+    time.sleep(0.05)
     _delete_by_hand(t, lead)
+    ends = {epoch: _zxid_now(t)}
     time.sleep(max(0.0, 0.5 - (time.monotonic() - t0)))
     lead.netns.heal()
     t.fault_end("hand_delete")
     t.wait_stable(timeout=3 * T_MS / 1000.0 + 5, record=True)
+    _wait_counting(t, t.leader() or lead, after=epoch)
     claims = []
     led = set()
     for c in t.cands:
         for e in c.events():
-            m = re.match(r"counter epoch=(\d+) path=\S*/v-(\d+)$", str(e.get("msg") or ""))
+            m = re.match(r"counter epoch=(\d+) value=(\d+)$", str(e.get("msg") or ""))
             if m:
                 claims.append((c.id, int(m.group(1)), int(m.group(2))))
             if e.get("event") == "leader" and e.get("epoch") is not None:
                 led.add(int(e["epoch"]))
-    vals = _counter_values(t)           # after the claims: it holds every claimed value
+    vals, final = _counter_values(t)    # after the claims: it holds every claimed value
     refused = sum(1 for c in t.cands for e in c.events()
                   if str(e.get("msg") or "").startswith("guarded write") and
                   (": deposed:" in e["msg"] or ": late:" in e["msg"]))
-    bad = CK.check_counter(vals, claims, led)
-    t.notes["counter"] = {"values": len(vals), "terms": len(set(v[1] for v in vals)),
+    bad = CK.check_counter(vals, final, [c for c in claims if final and c[2] <= final[0]],
+                           led, ends)
+    t.notes["counter"] = {"values": len(vals), "terms": len(set(v[2] for v in vals)),
                           "refused_in_zookeeper": refused, "violations": bad[:5]}
-    if len(set(v[1] for v in vals)) < 2:
+    if len(set(v[2] for v in vals)) < 2:
         t.problems.append("fault not injected: the counter has values of %d term(s)"
-                          % len(set(v[1] for v in vals)))
+                          % len(set(v[2] for v in vals)))
     if refused == 0 and not bad:
         t.problems.append("fault not injected: no write of the deposed leader reached ZooKeeper "
-                          "after the successor led")
+                          "after its node was deleted (the cut fell between a write and a read)")
     t.problems.extend("counter: " + b for b in bad[:10])
+
+
+def _wait_counting(t, c, after=0):
+    """Waits (bounded) for c's policy to apply a value in a term newer than
+    after."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        for e in c.events():
+            m = re.match(r"counter epoch=(\d+) ", str(e.get("msg") or ""))
+            if m and int(m.group(1)) > after:
+                return
+        time.sleep(0.05)
+    t.problems.append("%s applied no counter value (after epoch %d) within 5 s" % (c.id, after))
 
 
 def sc_resign_force_frozen(t):

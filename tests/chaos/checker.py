@@ -1272,40 +1272,54 @@ class GroupChecker:
                               "violations": violations}
 
 
-def check_counter(values, claims, led):
-    """The guarded counter's duty (chaos.py sc_guarded_counter): values,
-    the counter's history as ZooKeeper keeps it, (sequence, epoch, name) in
-    sequence order (the order ZooKeeper committed them); claims, the values
-    the leaders' policies say they wrote, (candidate, epoch, sequence);
-    led, the epochs of the terms that led. Every value written by exactly
-    one term that led (its data an epoch of one, claimed by at most one
-    candidate, under that epoch), and in epoch order: no value of an older
-    epoch after one of a newer epoch. Returns the violations (strings)."""
+def check_counter(values, final, claims, led, ends):
+    """The guarded counter's duty (chaos.py sc_guarded_counter), a real
+    counter: each term reads the counter's node and sets value + 1 with the
+    version it read, in one guarded multi that appends to the audit trail.
+    values: the trail as ZooKeeper keeps it, (czxid, value, epoch, name) in
+    commit order (value, epoch None: another writer's bytes); final: the
+    node's (value, epoch), None if it holds no counter; claims: what the
+    leaders' policies say they applied, (candidate, epoch, value); led: the
+    epochs of the terms that led; ends: {epoch: zxid}, that term's node was
+    deleted before zxid. Checks: every value applied once and by a term that
+    led (no value applied twice, claimed by at most one candidate, under its
+    epoch), the values consecutive from 1, epochs non-decreasing along them,
+    the node's value the number of values applied (its epoch the last's),
+    and no value of a term committed after its node was deleted. Returns the
+    violations (strings)."""
     bad = []
-    by_seq = {}
-    for seq, epoch, name in values:
-        if epoch is None or epoch not in led:
-            bad.append("value %s (%s) names epoch %s, not a term that led" % (seq, name, epoch))
-        by_seq[seq] = epoch
+    by_value = {}
     newest = None
-    for seq, epoch, name in values:
-        if epoch is None:
-            continue
-        if newest is not None and epoch < newest[1]:
-            bad.append("value %d of epoch %d came after value %d of epoch %d (an older term "
-                       "wrote after a newer one)" % (seq, epoch, newest[0], newest[1]))
-        if newest is None or epoch > newest[1]:
-            newest = (seq, epoch)
+    for i, (zxid, value, epoch, name) in enumerate(values):
+        if epoch is None or epoch not in led:
+            bad.append("value %s (%s) names epoch %s, not a term that led" % (value, name, epoch))
+        if value in by_value:
+            bad.append("value %s applied twice: by epochs %s and %s" % (value, by_value[value], epoch))
+        elif value != i + 1:
+            bad.append("value %s (%s) is number %d applied: not consecutive" % (value, name, i + 1))
+        by_value.setdefault(value, epoch)
+        if epoch is not None and newest is not None and epoch < newest[1]:
+            bad.append("value %s of epoch %d came after value %s of epoch %d (an older term "
+                       "wrote after a newer one)" % (value, epoch, newest[0], newest[1]))
+        if epoch is not None and (newest is None or epoch > newest[1]):
+            newest = (value, epoch)
+        if epoch in ends and zxid > ends[epoch]:
+            bad.append("value %s of epoch %d was committed (zxid 0x%x) after its term's node was "
+                       "deleted (before 0x%x)" % (value, epoch, zxid, ends[epoch]))
+    last = values[-1][2] if values else 0
+    if final is None or final[0] != len(values) or (values and final[1] != last):
+        bad.append("the counter's node holds %s, but %d values were applied (the last by epoch "
+                   "%s)" % (final, len(values), last))
     seen = {}
-    for cid, epoch, seq in claims:
-        if seq in seen:
-            bad.append("value %d claimed twice: by %s and %s" % (seq, seen[seq], cid))
-        seen[seq] = cid
-        if seq not in by_seq:
-            bad.append("value %d that %s wrote (epoch %d) is not in ZooKeeper" % (seq, cid, epoch))
-        elif by_seq[seq] != epoch:
+    for cid, epoch, value in claims:
+        if value in seen:
+            bad.append("value %d claimed twice: by %s and %s" % (value, seen[value], cid))
+        seen[value] = cid
+        if value not in by_value:
+            bad.append("value %d that %s wrote (epoch %d) is not in ZooKeeper" % (value, cid, epoch))
+        elif by_value[value] != epoch:
             bad.append("value %d that %s wrote in epoch %d holds epoch %s"
-                       % (seq, cid, epoch, by_seq[seq]))
+                       % (value, cid, epoch, by_value[value]))
     return bad
 
 

@@ -47,12 +47,17 @@
 -- agent SIGKILLed or frozen) leaves it to the agent's --fence command (the
 -- harness gives one that runs `--mark clear`). Logs "marker set|clear epoch=<E> ok=<bool> code=<c>".
 --
--- Variant (guarded_counter scenario): CFG.counter names a folder; after the
--- rest of on_leader, the hook counts in ZooKeeper with guarded writes
--- (zkelect.zk.create of CFG.counter .. "/v-", sequential: the sequence is
--- the counter, the data the term's epoch), one every 20 ms, until its term
--- ends (the end preempts the hook), at most 15 s. Logs "counter epoch=<E>
--- path=<created>" per value and "counter refused epoch=<E> code=<c>".
+-- Variant (guarded_counter scenario): CFG.counter names a folder holding
+-- the counter, the node CFG.counter .. "/value" ("<value> <epoch>"). After
+-- the rest of on_leader and COUNTER_START seconds, the hook counts: it
+-- reads the node (zkelect.zk.get: value, version), waits COUNTER_GAP (the
+-- work between a read and its write) and sends one guarded multi that sets
+-- value + 1 with the version read and creates the audit trail's node
+-- CFG.counter .. "/log/a-" (sequential, the same data): the trail is the
+-- order ZooKeeper applied the values in, each with its term's epoch. Until
+-- its term ends (the end preempts the hook), at most 15 s. Logs "counter
+-- epoch=<E> value=<V>" per value applied and "counter refused epoch=<E>
+-- code=<c>".
 --
 -- If zkelect.every / zkelect.spawn are missing (an older agent) it degrades to
 -- one action per term and says so at load time ("policy caps ...").
@@ -122,6 +127,43 @@ end
 zkelect.log("info", string.format("policy caps every=%s spawn=%s hang=%s stall_ms=%d",
   tostring(HAS_EVERY), tostring(HAS_SPAWN), tostring(CFG.hang_on_leader), CFG.stall_ms))
 
+-- The guarded_counter variant's duty (above). COUNTER_START: a term
+-- starts counting late, so that a deposed leader's write held in the
+-- network reaches ZooKeeper before its successor changes the counter (the
+-- version it carries still matches: only the guard refuses it).
+-- COUNTER_GAP: a cut of the leader's network most likely falls between a
+-- read and its write, so that the write goes into the cut.
+local COUNTER_START, COUNTER_GAP = 1.5, 0.1
+
+local function counter(e)
+  local node = CFG.counter .. "/value"
+  zkelect.sleep(COUNTER_START)
+  local t0 = zkelect.clock()
+  while zkelect.clock() - t0 < 15 do
+    local data, ver, code = zkelect.zk.get(node)
+    local n = data and tonumber(string.match(data, "^(%d+) ")) or nil
+    local r, msg
+    if n then
+      zkelect.sleep(COUNTER_GAP)
+      local v = (n + 1) .. " " .. e
+      r, msg, code = zkelect.zk.multi{
+        { op = "set", path = node, data = v, version = ver },
+        { op = "create", path = CFG.counter .. "/log/a-", data = v, sequential = true },
+      }
+    else
+      msg = data and "not a counter: " .. data or ver
+    end
+    if r then
+      zkelect.log("info", "counter epoch=" .. e .. " value=" .. (n + 1))
+    else
+      zkelect.log("info", "counter refused epoch=" .. e .. " code=" .. tostring(code) ..
+                  " msg=" .. tostring(msg))
+      if code == "ETERM" then break end
+      zkelect.sleep(0.02)
+    end
+  end
+end
+
 function on_leader(ev)
   local e = epoch_str(ev)
   terms = terms + 1
@@ -156,18 +198,7 @@ function on_leader(ev)
   end
   zkelect.log("info", "hook_end on_leader")
   if CFG.counter ~= "" then
-    local t0 = zkelect.clock()
-    while zkelect.clock() - t0 < 15 do
-      local p, msg, code = zkelect.zk.create(CFG.counter .. "/v-", e, { sequential = true })
-      if p then
-        zkelect.log("info", "counter epoch=" .. e .. " path=" .. p)
-      else
-        zkelect.log("info", "counter refused epoch=" .. e .. " code=" .. tostring(code) ..
-                    " msg=" .. tostring(msg))
-        if code == "ETERM" then break end
-      end
-      zkelect.sleep(0.02)
-    end
+    counter(e)
   end
 end
 

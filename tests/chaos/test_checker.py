@@ -1067,18 +1067,31 @@ def test_group_cli():
 
 
 def test_counter_checked():
-    """check_counter: a clean history passes; a stale term's value after a
-    newer one, a value of an epoch that never led, a claim ZooKeeper does
-    not hold and a value claimed twice are each caught."""
-    vals = [(0, 5, "v-0"), (1, 5, "v-1"), (2, 9, "v-2"), (3, 9, "v-3")]
-    claims = [("c1", 5, 0), ("c1", 5, 1), ("c2", 9, 2), ("c2", 9, 3)]
-    assert checker.check_counter(vals, claims, {5, 9}) == []
-    stale = vals + [(4, 5, "v-4")]
-    bad = checker.check_counter(stale, claims + [("c1", 5, 4)], {5, 9})
-    assert len(bad) == 1 and "older term" in bad[0], bad
-    assert "not a term that led" in checker.check_counter(vals + [(4, 7, "v-4")], claims, {5, 7, 9} - {7})[0]
-    assert "not in ZooKeeper" in checker.check_counter(vals, claims + [("c2", 9, 8)], {5, 9})[0]
-    assert "claimed twice" in checker.check_counter(vals, claims + [("c3", 9, 3)], {5, 9})[0]
+    """check_counter: a clean history passes; a value applied twice, a gap,
+    a stale term's value after a newer one, a value of an epoch that never
+    led, a node whose value is not the number applied, a value committed
+    after its term's node was deleted, a claim ZooKeeper does not hold and a
+    value claimed twice are each caught."""
+    vals = [(10, 1, 5, "a-0"), (11, 2, 5, "a-1"), (20, 3, 9, "a-2"), (21, 4, 9, "a-3")]
+    claims = [("c1", 5, 1), ("c1", 5, 2), ("c2", 9, 3), ("c2", 9, 4)]
+    ends = {5: 15}
+
+    def check(v=vals, final=(4, 9), c=claims, led=frozenset({5, 9}), e=ends):
+        return checker.check_counter(v, final, c, led, e)
+    assert check() == []
+    twice = vals[:3] + [(21, 3, 9, "a-3")]
+    assert any("applied twice" in b for b in check(twice, final=(4, 9))), check(twice)
+    assert any("not consecutive" in b for b in check(vals[:2] + vals[3:], final=(3, 9)))
+    stale = vals + [(22, 5, 5, "a-4")]
+    bad = check(stale, final=(5, 5))
+    assert any("older term" in b for b in bad) and any("after its term's node" in b for b in bad), bad
+    late = vals[:2] + [(16, 3, 5, "a-2")]
+    bad = check(late, final=(3, 5), c=claims[:2])
+    assert len(bad) == 1 and "after its term's node was deleted" in bad[0], bad
+    assert "not a term that led" in check(led=frozenset({5}))[0]
+    assert "holds (3, 9)" in check(final=(3, 9))[0]
+    assert "not in ZooKeeper" in check(c=claims + [("c2", 9, 8)])[0]
+    assert "claimed twice" in check(c=claims + [("c3", 9, 3)])[0]
 
 
 if __name__ == "__main__":
