@@ -23,7 +23,7 @@
  *   logcount NAME|conn         the lines its log callback got since, by level
  *   conn_free                  try zke_conn_free (prints its result)
  *   write NAME N SIZE          N guarded writes at once (zke_agent_write in NAME's last
- *                              term: each sets PATH/state to SIZE bytes); prints how many
+ *                              term: each sets PATH/data/state to SIZE bytes); prints how many
  *                              were accepted and the first refusal, then each answer
  *   writefree NAME N           the same (SIZE 1), and NAME freed inside the first answer
  *   quit                       stop every agent, free each in its on_stopped, free the
@@ -257,7 +257,7 @@ static void writes(struct rec *r, long n, long size, int free_in_write)
     static char data[600 * 1024];
     char path[300];
     memset(data, 'w', sizeof data);
-    snprintf(path, sizeof path, "%s/state", r->path);
+    snprintf(path, sizeof path, "%s/data/state", r->path); /* below a child: never a direct child */
     struct zke_write_op op = { .type = ZKE_WRITE_SET, .path = path, .data = data,
                                .len = (size_t)size, .version = -1 };
     int ok = 0;
