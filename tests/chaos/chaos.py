@@ -1583,6 +1583,8 @@ def sc_guarded_counter(t):
     t.ens.ensure_path(COUNTER + "/log")
     zk = t.ens.client()
     try:
+        for name in zk.get_children(COUNTER + "/log") or []:
+            zk.delete("%s/log/%s" % (COUNTER, name))  # a trial's own trail (one ensemble)
         if not zk.create(COUNTER + "/value", b"0 0"):
             zk.set_data(COUNTER + "/value", b"0 0")
     finally:
@@ -1598,14 +1600,30 @@ def sc_guarded_counter(t):
                   expect=[{"type": "leader_change"}, {"type": "epoch_up"}])
     t0 = time.monotonic()
     # its requests dropped, the servers' bytes let in: a write it sends
-    # after a read answered goes into the drop
+    # after a read answered goes into the drop. The node is deleted once
+    # the policy says it sent a write after the drop began (its "counter
+    # sending" line: mono_ns after it); a drop that began while a read was
+    # on its way holds that read, and no write follows: then the drop is
+    # lifted (TCP delivers the read), the policy counts on, and the drop
+    # begins again (at most three times)
     ns = lead.netns
     h_ports = ", ".join(str(p) for p in sorted(set(t.client_ports())))
-    net.sh(ns.exec_prefix() + ["nft", "-f", "-"], input=(
-        "flush chain inet chaos out\nadd rule inet chaos out ip daddr %s tcp dport { %s } drop\n"
-        % (ns.host_ip, h_ports)))
-    ns.partitioned = True
-    time.sleep(0.05)
+
+    def sent_since(ns0):
+        return any(str(e.get("msg") or "").startswith("counter sending ") and
+                   int(e.get("mono_ns") or 0) > ns0 for e in lead.events())
+    for attempt in range(3):
+        net.sh(ns.exec_prefix() + ["nft", "-f", "-"], input=(
+            "flush chain inet chaos out\nadd rule inet chaos out ip daddr %s tcp dport { %s } "
+            "drop\n" % (ns.host_ip, h_ports)))
+        ns.partitioned = True
+        ns0 = time.monotonic_ns()
+        if _polled(lambda: sent_since(ns0), 0.5):
+            break
+        lead.netns.heal()
+        ns1 = time.monotonic_ns()
+        _polled(lambda: sent_since(ns1), 2.0)
+    t0 = time.monotonic()
     _delete_by_hand(t, lead)
     ends = {epoch: _zxid_now(t)}
     time.sleep(max(0.0, 0.5 - (time.monotonic() - t0)))
@@ -1637,6 +1655,18 @@ def sc_guarded_counter(t):
         t.problems.append("fault not injected: no write of the deposed leader reached ZooKeeper "
                           "after its node was deleted (the cut fell between a write and a read)")
     t.problems.extend("counter: " + b for b in bad[:10])
+
+
+def _polled(cond, timeout, interval=0.01):
+    """cond() polled until true (True) or timeout seconds (False)."""
+    deadline = time.monotonic() + timeout
+    for _ in range(int(timeout / interval) + 10):
+        if cond():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return False
 
 
 def _wait_counting(t, c, after=0):

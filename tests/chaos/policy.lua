@@ -146,6 +146,7 @@ local function counter(e)
     if n then
       zkelect.sleep(COUNTER_GAP)
       local v = (n + 1) .. " " .. e
+      zkelect.log("info", "counter sending epoch=" .. e .. " value=" .. (n + 1))
       r, msg, code = zkelect.zk.multi{
         { op = "set", path = node, data = v, version = ver },
         { op = "create", path = CFG.counter .. "/log/a-", data = v, sequential = true },
