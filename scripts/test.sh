@@ -2,7 +2,7 @@
 # Installs what is missing (scripts/setup.sh --dev: the test tools too),
 # builds, and runs the whole suite twice: a normal build and an ASan+UBSan
 # build (without the tests labelled asan_excluded unless ZKELECT_ASAN_ALL=1),
-# with the lint and the fuzz targets beside the chaos suite. Every integration test
+# with the lint and the fuzz targets beside the tests (after the ASan build). Every integration test
 # starts its own ZooKeeper server on a free loopback port.
 #   scripts/test.sh [ctest args, e.g. -R integration.chain]
 #   ZKELECT_ASAN_ALL=1 scripts/test.sh      (every test under ASan too)
@@ -17,16 +17,36 @@ idle=(chrt --idle 0)
 "${idle[@]}" true 2>/dev/null || idle=(nice -n 19)
 # The ASan build goes on beside the normal build's tests, in the CPU time
 # they leave idle (they wait on session timeouts far more than they
-# compute: about 1.4 of the 2 cores), and is waited for before its tests.
-asan_log=$(mktemp)
-trap 'rm -f "$asan_log"' EXIT
-BUILD_DIR=build-asan "${idle[@]}" bash scripts/setup.sh --dev -DZKELECT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
-  >"$asan_log" 2>&1 &
-asan_pid=$!
+# compute: about 1.5 of the 2 cores), and is waited for before its tests.
+# In the whole run only, the static analysis (scripts/lint.sh: one test)
+# and the fuzz targets (one test each) follow it in the same idle time: the
+# rest of the normal build's tests, the chaos suite (it waits on session
+# timeouts and partitions) and the ASan tests, so that they add little to
+# the run (they took 444 s and 79 s beside the chaos suite and the ASan
+# tests alone, and the run waited 110 s for them). Their output is printed
+# when they are done.
+side=$(mktemp -d)
+asan_log=$side/asan.log
+trap 'rm -rf "$side"' EXIT
+(
+  BUILD_DIR=build-asan "${idle[@]}" bash scripts/setup.sh --dev -DZKELECT_SANITIZE=ON \
+    -DCMAKE_BUILD_TYPE=Debug >"$asan_log" 2>&1
+  echo $? >"$side/asan.rc"
+  [ $# -eq 0 ] || exit 0
+  t0=$SECONDS
+  "${idle[@]}" bash scripts/lint.sh >"$side/lint.log" 2>&1; echo $? >"$side/lint.rc"
+  t1=$SECONDS
+  "${idle[@]}" bash scripts/fuzz.sh "${FUZZ_SECONDS:-4}" >"$side/fuzz.log" 2>&1
+  echo "lint $((t1 - t0)) s, fuzz $((SECONDS - t1)) s (after the ASan build, beside the tests)" \
+    >"$side/times"
+) &
+side_pid=$!
 asan_built() {
-  wait "$asan_pid"; local r=$?
+  local n=0
+  while [ ! -s "$side/asan.rc" ] && [ $n -lt 7200 ]; do sleep 0.5; n=$((n + 1)); done
+  local r; r=$(cat "$side/asan.rc" 2>/dev/null || echo 1)
   cat "$asan_log"
-  [ $r -eq 0 ] || { echo "the ASan build failed (exit $r)"; exit 1; }
+  [ "$r" -eq 0 ] || { echo "the ASan build failed (exit $r)"; exit 1; }
 }
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
@@ -35,7 +55,7 @@ passed=0 failed=0 rc=0
 # One ctest run; adds its counts to passed/failed; says its time and the CPU
 # its tests used (user + sys of the processes they waited for, by bash's
 # times in ctest's subshell: not the builds going on beside).
-cpu_file=$(mktemp)
+cpu_file=$side/cpu
 run_ctest() {
   local b=$1; shift
   local t0=$SECONDS
@@ -56,26 +76,6 @@ run_ctest() {
   fi
   [ $r -eq 0 ] || printf '%s\n' "$out" | grep -q 'No tests were found' || rc=1
 }
-# Static analysis (scripts/lint.sh: one test) and the fuzz targets (one test
-# each), in the whole run only: they run beside the chaos suite under
-# SCHED_IDLE, in the CPU time it leaves idle (it waits on session timeouts
-# and partitions; its processes take the CPU at once when they wake), so
-# they do not add their two minutes to the run. Their output is printed
-# when they are done.
-side=$(mktemp -d)
-trap 'rm -rf "$side" "$asan_log" "$cpu_file"' EXIT
-side_pid=
-start_side() {
-  [ $# -eq 0 ] || return 0
-  (
-    t0=$SECONDS
-    "${idle[@]}" bash scripts/lint.sh >"$side/lint.log" 2>&1; echo $? >"$side/lint.rc"
-    t1=$SECONDS
-    "${idle[@]}" bash scripts/fuzz.sh "${FUZZ_SECONDS:-4}" >"$side/fuzz.log" 2>&1
-    echo "lint $((t1 - t0)) s, fuzz $((SECONDS - t1)) s (beside the chaos suite)" >"$side/times"
-  ) &
-  side_pid=$!
-}
 for b in build build-asan; do
   [ "$b" = build ] || asan_built
   echo "=== ctest in $b"
@@ -92,7 +92,6 @@ for b in build build-asan; do
     # with the ASan binary), to keep the whole run well inside 15 minutes
     if [ "$b" = build ]; then
       run_ctest "$b" -j4 -E '^chaos\.suite$'
-      start_side "$@"
       run_ctest "$b" -R '^chaos\.suite$'
     elif [ -n "${ZKELECT_ASAN_ALL:-}" ]; then
       run_ctest "$b" -j4 -E '^chaos\.suite$'
@@ -107,10 +106,10 @@ for b in build build-asan; do
     fi
   fi
 done
-if [ -n "$side_pid" ]; then
+if [ $# -eq 0 ]; then
   t_wait=$SECONDS
   wait "$side_pid"
-  echo "=== $(cat "$side/times" 2>/dev/null); waited $((SECONDS - t_wait)) s for them after it"
+  echo "=== $(cat "$side/times" 2>/dev/null); waited $((SECONDS - t_wait)) s for them after the tests"
   echo "=== lint"
   cat "$side/lint.log"
   if [ "$(cat "$side/lint.rc" 2>/dev/null)" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; fi
