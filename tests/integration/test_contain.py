@@ -201,7 +201,12 @@ def test_a_child_that_ignores_sigterm_is_killed_before_the_node_goes():
     cmd = ["--", "sh", "-c", "(trap '' TERM; exec sleep %s1) & exec sleep %s2" % (tag, tag)]
     with h.ZooKeeper() as zk:
         try:
-            a = h.Agent(zk, "ia", path=PATH, session_timeout=T, extra=cmd)
+            # a step-down budget of 400 ms: the SIGKILL at three eighths of
+            # it, the node released at half of it at the latest; with 200 ms
+            # the child's reaping under ASan beside other load came after
+            # the 25 ms between the two (CI run 59)
+            a = h.Agent(zk, "ia", path=PATH, session_timeout=T,
+                        extra=["--stepdown-budget", "400"] + cmd)
             a.wait_for("leader", timeout=15)
             h.wait_until(lambda: len(tagged(tag)) == 2, 10, "the command and its child")
             b = h.Agent(zk, "ib", path=PATH, session_timeout=T)
