@@ -87,11 +87,21 @@ def test_a_shared_suffix_after_the_wrap_never_leads_twice():
         a = h.Agent(zk, "a", path=PATH)
         assert h.node_seq(joined(a)) == INT32_MAX - 1
         a.wait_for("leader", timeout=15)
-        b = h.Agent(zk, "b", path=PATH)
-        nb = joined(b)
-        role(b)
-        # c joins until its node sorts before b's by name (a coin toss per
-        # guid): then both are next in line behind a, which made both lead
+        # b joins until its guid is in the upper half (a coin toss per guid:
+        # a small guid of b's left c's tries below little chance, 1 in 13
+        # runs lost: CI run 60)
+        for i in range(12):
+            b = h.Agent(zk, "b" if i == 0 else "b%d" % i, path=PATH)
+            nb = joined(b)
+            role(b)
+            if nb[2] >= "8":
+                break
+            b.term()
+            assert b.wait_exit() == 0
+        assert nb[2] >= "8", "no guid of b in the upper half in 12 tries"
+        # c joins until its node sorts before b's by name (a coin toss or
+        # better per guid): then both are next in line behind a, which made
+        # both lead
         for i in range(12):
             c = h.Agent(zk, "c%d" % i, path=PATH)
             nc = joined(c)
