@@ -299,6 +299,27 @@ static const char *refusal_code(const char *err)
          : strncmp(err, "busy", 4) == 0 ? "EBUSY" : "EUNREACHABLE";
 }
 
+/* The acting term of the hook that calls `what`: 0 with *a and *epoch,
+ * or the count of the refusal's results pushed (nil, msg, ETERM); raises
+ * outside a hook or without an agent. */
+static int acting_term(lua_State *L, const struct host *h, const char *what, zke_agent **a,
+                       int64_t *epoch)
+{
+    (void)h->wait_begin(h->ud, L, NULL, what);         /* raises outside a hook */
+    *a = h->agent != NULL ? h->agent(h->ud) : NULL;
+    if (*a == NULL)
+        return luaL_error(L, "%s: no agent (zkelect check)", what);
+    scope *s = h->scope(h->ud);
+    *epoch = s != NULL ? h->scope_epoch(h->ud, s) : -1;
+    if (s == NULL)
+        return refuse(L, "term_ended: the term has ended", "ETERM");
+    if (*epoch <= 0)
+        return refuse(L, "term_ended: no term acts in this hook (zkelect.zk reads and writes "
+                         "are made in on_leader, or what it started, while its term acts)",
+                      "ETERM");
+    return 0;
+}
+
 static int l_write(lua_State *L)
 {
     const struct host *h = lua_touserdata(L, lua_upvalueindex(1));
@@ -306,17 +327,11 @@ static int l_write(lua_State *L)
     const char *what = lua_tostring(L, lua_upvalueindex(3));
     struct zke_write_op ops[ZKE_WRITE_MAX_OPS];
     int n = read_ops(L, kind, ops);
-    (void)h->wait_begin(h->ud, L, NULL, what);         /* raises outside a hook */
-    zke_agent *a = h->agent != NULL ? h->agent(h->ud) : NULL;
-    if (a == NULL)
-        return luaL_error(L, "%s: no agent (zkelect check)", what);
-    scope *s = h->scope(h->ud);
-    int64_t epoch = s != NULL ? h->scope_epoch(h->ud, s) : -1;
-    if (s == NULL)
-        return refuse(L, "term_ended: the term has ended", "ETERM");
-    if (epoch <= 0)
-        return refuse(L, "term_ended: no term acts in this hook (guarded writes are made in "
-                         "on_leader, or what it started, while its term acts)", "ETERM");
+    zke_agent *a;
+    int64_t epoch;
+    int refused = acting_term(L, h, what, &a, &epoch);
+    if (refused != 0)
+        return refused;
     struct zkw_op *op = calloc(1, sizeof *op);
     struct zkw_call *c = calloc(1, sizeof *c);
     if (op == NULL || c == NULL) {
@@ -349,18 +364,11 @@ static int l_get(lua_State *L)
     const struct host *h = lua_touserdata(L, lua_upvalueindex(1));
     const char *what = "zkelect.zk.get";
     const char *path = check_path(L, 1, 1);
-    (void)h->wait_begin(h->ud, L, NULL, what);         /* raises outside a hook */
-    zke_agent *a = h->agent != NULL ? h->agent(h->ud) : NULL;
-    if (a == NULL)
-        return luaL_error(L, "%s: no agent (zkelect check)", what);
-    scope *s = h->scope(h->ud);
-    int64_t epoch = s != NULL ? h->scope_epoch(h->ud, s) : -1;
-    if (s == NULL)
-        return refuse(L, "term_ended: the term has ended", "ETERM");
-    if (epoch <= 0)
-        return refuse(L, "term_ended: no term acts in this hook (zkelect.zk reads and writes "
-                         "are made in on_leader, or what it started, while its term acts)",
-                      "ETERM");
+    zke_agent *a;
+    int64_t epoch;
+    int refused = acting_term(L, h, what, &a, &epoch);
+    if (refused != 0)
+        return refused;
     struct zkw_op *op = calloc(1, sizeof *op);
     if (op == NULL)
         return luaL_error(L, "out of memory");
