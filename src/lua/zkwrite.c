@@ -305,6 +305,7 @@ static const char *refusal_code(const char *err)
 static int acting_term(lua_State *L, const struct host *h, const char *what, zke_agent **a,
                        int64_t *epoch)
 {
+    *epoch = -1;
     (void)h->wait_begin(h->ud, L, NULL, what);         /* raises outside a hook */
     *a = h->agent != NULL ? h->agent(h->ud) : NULL;
     if (*a == NULL)

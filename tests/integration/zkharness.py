@@ -1023,11 +1023,12 @@ class StallProxy:
         other = {a: b, b: a}
         try:
             while not self.closed:
-                # block until bytes come, or (held, with bytes pending) the
-                # hold ends: released bytes go out at once
+                # block until bytes come; held with bytes pending, look again
+                # every 20 ms: the hold may end early (hold(0)), and released
+                # bytes go out at once, not at the next byte
                 with self.lock:
                     left = self.held_until - time.monotonic()
-                wait = max(0.0, left) if left > 0 and (pend[a] or pend[b]) else 0.5
+                wait = min(max(0.0, left), 0.02) if left > 0 and (pend[a] or pend[b]) else 0.5
                 r, _, _ = select.select([a, b], [], [], wait)
                 for x in r:
                     data = x.recv(65536)
