@@ -134,6 +134,23 @@ def zxid(zk):
     raise AssertionError("no Zxid in srvr")
 
 
+def ephemeral_owners(zk):
+    """{session: its ephemeral nodes} by the server's dump (whether a
+    killed process's session is still there)."""
+    owners, cur = {}, None
+    try:
+        text = zk.four("dump", timeout=5.0)
+    except OSError as e:
+        return "dump failed: %s" % e
+    for line in text.splitlines():
+        if line.startswith("0x"):
+            cur = line.rstrip(":")
+            owners[cur] = 0
+        elif line.startswith("\t/") and cur is not None:
+            owners[cur] += 1
+    return owners
+
+
 def test_many_elections_on_one_session():
     assert os.access(MANY_BIN, os.X_OK), "bench_many not built: %s" % MANY_BIN
     with h.ZooKeeper() as zk:
@@ -184,8 +201,12 @@ def test_many_elections_on_one_session():
             try:
                 wait(lambda: c.count("leader", mc) >= E, T / 1000.0 * 3 + 10, "C leads all %d" % E, c)
             except h.Timeout:
-                raise AssertionError("C wrote %d leader lines of %d after B's SIGKILL (%.1f s); its stderr:\n%s"
-                                     % (c.count("leader", mc), E, time.monotonic() - t0, c.stderr()[-2000:]))
+                raise AssertionError("C wrote %d leader lines of %d after B's SIGKILL (%.1f s, B %s); "
+                                     "the server's sessions with ephemerals: %s; C's last lines: %s; "
+                                     "its stderr:\n%s"
+                                     % (c.count("leader", mc), E, time.monotonic() - t0,
+                                        "exited %s" % b.p.poll(), ephemeral_owners(zk),
+                                        c.lines[-3:], c.stderr()[-2000:]))
             assert c.count("leader", mc) == E, (c.count("leader", mc), c.stderr()[-2000:])
             print("  info: C led all %d elections %.2f s after B's SIGKILL (T = %d ms)"
                   % (E, time.monotonic() - t0, T), flush=True)
