@@ -302,12 +302,7 @@ int cmd_audit(struct opts *o)
 {
     char err[2048];
     static struct audit_app a;          /* its memory of findings is large: not on the stack */
-    if (o->zk == NULL || o->zk[0] == '\0')
-        die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
-    if (o->path == NULL || o->path[0] == '\0')
-        die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
-    if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0)
-        die(EX_USAGE, "%s", err);
+    require_election(o);
     a.since_ms = o->since != NULL ? parse_since(o->since) : 0;
     log_setup(stderr, (enum log_format)o->log, (enum zke_log_level)o->level, "audit");
     a.loop = ev_default_loop(EVFLAG_AUTO);
@@ -326,23 +321,17 @@ int cmd_audit(struct opts *o)
         struct logf f[1] = { { "addr", LF_STR, httpd_addr(a.http), 0 } };
         log_line(ZKE_LOG_INFO, "status_listen", f, 1);
     }
-    const char *ascheme, *acred;
-    char who[160];
-    resolve_auth(o, &ascheme, &acred, who, sizeof who);
-    struct zke_observer_settings s = {
-        .zk = o->zk, .path = o->path, .session_timeout_ms = o->session_timeout,
-        .connect_timeout_ms = a.once ? options_status_timeout(o) : options_connect_timeout(o),
-        .auth_scheme = ascheme, .auth_credentials = acred,
-    };
-    struct zke_tls tls;
-    int64_t tls_expiry;
-    s.tls = resolve_tls_of(o, &tls, &tls_expiry);
+    struct zke_observer_settings s;
+    struct reader_creds creds;
+    resolve_reader(o, &s, &creds);
+    s.session_timeout_ms = o->session_timeout;
+    s.connect_timeout_ms = a.once ? options_status_timeout(o) : options_connect_timeout(o);
     struct zke_history_callbacks cb = { on_history, on_fatal, quiet_log };
     zke_history_reader *r = zke_history_reader_new(a.loop, &s, !a.once, &cb, &a);
     /* following: the leader's gauge from an observer (its own session) */
     struct zke_observer_callbacks ocb = { obs_change, obs_fatal, quiet_log };
     zke_observer *ob = a.once ? NULL : zke_observer_new(a.loop, &s, &ocb, &a);
-    forget_auth(o, ascheme, acred);
+    forget_reader(o, &creds);
     if (r == NULL || (!a.once && ob == NULL))
         die(EX_SOFTWARE, "out of memory");
     if (zke_history_reader_start(r) != 0)

@@ -56,30 +56,18 @@ static void on_fatal(zke_history_reader *r, const char *reason, const char *msg,
 
 int cmd_history(struct opts *o)
 {
-    char err[2048];
     struct history_run hr = { o->path, o->json, 0, 0, o->skew_ms };
-    if (o->zk == NULL || o->zk[0] == '\0')
-        die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
-    if (o->path == NULL || o->path[0] == '\0')
-        die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
-    if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0)
-        die(EX_USAGE, "%s", err);
+    require_election(o);
     struct ev_loop *loop = ev_default_loop(EVFLAG_AUTO);
     if (loop == NULL)
         die(EX_SOFTWARE, "cannot initialise the event loop");
-    const char *ascheme, *acred;
-    char who[160];
-    resolve_auth(o, &ascheme, &acred, who, sizeof who);
-    struct zke_observer_settings s = {
-        .zk = o->zk, .path = o->path, .connect_timeout_ms = options_status_timeout(o),
-        .auth_scheme = ascheme, .auth_credentials = acred,
-    };
-    struct zke_tls tls;
-    int64_t tls_expiry;
-    s.tls = resolve_tls_of(o, &tls, &tls_expiry);
+    struct zke_observer_settings s;
+    struct reader_creds creds;
+    resolve_reader(o, &s, &creds);
+    s.connect_timeout_ms = options_status_timeout(o);
     struct zke_history_callbacks cb = { on_history, on_fatal, NULL };
     zke_history_reader *r = zke_history_reader_new(loop, &s, 0, &cb, &hr);
-    forget_auth(o, ascheme, acred);
+    forget_reader(o, &creds);
     if (r == NULL)
         die(EX_SOFTWARE, "out of memory");
     if (zke_history_reader_start(r) != 0)

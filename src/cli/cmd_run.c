@@ -366,14 +366,10 @@ static void check_session_file(const char *file)
 static void check_run_options(const struct opts *o)
 {
     char err[2048];
-    if (o->zk == NULL || o->zk[0] == '\0')
-        die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
-    if (o->path == NULL || o->path[0] == '\0')
-        die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
+    require_election(o);
     if (o->id == NULL || o->id[0] == '\0')
         die(EX_USAGE, "missing --id NAME (or ZKELECT_ID)");
-    if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0 ||
-        zke_check_id(o->id, err, sizeof err) != 0 ||
+    if (zke_check_id(o->id, err, sizeof err) != 0 ||
         zke_check_write_prefixes(o->write_prefixes, err, sizeof err) != 0)
         die(EX_USAGE, "%s", err);
     if (o->status_addr != NULL && httpd_check_addr(o->status_addr, NULL, err, sizeof err) != 0)

@@ -177,30 +177,18 @@ int cmd_status(struct opts *o)
 {
     char err[2048];
     struct status_run sr = { o->zk, o->path, o->json, 0, 0, 0 };
-    if (o->zk == NULL || o->zk[0] == '\0')
-        die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
-    if (o->path == NULL || o->path[0] == '\0')
-        die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
-    if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0)
-        die(EX_USAGE, "%s", err);
+    require_election(o);
     struct ev_loop *loop = ev_default_loop(EVFLAG_AUTO);
     if (loop == NULL)
         die(EX_SOFTWARE, "cannot initialise the event loop");
-    const char *ascheme, *acred;
-    char who[160];
-    resolve_auth(o, &ascheme, &acred, who, sizeof who);
+    struct zke_observer_settings s;
+    struct reader_creds rc_creds;
+    resolve_reader(o, &s, &rc_creds);
     /* --connect-timeout bounds the whole reading: by default a short one
      * (options_status_timeout), 0 none */
-    struct zke_observer_settings s = {
-        .zk = o->zk, .path = o->path,
-        .connect_timeout_ms = options_status_timeout(o),
-        .auth_scheme = ascheme, .auth_credentials = acred,
-    };
-    struct zke_tls tls;
-    int64_t expiry;
-    s.tls = resolve_tls_of(o, &tls, &expiry);
+    s.connect_timeout_ms = options_status_timeout(o);
     int rc = zke_census_run(loop, &s, status_done, &sr, err, sizeof err);
-    forget_auth(o, ascheme, acred);
+    forget_reader(o, &rc_creds);
     if (rc != 0)
         die(EX_SOFTWARE, "%s", err);
     ev_run(loop, 0);

@@ -118,12 +118,7 @@ int cmd_watch(struct opts *o)
     enum zke_policy_error why;
     struct watch_app w;
     memset(&w, 0, sizeof w);
-    if (o->zk == NULL || o->zk[0] == '\0')
-        die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
-    if (o->path == NULL || o->path[0] == '\0')
-        die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
-    if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0)
-        die(EX_USAGE, "%s", err);
+    require_election(o);
     log_setup(stderr, (enum log_format)o->log, (enum zke_log_level)o->level, o->id ? o->id : "watch");
     w.loop = ev_default_loop(EVFLAG_AUTO);
     if (w.loop == NULL)
@@ -144,20 +139,14 @@ int cmd_watch(struct opts *o)
         if (w.policy == NULL)
             die(exit_code_for_policy(why), "%s", err);
     }
-    const char *ascheme, *acred;
-    char who[160];
-    resolve_auth(o, &ascheme, &acred, who, sizeof who);
-    struct zke_observer_settings s = {
-        .zk = o->zk, .path = o->path, .session_timeout_ms = o->session_timeout,
-        .connect_timeout_ms = options_connect_timeout(o),
-        .auth_scheme = ascheme, .auth_credentials = acred,
-    };
-    struct zke_tls tls;
-    int64_t expiry;
-    s.tls = resolve_tls_of(o, &tls, &expiry);
+    struct zke_observer_settings s;
+    struct reader_creds creds;
+    resolve_reader(o, &s, &creds);
+    s.session_timeout_ms = o->session_timeout;
+    s.connect_timeout_ms = options_connect_timeout(o);
     struct zke_observer_callbacks cb = { watch_change, watch_fatal, watch_log };
     zke_observer *ob = zke_observer_new(w.loop, &s, &cb, &w);
-    forget_auth(o, ascheme, acred);
+    forget_reader(o, &creds);
     if (ob == NULL)
         die(EX_SOFTWARE, "out of memory");
     if (zke_observer_start(ob) != 0)

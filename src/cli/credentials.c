@@ -111,3 +111,33 @@ const struct zke_tls *resolve_tls_of(const struct opts *o, struct zke_tls *buf, 
         die(EX_CONFIG, "%s", err);
     return buf;
 }
+
+void require_election(const struct opts *o)
+{
+    char err[2048];
+    if (o->zk == NULL || o->zk[0] == '\0')
+        die(EX_USAGE, "missing --zk HOST:PORT (or ZKELECT_ZK)");
+    if (o->path == NULL || o->path[0] == '\0')
+        die(EX_USAGE, "missing --path /election/path (or ZKELECT_PATH)");
+    if (zke_check_hosts(o->zk, err, sizeof err) != 0 || zke_check_path(o->path, err, sizeof err) != 0)
+        die(EX_USAGE, "%s", err);
+}
+
+void resolve_reader(struct opts *o, struct zke_observer_settings *s, struct reader_creds *c)
+{
+    require_election(o);
+    memset(s, 0, sizeof *s);
+    memset(c, 0, sizeof *c);
+    resolve_auth(o, &c->scheme, &c->cred, c->who, sizeof c->who);
+    s->zk = o->zk;
+    s->path = o->path;
+    s->auth_scheme = c->scheme;
+    s->auth_credentials = c->cred;
+    s->tls = resolve_tls_of(o, &c->tls, &c->tls_expiry);
+}
+
+void forget_reader(struct opts *o, struct reader_creds *c)
+{
+    forget_auth(o, c->scheme, c->cred);
+    c->scheme = c->cred = NULL;
+}

@@ -10,6 +10,7 @@
 #define ZKELECT_CREDENTIALS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "options.h"
 
@@ -28,5 +29,24 @@ void resolve_auth(struct opts *o, const char **scheme, const char **cred, char *
                   size_t wholen);
 /* Wipes and frees our copy once the library has its own. */
 void forget_auth(struct opts *o, const char *scheme, const char *cred);
+
+/* --zk and --path given and well formed, else exits 64 with the reason
+ * (every command that names an election). */
+void require_election(const struct opts *o);
+
+/* A reading command's (status, watch, history, audit) connection: what
+ * resolve_reader fills and forget_reader wipes. */
+struct reader_creds {
+    const char *scheme, *cred;          /* into o->auth (NULL: none) */
+    struct zke_tls tls;                 /* s->tls points here (or NULL) */
+    int64_t tls_expiry;
+    char who[160];
+};
+/* require_election, then *s zeroed and given the election, the credentials
+ * (resolve_auth) and the TLS files (resolve_tls_of), with the exits those
+ * say; the caller sets the timeouts. *s borrows from o and c: call
+ * forget_reader once the library has taken its copies (its _new). */
+void resolve_reader(struct opts *o, struct zke_observer_settings *s, struct reader_creds *c);
+void forget_reader(struct opts *o, struct reader_creds *c);
 
 #endif

@@ -257,6 +257,21 @@ static int take_ops(struct gwrite *w, const struct zkc_result *r)
     return 0;
 }
 
+/* Dropped before it was sent (ZKC_CLOSING): the term's end, the agent's
+ * stop or the session's close came first. */
+static void conclude_unsent(struct gwrite *w, int term_over)
+{
+    conclude(w, term_over ? "term_ended" : agent_stopping(w->a) ? "stopped" : "unreachable",
+             xprintf("not sent: %s", term_over ? "the term ended first" : "the session closed first"));
+}
+
+/* A server's answer, not a lost connection's (which the client gives every
+ * op) nor a close's. */
+static int server_answered(const struct zkc_result *r)
+{
+    return r->rc != ZKC_CONNLOSS && r->rc != ZKC_CLOSING && r->rc != ZKC_EXPIRED;
+}
+
 /* The session's completion (also ZKC_CLOSING: dropped unsent, cancelled,
  * the handle closed). */
 static void write_done(void *arg, const struct zkc_result *r)
@@ -275,7 +290,7 @@ static void write_done(void *arg, const struct zkc_result *r)
     const char *late = term_over ? "late" : NULL;
     /* a server's answer (not a lost connection's, which the client gives
      * every op) that failed on the guard */
-    int answered = r->rc != ZKC_CONNLOSS && r->rc != ZKC_CLOSING && r->rc != ZKC_EXPIRED;
+    int answered = server_answered(r);
     int guard_failed = answered && r->nops > 0 && r->ops != NULL && r->ops[0].rc != ZKC_OK &&
                        r->ops[0].rc != ZKC_ROLLEDBACK;
     if (r->rc == ZKC_OK) {
@@ -283,9 +298,7 @@ static void write_done(void *arg, const struct zkc_result *r)
         conclude(w, late, late ? xprintf("ZooKeeper applied it after the term of epoch %" PRId64
                                          " ended", w->epoch) : NULL);
     } else if (r->rc == ZKC_CLOSING && r->sent_ns == 0) {
-        conclude(w, term_over ? "term_ended" : agent_stopping(w->a) ? "stopped" : "unreachable",
-                 xprintf("not sent: %s", term_over ? "the term ended first"
-                                        : "the session closed first"));
+        conclude_unsent(w, term_over);
     } else if (guard_failed || r->rc == ZKC_EXPIRED) {
         conclude(w, late ? late : "deposed",
                  xprintf("ZooKeeper refused the write: the node of the term of epoch %" PRId64
@@ -481,11 +494,9 @@ static void read_done(void *arg, const struct zkc_result *r)
     if (concluded(w))
         return;                 /* aborted: its outcome is set */
     int term_over = w->state == GW_OUT_TERM_OVER;
-    int answered = r->rc != ZKC_CONNLOSS && r->rc != ZKC_CLOSING && r->rc != ZKC_EXPIRED;
+    int answered = server_answered(r);
     if (r->rc == ZKC_CLOSING && r->sent_ns == 0) {
-        conclude(w, term_over ? "term_ended" : agent_stopping(w->a) ? "stopped" : "unreachable",
-                 xprintf("not sent: %s", term_over ? "the term ended first"
-                                        : "the session closed first"));
+        conclude_unsent(w, term_over);
     } else if (term_over) {
         conclude(w, "late", xprintf("ZooKeeper answered after the term of epoch %" PRId64
                                     " ended (the answer is dropped)", w->epoch));

@@ -178,12 +178,11 @@ static int unqueue(zkclient *s, struct req *r)
     return 0;
 }
 
-void zkclient_cancel(zkclient *s, struct zkc_owner *owner)
+/* The owner's queued requests (never sent to the library), out of the
+ * queue and the lists, chained by qnext: the caller completes and frees
+ * them. */
+static struct req *unqueue_owned(zkclient *s, struct zkc_owner *owner)
 {
-    if (owner == NULL)
-        return;
-    /* the queued ones never reach the library: out of the queue and the
-     * lists now, completed below */
     struct req *drop = NULL;
     for (struct req *r = owner->head, *nx; r != NULL; r = nx) {
         nx = r->onext;
@@ -193,6 +192,27 @@ void zkclient_cancel(zkclient *s, struct zkc_owner *owner)
             drop = r;
         }
     }
+    return drop;
+}
+
+/* Completes each of unqueue_owned's requests as closing, then frees it. */
+static void complete_unqueued(struct req *drop)
+{
+    while (drop != NULL) {
+        struct req *r = drop;
+        drop = r->qnext;
+        complete_closing(r);
+        free_req(r);
+    }
+}
+
+void zkclient_cancel(zkclient *s, struct zkc_owner *owner)
+{
+    if (owner == NULL)
+        return;
+    /* the queued ones never reach the library: out of the queue and the
+     * lists now, completed below */
+    struct req *drop = unqueue_owned(s, owner);
     /* one at a time from the owner's head: a completion may issue (and so
      * link) new requests, which are cancelled too if they are the owner's
      * (one queued then is freed when the queue reaches it); a request the
@@ -203,33 +223,15 @@ void zkclient_cancel(zkclient *s, struct zkc_owner *owner)
         disown(r);              /* its later answer must not touch the owner */
         complete_closing(r);
     }
-    while (drop != NULL) {
-        struct req *r = drop;
-        drop = r->qnext;
-        complete_closing(r);
-        free_req(r);
-    }
+    complete_unqueued(drop);
 }
 
 void zkclient_cancel_queued(zkclient *s, struct zkc_owner *owner)
 {
     if (owner == NULL)
         return;
-    struct req *drop = NULL;
-    for (struct req *r = owner->head, *nx; r != NULL; r = nx) {
-        nx = r->onext;
-        if (r->queued && unqueue(s, r) == 0) {
-            unlink_req(r);
-            r->qnext = drop;
-            drop = r;
-        }
-    }
-    while (drop != NULL) {
-        struct req *r = drop;
-        drop = r->qnext;
-        complete_closing(r);
-        free_req(r);
-    }
+    struct req *drop = unqueue_owned(s, owner);
+    complete_unqueued(drop);
 }
 
 /* Requests sent, by kind, and names received in listings: process-wide

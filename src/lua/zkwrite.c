@@ -109,33 +109,52 @@ struct zkw_call {
     enum zke_write_type types[ZKE_WRITE_MAX_OPS];
 };
 
+/* An answer's first step: the op marked answered, its waiting hook run
+ * returned, or NULL when nobody waits (the hook cancelled: op freed here;
+ * or the agent freed: the runtime's end cancels the wait). */
+static struct hookrun *answer_taken(struct zkw_op *op, const char *reason)
+{
+    op->answered = 1;
+    struct hookrun *run = op->run;
+    if (run == NULL || strcmp(reason != NULL ? reason : "", "freed") == 0) {
+        if (run == NULL)
+            free(op);
+        return NULL;
+    }
+    return run;
+}
+
+/* Calls the pusher on L (pushed with its nargs arguments), moves `want` of
+ * its nres results to the waiting thread of run; how many it moved (0: the
+ * call failed, out of memory). */
+static int hand_results(const struct host *h, struct hookrun *run, int nargs, int nres, int want)
+{
+    lua_State *L = h->L, *co = h->wait_thread(run);
+    if (lua_pcall(L, nargs, nres, 0) == LUA_OK && lua_checkstack(co, nres)) {
+        lua_pop(L, nres - want);
+        lua_xmove(L, co, want);
+        return want;
+    }
+    lua_settop(L, 0);
+    return 0;
+}
+
 static void write_cb(zke_agent *a, const struct zke_write_result *r, void *ud)
 {
     struct zkw_call *c = ud;
     struct zkw_op *op = c->op;
     (void)a;
-    op->answered = 1;
-    struct hookrun *run = op->run;
-    if (run == NULL || strcmp(r->reason != NULL ? r->reason : "", "freed") == 0) {
-        if (run == NULL)
-            free(op);           /* the hook was cancelled: nobody waits */
+    struct hookrun *run = answer_taken(op, r->reason);
+    if (run == NULL) {
         free(c);
-        return;                 /* freed: the runtime's end cancels the wait */
+        return;
     }
     const struct host *h = op->host;
-    lua_State *L = h->L, *co = h->wait_thread(run);
-    int n = 0, want = r->reason == NULL ? 1 : 4;
     op->res = r;
-    lua_pushcfunction(L, push_results);
-    lua_pushlightuserdata(L, op);
-    lua_pushlightuserdata(L, c->types);
-    if (lua_pcall(L, 2, 4, 0) == LUA_OK && lua_checkstack(co, 4)) {
-        lua_pop(L, 4 - want);
-        lua_xmove(L, co, want);
-        n = want;
-    } else {
-        lua_settop(L, 0);
-    }
+    lua_pushcfunction(h->L, push_results);
+    lua_pushlightuserdata(h->L, op);
+    lua_pushlightuserdata(h->L, c->types);
+    int n = hand_results(h, run, 2, 4, r->reason == NULL ? 1 : 4);
     free(c);
     free(op);
     h->wait_end(run, n);
@@ -259,26 +278,14 @@ static void read_cb(zke_agent *a, const struct zke_read_result *r, void *ud)
 {
     struct zkw_op *op = ud;
     (void)a;
-    op->answered = 1;
-    struct hookrun *run = op->run;
-    if (run == NULL || strcmp(r->reason != NULL ? r->reason : "", "freed") == 0) {
-        if (run == NULL)
-            free(op);           /* the hook was cancelled: nobody waits */
-        return;                 /* freed: the runtime's end cancels the wait */
-    }
+    struct hookrun *run = answer_taken(op, r->reason);
+    if (run == NULL)
+        return;
     const struct host *h = op->host;
-    lua_State *L = h->L, *co = h->wait_thread(run);
-    int n = 0, want = r->reason == NULL ? 2 : 3;
     op->rres = r;
-    lua_pushcfunction(L, push_read);
-    lua_pushlightuserdata(L, op);
-    if (lua_pcall(L, 1, 3, 0) == LUA_OK && lua_checkstack(co, 3)) {
-        lua_pop(L, 3 - want);
-        lua_xmove(L, co, want);
-        n = want;
-    } else {
-        lua_settop(L, 0);
-    }
+    lua_pushcfunction(h->L, push_read);
+    lua_pushlightuserdata(h->L, op);
+    int n = hand_results(h, run, 1, 3, r->reason == NULL ? 2 : 3);
     free(op);
     h->wait_end(run, n);
 }
