@@ -229,7 +229,8 @@ enum zke_compat { ZKE_COMPAT_NONE = 0, ZKE_COMPAT_CURATOR, ZKE_COMPAT_KAZOO };
  * the next one); none of their names or the password may contain ','. */
 struct zke_tls {
     const char *ca;              /* the CA certificates that sign the servers' (only these are
-                                  * trusted; the host name is not checked) */
+                                  * trusted; a server's must also name one of the hosts of the
+                                  * connect string, as written there) */
     const char *cert;            /* our certificate (chain) */
     const char *key;             /* its private key */
     const char *key_password;    /* NULL: the key is not encrypted (copied, wiped at free) */

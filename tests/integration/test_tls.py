@@ -60,14 +60,17 @@ def make_pki(d):
     p = {k: os.path.join(d, k) for k in (
         "ca.pem", "ca.key", "other.pem", "other.key", "server.pem", "server.key", "server.p12",
         "client.pem", "client.key", "stranger.pem", "stranger.key", "expired.pem",
-        "oldsrv.pem", "oldsrv.key",
-        "keystore.jks", "truststore.jks", "san.ext")}
+        "oldsrv.pem", "oldsrv.key", "misnamed.pem", "misnamed.key", "dnsonly.pem", "dnsonly.key",
+        "keystore.jks", "truststore.jks", "san.ext", "misnamed.ext", "dnsonly.ext")}
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
     for ca in ("ca", "other"):
         sh("openssl", "req", "-x509", *ec, "-keyout", p[ca + ".key"], "-out", p[ca + ".pem"],
            "-days", "2", "-subj", "/CN=zkelect-test-" + ca)
-    with open(p["san.ext"], "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    for ext, san in (("san.ext", "IP:127.0.0.1,DNS:localhost"),
+                     ("misnamed.ext", "DNS:zk.example.invalid"),     # our CA's, another host's
+                     ("dnsonly.ext", "DNS:localhost")):
+        with open(p[ext], "w") as f:
+            f.write("subjectAltName=%s\n" % san)
 
     def leaf(name, ca, cn, days="2", ext=None):
         csr = os.path.join(d, name + ".csr")
@@ -79,6 +82,8 @@ def make_pki(d):
     leaf("client", "ca", "zkelect")
     leaf("stranger", "other", "stranger")
     leaf("oldsrv", "ca", "localhost", days="-1", ext=p["san.ext"])    # expired yesterday
+    leaf("misnamed", "ca", "misnamed", ext=p["misnamed.ext"])
+    leaf("dnsonly", "ca", "dnsonly", ext=p["dnsonly.ext"])
     # a certificate of the client's key that expired yesterday
     sh("openssl", "x509", "-in", p["client.pem"], "-signkey", p["client.key"], "-out",
        p["expired.pem"], "-days", "-1")
@@ -262,6 +267,7 @@ class Listener:
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
         self.ctx, self.held, self.accepts, self.stop = ctx, [], 0, False
+        self.handshakes = 0             # TLS handshakes the client completed
         self.t = threading.Thread(target=self.serve, daemon=True)
         self.t.start()
 
@@ -279,6 +285,7 @@ class Listener:
                 c.settimeout(2)
                 try:
                     self.held.append(self.ctx.wrap_socket(c, server_side=True))
+                    self.handshakes += 1
                 except (ssl.SSLError, OSError):
                     pass                # the client refused our certificate
 
@@ -290,16 +297,24 @@ class Listener:
         self.sock.close()
 
 
+def server_ctx(p, name):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(p[name + ".pem"], p[name + ".key"])
+    return ctx
+
+
 def test_tls_without_zookeeper():
     """Settings checked at start (exit 78); a silent server holds no loop; an
-    expired server certificate is refused."""
+    expired server certificate is refused; so is one of our CA that names
+    another host, while one that names the host as --zk writes it (a DNS
+    name here) is taken."""
     d = h.mkdtemp("tlsbad")
     p = make_pki(d)
     flags = tls_flags(p["ca.pem"], p["client.pem"], p["client.key"])
     silent = Listener()
-    sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    sctx.load_cert_chain(p["oldsrv.pem"], p["oldsrv.key"])
-    expired = Listener(sctx)
+    expired = Listener(server_ctx(p, "oldsrv"))
+    misnamed = Listener(server_ctx(p, "misnamed"))
+    dnsonly = Listener(server_ctx(p, "dnsonly"))
     lame = Listener()
     try:
         # a renewal gone wrong: the key swapped for one that is not the
@@ -323,6 +338,14 @@ def test_tls_without_zookeeper():
         old = subprocess.Popen([TLS_BIN] + run + ["--zk", "127.0.0.1:%d" % expired.port, "--id",
                                "old"] + flags, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # the name: our CA's certificate for another host is refused; one that
+        # names the host as --zk writes it (localhost, a DNS name) is taken
+        wrong = subprocess.Popen([TLS_BIN] + run + ["--zk", "127.0.0.1:%d" % misnamed.port,
+                                 "--id", "wrong"] + flags, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        named = subprocess.Popen([TLS_BIN] + run + ["--zk", "localhost:%d" % dnsonly.port,
+                                 "--id", "named"] + flags, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         t0 = time.monotonic()
         h.wait_until(lambda: silent.accepts > 0 and lame.accepts > 0, timeout=5,
                      desc="a connection to each silent server")
@@ -351,10 +374,18 @@ def test_tls_without_zookeeper():
         assert "no answer to the connect attempt" in err, err[-2000:]
         err = old.communicate(timeout=10)[1].decode(errors="replace")
         assert old.returncode == 69 and expired.accepts > 0, (old.returncode, err[-2000:])
+        err = wrong.communicate(timeout=10)[1].decode(errors="replace")
+        assert wrong.returncode == 69 and misnamed.accepts > 0 and misnamed.handshakes == 0, (
+            wrong.returncode, misnamed.accepts, misnamed.handshakes, err[-2000:])
+        assert "names none of the hosts 127.0.0.1:%d" % misnamed.port in err, err[-2000:]
+        err = named.communicate(timeout=10)[1].decode(errors="replace")
+        # no ZooKeeper behind the handshake: no session, exit 69 all the same
+        assert named.returncode == 69 and dnsonly.handshakes > 0, (
+            named.returncode, dnsonly.accepts, dnsonly.handshakes, err[-2000:])
+        assert "names none of the hosts" not in err, err[-2000:]
     finally:
-        silent.close()
-        expired.close()
-        lame.close()
+        for lst in (silent, expired, misnamed, dnsonly, lame):
+            lst.close()
     base = ["run", "--zk", "127.0.0.1:1", "--path", "/tls/e", "--id", "x", "--fail-stop", "off"]
     cases = [
         (TLS_BIN, tls_flags(p["ca.pem"], p["expired.pem"], p["client.key"]), "expired"),
