@@ -46,8 +46,9 @@ fi
 (
   BUILD_DIR=build-asan "${idle[@]}" bash scripts/setup.sh --dev -DZKELECT_SANITIZE=ON \
     -DCMAKE_BUILD_TYPE=Debug >"$asan_log" 2>&1
-  echo $? >"$side/asan.rc"
-  [ $# -eq 0 ] || exit 0
+  r=$?
+  echo $r >"$side/asan.rc"
+  [ $# -eq 0 ] && [ $r -eq 0 ] || exit 0
   t1=$SECONDS
   "${idle[@]}" bash scripts/fuzz.sh "${FUZZ_SECONDS:-4}" >"$side/fuzz.log" 2>&1
   echo "fuzz $((SECONDS - t1)) s" >"$side/fuzz.time"
@@ -58,7 +59,8 @@ asan_built() {
   while [ ! -s "$side/asan.rc" ] && [ $n -lt 7200 ]; do sleep 0.5; n=$((n + 1)); done
   local r; r=$(cat "$side/asan.rc" 2>/dev/null || echo 1)
   cat "$asan_log"
-  [ "$r" -eq 0 ] || { echo "the ASan build failed (exit $r)"; exit 1; }
+  # (the lint beside is waited for: nothing is left running after the exit)
+  [ "$r" -eq 0 ] || { echo "the ASan build failed (exit $r)"; wait; exit 1; }
 }
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1

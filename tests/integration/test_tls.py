@@ -61,14 +61,16 @@ def make_pki(d):
         "ca.pem", "ca.key", "other.pem", "other.key", "server.pem", "server.key", "server.p12",
         "client.pem", "client.key", "stranger.pem", "stranger.key", "expired.pem",
         "oldsrv.pem", "oldsrv.key", "misnamed.pem", "misnamed.key", "dnsonly.pem", "dnsonly.key",
-        "keystore.jks", "truststore.jks", "san.ext", "misnamed.ext", "dnsonly.ext")}
+        "ipasdns.pem", "ipasdns.key",
+        "keystore.jks", "truststore.jks", "san.ext", "misnamed.ext", "dnsonly.ext", "ipasdns.ext")}
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
     for ca in ("ca", "other"):
         sh("openssl", "req", "-x509", *ec, "-keyout", p[ca + ".key"], "-out", p[ca + ".pem"],
            "-days", "2", "-subj", "/CN=zkelect-test-" + ca)
     for ext, san in (("san.ext", "IP:127.0.0.1,DNS:localhost"),
                      ("misnamed.ext", "DNS:zk.example.invalid"),     # our CA's, another host's
-                     ("dnsonly.ext", "DNS:localhost")):
+                     ("dnsonly.ext", "DNS:localhost"),
+                     ("ipasdns.ext", "DNS:127.0.0.1")):          # an address is an IP name only
         with open(p[ext], "w") as f:
             f.write("subjectAltName=%s\n" % san)
 
@@ -84,6 +86,7 @@ def make_pki(d):
     leaf("oldsrv", "ca", "localhost", days="-1", ext=p["san.ext"])    # expired yesterday
     leaf("misnamed", "ca", "misnamed", ext=p["misnamed.ext"])
     leaf("dnsonly", "ca", "dnsonly", ext=p["dnsonly.ext"])
+    leaf("ipasdns", "ca", "ipasdns", ext=p["ipasdns.ext"])
     # a certificate of the client's key that expired yesterday
     sh("openssl", "x509", "-in", p["client.pem"], "-signkey", p["client.key"], "-out",
        p["expired.pem"], "-days", "-1")
@@ -315,6 +318,7 @@ def test_tls_without_zookeeper():
     expired = Listener(server_ctx(p, "oldsrv"))
     misnamed = Listener(server_ctx(p, "misnamed"))
     dnsonly = Listener(server_ctx(p, "dnsonly"))
+    ipasdns = Listener(server_ctx(p, "ipasdns"))
     lame = Listener()
     try:
         # a renewal gone wrong: the key swapped for one that is not the
@@ -342,6 +346,9 @@ def test_tls_without_zookeeper():
         # names the host as --zk writes it (localhost, a DNS name) is taken
         wrong = subprocess.Popen([TLS_BIN] + run + ["--zk", "127.0.0.1:%d" % misnamed.port,
                                  "--id", "wrong"] + flags, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        ipdns = subprocess.Popen([TLS_BIN] + run + ["--zk", "127.0.0.1:%d" % ipasdns.port,
+                                 "--id", "ipdns"] + flags, stdin=subprocess.DEVNULL,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         named = subprocess.Popen([TLS_BIN] + run + ["--zk", "localhost:%d" % dnsonly.port,
                                  "--id", "named"] + flags, stdin=subprocess.DEVNULL,
@@ -378,13 +385,16 @@ def test_tls_without_zookeeper():
         assert wrong.returncode == 69 and misnamed.accepts > 0 and misnamed.handshakes == 0, (
             wrong.returncode, misnamed.accepts, misnamed.handshakes, err[-2000:])
         assert "names none of the hosts 127.0.0.1:%d" % misnamed.port in err, err[-2000:]
+        err = ipdns.communicate(timeout=10)[1].decode(errors="replace")
+        assert ipdns.returncode == 69 and ipasdns.accepts > 0 and ipasdns.handshakes == 0, (
+            ipdns.returncode, ipasdns.accepts, ipasdns.handshakes, err[-2000:])
         err = named.communicate(timeout=10)[1].decode(errors="replace")
         # no ZooKeeper behind the handshake: no session, exit 69 all the same
         assert named.returncode == 69 and dnsonly.handshakes > 0, (
             named.returncode, dnsonly.accepts, dnsonly.handshakes, err[-2000:])
         assert "names none of the hosts" not in err, err[-2000:]
     finally:
-        for lst in (silent, expired, misnamed, dnsonly, lame):
+        for lst in (silent, expired, misnamed, dnsonly, ipasdns, lame):
             lst.close()
     base = ["run", "--zk", "127.0.0.1:1", "--path", "/tls/e", "--id", "x", "--fail-stop", "off"]
     cases = [
