@@ -491,10 +491,18 @@ void childout_flush(childout *c)
         struct stream *s = &c->st[i];
         if (s->io.fd < 0)
             continue;
-        enum turn t;
-        do
+        /* two turns whatever the iteration's budget (what a turn left, then
+         * a fresh chunk: at most 2 x CHILDOUT_CHUNK bytes a stream, their
+         * lines still rate-limited), so that a child's last lines come
+         * before its exit's record on a loaded loop too; more waits for it */
+        int unlimited = q.unlimited;
+        q.unlimited = 1;
+        enum turn t = turn(c, s);
+        if (t == T_MORE)
             t = turn(c, s);
-        while (t == T_MORE && budget_ok());
+        q.unlimited = unlimited;
+        while (t == T_MORE && budget_ok())
+            t = turn(c, s);
         if (settle(c, s, t))
             return;                 /* (not an owned one's case: never freed here) */
     }

@@ -69,10 +69,12 @@ childout *childout_open(struct ev_loop *loop, const char *child, int fds[2]);
  * the reading begins, the records name pid, epoch and call (NULL: none;
  * copied); pid <= 0 (it did not start): c is freed. NULL is fine. */
 void childout_started(childout *c, pid_t pid, int64_t epoch, const char *call);
-/* Logs what the pipes hold now, within the iteration's budget (their
- * partial lines wait; what the budget leaves follows on the loop): before
- * the owner logs the child's exit, so that its last lines come first.
- * Never frees c; at EOF on both streams the drops are reported. */
+/* Logs what the pipes hold now (their partial lines wait): before the
+ * owner logs the child's exit, so that its last lines come first. The first
+ * two turns of each stream (what the last turn left, a fresh chunk: at most
+ * 2 x CHILDOUT_CHUNK bytes) whatever the iteration's budget, the rest
+ * within it (what the budget leaves follows on the loop). Never frees c;
+ * at EOF on both streams the drops are reported. */
 void childout_flush(childout *c);
 /* The owner is done with it (the child and what it left are gone): c is
  * no longer the owner's. It never reads here: what the pipes hold is
