@@ -207,10 +207,13 @@ static void forget_done(void *arg, const struct zkc_result *res)
     if (ctx_done(c, res))
         return;
     zke_agent *a = c->a;
-    if (res->rc != ZKC_OK && res->rc != ZKC_NONODE) {
+    if (c->epoch != a->hist.epoch) {
+        if (res->rc != ZKC_OK && res->rc != ZKC_NONODE)
+            failed(a, "pruning", c->path, res->rc);     /* an earlier term's: its backlog is gone */
+    } else if (res->rc != ZKC_OK && res->rc != ZKC_NONODE) {
         failed(a, "pruning", c->path, res->rc);
         a->hist.pruned = a->hist.nprune;    /* given up: the next term's listing retries */
-    } else if (c->epoch == a->hist.epoch) {
+    } else {
         prune_more(a);
     }
     free(c);

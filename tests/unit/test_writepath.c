@@ -92,6 +92,9 @@ static void test_never_the_history(void)
     CHECK(!ok("/app", "/app/el.history/term-0000000000000000011", 0, 0));
     CHECK(!ok("/app/el.history", "/app/el.history/x", 1, 0));
     CHECK(ok("/app", "/app/el.history", 0, 1));            /* a check only */
+    CHECK(ok(NULL, "/app/el.history", 0, 1));              /* read without a prefix */
+    CHECK(ok(NULL, "/app/el.history/term-0000000000000000011", 0, 1));
+    CHECK(!ok(NULL, "/app/el.historyx", 0, 1));
     CHECK(ok("/app", "/app/el.historyx", 0, 0));           /* a name that only starts alike */
 }
 
