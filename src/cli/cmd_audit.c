@@ -288,6 +288,9 @@ static int64_t parse_since(const char *t)
     if (at <= 0)
         die(EX_USAGE, "--since '%s': not a time (N with s, m, h or d: that long ago; or "
             "YYYY-MM-DDTHH:MM[:SS]Z)", t);
+    if (at > now + 60)      /* a mistyped year would hide every finding */
+        die(EX_USAGE, "--since '%s': in the future (it bounds what the audit judges from then on)",
+            t);
     return (int64_t)at * 1000;
 }
 

@@ -42,7 +42,7 @@ struct reader_creds {
     int64_t tls_expiry;
     char who[160];
 };
-/* require_election, then *s zeroed and given the election, the credentials
+/* After require_election: *s zeroed and given the election, the credentials
  * (resolve_auth) and the TLS files (resolve_tls_of), with the exits those
  * say; the caller sets the timeouts. *s borrows from o and c: call
  * forget_reader once the library has taken its copies (its _new). */

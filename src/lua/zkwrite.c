@@ -39,15 +39,16 @@ static void zkw_cancel(struct hook_wait *w)
         free(op);               /* else its callback frees it */
 }
 
-/* The Lua code of a refusal's reason, or of the failed op's error. */
-static const char *code_of(const struct zke_write_result *r)
+/* The Lua code of an answer's reason, or for "failed" of ZooKeeper's error
+ * (zk_error: the failed op's, or the read's; NULL: none named). */
+static const char *reason_code(const char *reason, const char *zk_error)
 {
     static const struct { const char *reason, *code; } codes[] = {
         { "deposed", "EDEPOSED" }, { "term_ended", "ETERM" }, { "late", "ELATE" },
         { "unreachable", "EUNREACHABLE" }, { "stopped", "ESTOPPED" }, { "freed", "ESTOPPED" },
     };
-    if (strcmp(r->reason, "failed") == 0 && r->failed_op >= 0 && r->failed_op < r->nops) {
-        const char *e = r->ops[r->failed_op].error;
+    if (strcmp(reason, "failed") == 0) {
+        const char *e = zk_error;
         return e == NULL ? "EZK" : strcmp(e, "nonode") == 0 ? "ENONODE"
              : strcmp(e, "nodeexists") == 0 ? "ENODEEXISTS"
              : strcmp(e, "badversion") == 0 ? "EBADVERSION"
@@ -55,9 +56,16 @@ static const char *code_of(const struct zke_write_result *r)
              : strcmp(e, "noauth") == 0 ? "ENOAUTH" : "EZK";
     }
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
-        if (strcmp(r->reason, codes[i].reason) == 0)
+        if (strcmp(reason, codes[i].reason) == 0)
             return codes[i].code;
     return "EZK";
+}
+
+/* The Lua code of a write's refusal, or of its failed op's error. */
+static const char *code_of(const struct zke_write_result *r)
+{
+    int op = r->failed_op;
+    return reason_code(r->reason, op >= 0 && op < r->nops ? r->ops[op].error : NULL);
 }
 
 /* One op's answer as a Lua value: create the path, set the version, else true. */
@@ -261,16 +269,9 @@ static int push_read(lua_State *L)
         lua_pushnil(L);
         return 3;
     }
-    const char *e = r->error != NULL ? r->error : "";
     luaL_pushfail(L);
     lua_pushstring(L, r->msg);
-    lua_pushstring(L, strcmp(r->reason, "failed") != 0
-                          ? (strcmp(r->reason, "term_ended") == 0 ? "ETERM"
-                             : strcmp(r->reason, "late") == 0 ? "ELATE"
-                             : strcmp(r->reason, "unreachable") == 0 ? "EUNREACHABLE"
-                             : strcmp(r->reason, "internal") == 0 ? "EZK" : "ESTOPPED")
-                          : strcmp(e, "nonode") == 0 ? "ENONODE"
-                          : strcmp(e, "noauth") == 0 ? "ENOAUTH" : "EZK");
+    lua_pushstring(L, reason_code(r->reason, r->error));
     return 3;
 }
 
