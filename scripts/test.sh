@@ -59,6 +59,7 @@ asan_built() {
   while [ ! -s "$side/asan.rc" ] && [ $n -lt 7200 ]; do sleep 0.5; n=$((n + 1)); done
   local r; r=$(cat "$side/asan.rc" 2>/dev/null || echo 1)
   cat "$asan_log"
+  [ -s "$side/asan.rc" ] || echo "the ASan build did not end within an hour"
   # (the lint beside is waited for: nothing is left running after the exit)
   [ "$r" -eq 0 ] || { echo "the ASan build failed (exit $r)"; wait; exit 1; }
 }

@@ -92,28 +92,32 @@ def description(path):
     return python_description(text)          # .py and bench/run
 
 
-def once_tests(repo):
+def extra_entries(repo, kind):
     """integration.NAME for which tests/integration/CMakeLists.txt also
-    registers integration.NAME_once (a schedule checked once, normal build)."""
+    registers integration.NAME_<kind>: _once (a schedule checked once,
+    normal build), _release (strict bounds again in the normal build)."""
     try:
         text = open(os.path.join(repo, "tests", "integration", "CMakeLists.txt")).read()
     except OSError:
         return set()
-    return set(re.findall(r"^set\(_once_(\w+)\s", text, re.M))
+    return set(re.findall(r"^set\(_%s_(\w+)\s" % kind, text, re.M)) | set(
+        re.findall(r"add_test\(NAME integration\.(\w+)_%s\b" % kind, text))
 
 
 def entries(repo):
     """[(title or None, ctest name or None, relative path, description or None)]"""
     out = []
-    once = once_tests(repo)
+    extras = {kind: extra_entries(repo, kind) for kind in ("once", "release")}
     for title, pattern, name_of in GROUPS:
         paths = sorted(glob.glob(os.path.join(repo, pattern)))
         for i, full in enumerate(paths):
             rel = os.path.relpath(full, repo)
             base = os.path.splitext(os.path.basename(rel))[0]
             name = name_of(base)
-            if name and name.startswith("integration.") and name[len("integration."):] in once:
-                name += "`, `" + name + "_once"
+            base = name[len("integration."):] if name and name.startswith("integration.") else None
+            for kind in ("once", "release"):
+                if base is not None and base in extras[kind]:
+                    name += "`, `integration." + base + "_" + kind
             out.append((title if i == 0 else None, name, rel, description(full)))
     return out
 

@@ -1572,7 +1572,7 @@ def sc_guarded_counter(t):
     off (its namespace drops what it sends to the servers; what they send
     comes in) while it counts, most likely between a read and its write, its
     node is deleted by hand, the successor leads (and counts 1.5 s into its
-    term), and the drop ends 0.5 s after it began: TCP delivers the deposed
+    term), and the drop ends 0.5 s after the delete: TCP delivers the deposed
     leader's write then, carrying a version that still matches. The checker
     (checker.check_counter): each value applied once, consecutive, by a
     term that led, epochs non-decreasing, the node's value the number of
@@ -1598,7 +1598,6 @@ def sc_guarded_counter(t):
     t.fault_begin("hand_delete", lead.id, s2_bound_ms=HAND_DELETE_FROZEN_MS,
                   duty_bound_ms=HAND_DELETE_FROZEN_MS,
                   expect=[{"type": "leader_change"}, {"type": "epoch_up"}])
-    t0 = time.monotonic()
     # its requests dropped, the servers' bytes let in: a write it sends
     # after a read answered goes into the drop. The node is deleted once
     # the policy says it sent a write after the drop began (its "counter
